@@ -1,0 +1,16 @@
+"""The `oxigpu` command: a click group; each verb lives in its own module."""
+from __future__ import annotations
+
+import click
+
+from .._version import __version__
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="oxigpu")
+def cli() -> None:
+    """GPU-first LLM inference on WebGPU."""
+
+
+def main() -> None:
+    cli()
