@@ -1,0 +1,205 @@
+"""The op-graph IR: values, nodes and a builder with shape inference.
+
+A model builder describes "T tokens at positions pos .. pos+T-1" once; the graph never changes between
+steps. Everything that does change per step (pos, the number of valid tokens, sampling settings) is a
+*step parameter*, read by ops at run time, never baked into the graph.
+
+Conventions that keep backends simple:
+- every activation is 2-D: ``[rows, cols]`` f32 (heads are packed along cols, ``[T, n_head * head_dim]``),
+  so no op needs views or strides; ops that care about heads take ``n_head``/``head_dim`` attributes;
+- weights are GGUF tensors referenced by name and quant type, never copied into the graph;
+- the KV cache is *state*: a value that persists across steps, written by ``kv_store`` and read by
+  ``attention``; rows ``pos .. pos+n_tokens-1`` are written each step;
+- rows ``n_tokens .. T-1`` of a padded chunk are garbage and must never influence valid rows.
+
+The op catalogue (semantics are defined by the numpy reference in ``oxigpu/backends/numpy_ops.py``):
+
+=============  =============================================  ===========================================
+op             inputs -> outputs                              attrs
+=============  =============================================  ===========================================
+embed          ids i32[T], table W[vocab, d] -> [T, d]        scale (multiply rows, gemma: sqrt(d))
+rms_norm       x[R, n], w[g] -> [R, n]                        eps, group (normalize each run of ``group``
+                                                              cols; g == group; group == n for a plain norm)
+matmul         x[R, k], W[n, k] (, bias[n]) -> [R, n]         (none) y = x @ W.T (+ bias)
+rope           x[T, H*D] -> [T, H*D]                          n_head, head_dim, n_rot, base, neox, freq_scale;
+                                                              row t is at position pos + t
+kv_store       k[T, Hkv*D], v[T, Hkv*Dv], K, V (state)        (none) K[pos+t] = k[t], V[pos+t] = v[t] for
+                                                              t < n_tokens
+attention      q[T, H*D], K[n_ctx, Hkv*D], V[n_ctx, Hkv*Dv]   n_head, n_head_kv, head_dim, v_head_dim,
+               -> [T, H*Dv]                                   scale, window (0: none), softcap (0: none);
+                                                              query t (position p = pos+t) sees keys j with
+                                                              j <= p and (window == 0 or j > p - window)
+add            a[R, n], b[R, n] -> [R, n]
+mul            a[R, n], b[R, n] -> [R, n]
+glu            gate[R, n], up[R, n] -> [R, n]                 act: "silu" | "gelu_tanh"; act(gate) * up
+last_row       x[T, n] -> [1, n]                              (none) row n_tokens - 1
+=============  =============================================  ===========================================
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+Kind = Literal["input", "weight", "state", "temp", "output"]
+DType = Literal["f32", "i32"]
+
+STEP_PARAMS = ("pos", "n_tokens")
+"""Per-step scalars every backend provides: first position of the chunk, valid rows in the chunk."""
+
+
+@dataclass(eq=False)
+class Value:
+    """A tensor in the graph. Identity is object identity."""
+
+    id: int
+    name: str
+    shape: tuple[int, ...]
+    dtype: DType
+    kind: Kind
+    tensor: str | None = None      # weights: the GGUF tensor name
+    ggml_type: int | None = None   # weights: the GGUF tensor's ggml type
+
+    @property
+    def nbytes(self) -> int:
+        n = 4
+        for s in self.shape:
+            n *= s
+        return n
+
+    def __repr__(self) -> str:
+        return f"%{self.id}:{self.name}{list(self.shape)}"
+
+
+@dataclass(eq=False)
+class Node:
+    op: str
+    inputs: tuple[Value, ...]
+    outputs: tuple[Value, ...]
+    attrs: dict[str, Any] = field(default_factory=dict)
+    name: str = ""
+
+    def __repr__(self) -> str:
+        return f"{self.name or self.op}({', '.join(map(repr, self.inputs))}) -> {list(self.outputs)}"
+
+
+class Graph:
+    """A straight-line list of nodes built in execution order, with shape checks at build time."""
+
+    def __init__(self, n_tokens: int):
+        self.T = n_tokens
+        self.values: list[Value] = []
+        self.nodes: list[Node] = []
+        self.inputs: dict[str, Value] = {}
+        self.outputs: dict[str, Value] = {}
+        self.weights: dict[str, Value] = {}
+        self.states: dict[str, Value] = {}
+        self._scope = ""
+
+    # -- values ---------------------------------------------------------------------------------
+    def _value(self, name: str, shape: tuple[int, ...], dtype: DType, kind: Kind, **kw) -> Value:
+        v = Value(len(self.values), name, tuple(int(s) for s in shape), dtype, kind, **kw)
+        self.values.append(v)
+        return v
+
+    def input(self, name: str, shape: tuple[int, ...], dtype: DType = "i32") -> Value:
+        v = self._value(name, shape, dtype, "input")
+        self.inputs[name] = v
+        return v
+
+    def weight(self, tensor: str, shape: tuple[int, ...], ggml_type: int) -> Value:
+        """A GGUF tensor in numpy order (``[n_out, n_in]`` for a matrix); shared if named twice."""
+        if tensor in self.weights:
+            return self.weights[tensor]
+        v = self._value(tensor, shape, "f32", "weight", tensor=tensor, ggml_type=ggml_type)
+        self.weights[tensor] = v
+        return v
+
+    def state(self, name: str, shape: tuple[int, ...]) -> Value:
+        v = self._value(name, shape, "f32", "state")
+        self.states[name] = v
+        return v
+
+    def output(self, name: str, v: Value) -> Value:
+        if v.kind == "temp":
+            v.kind = "output"
+        self.outputs[name] = v
+        return v
+
+    def scope(self, prefix: str) -> "Graph":
+        """Name prefix for the nodes built next (e.g. ``blk.3``); for readable plans and diffs."""
+        self._scope = prefix
+        return self
+
+    def _node(self, op: str, inputs: tuple[Value, ...], out_shapes: list[tuple[int, ...]],
+              attrs: dict[str, Any] | None = None, name: str = "") -> list[Value]:
+        label = f"{self._scope}.{name or op}" if self._scope else (name or op)
+        outs = [self._value(f"{label}:{i}" if len(out_shapes) > 1 else label, s, "f32", "temp")
+                for i, s in enumerate(out_shapes)]
+        self.nodes.append(Node(op, inputs, tuple(outs), dict(attrs or {}), label))
+        return outs
+
+    # -- ops ------------------------------------------------------------------------------------
+    def embed(self, ids: Value, table: Value, scale: float = 1.0) -> Value:
+        _check(ids.dtype == "i32" and len(ids.shape) == 1, "embed: ids must be i32[T]", ids)
+        return self._node("embed", (ids, table), [(ids.shape[0], table.shape[1])],
+                          {"scale": float(scale)})[0]
+
+    def rms_norm(self, x: Value, w: Value, eps: float, group: int | None = None,
+                 name: str = "") -> Value:
+        group = x.shape[-1] if group is None else group
+        _check(x.shape[-1] % group == 0 and w.shape == (group,), "rms_norm: bad group/weight", x, w)
+        return self._node("rms_norm", (x, w), [x.shape], {"eps": float(eps), "group": group}, name)[0]
+
+    def matmul(self, x: Value, w: Value, bias: Value | None = None, name: str = "") -> Value:
+        _check(len(w.shape) == 2 and x.shape[1] == w.shape[1], "matmul: inner dims differ", x, w)
+        ins = (x, w) if bias is None else (x, w, bias)
+        if bias is not None:
+            _check(bias.shape == (w.shape[0],), "matmul: bias shape", bias)
+        return self._node("matmul", ins, [(x.shape[0], w.shape[0])], {}, name or w.name)[0]
+
+    def rope(self, x: Value, n_head: int, head_dim: int, n_rot: int, base: float, neox: bool,
+             freq_scale: float = 1.0, name: str = "") -> Value:
+        _check(x.shape[1] == n_head * head_dim and n_rot <= head_dim and n_rot % 2 == 0,
+               "rope: bad head layout", x)
+        attrs = dict(n_head=n_head, head_dim=head_dim, n_rot=n_rot, base=float(base), neox=bool(neox),
+                     freq_scale=float(freq_scale))
+        return self._node("rope", (x,), [x.shape], attrs, name)[0]
+
+    def kv_store(self, k: Value, v: Value, cache_k: Value, cache_v: Value) -> None:
+        _check(k.shape[1] == cache_k.shape[1] and v.shape[1] == cache_v.shape[1],
+               "kv_store: cache width", k, cache_k)
+        self._node("kv_store", (k, v, cache_k, cache_v), [], {})
+
+    def attention(self, q: Value, cache_k: Value, cache_v: Value, n_head: int, n_head_kv: int,
+                  head_dim: int, v_head_dim: int, scale: float, window: int = 0,
+                  softcap: float = 0.0) -> Value:
+        _check(q.shape[1] == n_head * head_dim and n_head % n_head_kv == 0
+               and cache_k.shape[1] == n_head_kv * head_dim
+               and cache_v.shape[1] == n_head_kv * v_head_dim, "attention: head layout", q, cache_k)
+        attrs = dict(n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim, v_head_dim=v_head_dim,
+                     scale=float(scale), window=int(window), softcap=float(softcap))
+        return self._node("attention", (q, cache_k, cache_v), [(q.shape[0], n_head * v_head_dim)],
+                          attrs)[0]
+
+    def add(self, a: Value, b: Value, name: str = "") -> Value:
+        _check(a.shape == b.shape, "add: shapes differ", a, b)
+        return self._node("add", (a, b), [a.shape], {}, name)[0]
+
+    def mul(self, a: Value, b: Value, name: str = "") -> Value:
+        _check(a.shape == b.shape, "mul: shapes differ", a, b)
+        return self._node("mul", (a, b), [a.shape], {}, name)[0]
+
+    def glu(self, gate: Value, up: Value, act: str, name: str = "") -> Value:
+        _check(gate.shape == up.shape and act in ("silu", "gelu_tanh"), "glu: shapes/act", gate, up)
+        return self._node("glu", (gate, up), [gate.shape], {"act": act}, name)[0]
+
+    def last_row(self, x: Value) -> Value:
+        return self._node("last_row", (x,), [(1, x.shape[1])])[0]
+
+    def __repr__(self) -> str:
+        return "\n".join(map(repr, self.nodes))
+
+
+def _check(ok: bool, msg: str, *vals: Value) -> None:
+    if not ok:
+        raise ValueError(f"{msg}: {vals}")
