@@ -1,0 +1,351 @@
+"""The wgpu device layer: adapter choice, buffers, WGSL loading, pipelines and one-pass submission.
+
+Everything GPU-side goes through one cached :class:`Device`. Kernels never touch wgpu directly for
+bookkeeping; they ask the device for pipelines (compiled once per (file, entry, defines)), create their
+bind groups once, and hand back :class:`Dispatch` triples that :meth:`Device.submit` encodes in a single
+compute pass.
+
+Shader preprocessing (deliberately tiny; see :meth:`Device.shader_source`):
+
+- ``{{NAME}}`` is replaced by ``str(defines[NAME])``; an unknown name is an error, never left in place.
+  Substitution runs before includes, so ``#include "quant/{{QUANT}}.wgsl"`` selects a snippet.
+- ``#include "rel/path.wgsl"`` (relative to ``oxigpu/shaders/``) pastes a file once per module; included
+  files are preprocessed with the same defines.
+- ``enable ...;`` lines anywhere are hoisted to the top (WGSL requires them first), deduplicated.
+
+Textual defines (not pipeline-overridable constants) because they also size workgroup arrays and
+``@workgroup_size``, which overrides cannot do portably, and they pick include files.
+
+Binding convention shared by every kernel: ``@group(0) @binding(0)`` is the per-step :class:`Params`
+uniform ``P`` (``#include "common/params.wgsl"``) in kernels that need step values (``pos``,
+``n_tokens``, sampling settings); data bindings start at 1. The graph runtime owns one params buffer and writes it once per step (:meth:`write_params`).
+"""
+from __future__ import annotations
+
+import re
+import struct
+import threading
+import time
+from contextlib import contextmanager
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any, Iterator, Mapping, NamedTuple, Sequence
+
+import numpy as np
+
+from ...errors import DeviceError
+
+_INSTALL_HINT = ("install a Vulkan driver (Debian/Ubuntu: `apt-get install libvulkan1 mesa-vulkan-drivers`, "
+                 "which gives the software lavapipe device) or run with backend='numpy'")
+
+STORAGE = 0x0080 | 0x0004 | 0x0008    # wgpu.BufferUsage.STORAGE | COPY_SRC | COPY_DST
+UNIFORM = 0x0040 | 0x0008             # UNIFORM | COPY_DST
+PARAMS_BINDING = 0
+
+@dataclass
+class Params:
+    """Per-step values, packed as ``shaders/common/params.wgsl`` declares them (64 bytes, 16-aligned).
+
+    ``counter`` is the sampling RNG counter (advanced per step so the seed stays fixed); ``flags`` is a
+    bit set owned by the sampling kernel. Only the runtime writes this; kernels read it.
+    """
+
+    pos: int = 0
+    n_tokens: int = 1
+    seed: int = 0
+    counter: int = 0
+    top_k: int = 0
+    penalty_last_n: int = 0
+    flags: int = 0
+    temperature: float = 1.0
+    top_p: float = 1.0
+    min_p: float = 0.0
+    repeat_penalty: float = 1.0
+    presence_penalty: float = 0.0
+    frequency_penalty: float = 0.0
+
+    NBYTES = 64
+
+    def pack(self) -> bytes:
+        return struct.pack("<8I8f", self.pos, self.n_tokens, self.seed & 0xFFFFFFFF,
+                           self.counter & 0xFFFFFFFF, self.top_k, self.penalty_last_n, self.flags, 0,
+                           self.temperature, self.top_p, self.min_p, self.repeat_penalty,
+                           self.presence_penalty, self.frequency_penalty, 0.0, 0.0)
+
+
+class Dispatch(NamedTuple):
+    """One precomputed compute dispatch: all the hot loop needs."""
+
+    pipeline: Any
+    bind_group: Any
+    workgroups: tuple[int, int, int]
+
+
+Binding = Any  # a GPUBuffer, or (buffer, offset, size) for a sub-range
+
+
+def _shader_root() -> Path:
+    return Path(str(resources.files("oxigpu") / "shaders"))
+
+
+_INCLUDE = re.compile(r'^[ \t]*#include[ \t]+"([^"]+)"[ \t]*$', re.M)
+_DEFINE = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
+_ENABLE = re.compile(r"^[ \t]*enable[ \t]+[^;]+;[ \t]*$", re.M)
+
+
+class Device:
+    """One wgpu adapter + device, with buffer helpers, a shader loader and a pipeline cache."""
+
+    _cache: dict[str, "Device"] = {}
+    _lock = threading.Lock()
+
+    @classmethod
+    def get(cls, prefer: str = "high-performance") -> "Device":
+        """The process-wide device for this power preference (created on first use)."""
+        with cls._lock:
+            if prefer not in cls._cache:
+                cls._cache[prefer] = cls(prefer)
+            return cls._cache[prefer]
+
+    def __init__(self, prefer: str = "high-performance"):
+        try:
+            import wgpu
+        except ImportError as e:  # pragma: no cover - wgpu is a hard dependency
+            raise DeviceError(f"wgpu-py is not importable ({e}); pip install wgpu") from e
+        self._wgpu = wgpu
+        self.adapter = _pick_adapter(wgpu, prefer)
+        feats = set(self.adapter.features)
+        want = [f for f in ("shader-f16", "subgroup", "timestamp-query") if f in feats]
+        try:
+            self.device = self.adapter.request_device_sync(label="oxigpu", required_features=want)
+        except Exception as e:
+            raise DeviceError(f"requesting a device from {self.adapter.info['device']!r} failed: {e}") from e
+        self.queue = self.device.queue
+        self.features = set(self.device.features)
+        self.limits = dict(self.device.limits)
+        self.max_storage_binding = int(min(self.limits["max-storage-buffer-binding-size"],
+                                           self.limits["max-buffer-size"]))
+        """Largest storage binding in bytes; kernels split bigger tensors. Tests lower it."""
+        self.storage_align = int(self.limits["min-storage-buffer-offset-alignment"])
+        self._pipelines: dict[tuple, Any] = {}
+        self._sync_buf = self.create_buffer(16)
+        self.params_buffer = self.create_buffer(Params.NBYTES, UNIFORM, label="params")
+        self.write_params(Params())
+
+    # -- description ------------------------------------------------------------------------------
+    @property
+    def is_software(self) -> bool:
+        """A CPU adapter (lavapipe/llvmpipe, SwiftShader): correct but slower than numpy."""
+        return self.adapter.info["adapter_type"] == "CPU"
+
+    @property
+    def has_f16(self) -> bool:
+        return "shader-f16" in self.features
+
+    @property
+    def has_subgroups(self) -> bool:
+        return "subgroup" in self.features
+
+    @property
+    def has_timestamps(self) -> bool:
+        return "timestamp-query" in self.features
+
+    def info(self) -> dict[str, Any]:
+        """What the engine runs on, for logs, `oxigpu kernels` and bug reports."""
+        ai = self.adapter.info
+        return {"name": ai["device"], "vendor": ai["vendor"], "description": ai["description"],
+                "backend": ai["backend_type"], "adapter_type": ai["adapter_type"],
+                "features": sorted(self.features), "limits": dict(self.limits),
+                "max_storage_binding": self.max_storage_binding}
+
+    # -- buffers ---------------------------------------------------------------------------------
+    def create_buffer(self, nbytes: int, usage: int = STORAGE, label: str = "") -> Any:
+        """A zero-filled buffer; sizes round up to 16 bytes (uniform and vec4 bindings need it)."""
+        size = max(16, (int(nbytes) + 15) // 16 * 16)
+        if size > self.limits["max-buffer-size"]:
+            raise DeviceError(f"buffer {label!r} of {nbytes} bytes exceeds the device's max-buffer-size "
+                              f"{self.limits['max-buffer-size']}")
+        return self.device.create_buffer(size=size, usage=usage, label=label)
+
+    def upload(self, array: np.ndarray | bytes, usage: int = STORAGE, label: str = "") -> Any:
+        """A new buffer holding ``array``'s bytes (padded with zeros to 16 bytes)."""
+        data = memoryview(np.ascontiguousarray(array)).cast("B") if isinstance(array, np.ndarray) \
+            else memoryview(array).cast("B")
+        buf = self.create_buffer(len(data), usage, label)
+        self.write(buf, data)
+        return buf
+
+    def write(self, buffer: Any, data: np.ndarray | bytes | memoryview, offset: int = 0) -> None:
+        """Write host bytes into ``buffer`` at ``offset`` (tail padded to the 4-byte rule)."""
+        raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1) if isinstance(data, np.ndarray) \
+            else np.frombuffer(data, np.uint8)
+        if offset % 4:
+            raise DeviceError(f"write offset {offset} is not a multiple of 4")
+        if raw.size % 4:
+            raw = np.concatenate([raw, np.zeros(4 - raw.size % 4, np.uint8)])
+        if raw.size:
+            self.queue.write_buffer(buffer, offset, raw)
+
+    def read(self, buffer: Any, dtype: Any = np.float32, shape: Sequence[int] | int | None = None,
+             offset: int = 0) -> np.ndarray:
+        """Copy a buffer range back to the host; this also waits for all submitted work."""
+        dtype = np.dtype(dtype)
+        count = int(np.prod(shape)) if shape is not None else (buffer.size - offset) // dtype.itemsize
+        nbytes = count * dtype.itemsize
+        size = (nbytes + 3) // 4 * 4
+        raw = np.frombuffer(self.queue.read_buffer(buffer, offset, size), np.uint8)[:nbytes]
+        out = raw.view(dtype).copy()
+        return out.reshape(shape) if shape is not None else out
+
+    def sync(self) -> None:
+        """Block until submitted work is done (reads back 16 bytes: on_submitted_work_done is broken)."""
+        self.queue.read_buffer(self._sync_buf, 0, 16)
+
+    def uniform(self, words: Sequence[int | float]) -> Any:
+        """A small constant uniform buffer of u32/f32 words (ints pack as u32, floats as f32).
+
+        For per-dispatch shape constants written once at encode time; never per step.
+        """
+        packed = b"".join(struct.pack("<f", w) if isinstance(w, float) else struct.pack("<I", w & 0xFFFFFFFF)
+                          for w in words)
+        return self.upload(packed, UNIFORM, label="dims")
+
+    def write_params(self, params: Params) -> None:
+        self.queue.write_buffer(self.params_buffer, 0, params.pack())
+
+    # -- shaders and pipelines ------------------------------------------------------------------
+    def shader_source(self, file: str, defines: Mapping[str, Any] | None = None) -> str:
+        """Preprocess ``oxigpu/shaders/<file>``: ``{{NAME}}`` substitution, ``#include``, ``enable``."""
+        defines = dict(defines or {})
+        seen: set[str] = set()
+        enables: list[str] = []
+
+        def load(rel: str, chain: tuple[str, ...]) -> str:
+            path = _shader_root() / rel
+            if not path.is_file():
+                raise DeviceError(f"shader file {rel!r} not found (included from {' -> '.join(chain) or 'top'})")
+            text = _DEFINE.sub(lambda m: subst(m, rel), path.read_text())
+            for line in _ENABLE.findall(text):
+                if line.strip() not in enables:
+                    enables.append(line.strip())
+            text = _ENABLE.sub("", text)
+
+            def inc(m: re.Match) -> str:
+                name = m.group(1)
+                if name in seen:
+                    return ""
+                seen.add(name)
+                return f"// ---- {name}\n{load(name, chain + (rel,))}"
+            return _INCLUDE.sub(inc, text)
+
+        def subst(m: re.Match, rel: str) -> str:
+            if m.group(1) not in defines:
+                raise DeviceError(f"shader {rel!r} needs define {m.group(1)!r}; given {sorted(defines)}")
+            v = defines[m.group(1)]
+            return ("true" if v else "false") if isinstance(v, bool) else str(v)
+
+        seen.add(file)
+        body = load(file, ())
+        return "\n".join(enables + [body])
+
+    def pipeline(self, file: str, entry: str = "main", defines: Mapping[str, Any] | None = None) -> Any:
+        """A compute pipeline (auto layout), compiled once per (file, entry, defines)."""
+        key = (file, entry, tuple(sorted((k, str(v)) for k, v in (defines or {}).items())))
+        pipe = self._pipelines.get(key)
+        if pipe is None:
+            src = self.shader_source(file, defines)
+            try:
+                module = self.device.create_shader_module(code=src, label=f"{file}:{entry}")
+                pipe = self.device.create_compute_pipeline(
+                    layout="auto", compute={"module": module, "entry_point": entry}, label=f"{file}:{entry}")
+            except Exception as e:
+                raise DeviceError(f"shader {file!r} entry {entry!r} defines {dict(defines or {})} failed to "
+                                  f"compile: {e}") from e
+            self._pipelines[key] = pipe
+        return pipe
+
+    def bind_group(self, pipeline: Any, bindings: Mapping[int, Binding], group: int = 0) -> Any:
+        """A bind group for ``pipeline``: binding index -> buffer or (buffer, offset, size). Create once."""
+        entries = []
+        for idx, b in sorted(bindings.items()):
+            buf, off, size = (b if isinstance(b, tuple) else (b, 0, b.size))
+            entries.append({"binding": idx, "resource": {"buffer": buf, "offset": off, "size": size}})
+        try:
+            return self.device.create_bind_group(layout=pipeline.get_bind_group_layout(group), entries=entries)
+        except Exception as e:
+            raise DeviceError(f"bind group for {pipeline.label!r} failed: {e}") from e
+
+    # -- execution -------------------------------------------------------------------------------
+    def encode(self, encoder: Any, dispatches: Sequence[Dispatch]) -> None:
+        """Record ``dispatches`` into one compute pass of ``encoder``."""
+        cp = encoder.begin_compute_pass()
+        last_pipe = None
+        for pipe, bg, (x, y, z) in dispatches:
+            if pipe is not last_pipe:
+                cp.set_pipeline(pipe)
+                last_pipe = pipe
+            cp.set_bind_group(0, bg)
+            cp.dispatch_workgroups(x, y, z)
+        cp.end()
+
+    def submit(self, dispatches: Sequence[Dispatch]) -> None:
+        """Encode ``dispatches`` in ONE compute pass and submit it (does not wait)."""
+        enc = self.device.create_command_encoder()
+        self.encode(enc, dispatches)
+        try:
+            self.queue.submit([enc.finish()])
+        except Exception as e:
+            raise DeviceError(f"submit failed: {e}") from e
+
+    def time(self, dispatches: Sequence[Dispatch], repeat: int = 20) -> float:
+        """Seconds per run of ``dispatches``: wall time of ``repeat`` copies in one pass, after a warm-up."""
+        self.submit(dispatches)
+        self.sync()
+        t0 = time.perf_counter()
+        self.submit(list(dispatches) * repeat)
+        self.sync()
+        return (time.perf_counter() - t0) / repeat
+
+    @contextmanager
+    def binding_limit(self, nbytes: int) -> Iterator[None]:
+        """Temporarily pretend storage bindings are capped at ``nbytes`` (tests of the split paths)."""
+        old = self.max_storage_binding
+        self.max_storage_binding = int(nbytes)
+        try:
+            yield
+        finally:
+            self.max_storage_binding = old
+
+
+def workgroups_for(n_groups: int, max_dim: int = 65535) -> tuple[int, int, int]:
+    """A 2-D grid with at least ``n_groups`` workgroups (one dimension is capped at 65535).
+
+    Shaders recover the linear id as ``wid.y * nwg.x + wid.x`` and skip ids >= their count.
+    """
+    n_groups = max(1, int(n_groups))
+    if n_groups <= max_dim:
+        return (n_groups, 1, 1)
+    y = -(-n_groups // max_dim)
+    return (-(-n_groups // y), y, 1)
+
+
+def _pick_adapter(wgpu: Any, prefer: str) -> Any:
+    """Best non-OpenGL adapter: discrete > integrated > virtual > CPU.
+
+    wgpu falls back to an OpenGL (llvmpipe) adapter when no Vulkan/Metal/D3D12 driver is installed; it
+    lacks shader-f16 and subgroups and runs compute badly, so it is refused with an install hint.
+    """
+    try:
+        adapters = list(wgpu.gpu.enumerate_adapters_sync())
+    except Exception as e:
+        raise DeviceError(f"wgpu could not enumerate adapters ({e}); {_INSTALL_HINT}") from e
+    usable = [a for a in adapters if a.info["backend_type"] not in ("OpenGL", "GL", "Empty")]
+    if not usable:
+        found = ", ".join(f"{a.info['device']} ({a.info['backend_type']})" for a in adapters) or "none"
+        raise DeviceError(f"no Vulkan/Metal/D3D12 GPU adapter found (adapters: {found}); the OpenGL fallback "
+                          f"lacks compute features oxigpu needs; {_INSTALL_HINT}")
+    rank = {"DiscreteGPU": 0, "IntegratedGPU": 1, "VirtualGPU": 2, "CPU": 3}
+    if prefer == "low-power":
+        rank = {"IntegratedGPU": 0, "DiscreteGPU": 1, "VirtualGPU": 2, "CPU": 3}
+    return min(usable, key=lambda a: rank.get(a.info["adapter_type"], 4))
