@@ -1,0 +1,77 @@
+"""Named model shapes for synthetic GGUF files: real ones (for speed work) and tiny ones (for tests).
+
+Real shapes copy the published configs (layer count, widths, heads, vocab, RoPE) so a synthetic file costs
+exactly what the real model costs to run. Tiny shapes keep every architecture feature but are small
+enough for unit tests; their widths are chosen so that some rows are multiples of 256 (K-quant blocks)
+and some are not (llama.cpp falls back to 32-element blocks there).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ..errors import InvalidParameterError
+
+
+@dataclass(frozen=True)
+class Shape:
+    """One model shape plus its tokenizer flavour; `vocab` names a style in `synth.vocab`."""
+
+    name: str
+    arch: str
+    n_layer: int
+    n_embd: int
+    n_head: int
+    n_head_kv: int
+    n_ff: int
+    n_vocab: int
+    head_dim: int
+    n_ctx_train: int
+    rope_base: float
+    rms_eps: float
+    tied: bool
+    vocab: str                        # "spm-llama2", "spm-gemma", "bpe-llama3", "bpe-qwen2"
+    chat_template: bool = True
+    sliding_window: int | None = None
+    rope_scaling_factor: float | None = None   # llama3-style frequency factors, written as rope_freqs.weight
+    label: str = ""
+
+    def with_layers(self, n_layer: int | None) -> Shape:
+        """The same shape cut to `n_layer` layers (to make big shapes cheap to write and load)."""
+        if n_layer is None:
+            return self
+        if n_layer < 1:
+            raise InvalidParameterError(f"--layers must be >= 1, got {n_layer}")
+        return replace(self, n_layer=n_layer)
+
+
+SHAPES: dict[str, Shape] = {s.name: s for s in (
+    # google/gemma-3-270m; mirrors the real Q4_K_M package file, which has no chat template.
+    Shape("gemma3-270m", "gemma3", 18, 640, 4, 1, 2048, 262144, 256, 32768, 1e6, 1e-6, True,
+          "spm-gemma", chat_template=False, sliding_window=512, label="270M"),
+    # Qwen/Qwen2.5-0.5B-Instruct (tie_word_embeddings=true).
+    Shape("qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 4864, 151936, 64, 32768, 1e6, 1e-6, True,
+          "bpe-qwen2", label="0.5B"),
+    # meta-llama/Llama-3.2-1B-Instruct (tied, llama3 RoPE scaling factor 32).
+    Shape("llama-3.2-1b", "llama", 16, 2048, 32, 8, 8192, 128256, 64, 131072, 500000.0, 1e-5, True,
+          "bpe-llama3", rope_scaling_factor=32.0, label="1B"),
+    # meta-llama/Llama-3.1-8B-Instruct (untied, llama3 RoPE scaling factor 8).
+    Shape("llama-3.1-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 128, 131072, 500000.0, 1e-5, False,
+          "bpe-llama3", rope_scaling_factor=8.0, label="8B"),
+    # Tiny shapes: rows of 192/640/320 are not multiples of 256, rows of 256/512/768 are.
+    Shape("tiny-llama", "llama", 2, 192, 6, 2, 512, 1024, 32, 2048, 10000.0, 1e-5, False,
+          "spm-llama2", label="tiny"),
+    Shape("tiny-qwen2", "qwen2", 3, 256, 4, 2, 640, 1536, 64, 4096, 1e6, 1e-6, True,
+          "bpe-qwen2", label="tiny"),
+    Shape("tiny-qwen3", "qwen3", 2, 128, 4, 2, 384, 1280, 64, 4096, 1e6, 1e-6, False,
+          "bpe-qwen2", label="tiny"),
+    Shape("tiny-gemma3", "gemma3", 6, 320, 4, 1, 768, 1024, 64, 4096, 1e6, 1e-6, True,
+          "spm-gemma", sliding_window=16, label="tiny"),
+)}
+
+
+def get_shape(name: str) -> Shape:
+    try:
+        return SHAPES[name]
+    except KeyError:
+        raise InvalidParameterError(
+            f"unknown shape {name!r}; known: {', '.join(SHAPES)}") from None
