@@ -106,8 +106,11 @@ class _Reader:
         return v
 
     def string(self, field: str) -> str:
+        len_pos = self.pos
         n = self.scalar(_U64, f"{field} length")
-        self.need(n, field)
+        if n > self.size - self.pos:
+            raise self.fail(GGUFTruncatedError, f"{field} length",
+                            f"string of {n} bytes but only {self.size - self.pos} remain in the file", len_pos)
         start = self.pos
         try:
             s = self.buf[start:start + n].decode("utf-8")
@@ -129,11 +132,11 @@ class _Reader:
                     self.pos = pos
                     self.need(8, f"{field}[{i}] length")
                 (length,) = unpack(buf, pos)
-                pos += 8
-                end = pos + length
+                end = pos + 8 + length
                 if end > size:
-                    self.pos = pos
-                    self.need(length, f"{field}[{i}]")
+                    raise self.fail(GGUFTruncatedError, f"{field}[{i}] length",
+                                    f"string of {length} bytes but only {size - pos - 8} remain in the file", pos)
+                pos += 8
                 append(buf[pos:end].decode("utf-8"))
                 pos = end
         except UnicodeDecodeError as e:
@@ -193,10 +196,10 @@ class _Reader:
 def _open_mapping(path: Path) -> tuple[mmap.mmap, np.memmap, int]:
     """Map the file read-only twice: an mmap for header parsing, an np.memmap for tensor views."""
     try:
+        if not stat.S_ISREG(os.stat(path).st_mode):  # before open(): a FIFO would block it
+            raise GGUFError("not a regular file (directory, device or pipe)", path=str(path), field="file", offset=0)
         with open(path, "rb") as fh:
             st = os.fstat(fh.fileno())
-            if not stat.S_ISREG(st.st_mode):
-                raise GGUFError("not a regular file", path=str(path), field="file", offset=0)
             if st.st_size < HEADER_SIZE:
                 what = "empty file" if st.st_size == 0 else f"file is {st.st_size} bytes"
                 raise GGUFTruncatedError(f"{what}, shorter than the {HEADER_SIZE}-byte GGUF header",
@@ -204,8 +207,6 @@ def _open_mapping(path: Path) -> tuple[mmap.mmap, np.memmap, int]:
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             mm = np.memmap(fh, dtype=np.uint8, mode="r")
             return buf, mm, len(buf)
-    except IsADirectoryError:
-        raise GGUFError("is a directory, not a GGUF file", path=str(path), field="file", offset=0) from None
     except (OSError, ValueError) as e:  # ValueError: mmap of a file that shrank to nothing underneath us
         raise GGUFError(f"cannot open: {e}", path=str(path), field="file", offset=0) from None
 
