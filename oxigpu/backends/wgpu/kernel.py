@@ -1,0 +1,180 @@
+"""The kernel protocol: one :class:`OpKernel` subclass per IR op, a registry, checks and ``run_op``.
+
+A kernel is built once per graph node (pipelines compiled in ``__init__``) and returns its dispatches
+from ``encode`` (bind groups created there, once). Nothing in either runs per step.
+
+Buffers and types, for every kernel:
+
+- ``in_types[i]`` is ``"f32"`` or ``"i32"`` for activations and state, and the quant type name
+  (``"Q4_K"``, ``"F16"``, ``"F32"`` ...) for weights, whose buffers hold the raw GGUF rows;
+  ``in_shapes`` are logical shapes (a weight is ``[rows, cols]`` in elements, not bytes);
+- ``encode(buffers)`` gets the node's inputs then its outputs, each a GPUBuffer or a
+  ``(buffer, offset, size)`` range; the per-step :class:`~.device.Params` live in ``dev.params_buffer``.
+
+Checks (``CHECKS``) are what ``oxigpu kernels`` and the tests run: each registered function yields
+:class:`Case` objects holding host inputs and a float64 reference.
+"""
+from __future__ import annotations
+
+import importlib
+import pkgutil
+from dataclasses import dataclass, field
+from typing import Any, Callable, ClassVar, Iterable, Sequence
+
+import numpy as np
+
+from ...errors import DeviceError
+from .device import Binding, Device, Dispatch, Params
+
+Shape = tuple[int, ...]
+
+
+class OpKernel:
+    """Base class: subclasses set ``op``, compile in ``__init__`` and implement ``encode``."""
+
+    op: ClassVar[str] = ""
+    writes: ClassVar[tuple[int, ...]] = ()
+    """Indices of inputs the kernel writes in place (``kv_store``'s caches)."""
+
+    def __init__(self, dev: Device, attrs: dict[str, Any], in_shapes: Sequence[Shape],
+                 in_types: Sequence[str], out_shapes: Sequence[Shape]):
+        self.dev = dev
+        self.attrs = dict(attrs)
+        self.in_shapes = [tuple(s) for s in in_shapes]
+        self.in_types = list(in_types)
+        self.out_shapes = [tuple(s) for s in out_shapes]
+
+    @classmethod
+    def output_shapes(cls, in_shapes: Sequence[Shape], attrs: dict[str, Any]) -> list[Shape]:
+        """Output shapes for these inputs (for ``run_op``; the graph builder checks the same rules)."""
+        return [tuple(in_shapes[0])]
+
+    def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
+        raise NotImplementedError
+
+
+KERNELS: dict[str, type[OpKernel]] = {}
+"""IR op name -> kernel class; filled by the modules of ``oxigpu.backends.wgpu.ops``."""
+
+
+def register(cls: type[OpKernel]) -> type[OpKernel]:
+    """Class decorator: make ``cls`` the kernel for ``cls.op``."""
+    if cls.op in KERNELS and KERNELS[cls.op] is not cls:
+        raise DeviceError(f"two kernels registered for op {cls.op!r}: {KERNELS[cls.op]} and {cls}")
+    KERNELS[cls.op] = cls
+    return cls
+
+
+def load_kernels() -> dict[str, type[OpKernel]]:
+    """Import every module under ``oxigpu.backends.wgpu.ops`` so their kernels and checks register."""
+    from . import ops
+    for mod in pkgutil.iter_modules(ops.__path__):
+        importlib.import_module(f"{ops.__name__}.{mod.name}")
+    return KERNELS
+
+
+@dataclass
+class Case:
+    """One kernel check: host inputs, the float64 expectation and the error allowed.
+
+    ``reference()`` returns the expected results in ``run_op``'s order (outputs, then written inputs). ``nbytes`` / ``flops`` describe one run, for ``--bench``.
+    """
+
+    op: str
+    name: str
+    inputs: list[np.ndarray]
+    in_types: list[str]
+    reference: Callable[[], list[np.ndarray]]
+    tol: float
+    attrs: dict[str, Any] = field(default_factory=dict)
+    pos: int = 0
+    n_tokens: int | None = None
+    nbytes: int = 0
+    flops: int = 0
+
+
+CHECKS: dict[str, Callable[[], Iterable[Case]]] = {}
+"""Check name -> generator of cases (fixed seeds, so every run tests the same data)."""
+
+
+def check(name: str) -> Callable[[Callable[[], Iterable[Case]]], Callable[[], Iterable[Case]]]:
+    """Decorator registering a case generator under ``name`` (e.g. ``"matmul.gemv"``)."""
+    def deco(fn: Callable[[], Iterable[Case]]) -> Callable[[], Iterable[Case]]:
+        CHECKS[name] = fn
+        return fn
+    return deco
+
+
+def rel_error(got: np.ndarray, want: np.ndarray) -> float:
+    """max |got - want| / max |want|: scale-aware, stable where single elements are near zero."""
+    want = np.asarray(want, np.float64)
+    diff = np.abs(np.asarray(got, np.float64) - want)
+    if not np.all(np.isfinite(got)):
+        return float("inf")
+    return float(diff.max() / max(np.abs(want).max(), 1e-30)) if want.size else 0.0
+
+
+@dataclass
+class Prepared:
+    """A kernel bound to freshly uploaded buffers: what ``run_op`` and the benchmarks share."""
+
+    kernel: OpKernel
+    in_bufs: list[Any]
+    out_bufs: list[Any]
+    out_shapes: list[Shape]
+    dispatches: list[Dispatch]
+
+
+def logical_shape(arr: np.ndarray, dtype: str) -> Shape:
+    """Shape in elements: raw quantized rows ``(..., row_bytes)`` become ``(..., cols)``."""
+    if dtype in ("f32", "i32"):
+        return tuple(arr.shape)
+    from ...quant import get_type
+    return tuple(arr.shape[:-1]) + (get_type(dtype).n_cols(arr.shape[-1]),)
+
+
+def prepare(op: str, inputs: Sequence[np.ndarray], attrs: dict[str, Any] | None = None,
+            in_types: Sequence[str] | None = None, dev: Device | None = None) -> Prepared:
+    """Build the kernel for ``op``, upload ``inputs``, allocate NaN-poisoned outputs, encode."""
+    dev = dev or Device.get()
+    attrs = dict(attrs or {})
+    if op not in KERNELS:
+        load_kernels()
+    if op not in KERNELS:
+        raise DeviceError(f"no wgpu kernel for op {op!r} (have {sorted(KERNELS)})")
+    cls = KERNELS[op]
+    types = list(in_types) if in_types is not None else \
+        ["i32" if np.asarray(a).dtype.kind in "iu" else "f32" for a in inputs]
+    shapes = [logical_shape(np.asarray(a), t) for a, t in zip(inputs, types)]
+    out_shapes = cls.output_shapes(shapes, attrs)
+    kernel = cls(dev, attrs, shapes, types, out_shapes)
+    in_bufs = [dev.upload(_host(a, t), label=f"{op}.in{i}") for i, (a, t) in enumerate(zip(inputs, types))]
+    out_bufs = []
+    for i, s in enumerate(out_shapes):
+        out_bufs.append(dev.upload(np.full(s, np.nan, np.float32), label=f"{op}.out{i}"))
+    return Prepared(kernel, in_bufs, out_bufs, out_shapes, kernel.encode(in_bufs + out_bufs))
+
+
+def run_op(op: str, inputs: Sequence[np.ndarray], attrs: dict[str, Any] | None = None, pos: int = 0,
+           n_tokens: int | None = None, in_types: Sequence[str] | None = None,
+           dev: Device | None = None) -> list[np.ndarray]:
+    """Run one op on the GPU and read the results back (test helper; allocates every call).
+
+    Returns the outputs, then the final contents of the inputs the kernel writes (``writes``).
+    """
+    dev = dev or Device.get()
+    p = prepare(op, inputs, attrs, in_types, dev)
+    rows = inputs[0].shape[0] if np.ndim(inputs[0]) else 1
+    dev.write_params(Params(pos=pos, n_tokens=rows if n_tokens is None else n_tokens))
+    dev.submit(p.dispatches)
+    outs = [dev.read(b, np.float32, s) for b, s in zip(p.out_bufs, p.out_shapes)]
+    return outs + [dev.read(p.in_bufs[i], np.float32, p.kernel.in_shapes[i]) for i in p.kernel.writes]
+
+
+def _host(a: np.ndarray, dtype: str) -> np.ndarray:
+    a = np.asarray(a)
+    if dtype == "f32":
+        return a.astype(np.float32, copy=False)
+    if dtype == "i32":
+        return a.astype(np.int32, copy=False)
+    return a.astype(np.uint8, copy=False)

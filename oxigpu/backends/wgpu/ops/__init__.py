@@ -1,0 +1,1 @@
+"""One module per op family; each registers its kernel class (and its checks) on import."""

@@ -1,0 +1,113 @@
+"""``matmul`` (y = x @ W.T + bias) on quantized GGUF weights: GEMV for one row, tiled GEMM for more.
+
+Both shaders read the raw GGUF blocks through the same ``shaders/quant/<type>.wgsl`` snippet. A weight
+larger than the device's storage-binding limit is bound as several row ranges of the same buffer, one
+dispatch each; every range writes its own output columns.
+"""
+from __future__ import annotations
+
+import math
+from typing import Any, Sequence
+
+import numpy as np
+
+from ....errors import DeviceError
+from ....quant import dequantize, get_type, quantize
+from ..device import Binding, Device, Dispatch, workgroups_for
+from ..kernel import Case, OpKernel, Shape, check, register
+
+GEMV_WG = 128      # threads per GEMV workgroup
+GEMV_ROWS = 4      # output columns per GEMV workgroup
+GEMM_BM, GEMM_BN = 32, 64   # must match gemm_q.wgsl
+
+TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
+"""Weight types with a WGSL dequant snippet."""
+
+
+def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
+    """(first row, row count) ranges whose bytes fit one binding and start at aligned offsets."""
+    step = align // math.gcd(row_bytes, align)            # rows per aligned offset
+    per = ((limit - 4) // row_bytes) // step * step       # -4: the tail is rounded up to a word
+    if per <= 0:
+        raise DeviceError(f"one weight row ({row_bytes} B, {step} rows per aligned offset) exceeds the "
+                          f"storage-binding limit {limit} B")
+    return [(r, min(per, n_rows - r)) for r in range(0, n_rows, per)]
+
+
+@register
+class MatmulKernel(OpKernel):
+    """Inputs x[R, k] f32, W[n, k] (any of :data:`TYPES`), optional bias[n] f32; output y[R, n]."""
+
+    op = "matmul"
+
+    def __init__(self, dev: Device, attrs: dict[str, Any], in_shapes: Sequence[Shape],
+                 in_types: Sequence[str], out_shapes: Sequence[Shape]):
+        super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
+        (self.m, self.k), (self.n, _) = self.in_shapes[0], self.in_shapes[1]
+        self.qt = get_type(in_types[1])
+        if self.qt.name not in TYPES:
+            raise DeviceError(f"matmul: no WGSL dequant snippet for weight type {self.qt.name}")
+        if self.k % 8:
+            raise DeviceError(f"matmul: inner dimension {self.k} is not a multiple of 8")
+        self.row_bytes = self.qt.row_bytes(self.k)
+        self.has_bias = len(in_shapes) > 2
+        self.ranges = split_rows(self.n, self.row_bytes, dev.max_storage_binding, dev.storage_align)
+        defines = {"QUANT": self.qt.name.lower(), "HAS_BIAS": self.has_bias}
+        if self.m == 1:
+            defines |= {"WG": GEMV_WG, "ROWS": GEMV_ROWS, "REDUCE": "sg" if dev.has_subgroups else "wg"}
+            self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
+        else:
+            self.pipe = dev.pipeline("gemm_q.wgsl", defines=defines)
+
+    @classmethod
+    def output_shapes(cls, in_shapes: Sequence[Shape], attrs: dict[str, Any]) -> list[Shape]:
+        return [(in_shapes[0][0], in_shapes[1][0])]
+
+    def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
+        x, w, y = buffers[0], buffers[1], buffers[-1]
+        bias = buffers[2] if self.has_bias else x       # unused binding when there is no bias
+        wbuf, wbase = (w[0], w[1]) if isinstance(w, tuple) else (w, 0)
+        out = []
+        for row0, rows in self.ranges:
+            off = wbase + row0 * self.row_bytes
+            size = min((rows * self.row_bytes + 3) // 4 * 4, wbuf.size - off)
+            dims = self.dev.uniform([self.k, self.n, rows, row0, self.row_bytes, self.m, 0, 0])
+            bg = self.dev.bind_group(self.pipe, {1: dims, 2: x, 3: (wbuf, off, size), 4: bias, 5: y})
+            if self.m == 1:
+                grid = workgroups_for(-(-rows // GEMV_ROWS))
+            else:
+                grid = (-(-rows // GEMM_BN), -(-self.m // GEMM_BM), 1)
+            out.append(Dispatch(self.pipe, bg, grid))
+        return out
+
+
+def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0) -> Case:
+    """A random matmul check: weights quantized from N(0, 1), x ~ N(0, 1), float64 reference."""
+    rng = np.random.default_rng(seed)
+    qt = get_type(qtype)
+    raw = quantize(rng.standard_normal((n, k), np.float32), qt)
+    x = rng.standard_normal((m, k)).astype(np.float32)
+    ins = [x, raw] + ([rng.standard_normal(n).astype(np.float32)] if bias else [])
+
+    def reference() -> list[np.ndarray]:
+        y = x.astype(np.float64) @ dequantize(raw, qt).astype(np.float64).T
+        return [y + ins[2] if bias else y]
+
+    wbytes = raw.nbytes
+    return Case("matmul", f"{qt.name} {m}x{k} @ {n}x{k}{' +bias' if bias else ''}", ins,
+                ["f32", qt.name] + (["f32"] if bias else []), reference, tol=2e-7 * math.sqrt(k),
+                nbytes=wbytes + 4 * (m * k + m * n), flops=2 * m * n * k)
+
+
+@check("matmul")
+def matmul_checks() -> list[Case]:
+    """GEMV (R = 1) and GEMM (R = 3, 17) for every weight type, rows not multiples of the tiles."""
+    cases = []
+    for i, t in enumerate(TYPES):
+        blk = max(get_type(t).block_size, 32)
+        k = 640 if blk == 32 else 1024
+        cases.append(matmul_case(t, 1, k, 67, bias=False, seed=i))
+        cases.append(matmul_case(t, 1, k + 2 * blk, 130, bias=True, seed=100 + i))
+        cases.append(matmul_case(t, 3, k, 70, bias=True, seed=200 + i))
+        cases.append(matmul_case(t, 17, k + blk, 129, bias=False, seed=300 + i))
+    return cases

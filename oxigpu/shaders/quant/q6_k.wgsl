@@ -1,0 +1,22 @@
+// Q6_K: 256 elements in 210 bytes: ql[128], qh[64], scales[16] int8, d f16. Blocks are 2-byte aligned.
+// Element e: half n = e/128, quarter t = (e%128)/32, l = e%32:
+// q = ((ql[64n + 32(t%2) + l] >> 4(t/2)) & 15) | (((qh[32n + l] >> 2t) & 3) << 4);
+// x = d * scales[8n + 2t + l/16] * (q - 32).
+#include "common/dequant.wgsl"
+const QK: u32 = 256u;
+const QB: u32 = 210u;
+
+fn dq8(blk: u32, c: u32) -> V8 {
+  let n = c >> 4u;
+  let t = (c >> 2u) & 3u;
+  let l0 = (c & 3u) * 8u;
+  let ql = blk + 64u * n + 32u * (t & 1u) + l0;
+  let qh = blk + 128u + 32u * n + l0;
+  let lo = nib8(ld32(ql), ld32(ql + 4u), (t >> 1u) * 4u);
+  let sh = vec4<u32>(2u * t);
+  let h0 = ((bytes4(ld32(qh)) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u);
+  let h1 = ((bytes4(ld32(qh + 4u)) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u);
+  let sc = f32((bitcast<i32>(ld8(blk + 192u + 8u * n + 2u * t + (l0 >> 4u))) << 24u) >> 24u);
+  let d = f16at(blk + 208u) * sc;
+  return V8(d * (vec4<f32>(lo[0] | h0) - 32.0), d * (vec4<f32>(lo[1] | h1) - 32.0));
+}
