@@ -21,8 +21,9 @@ embed          ids i32[T], table W[vocab, d] -> [T, d]        scale (multiply ro
 rms_norm       x[R, n], w[g] -> [R, n]                        eps, group (normalize each run of ``group``
                                                               cols; g == group; group == n for a plain norm)
 matmul         x[R, k], W[n, k] (, bias[n]) -> [R, n]         (none) y = x @ W.T (+ bias)
-rope           x[T, H*D] -> [T, H*D]                          n_head, head_dim, n_rot, base, neox, freq_scale;
-                                                              row t is at position pos + t
+rope           x[T, H*D] (, freq_factors[n_rot/2])            n_head, head_dim, n_rot, base, neox, freq_scale;
+               -> [T, H*D]                                    row t is at position pos + t; theta_i =
+                                                              pos*freq_scale*base^(-2i/n_rot)/freq_factors_i
 kv_store       k[T, Hkv*D], v[T, Hkv*Dv], K, V (state)        (none) K[pos+t] = k[t], V[pos+t] = v[t] for
                                                               t < n_tokens
 attention      q[T, H*D], K[n_ctx, Hkv*D], V[n_ctx, Hkv*Dv]   n_head, n_head_kv, head_dim, v_head_dim,
@@ -34,6 +35,9 @@ mul            a[R, n], b[R, n] -> [R, n]
 glu            gate[R, n], up[R, n] -> [R, n]                 act: "silu" | "gelu_tanh"; act(gate) * up
 last_row       x[T, n] -> [1, n]                              (none) row n_tokens - 1
 =============  =============================================  ===========================================
+
+Changes since the first version (additive): ``rope`` takes an optional second input, llama 3.1+'s
+``rope_freqs.weight`` frequency divisors.
 """
 from __future__ import annotations
 
@@ -158,12 +162,15 @@ class Graph:
         return self._node("matmul", ins, [(x.shape[0], w.shape[0])], {}, name or w.name)[0]
 
     def rope(self, x: Value, n_head: int, head_dim: int, n_rot: int, base: float, neox: bool,
-             freq_scale: float = 1.0, name: str = "") -> Value:
+             freq_scale: float = 1.0, freq_factors: Value | None = None, name: str = "") -> Value:
         _check(x.shape[1] == n_head * head_dim and n_rot <= head_dim and n_rot % 2 == 0,
                "rope: bad head layout", x)
+        _check(freq_factors is None or freq_factors.shape == (n_rot // 2,), "rope: freq_factors shape",
+               x, *(() if freq_factors is None else (freq_factors,)))
         attrs = dict(n_head=n_head, head_dim=head_dim, n_rot=n_rot, base=float(base), neox=bool(neox),
                      freq_scale=float(freq_scale))
-        return self._node("rope", (x,), [x.shape], attrs, name)[0]
+        ins = (x,) if freq_factors is None else (x, freq_factors)
+        return self._node("rope", ins, [x.shape], attrs, name)[0]
 
     def kv_store(self, k: Value, v: Value, cache_k: Value, cache_v: Value) -> None:
         _check(k.shape[1] == cache_k.shape[1] and v.shape[1] == cache_v.shape[1],

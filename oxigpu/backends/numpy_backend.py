@@ -1,0 +1,191 @@
+"""The numpy backend: runs a compiled Plan on the CPU with the reference ops of ``numpy_ops``.
+
+It is both the CPU fallback and the oracle the GPU backend is diffed against (``run(..., trace=...)``
+reports every node's outputs). Weights are dequantized to float32 once and cached by tensor name, so a
+prefill plan and a decode plan of the same model share them; an embedding table that only feeds
+``embed`` stays quantized in the file mapping and is dequantized a few rows at a time. States (the KV
+cache) are shared across plans by name. Activations live in one arena per plan, laid out by the plan's
+offsets, so running a plan also exercises its liveness analysis.
+"""
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+
+from ..errors import ContextLengthError, InvalidParameterError, OutOfMemoryError
+from ..graph.ir import Node, Value
+from ..graph.plan import Plan
+from ..quant import dequantize, dequantize_rows, get_type
+from . import numpy_ops as ops
+
+Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
+
+
+class QuantizedRows:
+    """A quantized 2-D GGUF tensor that dequantizes only the rows it is indexed with."""
+
+    def __init__(self, info):
+        self.raw, self.qtype, self.shape = info.data, get_type(info.ggml_type), tuple(info.shape)
+
+    def __getitem__(self, ids: np.ndarray) -> np.ndarray:
+        return dequantize_rows(self.raw, self.qtype, ids)
+
+
+@dataclass
+class _Loaded:
+    arena: np.ndarray
+    buffers: dict[Value, np.ndarray]        # every value the plan touches -> its array
+    steps: list[tuple[Node, Callable[[int, int], None], tuple[np.ndarray, ...]]]
+
+
+class NumpyBackend:
+    name = "numpy"
+
+    def __init__(self, model, n_ctx: int):
+        self.model, self.n_ctx = model, int(n_ctx)
+        self._weights: dict[str, np.ndarray | QuantizedRows] = {}
+        self._states: dict[str, np.ndarray] = {}
+        self._plans: dict[int, _Loaded] = {}
+
+    # -- loading ------------------------------------------------------------------------------------
+    def load(self, plan: Plan) -> None:
+        """Dequantize the plan's weights (once per tensor), allocate its states and arena."""
+        if id(plan) in self._plans:
+            return
+        full = _needs_full_matrix(plan)
+        self._check_memory(plan, full)
+        for v in plan.weights:
+            cached = self._weights.get(v.tensor)
+            if cached is None or (isinstance(cached, QuantizedRows) and v in full):
+                self._weights[v.tensor] = self._dequantize(v, v in full)
+        for v in plan.states:
+            have = self._states.get(v.name)
+            if have is not None and have.shape != v.shape:
+                raise InvalidParameterError(f"state {v.name!r} is {have.shape} in another plan, {v.shape} here")
+            if have is None:
+                if v.shape[0] != self.n_ctx:
+                    raise InvalidParameterError(f"plan was built for n_ctx={v.shape[0]}, backend has {self.n_ctx}")
+                self._states[v.name] = np.zeros(v.shape, np.float32)
+        self._plans[id(plan)] = self._bind(plan)
+
+    def _dequantize(self, v: Value, full: bool) -> np.ndarray | QuantizedRows:
+        info = self.model.tensors[v.tensor]
+        if not full:
+            return QuantizedRows(info)
+        return np.ascontiguousarray(dequantize(info.data, info.ggml_type).reshape(v.shape), np.float32)
+
+    def _check_memory(self, plan: Plan, full: set[Value]) -> None:
+        """Raise OutOfMemoryError before allocating when the new buffers exceed MemAvailable."""
+        new_w = sum(v.nbytes for v in plan.weights
+                    if v in full and not isinstance(self._weights.get(v.tensor), np.ndarray))
+        new_s = sum(v.nbytes for v in plan.states if v.name not in self._states)
+        scratch = max((v.nbytes for v in plan.weights if v in full), default=0)  # dequantize temporaries
+        need = new_w + new_s + plan.arena_size + scratch
+        avail = _mem_available()
+        if avail is not None and need > avail:
+            raise OutOfMemoryError(
+                f"numpy backend needs {need / 2**30:.2f} GiB of host memory (weights {new_w / 2**30:.2f}, "
+                f"KV cache {new_s / 2**30:.2f}, activations {plan.arena_size / 2**30:.2f}, "
+                f"dequantize scratch {scratch / 2**30:.2f}) but only {avail / 2**30:.2f} GiB is available; "
+                f"use a smaller n_ctx or model")
+
+    def _bind(self, plan: Plan) -> _Loaded:
+        arena = np.empty(plan.arena_size, np.uint8)
+        buffers: dict[Value, np.ndarray] = {}
+        for v, off in plan.offsets.items():
+            buffers[v] = np.ndarray(v.shape, np.float32, buffer=arena, offset=off)
+        for v in plan.weights:
+            buffers[v] = self._weights[v.tensor]
+        for v in plan.states:
+            buffers[v] = self._states[v.name]
+        for v in plan.inputs.values():
+            buffers[v] = np.zeros(v.shape, np.int32 if v.dtype == "i32" else np.float32)
+        steps = [(node, _bind_node(node, buffers), tuple(buffers[v] for v in node.outputs))
+                 for node in plan.nodes]
+        return _Loaded(arena, buffers, steps)
+
+    # -- running ------------------------------------------------------------------------------------
+    def run(self, plan: Plan, inputs: dict[str, np.ndarray], pos: int, n_tokens: int,
+            trace: Trace | None = None) -> dict[str, np.ndarray]:
+        """One step: rows ``0..n_tokens-1`` of the chunk are tokens at positions ``pos..``.
+
+        ``inputs['tokens']`` may hold T or n_tokens ids (padding is filled with 0). ``trace(node,
+        outputs)`` is called after every node with views that the next step overwrites (copy to keep);
+        for ``kv_store`` the outputs are the two cache arrays it wrote.
+        """
+        if not 1 <= n_tokens <= plan.T:
+            raise InvalidParameterError(f"n_tokens must be in 1..{plan.T}, got {n_tokens}")
+        if pos < 0 or pos + n_tokens > self.n_ctx:
+            raise ContextLengthError(f"positions {pos}..{pos + n_tokens - 1} exceed the context of {self.n_ctx}")
+        self.load(plan)
+        loaded = self._plans[id(plan)]
+        for name, v in plan.inputs.items():
+            if name not in inputs:
+                raise InvalidParameterError(f"missing input {name!r}")
+            src = np.asarray(inputs[name]).reshape(-1)
+            if len(src) not in (n_tokens, v.shape[0]):
+                raise InvalidParameterError(f"input {name!r} has {len(src)} rows; expected {n_tokens} or {v.shape[0]}")
+            buf = loaded.buffers[v]
+            buf[:n_tokens] = src[:n_tokens]
+            buf[n_tokens:] = 0
+        for node, step, outs in loaded.steps:
+            step(pos, n_tokens)
+            if trace is not None:
+                trace(node, outs if node.outputs else tuple(loaded.buffers[v] for v in node.inputs[2:]))
+        return {name: loaded.buffers[v].copy() for name, v in plan.outputs.items()}
+
+    def reset(self) -> None:
+        """Zero every KV cache (a new sequence)."""
+        for s in self._states.values():
+            s.fill(0)
+
+    def memory_bytes(self) -> int:
+        """Bytes this backend holds: dequantized weights, states, activation arenas."""
+        return (sum(w.nbytes for w in self._weights.values() if isinstance(w, np.ndarray))
+                + sum(s.nbytes for s in self._states.values())
+                + sum(p.arena.nbytes for p in self._plans.values()))
+
+
+def _needs_full_matrix(plan: Plan) -> set[Value]:
+    """Weights read by anything but ``embed``'s table slot (a tied LM head reads the whole table)."""
+    full: set[Value] = set()
+    for node in plan.nodes:
+        for i, v in enumerate(node.inputs):
+            if v.kind == "weight" and not (node.op == "embed" and i == 1):
+                full.add(v)
+    return full
+
+
+def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, int], None]:
+    """A closure running ``node`` with its arrays bound: ``step(pos, n_tokens)``."""
+    fn = getattr(ops, node.op)
+    params = inspect.signature(fn).parameters
+    wants_pos, wants_n = "pos" in params, "n_tokens" in params
+    ins = tuple(buffers[v] for v in node.inputs)
+    attrs = dict(node.attrs)
+    out = buffers[node.outputs[0]] if node.outputs else None
+
+    def step(pos: int, n_tokens: int) -> None:
+        kw = dict(attrs)
+        if wants_pos:
+            kw["pos"] = pos
+        if wants_n:
+            kw["n_tokens"] = n_tokens
+        result = fn(*ins, **kw)
+        if out is not None:
+            out[...] = result
+    return step
+
+
+def _mem_available() -> int | None:
+    try:
+        with open("/proc/meminfo") as f:
+            for line in f:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return None

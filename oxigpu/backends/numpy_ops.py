@@ -1,0 +1,141 @@
+"""float32 numpy reference of every op in the IR catalogue (see ``oxigpu/graph/ir.py``).
+
+These functions define the ops' semantics: the numpy backend runs them and every WGSL kernel is tested
+against them. Each takes the node's input arrays positionally (in IR order), then its attrs as keywords and,
+where the op depends on the step, the step parameters ``pos`` (position of row 0) and ``n_tokens``
+(valid rows; rows past it are padding) as keywords, so a caller can always invoke
+``op(*inputs, **node.attrs, pos=..., n_tokens=...)`` (passing only the step params the op takes).
+All return new float32 arrays, except ``kv_store`` which writes the cache state in place (that is its
+meaning). Padded rows come out as zeros where an op would otherwise read out of range (``embed``,
+``attention``); elsewhere they are computed like any row and ignored downstream.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+F32 = np.float32
+
+
+def embed(ids: np.ndarray, table, *, scale: float = 1.0, n_tokens: int | None = None) -> np.ndarray:
+    """Rows ``table[ids[t]] * scale`` for ``t < n_tokens``, zero rows after.
+
+    ``table`` is anything indexable by an id array: a float32 matrix, or a backend's row-dequantizer.
+    """
+    n = len(ids) if n_tokens is None else n_tokens
+    rows = np.asarray(table[np.asarray(ids[:n], dtype=np.int64)], dtype=F32)
+    out = np.zeros((len(ids), rows.shape[1]), F32)
+    out[:n] = rows * F32(scale) if scale != 1.0 else rows
+    return out
+
+
+def rms_norm(x: np.ndarray, w: np.ndarray, *, eps: float, group: int) -> np.ndarray:
+    """``x / sqrt(mean(x^2) + eps) * w`` over each run of ``group`` columns (group == cols: whole row;
+    group == head_dim: per-head norms as in qwen3/gemma3 Q/K norms)."""
+    xs = x.reshape(x.shape[0], -1, group)
+    ms = np.einsum("rhg,rhg->rh", xs, xs)[..., None] / F32(group)
+    return (xs * (F32(1.0) / np.sqrt(ms + F32(eps))) * w).reshape(x.shape).astype(F32, copy=False)
+
+
+def matmul(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
+    """``x @ w.T (+ bias)`` with ``w`` as ``[n_out, n_in]``; one row goes through BLAS gemv."""
+    y = (w @ x[0])[None, :] if x.shape[0] == 1 else x @ w.T
+    if bias is not None:
+        y += bias
+    return y
+
+
+def rope_angles(positions: np.ndarray, n_rot: int, base: float, freq_scale: float = 1.0,
+                freq_factors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """cos, sin ``[len(positions), n_rot/2]`` of ``theta_i = p * freq_scale * base^(-2i/n_rot) / ff_i``."""
+    inv = base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
+    if freq_factors is not None:
+        inv = inv / freq_factors.astype(np.float64)
+    theta = np.asarray(positions, np.float64)[:, None] * (freq_scale * inv)[None, :]
+    return np.cos(theta).astype(F32), np.sin(theta).astype(F32)
+
+
+def rope(x: np.ndarray, freq_factors: np.ndarray | None = None, *, n_head: int, head_dim: int, n_rot: int,
+         base: float, neox: bool, freq_scale: float = 1.0, pos: int) -> np.ndarray:
+    """Rotary embedding of each head's first ``n_rot`` dims (the rest pass through); row t is at
+    position ``pos + t``. Normal mode rotates pairs (2i, 2i+1); NEOX rotates (i, i + n_rot/2)."""
+    T = x.shape[0]
+    cos, sin = rope_angles(pos + np.arange(T), n_rot, base, freq_scale, freq_factors)
+    cos, sin = cos[:, None, :], sin[:, None, :]
+    xh = x.reshape(T, n_head, head_dim)
+    out = xh.copy()
+    half = n_rot // 2
+    ia, ib = (slice(0, half), slice(half, n_rot)) if neox else (slice(0, n_rot, 2), slice(1, n_rot, 2))
+    a, b = xh[..., ia], xh[..., ib]
+    out[..., ia] = a * cos - b * sin
+    out[..., ib] = a * sin + b * cos
+    return out.reshape(x.shape)
+
+
+def kv_store(k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, *, pos: int,
+             n_tokens: int) -> None:
+    """Write the chunk's valid rows into the caches at rows ``pos .. pos+n_tokens-1`` (in place)."""
+    cache_k[pos:pos + n_tokens] = k[:n_tokens]
+    cache_v[pos:pos + n_tokens] = v[:n_tokens]
+
+
+def attention(q: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, *, n_head: int, n_head_kv: int,
+              head_dim: int, v_head_dim: int, scale: float, window: int = 0, softcap: float = 0.0,
+              pos: int, n_tokens: int) -> np.ndarray:
+    """Causal softmax attention of the chunk's queries over the cache.
+
+    Query t (position p = pos + t) sees cache rows j with j <= p and, when ``window`` > 0,
+    j > p - window. Scores are ``scale * q.k``, then ``softcap * tanh(s / softcap)`` when softcap > 0,
+    then masked softmax. Query head h reads KV head ``h // (n_head / n_head_kv)`` (GQA/MQA).
+    Padded query rows (t >= n_tokens) are zero.
+    """
+    T, n, g = q.shape[0], n_tokens, n_head // n_head_kv
+    lo = max(0, pos + 1 - window) if window else 0
+    hi = pos + n
+    qh = q[:n].reshape(n, n_head_kv, g, head_dim).transpose(1, 2, 0, 3)        # [Hkv, g, n, D]
+    kh = cache_k[lo:hi].reshape(hi - lo, n_head_kv, head_dim).transpose(1, 2, 0)  # [Hkv, D, L]
+    vh = cache_v[lo:hi].reshape(hi - lo, n_head_kv, v_head_dim).transpose(1, 0, 2)  # [Hkv, L, Dv]
+    s = np.matmul(qh, kh[:, None]) * F32(scale)                                 # [Hkv, g, n, L]
+    if softcap:
+        s = np.tanh(s * F32(1.0 / softcap)) * F32(softcap)
+    p = (pos + np.arange(n))[:, None]
+    j = np.arange(lo, hi)[None, :]
+    visible = j <= p
+    if window:
+        visible &= j > p - window
+    s = np.where(visible, s, F32(-np.inf))
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    s /= s.sum(axis=-1, keepdims=True)
+    o = np.matmul(s, vh[:, None])                                               # [Hkv, g, n, Dv]
+    out = np.zeros((T, n_head * v_head_dim), F32)
+    out[:n] = o.transpose(2, 0, 1, 3).reshape(n, n_head * v_head_dim)
+    return out
+
+
+def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a + b
+
+
+def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    return a * b
+
+
+_GELU_C = F32(math.sqrt(2.0 / math.pi))
+
+
+def glu(gate: np.ndarray, up: np.ndarray, *, act: str) -> np.ndarray:
+    """``act(gate) * up``; silu(x) = x * sigmoid(x), written with tanh so it never overflows;
+    gelu_tanh(x) = 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    if act == "silu":
+        a = gate * (F32(0.5) + F32(0.5) * np.tanh(F32(0.5) * gate))
+    elif act == "gelu_tanh":
+        a = F32(0.5) * gate * (F32(1.0) + np.tanh(_GELU_C * (gate + F32(0.044715) * gate * gate * gate)))
+    else:
+        raise ValueError(f"glu: unknown activation {act!r}")
+    return a * up
+
+
+def last_row(x: np.ndarray, *, n_tokens: int) -> np.ndarray:
+    """Row ``n_tokens - 1`` (the last valid one) as ``[1, n]``."""
+    return x[n_tokens - 1:n_tokens].copy()

@@ -1,0 +1,106 @@
+"""Compile a Graph into a Plan: execution order, checks, and one activation arena.
+
+Every temp value gets a byte offset into a single arena (256-byte aligned, the strictest storage-buffer
+offset alignment WebGPU allows), so a backend allocates activations once per plan. Two values share
+bytes only when their lifetimes do not overlap; a value lives from the node that writes it through the
+last node that reads it (graph outputs live to the end of the step). A node's outputs never alias its
+inputs, so kernels need not be written to work in place.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from .ir import Graph, Node, Value
+
+ALIGN = 256
+
+
+@dataclass
+class Plan:
+    graph: Graph
+    nodes: list[Node]                 # execution order
+    offsets: dict[Value, int]         # arena byte offset of every temp/output value
+    arena_size: int                   # bytes
+    weights: list[Value]
+    states: list[Value]
+    live: dict[Value, tuple[int, int]]  # [first, last] node index during which each arena value is live
+
+    @property
+    def T(self) -> int:
+        """Rows per step (tokens in the chunk; padded rows are masked by ``n_tokens``)."""
+        return self.graph.T
+
+    @property
+    def inputs(self) -> dict[str, Value]:
+        return self.graph.inputs
+
+    @property
+    def outputs(self) -> dict[str, Value]:
+        return self.graph.outputs
+
+    def __repr__(self) -> str:
+        return (f"Plan(T={self.T}, {len(self.nodes)} nodes, {len(self.weights)} weights, "
+                f"{len(self.states)} states, arena {self.arena_size / 2**20:.2f} MiB)")
+
+
+def compile(graph: Graph) -> Plan:
+    """Check the graph's dataflow, compute value lifetimes and pack them into one arena."""
+    nodes = list(graph.nodes)
+    _check_dataflow(graph, nodes)
+    end = len(nodes)
+    live: dict[Value, tuple[int, int]] = {}
+    for i, node in enumerate(nodes):
+        for v in node.outputs:
+            live[v] = (i, end if v.kind == "output" else i)
+        for v in node.inputs:
+            if v in live:
+                live[v] = (live[v][0], max(live[v][1], i))
+    offsets, size = _pack(live)
+    return Plan(graph, nodes, offsets, size, list(graph.weights.values()), list(graph.states.values()), live)
+
+
+def _check_dataflow(graph: Graph, nodes: list[Node]) -> None:
+    """No op reads a temp before it is written, and no op reads a state this plan writes later.
+
+    (Attention must see this step's keys, so its cache's ``kv_store`` has to come first.)
+    """
+    written: set[Value] = set()
+    state_writes = {v: i for i, n in enumerate(nodes) if n.op == "kv_store" for v in n.inputs[2:]}
+    for i, node in enumerate(nodes):
+        for v in node.inputs:
+            if v.kind in ("temp", "output") and v not in written:
+                raise ValueError(f"node {i} {node!r} reads {v!r} before any node writes it")
+            if v.kind == "state" and state_writes.get(v, -1) > i:
+                raise ValueError(f"node {i} {node!r} reads state {v!r} before node {state_writes[v]} "
+                                 "writes it")
+        for v in node.outputs:
+            if v in written:
+                raise ValueError(f"node {i} {node!r} writes {v!r} a second time")
+            written.add(v)
+    for name, v in graph.outputs.items():
+        if v.kind in ("temp", "output") and v not in written:
+            raise ValueError(f"graph output {name!r} ({v!r}) is never written")
+
+
+def _pack(live: dict[Value, tuple[int, int]]) -> tuple[dict[Value, int], int]:
+    """First-fit packing in birth order: a block is freed once the node after its last reader starts."""
+    offsets: dict[Value, int] = {}
+    active: list[tuple[int, int, int]] = []  # (offset, size, last) sorted by offset
+    size = 0
+    for v, (first, last) in live.items():  # dict order == birth order
+        active = [blk for blk in active if blk[2] >= first]
+        need = _align(v.nbytes)
+        at = 0
+        for off, sz, _ in active:
+            if off - at >= need:
+                break
+            at = max(at, off + sz)
+        offsets[v] = at
+        active.append((at, need, last))
+        active.sort()
+        size = max(size, at + need)
+    return offsets, size
+
+
+def _align(n: int) -> int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
