@@ -4,12 +4,18 @@ from __future__ import annotations
 import click
 
 from .._version import __version__
+from .info import info
+from .synth import synth
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="oxigpu")
 def cli() -> None:
     """GPU-first LLM inference on WebGPU."""
+
+
+cli.add_command(info)
+cli.add_command(synth)
 
 
 def main() -> None:
