@@ -5,6 +5,7 @@ import click
 
 from .._version import __version__
 from .info import info
+from .kernels import kernels
 from .synth import synth
 
 
@@ -15,6 +16,7 @@ def cli() -> None:
 
 
 cli.add_command(info)
+cli.add_command(kernels)
 cli.add_command(synth)
 
 

@@ -96,11 +96,17 @@ class Case:
 CHECKS: dict[str, Callable[[], Iterable[Case]]] = {}
 """Check name -> generator of cases (fixed seeds, so every run tests the same data)."""
 
+BENCH_ONLY: set[str] = set()
+"""Checks at benchmark sizes: run by ``oxigpu kernels --bench`` only (too slow for every test run)."""
 
-def check(name: str) -> Callable[[Callable[[], Iterable[Case]]], Callable[[], Iterable[Case]]]:
-    """Decorator registering a case generator under ``name`` (e.g. ``"matmul.gemv"``)."""
+
+def check(name: str, bench: bool = False) -> Callable[[Callable[[], Iterable[Case]]], Callable[[], Iterable[Case]]]:
+    """Decorator registering a case generator under ``name`` (e.g. ``"matmul"``); ``bench`` marks
+    benchmark-size checks."""
     def deco(fn: Callable[[], Iterable[Case]]) -> Callable[[], Iterable[Case]]:
         CHECKS[name] = fn
+        if bench:
+            BENCH_ONLY.add(name)
         return fn
     return deco
 

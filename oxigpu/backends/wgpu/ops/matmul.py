@@ -81,11 +81,17 @@ class MatmulKernel(OpKernel):
         return out
 
 
-def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0) -> Case:
-    """A random matmul check: weights quantized from N(0, 1), x ~ N(0, 1), float64 reference."""
+def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0, distinct_rows: int = 0) -> Case:
+    """A random matmul check: weights quantized from N(0, 1), x ~ N(0, 1), float64 reference.
+
+    ``distinct_rows`` > 0 quantizes only that many rows and tiles them (benchmark sizes stay cheap).
+    Decode-shaped cases (m == 1) report GB/s, prefill-shaped ones GFLOP/s.
+    """
     rng = np.random.default_rng(seed)
     qt = get_type(qtype)
-    raw = quantize(rng.standard_normal((n, k), np.float32), qt)
+    raw = quantize(rng.standard_normal((distinct_rows or n, k), np.float32), qt)
+    if distinct_rows:
+        raw = np.tile(raw, (-(-n // distinct_rows), 1))[:n]
     x = rng.standard_normal((m, k)).astype(np.float32)
     ins = [x, raw] + ([rng.standard_normal(n).astype(np.float32)] if bias else [])
 
@@ -93,10 +99,9 @@ def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0) -
         y = x.astype(np.float64) @ dequantize(raw, qt).astype(np.float64).T
         return [y + ins[2] if bias else y]
 
-    wbytes = raw.nbytes
     return Case("matmul", f"{qt.name} {m}x{k} @ {n}x{k}{' +bias' if bias else ''}", ins,
                 ["f32", qt.name] + (["f32"] if bias else []), reference, tol=2e-7 * math.sqrt(k),
-                nbytes=wbytes + 4 * (m * k + m * n), flops=2 * m * n * k)
+                nbytes=raw.nbytes + 4 * (k + n) if m == 1 else 0, flops=2 * m * n * k if m > 1 else 0)
 
 
 @check("matmul")
@@ -110,4 +115,16 @@ def matmul_checks() -> list[Case]:
         cases.append(matmul_case(t, 1, k + 2 * blk, 130, bias=True, seed=100 + i))
         cases.append(matmul_case(t, 3, k, 70, bias=True, seed=200 + i))
         cases.append(matmul_case(t, 17, k + blk, 129, bias=False, seed=300 + i))
+    return cases
+
+
+@check("matmul.bench", bench=True)
+def matmul_bench() -> list[Case]:
+    """Llama-3.2-1B-shaped decode GEMVs (FFN up and down) and a 128-token prefill GEMM."""
+    cases = []
+    for i, t in enumerate(("F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K")):
+        cases.append(matmul_case(t, 1, 2048, 8192, bias=False, seed=i, distinct_rows=256))
+        cases.append(matmul_case(t, 1, 8192, 2048, bias=False, seed=i, distinct_rows=256))
+    for i, t in enumerate(("F16", "Q8_0", "Q4_K")):
+        cases.append(matmul_case(t, 128, 2048, 2048, bias=False, seed=i, distinct_rows=256))
     return cases

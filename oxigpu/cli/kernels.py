@@ -1,0 +1,30 @@
+"""`oxigpu kernels`: run every GPU kernel check on this machine's adapter (and optionally time them)."""
+from __future__ import annotations
+
+import sys
+
+import click
+
+
+@click.command("kernels")
+@click.option("--filter", "pattern", default=None, metavar="PATTERN",
+              help="Only cases whose 'kernel case' text contains PATTERN (or matches it as a glob).")
+@click.option("--bench", is_flag=True, help="Also time each case (GB/s for GEMV-like, GFLOP/s for GEMM) "
+              "and run the benchmark-size cases.")
+def kernels(pattern: str | None, bench: bool) -> None:
+    """Check each WGSL kernel against its float64 numpy reference; exit 1 on any failure."""
+    from ..backends.wgpu.device import Device
+    from ..errors import DeviceError
+    from ..kernels_harness import format_table, run_checks
+
+    try:
+        dev = Device.get()
+    except DeviceError as e:
+        raise click.ClickException(str(e)) from e
+    results = run_checks(pattern, bench, dev)
+    if not results:
+        click.echo(f"no kernel check matches {pattern!r}", err=True)
+        sys.exit(2)
+    click.echo(format_table(results, dev))
+    if not all(r.ok for r in results):
+        sys.exit(1)

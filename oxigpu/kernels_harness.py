@@ -1,0 +1,90 @@
+"""Run every registered kernel check (``KERNELS`` / ``CHECKS``) and report error and speed.
+
+Each case runs through :func:`~oxigpu.backends.wgpu.kernel.prepare` (fresh buffers, NaN-poisoned
+outputs), is compared with its float64 reference by max relative error (max |err| / max |ref|), and with
+``bench`` is timed by wall clock over many copies of its dispatches in one compute pass. Used by
+``oxigpu kernels`` and by the tests.
+"""
+from __future__ import annotations
+
+import fnmatch
+from dataclasses import dataclass
+
+import numpy as np
+
+from .backends.wgpu.device import Device, Params
+from .backends.wgpu.kernel import BENCH_ONLY, CHECKS, Case, load_kernels, prepare, rel_error
+
+
+@dataclass
+class Result:
+    check: str
+    case: str
+    error: float
+    tol: float
+    ok: bool
+    speed: float | None = None     # GB/s or GFLOP/s
+    unit: str = ""
+    note: str = ""
+
+
+def _matches(pattern: str | None, text: str) -> bool:
+    if not pattern:
+        return True
+    pat = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
+    return fnmatch.fnmatch(text.lower(), pat.lower())
+
+
+def run_case(check: str, case: Case, dev: Device, bench: bool = False) -> Result:
+    """Check one case; with ``bench`` also time it (the kernel and buffers are built once)."""
+    try:
+        p = prepare(case.op, case.inputs, case.attrs, case.in_types, dev)
+        rows = case.inputs[0].shape[0] if np.ndim(case.inputs[0]) else 1
+        dev.write_params(Params(pos=case.pos, n_tokens=rows if case.n_tokens is None else case.n_tokens))
+        dev.submit(p.dispatches)
+        got = [dev.read(b, np.float32, s) for b, s in zip(p.out_bufs, p.out_shapes)]
+        got += [dev.read(p.in_bufs[i], np.float32, p.kernel.in_shapes[i]) for i in p.kernel.writes]
+        want = case.reference()
+        if len(got) != len(want):
+            raise AssertionError(f"kernel returned {len(got)} results, reference {len(want)}")
+        err = max((rel_error(g, w) for g, w in zip(got, want)), default=0.0)
+        res = Result(check, case.name, err, case.tol, err <= case.tol)
+        if bench and (case.nbytes or case.flops):
+            once = dev.time(p.dispatches, repeat=1)
+            secs = dev.time(p.dispatches, repeat=int(min(200, max(3, 0.25 / max(once, 1e-6)))))
+            res.speed, res.unit = ((case.nbytes / secs / 1e9, "GB/s") if case.nbytes
+                                   else (case.flops / secs / 1e9, "GFLOP/s"))
+        return res
+    except Exception as e:  # a crashing kernel is a failed check, reported on its row
+        note = " ".join(f"{type(e).__name__}: {e}".split())
+        return Result(check, case.name, float("inf"), case.tol, False, note=note[:300])
+
+
+def run_checks(pattern: str | None = None, bench: bool = False, dev: Device | None = None) -> list[Result]:
+    """Every registered case whose "check case" text matches ``pattern`` (substring or glob)."""
+    dev = dev or Device.get()
+    load_kernels()
+    results = []
+    for name, gen in CHECKS.items():
+        if name in BENCH_ONLY and not bench:
+            continue
+        for case in gen():
+            if _matches(pattern, f"{name} {case.name}"):
+                results.append(run_case(name, case, dev, bench))
+    return results
+
+
+def format_table(results: list[Result], dev: Device) -> str:
+    """A plain-text table with a device line on top and a pass count at the bottom."""
+    info = dev.info()
+    lines = [f"device: {info['name']} ({info['backend']}, {info['adapter_type']})"]
+    w = max([len(r.case) for r in results] + [4])
+    cw = max([len(r.check) for r in results] + [6])
+    lines.append(f"{'kernel':<{cw}}  {'case':<{w}}  {'rel.err':>9}  {'tol':>8}  {'':4}  {'speed':>14}")
+    for r in results:
+        speed = f"{r.speed:9.2f} {r.unit}" if r.speed is not None else ""
+        lines.append(f"{r.check:<{cw}}  {r.case:<{w}}  {r.error:9.2e}  {r.tol:8.1e}  "
+                     f"{'ok' if r.ok else 'FAIL':4}  {speed:>14}" + (f"  {r.note}" if r.note else ""))
+    n_ok = sum(r.ok for r in results)
+    lines.append(f"{n_ok}/{len(results)} passed")
+    return "\n".join(lines)
