@@ -1,0 +1,262 @@
+"""`Tokenizer`: a HuggingFace `tokenizers.Tokenizer` built from GGUF metadata, tokenizing like llama.cpp.
+
+Encoding runs entirely in `tokenizers` (Rust). What we add is the translation of llama.cpp's algorithms
+into a `tokenizers` pipeline, plus llama.cpp's detokenization (`token_to_piece`), which works on bytes:
+
+* SentencePiece-style (`llama`): llama.cpp merges adjacent symbols greedily, highest-scoring resulting
+  token first, leftmost on ties, then falls back to `<0xNN>` byte tokens. That is a BPE whose merge list is
+  every (a, b) with a, b and a+b in the vocabulary, ranked by the score of a+b — built here from the vocab.
+  Spaces become "▁" and, when `add_space_prefix`, every text fragment gets a leading "▁" (llama.cpp adds
+  it to the first fragment and after each special token; `tokenizers` normalizes each fragment alone).
+* byte-level BPE (`gpt2`): the file's merges, GPT-2 byte mapping, and the pre-tokenizer regexes llama.cpp
+  uses for `tokenizer.ggml.pre`, applied in sequence.
+* Control/unknown tokens are "special" added tokens (split out of the text only when `parse_special`),
+  user-defined tokens are plain added tokens (always split out), matching llama.cpp's
+  `tokenizer_st_partition`. Both match the raw (unnormalized) text.
+"""
+from __future__ import annotations
+
+import codecs
+import threading
+from operator import itemgetter
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
+
+import numpy as np
+from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
+from tokenizers import Tokenizer as HFTokenizer
+
+from ..errors import TokenizerError
+from .vocab import Attr, Vocab, vocab_from_metadata
+
+_SPECIAL = int(Attr.CONTROL | Attr.UNKNOWN)
+_ADDED = _SPECIAL | int(Attr.USER_DEFINED)
+
+
+def _gpt2_byte_decoder() -> dict[str, int]:
+    """Inverse of GPT-2's bytes_to_unicode: printable bytes map to themselves, the rest to U+0100+."""
+    keep = [*range(ord("!"), ord("~") + 1), *range(ord("¡"), ord("¬") + 1), *range(ord("®"), ord("ÿ") + 1)]
+    table, extra = {}, 0
+    for b in range(256):
+        if b in keep:
+            table[chr(b)] = b
+        else:
+            table[chr(256 + extra)] = b
+            extra += 1
+    return table
+
+
+_BYTE_DECODER = _gpt2_byte_decoder()
+
+
+def _spm_merges(vocab: Vocab) -> list[tuple[str, str]]:
+    """Every split of every token into two vocabulary tokens, ordered by the whole token's score
+    (descending; ties by id, then by split point). Vectorized per split point: a 262k vocabulary has
+    ~1.5M candidate splits, too many for a plain Python loop within the build budget."""
+    contains = vocab.text_to_id.__contains__
+    order = np.argsort(-vocab.scores, kind="stable")
+    tokens = [vocab.tokens[i] for i in order.tolist()]
+    lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
+    ranks, splits, pairs = [], [], []
+    for k in range(1, int(lengths.max(initial=0))):
+        idx = np.flatnonzero(lengths > k)
+        cand = [tokens[i] for i in idx.tolist()]
+        heads = list(map(itemgetter(slice(None, k)), cand))
+        hit = np.fromiter(map(contains, heads), bool, len(cand))
+        sel = np.flatnonzero(hit)
+        tails = list(map(itemgetter(slice(k, None)), [cand[j] for j in sel.tolist()]))
+        sel = sel[np.fromiter(map(contains, tails), bool, len(tails))]
+        ranks.append(idx[sel])
+        splits.append(np.full(len(sel), k))
+        pairs.extend((cand[j][:k], cand[j][k:]) for j in sel.tolist())
+    if not pairs:
+        return []
+    return [pairs[i] for i in np.lexsort((np.concatenate(splits), np.concatenate(ranks))).tolist()]
+
+
+def _build_hf(vocab: Vocab) -> HFTokenizer:
+    """Assemble the `tokenizers` pipeline for this vocabulary (see the module docstring)."""
+    text_to_id = vocab.text_to_id
+    if vocab.model == "llama":
+        model = models.BPE(text_to_id, _spm_merges(vocab), byte_fallback=True,
+                           unk_token=None if vocab.unk_id is None else vocab.tokens[vocab.unk_id])
+        tok = HFTokenizer(model)
+        norm = [normalizers.Replace(" ", "▁")]
+        dec = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
+        if vocab.add_space_prefix:
+            norm.insert(0, normalizers.Prepend("▁"))
+            dec.append(decoders.Strip(" ", 1, 0))
+        tok.normalizer = normalizers.Sequence(norm)
+        tok.decoder = decoders.Sequence(dec)
+    else:
+        assert vocab.merges is not None and vocab.pre is not None
+        merges = [(m[:cut], m[cut + 1:]) for m in vocab.merges if (cut := m.find(" ", 1)) > 0]
+        tok = HFTokenizer(models.BPE(text_to_id, merges, ignore_merges=vocab.pre.ignore_merges))
+        tok.pre_tokenizer = pre_tokenizers.Sequence(
+            [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in vocab.pre.regexes]
+            + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+        tok.decoder = decoders.ByteLevel()
+
+    ids = np.flatnonzero(vocab.attrs & _ADDED).tolist()
+    tok.add_tokens([AddedToken(vocab.tokens[i], special=bool(vocab.attrs[i] & _SPECIAL), normalized=False)
+                    for i in ids])
+
+    single, special = "$A", []
+    if vocab.add_bos:
+        if vocab.bos_id is None:
+            raise TokenizerError("tokenizer.ggml.add_bos_token is set but the vocabulary has no BOS token")
+        single = f"{vocab.tokens[vocab.bos_id]} {single}"
+        special.append((vocab.tokens[vocab.bos_id], vocab.bos_id))
+    if vocab.add_eos:
+        if vocab.eos_id is None:
+            raise TokenizerError("tokenizer.ggml.add_eos_token is set but the vocabulary has no EOS token")
+        single = f"{single} {vocab.tokens[vocab.eos_id]}"
+        special.append((vocab.tokens[vocab.eos_id], vocab.eos_id))
+    if special:
+        tok.post_processor = processors.TemplateProcessing(single=single, special_tokens=special)
+    return tok
+
+
+class Tokenizer:
+    """Encode/decode exactly like llama.cpp for a GGUF vocabulary. Build with `Tokenizer.from_metadata`."""
+
+    def __init__(self, vocab: Vocab, hf: HFTokenizer):
+        self._vocab = vocab
+        self._hf = hf
+        self._pieces: list[bytes | None] = [None] * len(vocab.tokens)
+        self._lock = threading.Lock()   # encode toggles hf.encode_special_tokens per call
+
+    @classmethod
+    def from_metadata(cls, metadata: Mapping[str, Any]) -> Tokenizer:
+        """Build from a GGUF metadata mapping (`GGUFFile(path).metadata`)."""
+        vocab = vocab_from_metadata(metadata)
+        return cls(vocab, _build_hf(vocab))
+
+    # -- properties -------------------------------------------------------------------------------------
+    @property
+    def hf(self) -> HFTokenizer:
+        """The underlying `tokenizers.Tokenizer` (its `encode_special_tokens` flag is ours to toggle)."""
+        return self._hf
+
+    @property
+    def model(self) -> str:
+        """"llama" (SentencePiece-style) or "gpt2" (byte-level BPE)."""
+        return self._vocab.model
+
+    @property
+    def vocab_size(self) -> int:
+        return len(self._vocab.tokens)
+
+    @property
+    def bos_id(self) -> int | None:
+        return self._vocab.bos_id
+
+    @property
+    def eos_id(self) -> int | None:
+        return self._vocab.eos_id
+
+    @property
+    def eot_id(self) -> int | None:
+        """End-of-turn token: `tokenizer.ggml.eot_token_id`, else the first of llama.cpp's known texts."""
+        return self._vocab.eot_id
+
+    @property
+    def eog_ids(self) -> frozenset[int]:
+        """Every id that ends generation (EOS, EOT, EOM, FIM pad/repo/sep and llama.cpp's known texts)."""
+        return self._vocab.eog_ids
+
+    @property
+    def add_bos(self) -> bool:
+        return self._vocab.add_bos
+
+    @property
+    def chat_template(self) -> str | None:
+        """`tokenizer.chat_template` from the file, if any."""
+        return self._vocab.chat_template
+
+    def token_text(self, token_id: int) -> str:
+        """The vocabulary entry as stored in the file (e.g. "▁the", "Ġthe", "<0x0A>")."""
+        return self._vocab.tokens[self._check(token_id)]
+
+    def has_token(self, text: str) -> bool:
+        return self._hf.token_to_id(text) is not None
+
+    # -- encoding ---------------------------------------------------------------------------------------
+    def encode(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
+        """Token ids for `text`. add_special: BOS/EOS as the file asks; parse_special: control-token
+        strings in the text become their ids (user-defined tokens always do, as in llama.cpp)."""
+        with self._lock:
+            self._hf.encode_special_tokens = not parse_special
+            return self._hf.encode(text, add_special_tokens=add_special).ids
+
+    # -- decoding ---------------------------------------------------------------------------------------
+    def _check(self, token_id: int) -> int:
+        i = int(token_id)
+        if not 0 <= i < len(self._vocab.tokens):
+            raise TokenizerError(f"token id {token_id} is outside the vocabulary (size {self.vocab_size})")
+        return i
+
+    def token_to_piece(self, token_id: int, special: bool = True) -> bytes:
+        """The bytes llama.cpp's `token_to_piece` gives: may be part of a UTF-8 character (byte tokens).
+        With special=False, control and unknown tokens render as b""."""
+        i = self._check(token_id)
+        attr = int(self._vocab.attrs[i])
+        if not special and attr & _SPECIAL:
+            return b""
+        piece = self._pieces[i]
+        if piece is None:
+            piece = self._pieces[i] = self._render(i, attr)
+        return piece
+
+    def _render(self, i: int, attr: int) -> bytes:
+        text = self._vocab.tokens[i]
+        if attr & _ADDED:
+            return text.encode()
+        if attr & Attr.NORMAL:
+            if self._vocab.model == "llama":
+                return text.replace("▁", " ").encode()
+            return b"".join(bytes((_BYTE_DECODER[c],)) if c in _BYTE_DECODER else c.encode() for c in text)
+        if attr & Attr.BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):
+            return bytes((int(text[3:5], 16),))
+        return b""   # unused / undefined tokens render as nothing, as in llama.cpp
+
+    def _pieces_of(self, ids: Iterable[int], special: bool, first: bool) -> Iterator[bytes]:
+        """Pieces with llama.cpp's detokenize rule: with add_space_prefix, the first piece loses one
+        leading space (the one encoding added)."""
+        for token_id in ids:
+            piece = self.token_to_piece(token_id, special)
+            if first and self._vocab.add_space_prefix and piece.startswith(b" "):
+                piece = piece[1:]
+            first = False
+            yield piece
+
+    def decode(self, ids: Iterable[int], skip_special: bool = False) -> str:
+        """Text for `ids` (llama_detokenize with remove_special=False); invalid UTF-8 becomes U+FFFD.
+        No clean-up of spaces before punctuation: decode(encode(s)) == s where the vocabulary allows."""
+        return b"".join(self._pieces_of(ids, not skip_special, True)).decode("utf-8", "replace")
+
+    def stream(self, skip_special: bool = False) -> StreamDecoder:
+        """A fresh incremental decoder for one generated sequence."""
+        return StreamDecoder(self, skip_special)
+
+
+class StreamDecoder:
+    """Feed ids one at a time; get text that never splits a UTF-8 character.
+
+    Bytes of an incomplete character are held back until the rest arrives; `flush()` ends the stream
+    (a still-incomplete tail becomes U+FFFD). The pieces concatenate to `tokenizer.decode(ids)`.
+    """
+
+    def __init__(self, tokenizer: Tokenizer, skip_special: bool = False):
+        self._tok = tokenizer
+        self._special = not skip_special
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+        self._first = True
+
+    def feed(self, token_id: int) -> str:
+        piece = b"".join(self._tok._pieces_of((token_id,), self._special, self._first))
+        self._first = False
+        return self._utf8.decode(piece)
+
+    def flush(self) -> str:
+        return self._utf8.decode(b"", final=True)
