@@ -66,3 +66,7 @@ class OutOfMemoryError(OxigpuError):
 
 class TemplateError(OxigpuError):
     """A chat template failed to render or tried to escape the sandbox."""
+
+
+class TokenizerError(OxigpuError):
+    """GGUF tokenizer metadata is missing, inconsistent or uses an unsupported vocabulary type."""
