@@ -29,8 +29,8 @@ def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tupl
     step = align // math.gcd(row_bytes, align)            # rows per aligned offset
     per = ((limit - 4) // row_bytes) // step * step       # -4: the tail is rounded up to a word
     if per <= 0:
-        raise DeviceError(f"one weight row ({row_bytes} B, {step} rows per aligned offset) exceeds the "
-                          f"storage-binding limit {limit} B")
+        raise DeviceError(f"{step} weight rows of {row_bytes} B (the fewest that keep binding offsets "
+                          f"{align}-aligned) exceed the storage-binding limit {limit} B")
     return [(r, min(per, n_rows - r)) for r in range(0, n_rows, per)]
 
 

@@ -1,0 +1,82 @@
+"""Quantized GEMV / GEMM kernels vs a float64 ``x @ dequantize(W).T`` (+ bias).
+
+Tolerance: max |err| / max |ref| <= 2e-7 * sqrt(k) (f32 accumulation over k products; the check
+cases in ``ops/matmul.py`` use the same bound). Inputs are random and non-zero, outputs NaN-poisoned.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oxigpu.backends.wgpu.device import Device
+from oxigpu.backends.wgpu.kernel import rel_error, run_op
+from oxigpu.backends.wgpu.ops.matmul import TYPES, matmul_case, split_rows
+from oxigpu.errors import DeviceError
+from oxigpu.quant import dequantize, get_type, quantize
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def dev() -> Device:
+    try:
+        return Device.get()
+    except DeviceError as e:
+        pytest.skip(str(e))
+
+
+def _run(case, dev):
+    got = run_op(case.op, case.inputs, case.attrs, in_types=case.in_types, dev=dev)
+    err = rel_error(got[0], case.reference()[0])
+    assert err <= case.tol, f"{case.name}: rel. error {err:.3g} > {case.tol:.3g}"
+
+
+def _cols(t: str, i: int) -> int:
+    """Inner sizes that are block multiples but not tile multiples: 640, 896, 2080 (256-blocks: x8)."""
+    return (640, 896, 2080)[i] if get_type(t).block_size <= 32 else (768, 1280, 2304)[i]
+
+
+@pytest.mark.parametrize("t", TYPES)
+@pytest.mark.parametrize("m,shape", [(1, 0), (3, 1), (17, 2)])
+def test_matmul_every_type(dev, t, m, shape):
+    n = (67, 130, 33)[shape]
+    _run(matmul_case(t, m, _cols(t, shape), n, bias=shape != 0, seed=shape), dev)
+
+
+@pytest.mark.parametrize("t", ["Q4_K", "Q8_0", "F16"])
+def test_gemv_without_subgroups(dev, t, monkeypatch):
+    """The workgroup-memory reduction used where the adapter has no subgroups."""
+    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    _run(matmul_case(t, 1, _cols(t, 1), 130, bias=True, seed=7), dev)
+
+
+def test_split_rows_ranges():
+    for row_bytes, align in [(680, 32), (1050, 32), (210, 32), (34, 256), (4096, 256)]:
+        ranges = split_rows(1000, row_bytes, 20000, align)
+        assert ranges[0][0] == 0 and sum(r for _, r in ranges) == 1000
+        for (a, ra), (b, _) in zip(ranges, ranges[1:]):
+            assert a + ra == b
+        for r0, rows in ranges:
+            assert (r0 * row_bytes) % align == 0 and (rows * row_bytes + 3) // 4 * 4 <= 20000
+    with pytest.raises(DeviceError, match="exceed the storage-binding limit"):
+        split_rows(1000, 210, 20000, 256)      # 128 rows per aligned offset = 26,880 B
+
+
+@pytest.mark.parametrize("t,m", [("Q8_0", 1), ("Q6_K", 1), ("Q8_0", 5), ("Q6_K", 17), ("Q4_0", 3)])
+def test_binding_split(dev, t, m):
+    """Weights over a (forced, small) binding limit run as several row ranges of one buffer."""
+    case = matmul_case(t, m, _cols(t, 1), 203, bias=True, seed=11)
+    with dev.binding_limit(20000):
+        _run(case, dev)
+
+
+def test_gemma3_lm_head_split_for_real(dev):
+    """262,144 x 640 Q8_0 (178 MB) is over lavapipe's 128 MiB binding: split without forcing."""
+    rng = np.random.default_rng(5)
+    period = 256
+    raw = quantize(rng.standard_normal((period, 640), np.float32), "Q8_0")
+    x = rng.standard_normal((1, 640)).astype(np.float32)
+    big = np.tile(raw, (262144 // period, 1))
+    y = run_op("matmul", [x, big], in_types=["f32", "Q8_0"], dev=dev)[0]
+    want = np.tile(x.astype(np.float64) @ dequantize(raw, "Q8_0").astype(np.float64).T, (1, 262144 // period))
+    assert rel_error(y, want) <= 2e-7 * np.sqrt(640)

@@ -1,0 +1,104 @@
+"""The wgpu device layer on whatever adapter is present (lavapipe in CI)."""
+from __future__ import annotations
+
+import types
+
+import numpy as np
+import pytest
+
+from oxigpu.backends.wgpu import device as devmod
+from oxigpu.backends.wgpu.device import Device, Dispatch, Params, workgroups_for
+from oxigpu.errors import DeviceError
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.fixture(scope="module")
+def dev() -> Device:
+    try:
+        return Device.get()
+    except DeviceError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture
+def shader_dir(tmp_path, monkeypatch):
+    """Point the shader loader at a temporary directory (keeps the real common/ reachable)."""
+    (tmp_path / "common").symlink_to(devmod._shader_root() / "common")
+    monkeypatch.setattr(devmod, "_shader_root", lambda: tmp_path)
+    return tmp_path
+
+
+def test_cached_and_described(dev):
+    assert Device.get() is dev
+    info = dev.info()
+    assert info["backend"] in ("Vulkan", "Metal", "D3D12")
+    assert info["max_storage_binding"] > 0 and "max-buffer-size" in info["limits"]
+    assert dev.is_software == (info["adapter_type"] == "CPU")
+    assert isinstance(dev.has_f16, bool) and isinstance(dev.has_subgroups, bool)
+
+
+def test_upload_read_roundtrip(dev):
+    a = np.arange(37, dtype=np.float32) * 1.5
+    buf = dev.upload(a)
+    assert np.array_equal(dev.read(buf, np.float32, a.shape), a)
+    assert np.array_equal(dev.read(buf, np.float32, (5,), offset=8), a[2:7])
+    raw = np.arange(6, dtype=np.uint8)        # not a multiple of 4 bytes
+    assert np.array_equal(dev.read(dev.upload(raw), np.uint8, (6,)), raw)
+
+
+def test_params_layout():
+    assert len(Params(pos=3, n_tokens=2, temperature=0.5).pack()) == Params.NBYTES == 64
+
+
+def test_workgroups_for():
+    assert workgroups_for(10) == (10, 1, 1)
+    x, y, z = workgroups_for(262144)
+    assert x <= 65535 and y <= 65535 and x * y >= 262144 and z == 1
+
+
+def test_preprocessor_defines_includes_and_one_pass(dev, shader_dir):
+    (shader_dir / "inc.wgsl").write_text("const ADD: f32 = {{ADD}};\n")
+    (shader_dir / "k.wgsl").write_text(
+        '#include "common/params.wgsl"\n#include "inc.wgsl"\n#include "inc.wgsl"\n'
+        "@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n"
+        "@compute @workgroup_size({{WG}}) fn main(@builtin(global_invocation_id) g: vec3<u32>) {\n"
+        "  y[g.x] = y[g.x] * 2.0 + ADD + f32(P.pos);\n}\n")
+    src = dev.shader_source("k.wgsl", {"WG": 8, "ADD": "1.0"})
+    assert src.count("const ADD") == 1 and "{{" not in src
+    pipe = dev.pipeline("k.wgsl", defines={"WG": 8, "ADD": "1.0"})
+    assert dev.pipeline("k.wgsl", defines={"ADD": "1.0", "WG": 8}) is pipe   # cache ignores dict order
+    buf = dev.upload(np.ones(8, np.float32))
+    bg = dev.bind_group(pipe, {0: dev.params_buffer, 1: buf})
+    dev.write_params(Params(pos=10))
+    dev.submit([Dispatch(pipe, bg, (1, 1, 1))] * 2)       # second dispatch sees the first's writes
+    assert np.allclose(dev.read(buf, np.float32, (8,)), (1 * 2 + 11) * 2 + 11)
+
+
+def test_shader_errors_name_shader_entry_defines(dev, shader_dir):
+    (shader_dir / "bad.wgsl").write_text("@compute @workgroup_size(1) fn main() { let x: u32 = {{V}}; }\n")
+    with pytest.raises(DeviceError, match=r"bad\.wgsl.*'main'.*'V': 'oops'"):
+        dev.pipeline("bad.wgsl", defines={"V": "oops"})
+    with pytest.raises(DeviceError, match="needs define 'V'"):
+        dev.pipeline("bad.wgsl")
+    with pytest.raises(DeviceError, match="not found"):
+        dev.pipeline("missing.wgsl")
+
+
+def _fake_wgpu(*adapters):
+    gpu = types.SimpleNamespace(enumerate_adapters_sync=lambda: list(adapters))
+    return types.SimpleNamespace(gpu=gpu)
+
+
+def _adapter(backend: str, kind: str):
+    return types.SimpleNamespace(info={"backend_type": backend, "adapter_type": kind, "device": f"{kind}-{backend}"})
+
+
+def test_opengl_fallback_is_refused_with_install_hint():
+    with pytest.raises(DeviceError, match="apt-get install libvulkan1 mesa-vulkan-drivers"):
+        devmod._pick_adapter(_fake_wgpu(_adapter("OpenGL", "CPU")), "high-performance")
+
+
+def test_discrete_gpu_preferred():
+    a = [_adapter("Vulkan", "CPU"), _adapter("Vulkan", "DiscreteGPU"), _adapter("OpenGL", "IntegratedGPU")]
+    assert devmod._pick_adapter(_fake_wgpu(*a), "high-performance") is a[1]
