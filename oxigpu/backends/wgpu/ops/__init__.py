@@ -1,1 +1,1 @@
-"""One module per op family; each registers its kernel class (and its checks) on import."""
+"""One module per kernel family; importing a module registers its kernels and checks."""

@@ -1,0 +1,85 @@
+"""embed: gather rows of a quantized GGUF table (dequantized with the shared quant snippets) and scale.
+
+Tables larger than the device's storage-binding limit (gemma3's 262k x 640 table, or any table on a
+128 MiB-binding device) are bound as row ranges, one dispatch each."""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+
+from ....quant import dequantize, get_type, quantize
+from ..device import Binding, Dispatch
+from ..kernel import Case, OpKernel, check, register
+from ._common import f32_lit, grid, rng
+
+
+@register
+class Embed(OpKernel):
+    op = "embed"
+
+    @classmethod
+    def output_shapes(cls, in_shapes, attrs):
+        return [(in_shapes[0][0], in_shapes[1][1])]
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        self.qt = get_type(self.in_types[1])
+        self.T = self.in_shapes[0][0]
+        self.vocab, dim = self.in_shapes[1]
+        self.row_bytes = self.qt.row_bytes(dim)
+        self.n_threads = self.T * dim // 8
+        self.pipe = self.dev.pipeline("embed.wgsl", "main", {
+            "QUANT": self.qt.wgsl_file[:-5], "T": self.T, "DIM": dim,
+            "SCALE": f32_lit(self.attrs.get("scale", 1.0))})
+
+    def row_ranges(self) -> list[tuple[int, int]]:
+        """Row ranges whose bytes fit one binding, each starting at an aligned byte offset."""
+        align = self.dev.storage_align // math.gcd(self.row_bytes, self.dev.storage_align)
+        per = (self.dev.max_storage_binding // self.row_bytes) // align * align
+        if per <= 0:
+            raise ValueError(f"embed: one row of {self.row_bytes} bytes exceeds the binding limit")
+        return [(r, min(r + per, self.vocab)) for r in range(0, self.vocab, per)]
+
+    def encode(self, buffers: list[Binding]) -> list[Dispatch]:
+        ids, table, out = buffers
+        buf, off, _ = table if isinstance(table, tuple) else (table, 0, table.size)
+        out_ = []
+        for i, (r0, r1) in enumerate(self.row_ranges()):
+            nbytes = ((r1 - r0) * self.row_bytes + 3) // 4 * 4
+            dims = self.dev.uniform([r0, r1, int(i == 0), self.vocab])
+            bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: dims, 2: ids,
+                                                 3: (buf, off + r0 * self.row_bytes, nbytes), 4: out})
+            out_.append(Dispatch(self.pipe, bg, grid(self.n_threads)))
+        return out_
+
+
+EMBED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q5_0", "Q5_1", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K",
+               "Q2_K", "Q3_K")
+
+
+def table_case(qtype: str, vocab: int, dim: int, T: int, n_tokens: int, seed: int) -> Case:
+    """A random table in ``qtype``, ids with repeats, -1 and out-of-range ids among the padding."""
+    g = rng(seed)
+    raw = quantize(g.standard_normal((vocab, dim)).astype(np.float32), qtype)
+    ids = g.integers(0, vocab, T).astype(np.int32)
+    ids[n_tokens:] = -1
+    if n_tokens > 1:
+        ids[1] = ids[0]
+    scale = math.sqrt(dim)
+
+    def ref():
+        rows = dequantize(raw, qtype).reshape(vocab, dim).astype(np.float64)
+        out = np.zeros((T, dim))
+        out[:n_tokens] = rows[ids[:n_tokens]] * np.float64(np.float32(scale))
+        return [out]
+    return Case("embed", f"embed {qtype} [{vocab},{dim}] T={T} n_tokens={n_tokens}", [ids, raw],
+                ["i32", qtype], ref, 1e-6, attrs={"scale": scale}, n_tokens=n_tokens,
+                nbytes=n_tokens * (raw.shape[1] + 4 * dim))
+
+
+@check("embed")
+def _cases() -> Iterable[Case]:
+    for i, qtype in enumerate(EMBED_TYPES):
+        yield table_case(qtype, 37, 512, 6, 4 if i % 2 else 6, seed=100 + i)

@@ -1,0 +1,77 @@
+"""rope: rotary embeddings (normal and NEOX, partial rotation, per-layer base, freq_scale and llama-3
+frequency factors). The frequencies are computed on the host in float64 and baked into the shader as
+64-bit fixed-point fractions of a turn, so angles stay exact at any position (see rope.wgsl)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from ..device import Binding, Dispatch
+from ..kernel import Case, OpKernel, check, register
+from ._common import f32_list, grid, rng
+
+
+def inv_freqs(n_rot: int, base: float, freq_scale: float) -> np.ndarray:
+    """float64 ``freq_scale * base^(-2i/n_rot)``, i < n_rot/2."""
+    return freq_scale * base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
+
+
+@register
+class Rope(OpKernel):
+    op = "rope"
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        a = self.attrs
+        self.n_threads = self.in_shapes[0][0] * a["n_head"] * a["head_dim"] // 2
+        freqs = inv_freqs(a["n_rot"], a["base"], a.get("freq_scale", 1.0))
+        turns = [int(round(f / (2 * np.pi) * 2.0 ** 64)) % 2 ** 64 for f in freqs]
+        self.has_ff = len(self.in_shapes) == 2
+        self.pipe = self.dev.pipeline("rope.wgsl", "main", {
+            "NT": self.n_threads, "NH": a["n_head"], "HD": a["head_dim"], "NROT": a["n_rot"],
+            "NEOX": bool(a["neox"]), "HAS_FF": self.has_ff, "FREQ": f32_list(freqs),
+            "TURN_HI": ", ".join(f"{t >> 32}u" for t in turns),
+            "TURN_LO": ", ".join(f"{t & 0xFFFFFFFF}u" for t in turns)})
+
+    def encode(self, buffers: list[Binding]) -> list[Dispatch]:
+        # without factors the shader never reads `ff`, but the binding exists: x stands in for it
+        bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: buffers[0], 2: buffers[-1],
+                                             3: buffers[1] if self.has_ff else buffers[0]})
+        return [Dispatch(self.pipe, bg, grid(self.n_threads))]
+
+
+def reference(x: np.ndarray, n_head: int, head_dim: int, n_rot: int, base: float, neox: bool,
+              freq_scale: float, pos: int, ff: np.ndarray | None = None) -> np.ndarray:
+    """float64 rope (independent of numpy_ops)."""
+    f = inv_freqs(n_rot, base, freq_scale) / (1.0 if ff is None else ff.astype(np.float64))
+    th = (pos + np.arange(x.shape[0]))[:, None, None] * f[None, None, :]
+    xh = x.astype(np.float64).reshape(x.shape[0], n_head, head_dim).copy()
+    half = n_rot // 2
+    i0 = np.arange(half) if neox else np.arange(0, n_rot, 2)
+    i1 = i0 + half if neox else i0 + 1
+    a, b = xh[..., i0].copy(), xh[..., i1].copy()
+    xh[..., i0] = a * np.cos(th) - b * np.sin(th)
+    xh[..., i1] = a * np.sin(th) + b * np.cos(th)
+    return xh.reshape(x.shape)
+
+
+@check("rope")
+def _cases() -> Iterable[Case]:
+    g = rng(13)
+    for T, H, D, n_rot, base, neox, fs, pos, with_ff in [
+            (1, 8, 64, 64, 10000.0, False, 1.0, 0, False),
+            (5, 14, 64, 64, 1e6, True, 1.0, 37, False),
+            (3, 4, 128, 64, 10000.0, True, 0.25, 5000, False),       # partial rotation, scaled
+            (2, 4, 256, 256, 1e6, True, 1.0, 30000, False),           # gemma3 head_dim, long position
+            (4, 3, 128, 128, 500000.0, False, 1.0, 100, True)]:       # llama-3 frequency factors
+        x = g.standard_normal((T, H * D)).astype(np.float32)
+        attrs = dict(n_head=H, head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=fs)
+        ins, types, ff = [x], ["f32"], None
+        if with_ff:
+            ff = np.where(np.arange(n_rot // 2) < n_rot // 4, 1.0, 8.0).astype(np.float32)
+            ins, types = [x, ff], ["f32", "f32"]
+        yield Case("rope", f"rope T={T} H={H} D={D} rot={n_rot} {'neox' if neox else 'norm'} pos={pos}"
+                   + (" ff" if with_ff else ""), ins, types,
+                   lambda x=x, a=attrs, pos=pos, ff=ff: [reference(x, **a, pos=pos, ff=ff)], 1e-6,
+                   attrs=attrs, pos=pos, n_tokens=T, nbytes=8 * x.size)
