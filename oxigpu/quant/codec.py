@@ -17,9 +17,9 @@ _GGUF_QUANTIZE = frozenset({"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1"
 QUANTIZABLE: frozenset[str] = _GGUF_QUANTIZE | frozenset(kquantize.QUANTIZE)
 
 # Elements per chunk: each chunk's temporaries stay in L2 between the few passes of a kernel.
-_DEQUANT_CHUNK = 1 << 15
+_DEQUANT_CHUNK = 1 << 18
 # K-quant quantizers make ~40 passes over their groups per candidate scale; keep them cached too.
-_QUANTIZE_CHUNK = 1 << 17
+_QUANTIZE_CHUNK = 1 << 18
 
 
 def _as_bytes(raw: np.ndarray) -> np.ndarray:
