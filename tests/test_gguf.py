@@ -515,7 +515,8 @@ def test_unknown_ggml_type(tmp_path: Path, ggml_type: int) -> None:
 
 def test_misaligned_offset(tmp_path: Path) -> None:
     blob, pos = f32_tensor_file(offset=16)
-    expect(tmp_path, blob, GGUFFormatError, "tensor 't' offset", pos + 9 + 4 + 8 + 4, "not a multiple of the alignment 32")
+    expect(tmp_path, blob, GGUFFormatError, "tensor 't' offset", pos + 9 + 4 + 8 + 4,
+           "not a multiple of the alignment 32")
 
 
 def test_misaligned_offset_custom_alignment(tmp_path: Path) -> None:

@@ -20,6 +20,7 @@ from oxigpu.errors import GGUFError
 from oxigpu.gguf import GGUFFile
 
 N_CASES = 3000
+N_SPLIT_CASES = 600
 SEED = 20240611
 CASE_TIME_LIMIT_S = 2.0  # SIGALRM guard against hangs; a case normally takes about a millisecond
 ALLOC_SLACK = 64 * 1024  # peak Python allocation must stay under file size + this
@@ -28,10 +29,10 @@ _SCALAR_SIZES = {V.UINT8: 1, V.INT8: 1, V.UINT16: 2, V.INT16: 2, V.UINT32: 4, V.
                  V.BOOL: 1, V.UINT64: 8, V.INT64: 8, V.FLOAT64: 8}
 
 
-def _write_base(path: Path, variant: int) -> bytes:
+def _write_model(path: Path, variant: int, split_max_tensors: int = 0) -> None:
     """Small but structurally rich files: every value kind, nested arrays, quantized and float tensors."""
     rng = np.random.default_rng(variant)
-    w = gguf.GGUFWriter(path, "llama")
+    w = gguf.GGUFWriter(path, "llama", split_max_tensors=split_max_tensors)
     if variant == 1:
         w.add_custom_alignment(64)
     w.add_uint32("llama.block_count", 2)
@@ -60,6 +61,11 @@ def _write_base(path: Path, variant: int) -> bytes:
     w.write_kv_data_to_file()
     w.write_tensors_to_file()
     w.close()
+
+
+def _write_base(path: Path, variant: int) -> bytes:
+    """Variant 0: v3, alignment 32; variant 1: v2, alignment 64."""
+    _write_model(path, variant)
     blob = bytearray(path.read_bytes())
     if variant == 1:
         blob[4:8] = struct.pack("<I", 2)  # v2: same layout, different version field
@@ -148,15 +154,71 @@ def _on_alarm(signum: int, frame: object) -> None:
 
 def _load_and_touch(path: Path) -> int:
     with GGUFFile(path) as f:
-        for v in f.metadata.values():
-            len(v) if hasattr(v, "__len__") else v
+        assert f.metadata.keys() == f.metadata_types.keys()
         total = 0
         for t in f.tensors.values():
             d = t.data
             assert d.shape == (t.n_elements // t.ne[0], t.row_bytes) and d.nbytes == t.nbytes
-            assert t.offset + t.nbytes <= path.stat().st_size
+            assert t.offset + t.nbytes <= t.path.stat().st_size
             total += int(d.sum(dtype=np.uint64))  # reads every byte of the view
         return total
+
+
+def _replace(path: Path, blob: bytes) -> None:
+    """Unlink first: rewriting a file in place could shrink it under a mapping still alive (SIGBUS)."""
+    path.unlink(missing_ok=True)
+    path.write_bytes(blob)
+
+
+class _Harness:
+    """Runs each case under a SIGALRM hang guard and tracemalloc, and enforces the error contract."""
+
+    def __init__(self) -> None:
+        self.outcomes: collections.Counter[str] = collections.Counter()
+        self.slowest = 0.0
+        self.use_alarm = hasattr(signal, "setitimer")
+
+    def __enter__(self) -> _Harness:
+        self.old_handler = signal.signal(signal.SIGALRM, _on_alarm) if self.use_alarm else None
+        tracemalloc.start()
+        self.t_start = time.perf_counter()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        tracemalloc.stop()
+        if self.use_alarm:
+            signal.signal(signal.SIGALRM, self.old_handler)
+
+    def run(self, label: str, path: Path, n_bytes: int) -> None:
+        """Open `path` (whose files hold n_bytes in all): it loads and reads, or raises a proper GGUFError."""
+        base_mem = tracemalloc.get_traced_memory()[0]
+        tracemalloc.reset_peak()
+        t0 = time.perf_counter()
+        if self.use_alarm:
+            signal.setitimer(signal.ITIMER_REAL, CASE_TIME_LIMIT_S)
+        try:
+            _load_and_touch(path)
+            self.outcomes["loaded"] += 1
+        except GGUFError as e:
+            msg = str(e)
+            assert e.path and str(e.path) in msg, (label, msg)
+            assert e.field and repr(e.field) in msg, (label, msg)
+            assert e.offset is not None and 0 <= e.offset <= n_bytes, (label, msg)
+            self.outcomes[type(e).__name__] += 1
+        except _Hang:
+            pytest.fail(f"{label} took over {CASE_TIME_LIMIT_S} s")
+        except Exception as e:  # anything but GGUFError breaks the contract
+            pytest.fail(f"{label} raised {type(e).__name__}: {e}")
+        finally:
+            if self.use_alarm:
+                signal.setitimer(signal.ITIMER_REAL, 0)
+        self.slowest = max(self.slowest, time.perf_counter() - t0)
+        peak = tracemalloc.get_traced_memory()[1] - base_mem
+        assert peak < n_bytes + ALLOC_SLACK, f"{label}: peak {peak} B for {n_bytes} B of files"
+
+    def report(self, n: int) -> str:
+        return (f"{n} cases in {time.perf_counter() - self.t_start:.1f} s, slowest {self.slowest * 1e3:.1f} ms, "
+                f"{dict(self.outcomes)}")
 
 
 def test_fuzz(tmp_path: Path) -> None:
@@ -166,49 +228,38 @@ def test_fuzz(tmp_path: Path) -> None:
         _load_and_touch(tmp_path / f"base{variant}.gguf")  # the unmutated bases load
         bases.append((blob, _fields(blob)))
     rng = random.Random(SEED)
-    outcomes: collections.Counter[str] = collections.Counter()
-    use_alarm = hasattr(signal, "setitimer")
-    old = signal.signal(signal.SIGALRM, _on_alarm) if use_alarm else None
-    tracemalloc.start()
-    slowest = 0.0
-    t_start = time.perf_counter()
-    try:
+    with _Harness() as h:
         for i in range(N_CASES):
             kind, blob = _mutate(rng, bases)
-            p = tmp_path / f"case{i}.gguf"
-            p.write_bytes(blob)
-            base_mem = tracemalloc.get_traced_memory()[0]
-            tracemalloc.reset_peak()
-            t0 = time.perf_counter()
-            if use_alarm:
-                signal.setitimer(signal.ITIMER_REAL, CASE_TIME_LIMIT_S)
-            try:
-                _load_and_touch(p)
-                outcomes["loaded"] += 1
-            except GGUFError as e:
-                msg = str(e)
-                assert e.path and str(e.path) in msg, (i, kind, msg)
-                assert e.field and repr(e.field) in msg, (i, kind, msg)
-                assert e.offset is not None and 0 <= e.offset <= len(blob), (i, kind, msg)
-                outcomes[type(e).__name__] += 1
-            except _Hang:
-                pytest.fail(f"case {i} ({kind}) took over {CASE_TIME_LIMIT_S} s; input kept at {p}")
-            except Exception as e:  # anything but GGUFError breaks the contract
-                pytest.fail(f"case {i} ({kind}) raised {type(e).__name__}: {e}; input kept at {p}")
-            finally:
-                if use_alarm:
-                    signal.setitimer(signal.ITIMER_REAL, 0)
-            slowest = max(slowest, time.perf_counter() - t0)
-            peak = tracemalloc.get_traced_memory()[1] - base_mem
-            assert peak < len(blob) + ALLOC_SLACK, f"case {i} ({kind}): peak {peak} B for a {len(blob)} B file"
-            p.unlink()
-    finally:
-        tracemalloc.stop()
-        if use_alarm:
-            signal.signal(signal.SIGALRM, old)
-    elapsed = time.perf_counter() - t_start
-    print(f"\nfuzz: {N_CASES} cases in {elapsed:.1f} s, slowest {slowest * 1e3:.1f} ms, {dict(outcomes)}")
+            p = tmp_path / "case.gguf"
+            _replace(p, blob)
+            h.run(f"case {i} ({kind})", p, len(blob))
+        print(f"\nfuzz: {h.report(N_CASES)}")
     # The mutations must reach past the header: some files still load, and every error class occurs.
-    assert outcomes["loaded"] >= N_CASES // 20
+    assert h.outcomes["loaded"] >= N_CASES // 20
     for cls in ("GGUFTruncatedError", "GGUFFormatError", "UnsupportedQuantTypeError"):
-        assert outcomes[cls] >= 10, outcomes
+        assert h.outcomes[cls] >= 10, h.outcomes
+
+
+def test_fuzz_split_shards(tmp_path: Path) -> None:
+    """Mutate or delete one shard of a 2-shard model, then open either shard."""
+    _write_model(tmp_path / "s.gguf", 0, split_max_tensors=2)
+    shards = [tmp_path / f"s-{i:05d}-of-00002.gguf" for i in (1, 2)]
+    originals = [s.read_bytes() for s in shards]
+    assert len(GGUFFile(shards[1]).tensors) == 4
+    bases = [(b, _fields(b)) for b in originals]
+    rng = random.Random(SEED + 1)
+    with _Harness() as h:
+        for i in range(N_SPLIT_CASES):
+            k = rng.randrange(2)
+            if rng.random() < 0.05:
+                kind, blob = "missing", b""
+                shards[k].unlink()
+            else:
+                kind, blob = _mutate(rng, [bases[k]])
+                _replace(shards[k], blob)
+            h.run(f"split case {i} (shard {k + 1}, {kind})", shards[rng.randrange(2)],
+                  len(blob) + len(originals[1 - k]))
+            _replace(shards[k], originals[k])
+        print(f"\nsplit fuzz: {h.report(N_SPLIT_CASES)}")
+    assert h.outcomes["loaded"] >= N_SPLIT_CASES // 20 and h.outcomes["GGUFError"] >= 5, h.outcomes

@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import collections
+import mmap
 import time
 
 import gguf
@@ -27,10 +28,29 @@ def model(request: pytest.FixtureRequest) -> tuple[str, str]:
     return request.param, str(path)
 
 
+class _NumpyWithPlainMapping:
+    """numpy as gguf_reader sees it, except that `memmap` returns a plain ndarray over an mmap of the file.
+
+    GGUFReader slices its np.memmap once per vocabulary string; np.memmap's per-slice bookkeeping makes that
+    about half of its 10-25 s per model here. Same bytes, same parsing code, about twice as fast.
+    """
+
+    def __getattr__(self, name: str) -> object:
+        return getattr(np, name)
+
+    @staticmethod
+    def memmap(path: str, mode: str = "r") -> np.ndarray:
+        assert mode == "r"
+        with open(path, "rb") as fh:
+            return np.frombuffer(mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ), dtype=np.uint8)
+
+
 @pytest.fixture(scope="module")
 def reference(model: tuple[str, str]) -> gguf.GGUFReader:
-    """gguf's own reader: slow (10-25 s per model on 2 cores), so built once per model."""
-    return gguf.GGUFReader(model[1])
+    """gguf's own reader (slow), built once per model."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(gguf.gguf_reader, "np", _NumpyWithPlainMapping())
+        return gguf.GGUFReader(model[1])
 
 
 def test_open_time_and_histogram(model: tuple[str, str]) -> None:
