@@ -3,8 +3,8 @@
 Quantizing billions of random floats in numpy would take hours, so weights are assembled from a pool:
 for each ggml type we quantize a few thousand random blocks once (N(0, 0.02), like a real init), then
 every matrix is a sequence of blocks drawn from that pool with a generator seeded by (seed, tensor name,
-chunk). Blocks are self-contained (each carries its own scale), so the result is statistically an
-i.i.d. quantized N(0, 0.02) matrix whose rows are all distinct, which keeps logits non-degenerate.
+chunk). Blocks are self-contained (each carries its own scale), so the result is statistically a
+quantized N(0, 0.02) matrix whose rows are distinct, which keeps logits non-degenerate.
 Float types use 32-element "blocks" the same way. Norm weights are near 1, biases near 0.
 
 The header is written with gguf's GGUFWriter; tensor data is then streamed chunk by chunk (built on a
@@ -12,6 +12,7 @@ thread pool, written in order), so memory stays bounded and an 8B file is mostly
 """
 from __future__ import annotations
 
+import functools
 import math
 import os
 import threading
@@ -33,7 +34,7 @@ from .shapes import Shape, get_shape
 from .vocab import Vocab, build_vocab
 
 INIT_STD = 0.02
-POOL_BLOCKS = 4096        # distinct quantized blocks per type
+POOL_BLOCKS = 4096        # distinct quantized blocks per type (uint16 indices: at most 32768)
 CHUNK_BYTES = 32 << 20    # one unit of work and of writing
 ALIGNMENT = 32            # GGUF default data alignment
 # llama.cpp has no pure-K file types; name the nearest one (general.file_type is only informational)
@@ -124,9 +125,8 @@ def synthesize(shape: str | Shape, path: str | os.PathLike[str], ftype: str = "Q
         writer.write_ti_data_to_file()
         fout = writer.fout[0]
         fout.write(bytes(-fout.tell() % ALIGNMENT))
-        pools = _Pools(seed)
         with ThreadPoolExecutor(workers or min(8, os.cpu_count() or 1)) as ex:
-            for chunk in _ordered(ex, _jobs(shp, plans, pools, seed), window=2 * (workers or 8)):
+            for chunk in _ordered(ex, _jobs(shp, plans, seed), window=2 * (workers or 8)):
                 fout.write(chunk)
         writer.close()
         tmp.replace(path)
@@ -139,7 +139,7 @@ def synthesize(shape: str | Shape, path: str | os.PathLike[str], ftype: str = "Q
                        seconds=time.perf_counter() - t0, type_counts=dict(Counter(p.qtype for p in plans)))
 
 
-def _jobs(shape: Shape, plans: list[TensorPlan], pools: _Pools, seed: int) -> Iterator[tuple]:
+def _jobs(shape: Shape, plans: list[TensorPlan], seed: int) -> Iterator[tuple]:
     """(function, args) for every chunk of every tensor, then the padding after it, in file order."""
     for p in plans:
         if p.kind == "rope_freqs":
@@ -153,7 +153,7 @@ def _jobs(shape: Shape, plans: list[TensorPlan], pools: _Pools, seed: int) -> It
             n_units = p.n_elements // unit
             per_chunk = max(1, CHUNK_BYTES // unit_bytes)
             for c, start in enumerate(range(0, n_units, per_chunk)):
-                yield _matrix_chunk, (pools, p.qtype, p.name, seed, c, min(per_chunk, n_units - start))
+                yield _matrix_chunk, (p.qtype, p.name, seed, c, min(per_chunk, n_units - start))
         yield bytes, (-p.nbytes % ALIGNMENT,)
 
 
@@ -174,29 +174,31 @@ def _rng(seed: int, *keys: int | str) -> np.random.Generator:
     return np.random.default_rng(words)
 
 
-class _Pools:
-    """Quantized random blocks per ggml type, built once on first use by whichever worker needs them."""
-
-    def __init__(self, seed: int):
-        self.seed = seed
-        self._pools: dict[str, np.ndarray] = {}
-        self._lock = threading.Lock()
-
-    def get(self, qtype: str) -> np.ndarray:
-        with self._lock:
-            pool = self._pools.get(qtype)
-            if pool is None:
-                qt = get_type(qtype)
-                unit = max(qt.block_size, 32)
-                x = _rng(self.seed, "pool", qtype).standard_normal((POOL_BLOCKS, unit), dtype=np.float32)
-                pool = np.ascontiguousarray(quantize(x * np.float32(INIT_STD), qt)).reshape(POOL_BLOCKS, -1)
-                self._pools[qtype] = pool
-            return pool
+_POOL_LOCK = threading.Lock()
 
 
-def _matrix_chunk(pools: _Pools, qtype: str, name: str, seed: int, chunk: int, n_units: int) -> np.ndarray:
-    idx = _rng(seed, name, chunk).integers(0, POOL_BLOCKS, n_units, dtype=np.uint16)
-    return np.take(pools.get(qtype), idx, axis=0)
+@functools.lru_cache(maxsize=64)
+def _pool_unlocked(seed: int, qtype: str) -> np.ndarray:
+    qt = get_type(qtype)
+    unit = max(qt.block_size, 32)
+    x = _rng(seed, "pool", qtype).standard_normal((POOL_BLOCKS, unit), dtype=np.float32)
+    return np.ascontiguousarray(quantize(x * np.float32(INIT_STD), qt)).reshape(POOL_BLOCKS, -1)
+
+
+def _pool(seed: int, qtype: str) -> np.ndarray:
+    """POOL_BLOCKS quantized random blocks of `qtype`, built once per process (workers share them)."""
+    with _POOL_LOCK:
+        return _pool_unlocked(seed, qtype)
+
+
+def _matrix_chunk(qtype: str, name: str, seed: int, chunk: int, n_units: int) -> np.ndarray:
+    """`n_units` pool blocks; every run of POOL_BLOCKS consecutive blocks is a shifted random permutation,
+    so blocks never repeat within a run (a tiny vocab of one-block rows gets distinct rows, not tied logits)."""
+    rng = _rng(seed, name, chunk)
+    perm = rng.permutation(POOL_BLOCKS).astype(np.uint16)
+    shifts = rng.integers(0, POOL_BLOCKS, -(-n_units // POOL_BLOCKS), dtype=np.uint16)
+    idx = (np.resize(perm, n_units) + np.repeat(shifts, POOL_BLOCKS)[:n_units]) % POOL_BLOCKS
+    return np.take(_pool(seed, qtype), idx, axis=0)
 
 
 def _small_tensor(p: TensorPlan, seed: int) -> np.ndarray:
