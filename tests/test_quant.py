@@ -208,6 +208,7 @@ def test_quantize_equals_gguf_package(name):
     assert q.dtype == np.uint8 and q.shape == (2, 3, qt.row_bytes(896))
     ref = np.ascontiguousarray(gguf_quants.quantize(x, GGMLQuantizationType(qt.ggml_type))).view(np.uint8)
     np.testing.assert_array_equal(q, ref.reshape(q.shape))
+    assert not np.may_share_memory(q, x)
 
 
 # Relative RMS error of quantize -> dequantize on N(0, 1) data, measured vs float64.

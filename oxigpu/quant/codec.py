@@ -82,6 +82,8 @@ def quantize(x: np.ndarray, qtype: int | str | QuantType) -> np.ndarray:
         raise InvalidParameterError(f"cannot quantize non-finite values to {qt.name}")
     if qt.name in _GGUF_QUANTIZE:
         q = gguf_quants.quantize(np.ascontiguousarray(x), GGMLQuantizationType(qt.ggml_type))
+        if np.may_share_memory(q, x):  # F32 "quantization" is the identity; never alias the input
+            q = q.copy()
         return np.ascontiguousarray(q).view(np.uint8).reshape(x.shape[:-1] + (row_bytes,))
     blocks = np.ascontiguousarray(x).reshape(-1, qt.block_size)
     out = np.empty((blocks.shape[0], qt.type_size), np.uint8)
