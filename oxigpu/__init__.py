@@ -2,10 +2,36 @@
 
 GGUF models are compiled into a static op graph whose nodes dispatch WGSL compute shaders through
 wgpu-py; a numpy reference backend runs the same graph on the CPU and checks every shader.
+
+    import oxigpu
+    llm = oxigpu.load()            # or oxigpu.LLM("model.gguf", backend="numpy")
+    print(llm.generate("Hello", max_tokens=16).text)
+
+`LLM`, `load`, `SamplingParams` and `GenerationResult` are imported on first use, so `import oxigpu`
+stays fast (no numpy, tokenizers or wgpu until a model is loaded).
 """
 from __future__ import annotations
 
-from ._version import __version__
-from .errors import OxigpuError, GGUFError
+from typing import TYPE_CHECKING, Any
 
-__all__ = ["__version__", "OxigpuError", "GGUFError"]
+from ._version import __version__
+from .errors import GGUFError, OxigpuError
+
+if TYPE_CHECKING:
+    from .api import LLM, load
+    from .runtime.params import GenerationResult, SamplingParams, Timings
+
+_LAZY = {"LLM": "api", "load": "api", "SamplingParams": "runtime.params",
+         "GenerationResult": "runtime.params", "Timings": "runtime.params"}
+
+__all__ = ["__version__", "OxigpuError", "GGUFError", *_LAZY]
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'oxigpu' has no attribute {name!r}")
+    from importlib import import_module
+    value = getattr(import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value

@@ -4,9 +4,12 @@ from __future__ import annotations
 import click
 
 from .._version import __version__
+from .chat import chat
 from .info import info
 from .kernels import kernels
+from .run import run
 from .synth import synth
+from .tokenize import tokenize
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -18,6 +21,9 @@ def cli() -> None:
 cli.add_command(info)
 cli.add_command(kernels)
 cli.add_command(synth)
+cli.add_command(run)
+cli.add_command(chat)
+cli.add_command(tokenize)
 
 
 def main() -> None:

@@ -1,0 +1,273 @@
+"""The engine: one model on one backend, a KV cache that remembers what it holds, and the generation loop.
+
+Two plans are compiled once per model: a prefill plan for chunks of ``prefill_chunk`` tokens (the last
+chunk is padded and masked with ``n_tokens``) and a decode plan for single tokens. A third, returning the
+logits of every row, is compiled on first use by teacher-forced evaluation.
+
+The KV cache is backend state. The engine records which tokens its rows hold (``cached_tokens``), so a
+new request re-evaluates only what differs from the previous one: a chat turn after a turn, a generation
+after a generation on the same prompt, or a stream resuming after another call ran in between.
+
+Thread safety: every step holds ``Engine.lock`` (an RLock), so calls from several threads are serialized
+step by step; each generation re-establishes its own context in the cache before its step (cheap when
+nothing ran in between: the prefix matches and only the newest token is evaluated).
+"""
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from collections.abc import Callable, Iterator, Sequence
+from pathlib import Path
+
+import numpy as np
+
+from ..errors import ContextLengthError, DeviceError, InvalidParameterError
+from .params import FinishReason, GenerationResult, SamplingParams, Timings
+from .sampling import SamplerConfig, fold_seed, sample
+from .stops import StopMatcher
+
+BACKENDS = ("auto", "wgpu", "numpy")
+DEFAULT_N_CTX = 4096
+PREFILL_CHUNK = 64
+
+Progress = Callable[[str, int, int], None]
+"""Load progress callback: (stage description, stages done, stages total)."""
+
+
+def select_backend(requested: str) -> str:
+    """The backend that `requested` ("auto" | "wgpu" | "numpy") resolves to on this machine.
+
+    This is the one place "auto" is decided. The wgpu package has a device layer and kernels but no Plan
+    runner yet, so auto means numpy for now; once it can run a Plan, auto picks wgpu for hardware adapters
+    (``Device.is_software`` is False) and keeps numpy on lavapipe/llvmpipe, which numpy outruns.
+    """
+    if requested not in BACKENDS:
+        raise InvalidParameterError(f"unknown backend {requested!r}; choose one of {', '.join(BACKENDS)}")
+    return "numpy" if requested == "auto" else requested
+
+
+def _make_backend(name: str, model, n_ctx: int):
+    if name == "numpy":
+        from ..backends.numpy_backend import NumpyBackend
+        return NumpyBackend(model, n_ctx)
+    raise DeviceError("the wgpu backend cannot run models yet (only its kernels exist); "
+                      "use backend='numpy' (--backend numpy)")
+
+
+def resolve_n_ctx(requested: int | None, n_ctx_train: int) -> int:
+    """The context size to allocate: `requested`, else 4096, never above what the model was trained on."""
+    if requested is None:
+        return min(DEFAULT_N_CTX, n_ctx_train)
+    if isinstance(requested, bool) or not isinstance(requested, int) or requested < 1:
+        raise InvalidParameterError(f"n_ctx must be a positive integer, got {requested!r}")
+    if requested > n_ctx_train:
+        raise InvalidParameterError(
+            f"n_ctx={requested} exceeds the {n_ctx_train} tokens this model was trained on; "
+            f"use n_ctx <= {n_ctx_train}")
+    return requested
+
+
+class Engine:
+    """A loaded model: tokenizer, backend, compiled plans and the bookkeeping of its KV cache."""
+
+    def __init__(self, model_path: str | Path, backend: str = "auto", n_ctx: int | None = None,
+                 prefill_chunk: int = PREFILL_CHUNK, progress: Progress | None = None):
+        from ..gguf import GGUFFile
+        from ..graph.plan import compile
+        from ..models import HParams, build_graph
+        from ..tokenizer import Tokenizer
+
+        t0 = time.perf_counter()
+        report = progress or (lambda stage, done, total: None)
+        stages = 5
+        self.backend_name = select_backend(backend)
+        report("reading GGUF", 0, stages)
+        self.model_path = Path(model_path)
+        self.model = GGUFFile(self.model_path)
+        self.hparams = HParams.from_gguf(self.model)
+        report("building tokenizer", 1, stages)
+        self.tokenizer = Tokenizer.from_metadata(self.model.metadata)
+        self.n_ctx = resolve_n_ctx(n_ctx, self.hparams.n_ctx_train)
+        self.prefill_chunk = max(1, min(prefill_chunk, self.n_ctx))
+        report("compiling plans", 2, stages)
+        self._build = lambda T, logits: compile(build_graph(self.model, self.hparams, T, self.n_ctx, logits))
+        self._prefill = self._build(self.prefill_chunk, "last")
+        self._decode = self._build(1, "last")
+        self._all_logits = None      # compiled on the first teacher-forced evaluation
+        self.backend = _make_backend(self.backend_name, self.model, self.n_ctx)
+        report("loading weights", 3, stages)
+        self.backend.load(self._prefill)
+        report("loading weights", 4, stages)
+        self.backend.load(self._decode)
+        report("ready", 5, stages)
+        self.cached_tokens: list[int] = []     # the tokens whose K/V rows are valid, in order
+        self._last_logits: np.ndarray | None = None   # logits after cached_tokens[-1], when known
+        self.lock = threading.RLock()
+        self.load_s = time.perf_counter() - t0
+
+    @property
+    def vocab_size(self) -> int:
+        return self.hparams.n_vocab
+
+    # -- evaluation ---------------------------------------------------------------------------------
+    def eval(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
+        """Make the cache hold `tokens`; return the next-token logits [vocab] and how many were reused.
+
+        Only the part after the longest common prefix with the cache is evaluated (at least the last
+        token, unless its logits are already known). The cache bookkeeping is updated chunk by chunk,
+        so an interrupt (Ctrl-C) mid-way leaves it consistent.
+        """
+        n = len(tokens)
+        if not 1 <= n <= self.n_ctx:
+            raise ContextLengthError(f"{n} tokens do not fit in the context of {self.n_ctx}")
+        self._check_ids(tokens)
+        reused = _common_prefix(self.cached_tokens, tokens)
+        if reused == n == len(self.cached_tokens) and self._last_logits is not None:
+            return self._last_logits, reused
+        start = min(reused, n - 1)
+        del self.cached_tokens[start:]
+        self._last_logits = None
+        logits = None
+        while start < n:
+            count = min(self.prefill_chunk, n - start)
+            plan = self._decode if count == 1 else self._prefill
+            out = self.backend.run(plan, {"tokens": np.asarray(tokens[start:start + count], np.int32)},
+                                   pos=start, n_tokens=count)
+            self.cached_tokens.extend(tokens[start:start + count])
+            start += count
+            logits = out["logits"]
+        self._last_logits = np.asarray(logits).reshape(-1)
+        return self._last_logits, min(reused, n - 1)
+
+    def eval_all(self, tokens: Sequence[int]) -> Iterator[np.ndarray]:
+        """Teacher forcing: logits for every position of `tokens`, one [rows, vocab] block per chunk."""
+        n = len(tokens)
+        if not 1 <= n <= self.n_ctx:
+            raise ContextLengthError(
+                f"{n} tokens do not fit in the context of {self.n_ctx}; pass fewer tokens or a larger n_ctx "
+                f"(up to {self.hparams.n_ctx_train})")
+        self._check_ids(tokens)
+        if self._all_logits is None:
+            self._all_logits = self._build(self.prefill_chunk, "all")
+            self.backend.load(self._all_logits)
+        self.cached_tokens.clear()
+        self._last_logits = None
+        for start in range(0, n, self.prefill_chunk):
+            count = min(self.prefill_chunk, n - start)
+            out = self.backend.run(self._all_logits, {"tokens": np.asarray(tokens[start:start + count],
+                                                                           np.int32)},
+                                   pos=start, n_tokens=count)
+            self.cached_tokens.extend(tokens[start:start + count])
+            yield out["logits"][:count]
+
+    def _check_ids(self, tokens: Sequence[int]) -> None:
+        bad = [t for t in tokens if not 0 <= t < self.vocab_size]
+        if bad:
+            raise InvalidParameterError(f"token id {bad[0]} is outside the vocabulary (size {self.vocab_size})")
+
+    # -- generation ---------------------------------------------------------------------------------
+    def start(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
+        """A generation of `params.max_tokens` at most after `prompt_ids` (validated here, run lazily)."""
+        prompt = [int(t) for t in prompt_ids]
+        if not prompt:
+            raise InvalidParameterError(
+                "the prompt is empty; pass some text (or, for unconditional generation, the token list "
+                "[bos_id])")
+        if len(prompt) >= self.n_ctx:
+            raise ContextLengthError(
+                f"the prompt has {len(prompt)} tokens but the context holds {self.n_ctx} (at most "
+                f"{self.n_ctx - 1} prompt tokens leave room to generate); shorten the prompt or raise n_ctx "
+                f"(this model supports up to {self.hparams.n_ctx_train})")
+        self._check_ids(prompt)
+        self._check_ids(list(params.logit_bias))
+        return Generation(self, prompt, params)
+
+
+class Generation:
+    """One generation in progress: iterate for text pieces; `result` is set once it has finished.
+
+    Each step (evaluate, sample, check stops) runs under the engine lock. Text is emitted only when it is
+    whole UTF-8 and cannot be the start of a stop string. `close()` ends the generation before its next
+    step; `result` then stays None.
+    """
+
+    def __init__(self, engine: Engine, prompt: list[int], params: SamplingParams):
+        self._engine = engine
+        self._prompt = prompt
+        self._params = params
+        seed = params.seed if params.seed is not None else secrets.randbits(64)
+        self._config = SamplerConfig(
+            temperature=params.temperature, top_k=params.top_k, top_p=params.top_p, min_p=params.min_p,
+            repeat_penalty=params.repeat_penalty, presence_penalty=params.presence_penalty,
+            frequency_penalty=params.frequency_penalty, penalty_last_n=params.repeat_last_n,
+            seed=fold_seed(seed), logit_bias=params.logit_bias)
+        self._decoder = engine.tokenizer.stream(skip_special=True)
+        self._stops = StopMatcher(params.stop)
+        self._eog = engine.tokenizer.eog_ids
+        self.generated: list[int] = []
+        self._text: list[str] = []
+        self._cached = 0
+        self._prompt_s = 0.0
+        self._t_prompt_done: float | None = None
+        self._closed = False
+        self.result: GenerationResult | None = None
+
+    def __iter__(self) -> Generation:
+        return self
+
+    def __next__(self) -> str:
+        while not self._closed and self.result is None:
+            with self._engine.lock:
+                piece = self._step()
+            if piece:
+                return piece
+        raise StopIteration
+
+    def close(self) -> None:
+        """Stop here; the engine stays usable (its cache keeps the tokens evaluated so far)."""
+        self._closed = True
+
+    def _step(self) -> str:
+        """One token: evaluate, sample, check end conditions; return the text that became safe to emit."""
+        reason, piece = self._advance()
+        self._text.append(piece)
+        if reason is not None:
+            self.result = GenerationResult("".join(self._text), list(self.generated), reason, self._timings())
+        return piece
+
+    def _advance(self) -> tuple[FinishReason | None, str]:
+        if len(self.generated) >= self._params.max_tokens:
+            return "length", self._tail()
+        context = self._prompt + self.generated
+        if len(context) > self._engine.n_ctx:
+            return "length", self._tail()
+        t0 = time.perf_counter()
+        logits, reused = self._engine.eval(context)
+        if self._t_prompt_done is None:
+            self._t_prompt_done = time.perf_counter()
+            self._prompt_s, self._cached = self._t_prompt_done - t0, reused
+        token = sample(logits, self._config, context, counter=len(self.generated))
+        if token in self._eog:
+            return "stop", self._tail()
+        self.generated.append(token)
+        text = self._stops.feed(self._decoder.feed(token))
+        return ("stop" if self._stops.stopped else None), text
+
+    def _tail(self) -> str:
+        """At the end, release what was held back: a partial UTF-8 character, a possible stop start."""
+        return self._stops.feed(self._decoder.flush()) + self._stops.flush()
+
+    def _timings(self) -> Timings:
+        done = self._t_prompt_done
+        return Timings(load_s=self._engine.load_s, prompt_tokens=len(self._prompt), cached_tokens=self._cached,
+                       prompt_s=self._prompt_s, generated_tokens=len(self.generated),
+                       generation_s=time.perf_counter() - done if done is not None else 0.0)
+
+
+def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
+    n = min(len(a), len(b))
+    i = 0
+    while i < n and a[i] == b[i]:
+        i += 1
+    return i
