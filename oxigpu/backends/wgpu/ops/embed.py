@@ -13,6 +13,7 @@ from ....quant import dequantize, get_type, quantize
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, grid, rng
+from .matmul import split_rows
 
 
 @register
@@ -34,21 +35,14 @@ class Embed(OpKernel):
             "QUANT": self.qt.wgsl_file[:-5], "T": self.T, "DIM": dim,
             "SCALE": f32_lit(self.attrs.get("scale", 1.0))})
 
-    def row_ranges(self) -> list[tuple[int, int]]:
-        """Row ranges whose bytes fit one binding, each starting at an aligned byte offset."""
-        align = self.dev.storage_align // math.gcd(self.row_bytes, self.dev.storage_align)
-        per = (self.dev.max_storage_binding // self.row_bytes) // align * align
-        if per <= 0:
-            raise ValueError(f"embed: one row of {self.row_bytes} bytes exceeds the binding limit")
-        return [(r, min(r + per, self.vocab)) for r in range(0, self.vocab, per)]
-
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         ids, table, out = buffers
         buf, off, _ = table if isinstance(table, tuple) else (table, 0, table.size)
         out_ = []
-        for i, (r0, r1) in enumerate(self.row_ranges()):
-            nbytes = ((r1 - r0) * self.row_bytes + 3) // 4 * 4
-            dims = self.dev.uniform([r0, r1, int(i == 0), self.vocab])
+        ranges = split_rows(self.vocab, self.row_bytes, self.dev.max_storage_binding, self.dev.storage_align)
+        for i, (r0, rows) in enumerate(ranges):
+            nbytes = (rows * self.row_bytes + 3) // 4 * 4
+            dims = self.dev.uniform([r0, r0 + rows, int(i == 0), self.vocab])
             bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: dims, 2: ids,
                                                  3: (buf, off + r0 * self.row_bytes, nbytes), 4: out})
             out_.append(Dispatch(self.pipe, bg, grid(self.n_threads)))

@@ -1,0 +1,111 @@
+"""sample: logits [1, vocab] -> next token id on the device, drawing exactly what
+``oxigpu.runtime.sampling.sample`` draws (see shaders/sample.wgsl and that module's docstring).
+
+Inputs: logits f32[1, V], the step's ids i32[T], the history ring i32[CAP] (state, written: this step's
+ids and the drawn token), logit-bias ids i32[NB] (unique; -1 = unused) and values f32[NB]. Output: the
+token id as i32 bits in a one-element buffer (the next decode step's ``ids``). Settings come from the
+step params (temperature, top_k, top_p, min_p, penalties, penalty_last_n, seed, counter).
+
+The top-K candidates come from rounds of bitonic sorts of CH entries in workgroup memory: the first
+round over the vocabulary (with bias and penalties applied on the fly), later rounds over the previous
+round's K-lists, until one list remains (262,144 logits: 128 -> 16 -> 2 -> 1 workgroups)."""
+from __future__ import annotations
+
+from typing import Iterable
+
+import numpy as np
+
+from ....runtime import sampling
+from ..device import Binding, Dispatch
+from ..kernel import Case, OpKernel, check, register
+from ._common import rng
+
+CH = 2048
+
+
+@register
+class Sample(OpKernel):
+    op = "sample"
+    writes = (2,)
+
+    @classmethod
+    def output_shapes(cls, in_shapes, attrs):
+        return [(1,)]
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        V = self.in_shapes[0][-1]
+        K = sampling.K_MAX
+        base = {"V": V, "CH": CH, "K": K, "K_MAX": K, "T": self.in_shapes[1][0],
+                "CAP": self.in_shapes[2][0], "NB": self.in_shapes[3][0], "N_IN": 1}
+        self.rounds = [(self.dev.pipeline("sample.wgsl", "select_first", base), -(-V // CH))]
+        n = self.rounds[0][1] * K
+        while self.rounds[-1][1] > 1:
+            self.rounds.append((self.dev.pipeline("sample.wgsl", "select_merge", dict(base, N_IN=n)),
+                                -(-n // CH)))
+            n = self.rounds[-1][1] * K
+        self.finish = self.dev.pipeline("sample.wgsl", "finish", base)
+        size = self.rounds[0][1] * K * 8
+        self.scratch = [self.dev.create_buffer(size, label="sample.cand0"),
+                        self.dev.create_buffer(size, label="sample.cand1")]
+
+    def encode(self, buffers: list[Binding]) -> list[Dispatch]:
+        logits, ids, hist, bias_ids, bias_vals, token = buffers
+        P = self.dev.params_buffer
+        out = []
+        for i, (pipe, groups) in enumerate(self.rounds):
+            binds = {7: self.scratch[i % 2]}
+            if i == 0:
+                binds.update({0: P, 1: logits, 2: ids, 3: hist, 4: bias_ids, 5: bias_vals})
+            else:
+                binds[6] = self.scratch[(i - 1) % 2]
+            out.append(Dispatch(pipe, self.dev.bind_group(pipe, binds), (groups, 1, 1)))
+        last = self.scratch[(len(self.rounds) - 1) % 2]
+        bg = self.dev.bind_group(self.finish, {0: P, 2: ids, 3: hist, 6: last, 8: token})
+        out.append(Dispatch(self.finish, bg, (1, 1, 1)))
+        return out
+
+
+def sample_inputs(vocab: int, T: int, cap: int, bias: dict[int, float], history: list[int], pos: int,
+                  seed: int) -> list[np.ndarray]:
+    """Logits with exact ties and a spread of magnitudes, the ids, the ring filled from ``history``."""
+    g = rng(seed)
+    logits = (g.standard_normal((1, vocab)) * 3).astype(np.float32)
+    logits[0, g.integers(0, vocab, 8)] = logits.max()          # ties at the top
+    ids = np.asarray(history[pos:pos + T] + [0] * (T - len(history[pos:pos + T])), np.int32)
+    hist = np.full(cap, -1, np.int32)
+    for p in range(max(0, pos - cap), pos):
+        hist[p % cap] = history[p]
+    nb = max(1, len(bias))
+    bias_ids = np.full(nb, -1, np.int32)
+    bias_vals = np.zeros(nb, np.float32)
+    for i, (t, b) in enumerate(bias.items()):
+        bias_ids[i], bias_vals[i] = t, b
+    return [logits, ids, hist, bias_ids, bias_vals]
+
+
+def expected(inputs: list[np.ndarray], cfg: sampling.SamplerConfig, history: list[int], pos: int,
+             n_tokens: int, counter: int) -> list[np.ndarray]:
+    """The numpy sampler's token and the ring after the step, as the f32 views run_op reads back."""
+    tok = sampling.sample(inputs[0], cfg, history[:pos + n_tokens], counter)
+    hist = inputs[2].copy()
+    cap = hist.size
+    for p in range(pos, pos + n_tokens):
+        hist[p % cap] = history[p]
+    hist[(pos + n_tokens) % cap] = tok
+    return [np.array([tok], np.int32).view(np.float32), hist.view(np.float32)]
+
+
+@check("sample")
+def _cases() -> Iterable[Case]:
+    """Runs under the default step params (temperature 1, top_k 0 = K_MAX, seed 0, counter 0, no
+    penalties): a full-vocabulary draw that must equal the numpy draw bit for bit (tolerance 0). Ids come
+    back as f32 views, so the ring is kept full (pos >= CAP): an empty slot (-1) would read as NaN."""
+    cfg = sampling.SamplerConfig(temperature=1.0)
+    for vocab, T, n_tok, pos in [(1000, 1, 1, 20), (151936, 4, 3, 19), (262144, 1, 1, 40)]:
+        history = list(rng(vocab).integers(0, vocab, pos + T))
+        ins = sample_inputs(vocab, T, 16, {}, history, pos, seed=vocab)
+        yield Case("sample", f"sample vocab={vocab} T={T} n_tokens={n_tok}", ins,
+                   ["f32", "i32", "i32", "i32", "f32"],
+                   lambda ins=ins, h=history, pos=pos, n=n_tok: expected(ins, cfg, h, pos, n, 0), 0.0,
+                   pos=pos, n_tokens=n_tok, nbytes=4 * vocab)

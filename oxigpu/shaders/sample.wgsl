@@ -1,0 +1,173 @@
+// Token sampling on the device, with exactly the semantics of oxigpu/runtime/sampling.py (read its
+// docstring for the filter chain). Three kinds of dispatch:
+//   select_first  one workgroup per CH logits: bias + penalties applied in workgroup memory, a bitonic
+//                 sort by (logit desc, id asc), the best K written out;
+//   select_merge  the same sort over CH entries of the previous pass's lists (repeated until one list);
+//   finish        one workgroup: greedy / top-p / min-p / temperature / draw over the K sorted
+//                 candidates in candidate order (sequential sums, like numpy's cumsum), then writes the
+//                 token to `token` and the chunk's ids plus the token into the history ring.
+// The history ring holds the token at absolute position p in hist[p % CAP]; this step's own input ids
+// (positions pos .. pos+n_tokens-1) are read from `ids`, since the ring gets them only in `finish`.
+// Defines: V (vocab), CH (sort size, power of two), K (candidates, power of two <= CH), T (ids),
+// CAP (ring size), NB (bias entries; ids < 0 are unused), N_IN (select_merge: entries in), K_MAX.
+#include "common/params.wgsl"
+
+@group(0) @binding(1) var<storage, read> logits: array<f32>;
+@group(0) @binding(2) var<storage, read> ids: array<i32>;
+@group(0) @binding(3) var<storage, read_write> hist: array<i32>;
+@group(0) @binding(4) var<storage, read> bias_ids: array<i32>;
+@group(0) @binding(5) var<storage, read> bias_vals: array<f32>;
+@group(0) @binding(6) var<storage, read> cand_in: array<vec2<u32>>;      // (bitcast logit, id)
+@group(0) @binding(7) var<storage, read_write> cand_out: array<vec2<u32>>;
+@group(0) @binding(8) var<storage, read_write> token: array<i32>;
+
+const WG: u32 = 256u;
+const PAD_ID: u32 = 0xFFFFFFFFu;
+const PAD_VAL: f32 = -3.4028234e38;
+
+var<workgroup> kv: array<f32, {{CH}}>;
+var<workgroup> ki: array<u32, {{CH}}>;
+
+// a sorts before b: larger logit first, lower id first on ties (a strict total order).
+fn before(va: f32, ia: u32, vb: f32, ib: u32) -> bool {
+  return va > vb || (va == vb && ia < ib);
+}
+
+fn bitonic_sort(lid: u32) {
+  for (var k = 2u; k <= {{CH}}u; k <<= 1u) {
+    for (var j = k >> 1u; j > 0u; j >>= 1u) {
+      for (var p = lid; p < {{CH}}u / 2u; p += WG) {
+        let i = (p / j) * 2u * j + p % j;
+        let l = i + j;
+        let want_i_first = (i & k) == 0u;
+        if (before(kv[l], ki[l], kv[i], ki[i]) == want_i_first) {
+          let tv = kv[i]; kv[i] = kv[l]; kv[l] = tv;
+          let ti = ki[i]; ki[i] = ki[l]; ki[l] = ti;
+        }
+      }
+      workgroupBarrier();
+    }
+  }
+}
+
+fn write_top(group: u32, lid: u32) {
+  for (var i = lid; i < {{K}}u; i += WG) {
+    cand_out[group * {{K}}u + i] = vec2<u32>(bitcast<u32>(kv[i]), ki[i]);
+  }
+}
+
+// The token at absolute position q (q < pos + n_tokens).
+fn token_at(q: u32) -> i32 {
+  if (q >= P.pos) { return ids[q - P.pos]; }
+  return hist[q % {{CAP}}u];
+}
+
+@compute @workgroup_size(256)
+fn select_first(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let c0 = wid.x * {{CH}}u;
+  for (var i = lid; i < {{CH}}u; i += WG) {
+    let g = c0 + i;
+    kv[i] = select(PAD_VAL, logits[min(g, {{V}}u - 1u)], g < {{V}}u);
+    ki[i] = select(PAD_ID, g, g < {{V}}u);
+  }
+  workgroupBarrier();
+  // 1. logit bias (ids unique), for the ids inside this chunk
+  for (var b = lid; b < {{NB}}u; b += WG) {
+    let t = bias_ids[b];
+    if (t >= 0 && u32(t) >= c0 && u32(t) < c0 + {{CH}}u && u32(t) < {{V}}u) {
+      kv[u32(t) - c0] += bias_vals[b];
+    }
+  }
+  workgroupBarrier();
+  // 2. penalties: one thread per distinct token (its first occurrence) of the window
+  let end = P.pos + P.n_tokens;
+  let n = min(min(P.penalty_last_n, {{CAP}}u), end);
+  for (var e = lid; e < n; e += WG) {
+    let t = token_at(end - n + e);
+    if (t >= 0 && u32(t) >= c0 && u32(t) < c0 + {{CH}}u && u32(t) < {{V}}u) {
+      var first = true;
+      var count = 0u;
+      for (var f = 0u; f < n; f++) {
+        if (token_at(end - n + f) == t) {
+          count++;
+          if (f < e) { first = false; }
+        }
+      }
+      if (first) {
+        var v = kv[u32(t) - c0];
+        if (v > 0.0) { v = v / P.repeat_penalty; } else { v = v * P.repeat_penalty; }
+        kv[u32(t) - c0] = v - (f32(count) * P.frequency_penalty + P.presence_penalty);
+      }
+    }
+  }
+  workgroupBarrier();
+  bitonic_sort(lid);
+  write_top(wid.x, lid);
+}
+
+@compute @workgroup_size(256)
+fn select_merge(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  for (var i = lid; i < {{CH}}u; i += WG) {
+    let g = wid.x * {{CH}}u + i;
+    let c = cand_in[min(g, {{N_IN}}u - 1u)];
+    kv[i] = select(PAD_VAL, bitcast<f32>(c.x), g < {{N_IN}}u);
+    ki[i] = select(PAD_ID, c.y, g < {{N_IN}}u);
+  }
+  workgroupBarrier();
+  bitonic_sort(lid);
+  write_top(wid.x, lid);
+}
+
+// The RNG of sampling.py: (pcg(pcg(seed) + counter) >> 8) / 2^24.
+fn pcg_hash(x: u32) -> u32 {
+  let state = x * 747796405u + 2891336453u;
+  let word = ((state >> ((state >> 28u) + 4u)) ^ state) * 277803737u;
+  return (word >> 22u) ^ word;
+}
+
+fn uniform01(seed: u32, counter: u32) -> f32 {
+  return f32(pcg_hash(pcg_hash(seed) + counter) >> 8u) * (1.0 / 16777216.0);
+}
+
+@compute @workgroup_size(1)
+fn finish() {
+  var k = {{K_MAX}}u;
+  if (P.top_k > 0u && P.top_k < {{K_MAX}}u) { k = P.top_k; }
+  k = min(k, {{V}}u);
+  let lmax = bitcast<f32>(cand_in[0].x);
+  var tok = cand_in[0].y;
+  // the finite check matches numpy's isfinite (inf/NaN fail x - x == 0)
+  if (P.temperature > 0.0 && lmax - lmax == 0.0 && lmax != PAD_VAL) {
+    var n = k;
+    if (P.top_p < 1.0) {
+      var total = 0.0;
+      for (var i = 0u; i < k; i++) { total += exp(bitcast<f32>(cand_in[i].x) - lmax); }
+      let thr = P.top_p * total;
+      var cum = 0.0;
+      for (var i = 0u; i < k; i++) {
+        cum += exp(bitcast<f32>(cand_in[i].x) - lmax);
+        if (cum >= thr) { n = i + 1u; break; }
+      }
+    }
+    if (P.min_p > 0.0) {
+      var m = 0u;
+      for (var i = 0u; i < n; i++) {
+        if (exp(bitcast<f32>(cand_in[i].x) - lmax) >= P.min_p) { m++; }
+      }
+      n = max(m, 1u);
+    }
+    var total = 0.0;
+    for (var i = 0u; i < n; i++) { total += exp((bitcast<f32>(cand_in[i].x) - lmax) / P.temperature); }
+    let goal = uniform01(P.seed, P.counter) * total;
+    var pick = n - 1u;
+    var cum = 0.0;
+    for (var i = 0u; i < n; i++) {
+      cum += exp((bitcast<f32>(cand_in[i].x) - lmax) / P.temperature);
+      if (cum > goal) { pick = i; break; }
+    }
+    tok = cand_in[pick].y;
+  }
+  token[0] = i32(tok);
+  for (var t = 0u; t < P.n_tokens; t++) { hist[(P.pos + t) % {{CAP}}u] = ids[t]; }
+  hist[(P.pos + P.n_tokens) % {{CAP}}u] = i32(tok);
+}

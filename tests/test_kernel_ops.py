@@ -1,0 +1,149 @@
+"""The non-matmul kernels (embed, rms_norm, rope, kv_store, add/mul/glu/last_row, attention, sample) vs
+float64 references at awkward shapes, plus the numpy oracle, binding splits and replays.
+
+Every run starts from NaN-poisoned outputs (``run_op``) and random non-zero inputs; errors are
+max |got - ref| / max |ref|. Tolerances (set per case in the kernels' check registries): 1e-6 for
+elementwise/embed/rope, 2e-6 for rms_norm, 2e-5 for attention (f32 softmax over up to 800 keys),
+0 for kv_store, last_row and the sampler's token id.
+"""
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from oxigpu.backends import numpy_ops
+from oxigpu.backends.wgpu.device import Device, Params
+from oxigpu.backends.wgpu.kernel import CHECKS, Case, load_kernels, prepare, rel_error, run_op
+from oxigpu.backends.wgpu.ops.attention import attention_case
+from oxigpu.backends.wgpu.ops.embed import table_case
+from oxigpu.errors import DeviceError
+
+pytestmark = pytest.mark.gpu
+
+MINE = ("elementwise", "rms_norm", "rope", "kv_store", "embed", "attention", "sample")
+
+
+@pytest.fixture(scope="module")
+def dev() -> Device:
+    try:
+        return Device.get()
+    except DeviceError as e:
+        pytest.skip(str(e))
+
+
+def _check(case: Case, dev: Device) -> float:
+    got = run_op(case.op, case.inputs, case.attrs, case.pos, case.n_tokens, case.in_types, dev)
+    want = case.reference()
+    assert len(got) == len(want)
+    err = max(rel_error(g, w) for g, w in zip(got, want))
+    assert err <= case.tol, f"{case.name}: rel. error {err:.3g} > {case.tol:.3g}"
+    return err
+
+
+def _registered() -> list[Case]:
+    load_kernels()
+    return [c for name in MINE for c in CHECKS[name]()]
+
+
+@pytest.mark.parametrize("case", _registered(), ids=lambda c: c.name)
+def test_registered_checks(dev, case):
+    _check(case, dev)
+
+
+@pytest.mark.parametrize("D,H,Hkv", [(64, 4, 4), (64, 14, 2), (128, 4, 2), (128, 7, 1), (256, 8, 4),
+                                     (256, 2, 1)])
+@pytest.mark.parametrize("mode", ["decode", "prefill"])
+def test_attention_grid(dev, D, H, Hkv, mode):
+    """head_dim 64/128/256 x GQA 1/2/7; windows smaller than n_kv and softcap on alternate shapes."""
+    i = [64, 128, 256].index(D) + H
+    window, softcap = (37, 20.0) if i % 2 else (0, 0.0)
+    if mode == "decode":
+        case = attention_case(f"D={D}", 1, 1, 130 + D, H, Hkv, D, 160 + D + 3, window, softcap, seed=i)
+    else:
+        case = attention_case(f"D={D}", 13, 9, 41, H, Hkv, D, 60, window, softcap, seed=i)
+    _check(case, dev)
+
+
+def test_attention_matches_numpy_oracle(dev):
+    case = attention_case("oracle", 7, 6, 12, 6, 2, 64, 24, window=9, softcap=15.0, seed=3)
+    got = run_op("attention", case.inputs, case.attrs, case.pos, case.n_tokens, dev=dev)[0]
+    q, ck, cv = case.inputs
+    want = numpy_ops.attention(q, ck, cv, **case.attrs, pos=case.pos, n_tokens=case.n_tokens)
+    assert rel_error(got, want) < 2e-5
+
+
+def test_attention_decode_replay_across_positions(dev):
+    """One prepared decode plan replayed at growing positions: partials from a longer step never leak."""
+    case = attention_case("replay", 1, 1, 300, 8, 2, 64, 320, seed=9)
+    p = prepare("attention", case.inputs, case.attrs, dev=dev)
+    assert p.kernel.split > 1
+    q, ck, cv = case.inputs
+    for pos in (299, 0, 77, 5):
+        dev.write_params(Params(pos=pos, n_tokens=1))
+        dev.submit(p.dispatches)
+        got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
+        want = numpy_ops.attention(q, ck, cv, **case.attrs, pos=pos, n_tokens=1)
+        assert rel_error(got, want) < 2e-5, pos
+
+
+def test_kv_store_then_attention_chunked_prefill(dev):
+    """kv_store + attention on shared cache buffers: a padded 8-row chunk, then a decode step."""
+    H, Hkv, D, n_ctx = 4, 2, 64, 32
+    g = np.random.default_rng(5)
+    ck = np.full((n_ctx, Hkv * D), np.nan, np.float32)
+    cv = np.full((n_ctx, Hkv * D), np.nan, np.float32)
+    attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=1 / math.sqrt(D))
+    store = prepare("kv_store", [np.zeros((8, Hkv * D), np.float32)] * 2 + [ck, cv], dev=dev)
+    k_buf, v_buf, ck_buf, cv_buf = store.in_bufs
+    attn = prepare("attention", [np.zeros((8, H * D), np.float32), ck, cv], attrs, dev=dev)
+    attn_dispatch = attn.kernel.encode([attn.in_bufs[0], ck_buf, cv_buf, attn.out_bufs[0]])
+    ref_k, ref_v = ck.copy(), cv.copy()
+    for pos, n in ((0, 8), (8, 5), (13, 1)):
+        k = g.standard_normal((8, Hkv * D)).astype(np.float32)
+        v = g.standard_normal((8, Hkv * D)).astype(np.float32)
+        q = g.standard_normal((8, H * D)).astype(np.float32)
+        for buf, a in ((k_buf, k), (v_buf, v), (attn.in_bufs[0], q)):
+            dev.write(buf, a)
+        dev.write_params(Params(pos=pos, n_tokens=n))
+        dev.submit(store.dispatches + attn_dispatch)
+        numpy_ops.kv_store(k, v, ref_k, ref_v, pos=pos, n_tokens=n)
+        want = numpy_ops.attention(q, ref_k, ref_v, **attrs, pos=pos, n_tokens=n)
+        got = dev.read(attn.out_bufs[0], np.float32, (8, H * D))
+        assert rel_error(got, want) < 2e-5, (pos, n)
+        assert np.all(got[n:] == 0)
+
+
+@pytest.mark.parametrize("qtype,limit", [("Q8_0", 4000), ("Q6_K", 4000), ("F16", 1 << 12)])
+def test_embed_split_table(dev, qtype, limit):
+    """A table bound in several row ranges (binding limit lowered) gathers the same rows."""
+    case = table_case(qtype, 40, 512, 7, 7, seed=3)
+    with dev.binding_limit(limit):
+        p = prepare("embed", case.inputs, case.attrs, case.in_types, dev)
+        assert len(p.dispatches) > 1
+        dev.write_params(Params(pos=0, n_tokens=7))
+        dev.submit(p.dispatches)
+    got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
+    assert rel_error(got, case.reference()[0]) < 1e-6
+
+
+def test_rms_norm_without_subgroups(dev, monkeypatch):
+    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    for case in CHECKS["rms_norm"]():
+        _check(case, dev)
+
+
+def test_oracle_parity_rope_norm_glu(dev):
+    """The numpy backend's ops agree with the kernels (the graph-level parity relies on it)."""
+    g = np.random.default_rng(8)
+    x = g.standard_normal((5, 6 * 128)).astype(np.float32)
+    a = dict(n_head=6, head_dim=128, n_rot=96, base=1e6, neox=True, freq_scale=1.0)
+    got = run_op("rope", [x], a, pos=4000, dev=dev)[0]
+    assert rel_error(got, numpy_ops.rope(x, **a, pos=4000)) < 2e-6
+    w = g.standard_normal(128).astype(np.float32)
+    got = run_op("rms_norm", [x, w], {"eps": 1e-6, "group": 128}, dev=dev)[0]
+    assert rel_error(got, numpy_ops.rms_norm(x, w, eps=1e-6, group=128)) < 2e-6
+    for act in ("silu", "gelu_tanh"):
+        got = run_op("glu", [x * 8, x], {"act": act}, dev=dev)[0]
+        assert rel_error(got, numpy_ops.glu(x * 8, x, act=act)) < 2e-6
