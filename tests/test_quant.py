@@ -158,6 +158,8 @@ def test_dequantize_rows_matches_full(name):
     assert got.shape == (5, raw.shape[1] // qt.type_size * qt.block_size)
     assert_bit_equal(got, dequantize(raw, qt)[rows])
     assert_bit_equal(dequantize_rows(raw, qt, np.array([[1, 2], [3, 4]])), dequantize(raw, qt)[[[1, 2], [3, 4]]])
+    assert_bit_equal(dequantize_rows(raw, qt, np.int32(9)), dequantize(raw, qt)[9])
+    assert dequantize_rows(raw, qt, []).shape == (0, got.shape[1])
 
 
 def test_dequantize_rows_reads_only_requested_rows(monkeypatch, tmp_path):

@@ -55,6 +55,8 @@ def dequantize_rows(raw2d: np.ndarray, qtype: int | str | QuantType, rows) -> np
     if raw2d.ndim != 2:
         raise InvalidParameterError(f"dequantize_rows wants a 2-D tensor, got shape {raw2d.shape}")
     idx = np.asarray(rows)
+    if idx.size == 0:
+        idx = idx.astype(np.intp)  # np.asarray([]) is float64
     if idx.dtype.kind not in "iu":
         raise InvalidParameterError(f"row indices must be integers, got {idx.dtype}")
     n_rows = raw2d.shape[0]

@@ -1,6 +1,6 @@
 """The quant-type registry: block layout facts for every ggml type oxigpu can read.
 
-`QuantType` is plain data (hashable, comparable) so graphs, pipelines caches and
+`QuantType` is plain data (hashable, comparable) so graphs, pipeline caches and
 tests can key on it; the numpy kernels live in the family modules and are looked
 up by name in `codec`.
 """
