@@ -1,6 +1,7 @@
 """`GGUFFile`: a validated, memory-mapped view of a GGUF model (single file or split shards)."""
 from __future__ import annotations
 
+import math
 import os
 import re
 from dataclasses import dataclass, field
@@ -58,7 +59,7 @@ def _tensor_info(pf: ParsedFile, name: str, ne: tuple[int, ...], ggml_type: int,
                  nbytes: int) -> TensorInfo:
     block_size, type_size = QUANT_SIZES[ggml_type]
     return TensorInfo(name=name, ne=ne, ggml_type=ggml_type, type_name=GGMLQuantizationType(ggml_type).name,
-                      block_size=block_size, type_size=type_size, n_elements=nbytes // type_size * block_size,
+                      block_size=block_size, type_size=type_size, n_elements=math.prod(ne),
                       nbytes=nbytes, row_bytes=ne[0] // block_size * type_size, offset=offset, path=pf.path,
                       _file=pf)
 
