@@ -37,7 +37,8 @@ class Attention(OpKernel):
         G = H // Hkv
         R = min(T * G, 32, max(1, SHARED_FLOATS // (D + TK + 3)))
         nrb = -(-T * G // R)
-        split = a.get("n_split") or (min(32, max(1, -(-n_ctx // 256))) if T == 1 else 1)
+        # decode: enough slices for ~256 workgroups (a big GPU's SMs twice over), at most one per tile
+        split = a.get("n_split") or (min(64, -(-n_ctx // TK), -(-256 // (Hkv * nrb))) if T == 1 else 1)
         self.split, self.T, self.H = split, T, H
         self.n_groups = Hkv * nrb * split
         defines = {"D": D, "DV": DV, "G": G, "NH": H, "NKV": Hkv, "T": T, "R": R, "NRB": nrb, "TK": TK,
@@ -114,3 +115,14 @@ def _cases() -> Iterable[Case]:
                          16, window=5, softcap=50.0, seed=7)
     yield attention_case("prefill split=3 T=5 n_tokens=4 pos=70", 5, 4, 70, 4, 2, 64, 80, n_split=3,
                          seed=8)
+
+
+@check("attention.bench", bench=True)
+def _bench() -> Iterable[Case]:
+    """Real model shapes: decode at long contexts (GB/s of K/V read) and a 512-token prefill."""
+    yield attention_case("decode llama-1B H32/8 D64 n_kv=2048", 1, 1, 2047, 32, 8, 64, 2048, seed=1)
+    yield attention_case("decode llama-8B H32/8 D128 n_kv=4096", 1, 1, 4095, 32, 8, 128, 4096, seed=2)
+    yield attention_case("decode qwen-0.5B H14/2 D64 n_kv=4096", 1, 1, 4095, 14, 2, 64, 4096, seed=3)
+    yield attention_case("decode gemma3 H4/1 D256 n_kv=4096 window=512", 1, 1, 4095, 4, 1, 256, 4096,
+                         window=512, seed=4)
+    yield attention_case("prefill llama-1B T=512 H32/8 D64", 512, 512, 0, 32, 8, 64, 512, seed=5)

@@ -101,8 +101,19 @@ def _cases() -> Iterable[Case]:
     """Runs under the default step params (temperature 1, top_k 0 = K_MAX, seed 0, counter 0, no
     penalties): a full-vocabulary draw that must equal the numpy draw bit for bit (tolerance 0). Ids come
     back as f32 views, so the ring is kept full (pos >= CAP): an empty slot (-1) would read as NaN."""
+    yield from _sample_cases([(1000, 1, 1, 20), (151936, 4, 3, 19), (262144, 1, 1, 40)])
+
+
+@check("sample.bench", bench=True)
+def _bench() -> Iterable[Case]:
+    """Decode-step sampling at gemma3's 262,144 and qwen's 151,936 vocabularies (GB/s of logits read)."""
+    yield from _sample_cases([(262144, 1, 1, 100), (151936, 1, 1, 100)])
+
+
+def _sample_cases(shapes: list[tuple[int, int, int, int]]) -> Iterable[Case]:
+    """(vocab, T, n_tokens, pos) cases under the default step params."""
     cfg = sampling.SamplerConfig(temperature=1.0)
-    for vocab, T, n_tok, pos in [(1000, 1, 1, 20), (151936, 4, 3, 19), (262144, 1, 1, 40)]:
+    for vocab, T, n_tok, pos in shapes:
         history = list(rng(vocab).integers(0, vocab, pos + T))
         ins = sample_inputs(vocab, T, 16, {}, history, pos, seed=vocab)
         yield Case("sample", f"sample vocab={vocab} T={T} n_tokens={n_tok}", ins,
