@@ -18,8 +18,7 @@ from __future__ import annotations
 
 import codecs
 import threading
-from operator import itemgetter
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tok
 from tokenizers import Tokenizer as HFTokenizer
 
 from ..errors import TokenizerError
+from .chat import ChatTemplate, fallback_template
 from .vocab import Attr, Vocab, vocab_from_metadata
 
 _SPECIAL = int(Attr.CONTROL | Attr.UNKNOWN)
@@ -49,37 +49,62 @@ def _gpt2_byte_decoder() -> dict[str, int]:
 _BYTE_DECODER = _gpt2_byte_decoder()
 
 
+_HASH_BASE = 0x9E3779B97F4A7C15        # odd, so invertible modulo 2**64
+_HASH_BASE_INV = pow(_HASH_BASE, -1, 1 << 64)
+
+
 def _spm_merges(vocab: Vocab) -> list[tuple[str, str]]:
-    """Every split of every token into two vocabulary tokens, ordered by the whole token's score
-    (descending; ties by id, then by split point). Vectorized per split point: a 262k vocabulary has
-    ~1.5M candidate splits, too many for a plain Python loop within the build budget."""
-    contains = vocab.text_to_id.__contains__
-    order = np.argsort(-vocab.scores, kind="stable")
-    tokens = [vocab.tokens[i] for i in order.tolist()]
-    lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
-    ranks, splits, pairs = [], [], []
-    for k in range(1, int(lengths.max(initial=0))):
-        idx = np.flatnonzero(lengths > k)
-        cand = [tokens[i] for i in idx.tolist()]
-        heads = list(map(itemgetter(slice(None, k)), cand))
-        hit = np.fromiter(map(contains, heads), bool, len(cand))
-        sel = np.flatnonzero(hit)
-        tails = list(map(itemgetter(slice(k, None)), [cand[j] for j in sel.tolist()]))
-        sel = sel[np.fromiter(map(contains, tails), bool, len(tails))]
-        ranks.append(idx[sel])
-        splits.append(np.full(len(sel), k))
-        pairs.extend((cand[j][:k], cand[j][k:]) for j in sel.tolist())
-    if not pairs:
-        return []
-    return [pairs[i] for i in np.lexsort((np.concatenate(splits), np.concatenate(ranks))).tolist()]
+    """Every split (t[:k], t[k:]) of a token t into two vocabulary tokens, ordered by t's score
+    (descending; ties by id, then split point).
+
+    A 262k vocabulary has ~1.2M candidate splits, too many for a Python loop within the build budget, so
+    membership is tested in numpy on polynomial hashes (mod 2**64) of every substring: the hash of
+    text[s:e] is (G[e] - G[s]) * BASE**-s with G the prefix sums of code[j] * BASE**j. A hash collision
+    could only add a pair whose halves are not both tokens, which `tokenizers` rejects loudly.
+    """
+    tokens = vocab.tokens
+    n = len(tokens)
+    lengths = np.fromiter(map(len, tokens), np.int64, n)
+    ends = np.cumsum(lengths)
+    starts = ends - lengths
+    total = int(ends[-1])
+    codes = np.frombuffer("".join(tokens).encode("utf-32-le", "surrogatepass"), np.uint32)
+    with np.errstate(over="ignore"):
+        power = np.full(total + 1, _HASH_BASE, np.uint64)
+        power[0] = 1
+        inverse = np.full(total + 1, _HASH_BASE_INV, np.uint64)
+        inverse[0] = 1
+        power, inverse = np.cumprod(power), np.cumprod(inverse)
+        prefix = np.zeros(total + 1, np.uint64)
+        np.cumsum(codes * power[:total], out=prefix[1:])
+        known = np.sort((prefix[ends] - prefix[starts]) * inverse[starts])
+        n_splits = np.maximum(lengths - 1, 0)
+        owner = np.repeat(np.arange(n), n_splits)
+        k = np.arange(len(owner)) - np.repeat(np.cumsum(n_splits) - n_splits, n_splits) + 1
+        s = starts[owner]
+        cut = s + k
+        heads = (prefix[cut] - prefix[s]) * inverse[s]
+        tails = (prefix[ends[owner]] - prefix[cut]) * inverse[cut]
+
+    def member(h: np.ndarray) -> np.ndarray:
+        return known[np.minimum(np.searchsorted(known, h), n - 1)] == h
+
+    hit = np.flatnonzero(member(heads) & member(tails))
+    rank = np.empty(n, np.int64)
+    rank[np.argsort(-vocab.scores, kind="stable")] = np.arange(n)
+    hit = hit[np.lexsort((k[hit], rank[owner[hit]]))]
+    return [(t[:j], t[j:]) for t, j in zip(map(tokens.__getitem__, owner[hit].tolist()), k[hit].tolist())]
 
 
 def _build_hf(vocab: Vocab) -> HFTokenizer:
     """Assemble the `tokenizers` pipeline for this vocabulary (see the module docstring)."""
     text_to_id = vocab.text_to_id
     if vocab.model == "llama":
-        model = models.BPE(text_to_id, _spm_merges(vocab), byte_fallback=True,
-                           unk_token=None if vocab.unk_id is None else vocab.tokens[vocab.unk_id])
+        try:
+            model = models.BPE(text_to_id, _spm_merges(vocab), byte_fallback=True,
+                               unk_token=None if vocab.unk_id is None else vocab.tokens[vocab.unk_id])
+        except Exception as e:   # tokenizers raises plain Exception for inconsistent merges
+            raise TokenizerError(f"cannot build the SentencePiece-style merges: {e}") from None
         tok = HFTokenizer(model)
         norm = [normalizers.Replace(" ", "▁")]
         dec = [decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse()]
@@ -91,7 +116,10 @@ def _build_hf(vocab: Vocab) -> HFTokenizer:
     else:
         assert vocab.merges is not None and vocab.pre is not None
         merges = [(m[:cut], m[cut + 1:]) for m in vocab.merges if (cut := m.find(" ", 1)) > 0]
-        tok = HFTokenizer(models.BPE(text_to_id, merges, ignore_merges=vocab.pre.ignore_merges))
+        try:
+            tok = HFTokenizer(models.BPE(text_to_id, merges, ignore_merges=vocab.pre.ignore_merges))
+        except Exception as e:   # e.g. a merge naming a token that is not in the vocabulary
+            raise TokenizerError(f"tokenizer.ggml.merges is inconsistent with the vocabulary: {e}") from None
         tok.pre_tokenizer = pre_tokenizers.Sequence(
             [pre_tokenizers.Split(Regex(r), behavior="isolated") for r in vocab.pre.regexes]
             + [pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
@@ -125,6 +153,7 @@ class Tokenizer:
         self._hf = hf
         self._pieces: list[bytes | None] = [None] * len(vocab.tokens)
         self._lock = threading.Lock()   # encode toggles hf.encode_special_tokens per call
+        self._chat: ChatTemplate | None = None
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any]) -> Tokenizer:
@@ -174,6 +203,29 @@ class Tokenizer:
         """`tokenizer.chat_template` from the file, if any."""
         return self._vocab.chat_template
 
+    @property
+    def chat(self) -> ChatTemplate:
+        """The file's chat template, or `fallback_template` for this vocabulary; compiled on first use
+        (so a malformed template raises TemplateError here, not when the model loads)."""
+        if self._chat is None:
+            v = self._vocab
+            self._chat = ChatTemplate(
+                v.chat_template or fallback_template(v.text_to_id),
+                bos_token="" if v.bos_id is None else v.tokens[v.bos_id],
+                eos_token="" if v.eos_id is None else v.tokens[v.eos_id])
+        return self._chat
+
+    def apply_chat_template(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True,
+                            tools: Sequence[Mapping[str, Any]] | None = None, **extra: Any) -> list[int]:
+        """Render `messages` and tokenize the prompt with special-token parsing. Templates usually
+        write `bos_token` themselves; it is dropped from the text when encoding adds BOS anyway, so the
+        prompt starts with exactly one BOS (what llama.cpp's chat code does)."""
+        text = self.chat.render(messages, add_generation_prompt=add_generation_prompt, tools=tools, **extra)
+        bos = self.chat.bos_token
+        if self.add_bos and bos and text.startswith(bos):
+            text = text[len(bos):]
+        return self.encode(text, add_special=True, parse_special=True)
+
     def token_text(self, token_id: int) -> str:
         """The vocabulary entry as stored in the file (e.g. "▁the", "Ġthe", "<0x0A>")."""
         return self._vocab.tokens[self._check(token_id)]
@@ -221,8 +273,9 @@ class Tokenizer:
         return b""   # unused / undefined tokens render as nothing, as in llama.cpp
 
     def _pieces_of(self, ids: Iterable[int], special: bool, first: bool) -> Iterator[bytes]:
-        """Pieces with llama.cpp's detokenize rule: with add_space_prefix, the first piece loses one
-        leading space (the one encoding added)."""
+        """Pieces with llama_detokenize's rule: with add_space_prefix, the first piece loses one leading
+        space (the one encoding added). If the first token is BOS it has no space to lose, so the text
+        keeps its space, exactly as in llama.cpp."""
         for token_id in ids:
             piece = self.token_to_piece(token_id, special)
             if first and self._vocab.add_space_prefix and piece.startswith(b" "):
