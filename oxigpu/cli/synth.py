@@ -14,7 +14,7 @@ from ..synth import FTYPES, SHAPES, synthesize
 @click.option("--type", "ftype", default="Q4_K_M", show_default=True,
               type=click.Choice(list(FTYPES), case_sensitive=False),
               help="llama.cpp mix (Q4_K_M, Q5_K_M) or one ggml type for every 2-D weight.")
-@click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0),
+@click.option("--seed", default=0, show_default=True, type=click.IntRange(0, 2**32 - 1),
               help="Same seed, same bytes.")
 @click.option("--layers", default=None, type=click.IntRange(min=1),
               help="Keep only the first N layers (cheap big shapes).")

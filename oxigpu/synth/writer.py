@@ -107,8 +107,9 @@ def synthesize(shape: str | Shape, path: str | os.PathLike[str], ftype: str = "Q
     """Write `shape` (a name from SHAPES or a Shape) to `path` and return what was written."""
     t0 = time.perf_counter()
     shp = (get_shape(shape) if isinstance(shape, str) else shape).with_layers(layers)
-    if seed < 0:
-        raise InvalidParameterError(f"--seed must be >= 0, got {seed}")
+    if not 0 <= seed < 2**32:
+        raise InvalidParameterError(f"--seed must be in [0, 2**32), got {seed}")
+    workers = workers or min(8, os.cpu_count() or 1)
     mix = Mix(ftype)
     plans = plan_tensors(shp, mix)
     vocab = build_vocab(shp.vocab, shp.n_vocab, shp.chat_template)
@@ -125,8 +126,8 @@ def synthesize(shape: str | Shape, path: str | os.PathLike[str], ftype: str = "Q
         writer.write_ti_data_to_file()
         fout = writer.fout[0]
         fout.write(bytes(-fout.tell() % ALIGNMENT))
-        with ThreadPoolExecutor(workers or min(8, os.cpu_count() or 1)) as ex:
-            for chunk in _ordered(ex, _jobs(shp, plans, seed), window=2 * (workers or 8)):
+        with ThreadPoolExecutor(workers) as ex:
+            for chunk in _ordered(ex, _jobs(shp, plans, seed), window=2 * workers):
                 fout.write(chunk)
         writer.close()
         tmp.replace(path)
