@@ -58,8 +58,14 @@ def main() -> int:
             layers = None if tiny or args.full or (name in full and t == "Q4_K_M") else 2
             runs.append((name, t, layers))
 
-    out_dir = args.keep or Path(tempfile.mkdtemp(prefix="oxigpu-synth-check-"))
-    out_dir.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(prefix="oxigpu-synth-check-") as tmp:
+        out_dir = args.keep or Path(tmp)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        return run_all(runs, out_dir, keep=args.keep is not None)
+
+
+def run_all(runs: list[tuple[str, str, int | None]], out_dir: Path, keep: bool) -> int:
+    """Write, load and evaluate each (shape, type, layers); print the table; 1 if any failed."""
     header = (f"{'shape':<14} {'type':<7} {'layers':>6} {'MiB':>8} {'write s':>8} {'llama s':>8} {'tok':>4} "
               f"{'finite':>6} {'logit std':>9} {'top1':>7} {'gap':>6} {'uniq':>4}  result")
     print(header)
@@ -79,7 +85,7 @@ def main() -> int:
         failures += not ok
         print(f"{name:<14} {t:<7} {r.shape.n_layer:>6} {r.file_bytes / 2**20:>8.1f} {r.seconds:>8.2f} "
               f"{llama_s:>8.2f} {row}", flush=True)
-        if args.keep is None:
+        if not keep:
             path.unlink()
     print(f"\n{len(runs) - failures}/{len(runs)} ok")
     return 1 if failures else 0
