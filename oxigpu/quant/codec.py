@@ -12,20 +12,21 @@ from ._bits import Kernel
 from .registry import QuantType, get_type
 
 _DEQUANT: dict[str, Kernel] = {**floats.DEQUANT, **legacy.DEQUANT, **kquants.DEQUANT, **iquants.DEQUANT}
-# Types whose quantizer in the gguf package already matches ggml's reference; F32/F16 are casts.
+# Types whose gguf-package quantizer gives ggml's reference bytes (up to the sign of a zero f16
+# scale or min); F32/F16 are casts.
 _GGUF_QUANTIZE = frozenset({"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"})
 QUANTIZABLE: frozenset[str] = _GGUF_QUANTIZE | frozenset(kquantize.QUANTIZE)
 
 # Elements per chunk: each chunk's temporaries stay in L2 between the few passes of a kernel.
 _DEQUANT_CHUNK = 1 << 18
-# K-quant quantizers make ~40 passes over their groups per candidate scale; keep them cached too.
+# K-quant quantizers make dozens of passes over each chunk; keep it cache-sized too.
 _QUANTIZE_CHUNK = 1 << 18
 
 
 def _as_bytes(raw: np.ndarray) -> np.ndarray:
-    raw = np.ascontiguousarray(raw)
-    if raw.ndim == 0:
+    if np.ndim(raw) == 0:
         raise InvalidParameterError("raw tensor data must have at least one dimension")
+    raw = np.ascontiguousarray(raw)
     return raw if raw.dtype == np.uint8 else raw.view(np.uint8)
 
 
