@@ -110,7 +110,7 @@ def read_prompt(prompt: str) -> str:
     An empty prompt is refused here, before a model is loaded for nothing.
     """
     if prompt == "-":
-        prompt = click.get_text_stream("stdin").read().rstrip("\n")
+        prompt = sys.stdin.read().rstrip("\n")
     if not prompt:
         raise InvalidParameterError("the prompt is empty")
     return prompt

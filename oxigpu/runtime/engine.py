@@ -14,11 +14,13 @@ nothing ran in between: the prefix matches and only the newest token is evaluate
 """
 from __future__ import annotations
 
+import codecs
 import secrets
 import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -26,6 +28,9 @@ from ..errors import ContextLengthError, DeviceError, InvalidParameterError
 from .params import FinishReason, GenerationResult, SamplingParams, Timings
 from .sampling import SamplerConfig, fold_seed, sample
 from .stops import StopMatcher
+
+if TYPE_CHECKING:
+    from ..tokenizer import Tokenizer
 
 BACKENDS = ("auto", "wgpu", "numpy")
 DEFAULT_N_CTX = 4096
@@ -202,7 +207,7 @@ class Generation:
             repeat_penalty=params.repeat_penalty, presence_penalty=params.presence_penalty,
             frequency_penalty=params.frequency_penalty, penalty_last_n=params.repeat_last_n,
             seed=fold_seed(seed), logit_bias=params.logit_bias)
-        self._decoder = engine.tokenizer.stream(skip_special=True)
+        self._decoder = _TextDecoder(engine.tokenizer)
         self._stops = StopMatcher(params.stop)
         self._eog = engine.tokenizer.eog_ids
         self.generated: list[int] = []
@@ -263,6 +268,25 @@ class Generation:
         return Timings(load_s=self._engine.load_s, prompt_tokens=len(self._prompt), cached_tokens=self._cached,
                        prompt_s=self._prompt_s, generated_tokens=len(self.generated),
                        generation_s=time.perf_counter() - done if done is not None else 0.0)
+
+
+class _TextDecoder:
+    """Generated tokens -> text that never splits a UTF-8 character; control tokens render as nothing.
+
+    Not ``tokenizer.stream()``: that decodes a whole sequence and drops the leading space of its first
+    piece (SentencePiece's add_space_prefix), but generated text continues the prompt, so every piece is
+    kept whole, as llama.cpp's per-token ``token_to_piece`` does.
+    """
+
+    def __init__(self, tokenizer: Tokenizer):
+        self._tokenizer = tokenizer
+        self._utf8 = codecs.getincrementaldecoder("utf-8")("replace")
+
+    def feed(self, token: int) -> str:
+        return self._utf8.decode(self._tokenizer.token_to_piece(token, special=False))
+
+    def flush(self) -> str:
+        return self._utf8.decode(b"", final=True)
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
