@@ -34,7 +34,7 @@ from .runtime.engine import Engine, Generation, Progress
 from .runtime.params import GenerationResult, SamplingParams
 
 if TYPE_CHECKING:
-    from .tokenizer import ChatTemplate, Tokenizer
+    from .tokenizer import Tokenizer
 
 Message = Mapping[str, str]
 Prompt = str | Sequence[int]
@@ -89,7 +89,6 @@ class LLM:
         self.defaults = SamplingParams(seed=seed)
         self.verbose = verbose
         self._engine = Engine(resolve_model_path(model_path), backend=backend, n_ctx=n_ctx, progress=progress)
-        self._template: ChatTemplate | None = None
         if verbose:
             e = self._engine
             print(f"oxigpu: loaded {e.model_path.name} ({e.hparams.arch}, {e.hparams.n_layer} layers, "
@@ -170,19 +169,10 @@ class LLM:
         """The prompt tokens for `messages` through the model's chat template.
 
         Models without a template get a fallback chosen by their turn tokens (Gemma turns, ChatML or a plain
-        "User:/Assistant:" transcript). BOS is added unless the template already wrote it.
+        "User:/Assistant:" transcript); the prompt starts with exactly one BOS where the model uses one.
         """
         _check_messages(messages)
-        tok = self.tokenizer
-        if self._template is None:
-            from .tokenizer import ChatTemplate, fallback_template
-            source = tok.chat_template or fallback_template(_TokenSet(tok))
-            bos = tok.token_text(tok.bos_id) if tok.bos_id is not None else ""
-            eos = tok.token_text(tok.eos_id) if tok.eos_id is not None else ""
-            self._template = ChatTemplate(source, bos_token=bos, eos_token=eos)
-        text = self._template.render(messages, add_generation_prompt=True)
-        has_bos = bool(self._template.bos_token) and text.startswith(self._template.bos_token)
-        return tok.encode(text, add_special=not has_bos, parse_special=True)
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
 
     # -- evaluation -----------------------------------------------------------------------------------
     def logits(self, tokens: Prompt) -> np.ndarray:
@@ -245,16 +235,6 @@ class LLM:
 def load(model_path: str | Path | None = None, **kwargs: Any) -> LLM:
     """``LLM(model_path, **kwargs)``: the default model when no path is given."""
     return LLM(model_path, **kwargs)
-
-
-class _TokenSet:
-    """The vocabulary as a container of token texts (what fallback_template asks about)."""
-
-    def __init__(self, tokenizer: Tokenizer):
-        self._tokenizer = tokenizer
-
-    def __contains__(self, text: object) -> bool:
-        return isinstance(text, str) and self._tokenizer.has_token(text)
 
 
 def _check_messages(messages: Sequence[Message]) -> None:

@@ -66,6 +66,33 @@ def test_chat_repl_with_scripted_input(qwen2):
     assert res.stdout == f"{first}\n{second}\n"
 
 
+def test_ctrl_c_stops_the_answer_not_the_chat(qwen2, monkeypatch):
+    real = LLM.stream_chat
+    seen: list[list[dict]] = []
+
+    class Interrupted:
+        """The first answer: one piece, then Ctrl-C."""
+        def __init__(self, inner):
+            self.inner, self.closed, self.result = inner, False, None
+        def __iter__(self):
+            yield next(self.inner)
+            raise KeyboardInterrupt
+        def close(self):
+            self.closed = True
+
+    def stream_chat(self, messages, params=None, **kw):
+        seen.append([dict(m) for m in messages])
+        inner = real(self, messages, params, **kw)
+        return Interrupted(inner) if len(seen) == 1 else inner
+
+    monkeypatch.setattr(LLM, "stream_chat", stream_chat)
+    res = invoke("chat", "-m", qwen2, "-n", "8", "--seed", "2", "--n-ctx", "128", input="first\nsecond\n")
+    assert res.exit_code == 0, res.output
+    assert "(stopped)" in res.stderr and len(seen) == 2
+    partial = seen[1][1]
+    assert partial["role"] == "assistant" and partial["content"]   # the partial answer stays in the history
+
+
 def test_chat_ends_on_eof_and_survives_a_turn_that_does_not_fit(qwen2):
     res = invoke("chat", "-m", qwen2, "-n", "4", "--n-ctx", "24", input="word " * 40 + "\nshort\n")
     assert res.exit_code == 0, res.output
