@@ -19,7 +19,9 @@ min-p see the temperature-1 distribution, exactly as in llama.cpp):
 6. min-p: keep candidates with ``exp(l - l_max) >= min_p``;
 7. temperature: weights ``w = exp((l - l_max) / temperature)`` over the kept prefix;
 8. draw: ``u = uniform(seed, counter)``; the first candidate whose running weight sum exceeds
-   ``u * sum(w)`` (sums run sequentially in candidate order, in f32, on both backends).
+   ``u * sum(w)``. Running sums (here and in top-p) are a Hillis-Steele inclusive scan in f32
+   (:func:`scan`), the order a GPU workgroup computes them in, so both backends add the same numbers
+   in the same order.
 
 Float results (exp, division) can differ by an ulp between numpy and a GPU, so a draw can differ only when
 ``u`` falls within ~1e-6 of a cumulative boundary (or a top-p / min-p threshold): the chance per token is
@@ -103,6 +105,16 @@ def candidates(l: np.ndarray, top_k: int) -> np.ndarray:
     return order[:k]
 
 
+def scan(x: np.ndarray) -> np.ndarray:
+    """Inclusive prefix sums in f32, Hillis-Steele order: step ``d`` adds element ``i - d`` to ``i``."""
+    c = np.array(x, dtype=np.float32)
+    off = 1
+    while off < c.size:
+        c[off:] = c[off:] + c[:-off]
+        off *= 2
+    return c
+
+
 def sample(logits: np.ndarray, cfg: SamplerConfig, recent: Sequence[int] = (), counter: int = 0) -> int:
     """One token id from ``logits`` ([vocab] or [1, vocab]); see the module docstring for the chain."""
     l = apply_bias_and_penalties(logits, cfg, recent)
@@ -115,14 +127,12 @@ def sample(logits: np.ndarray, cfg: SamplerConfig, recent: Sequence[int] = (), c
         return int(cand[0])
     n = cl.size
     if cfg.top_p < 1.0:
-        e = np.exp(cl - lmax, dtype=np.float32)
-        cum = np.cumsum(e, dtype=np.float32)
+        cum = scan(np.exp(cl - lmax, dtype=np.float32))
         n = int(np.argmax(cum >= np.float32(cfg.top_p) * cum[-1])) + 1
     if cfg.min_p > 0.0:
         keep = np.exp(cl[:n] - lmax, dtype=np.float32) >= np.float32(cfg.min_p)
         n = max(1, int(np.count_nonzero(keep)))
-    w = np.exp((cl[:n] - lmax) / np.float32(cfg.temperature), dtype=np.float32)
-    cum = np.cumsum(w, dtype=np.float32)
+    cum = scan(np.exp((cl[:n] - lmax) / np.float32(cfg.temperature), dtype=np.float32))
     target = np.float32(uniform(cfg.seed, counter)) * cum[-1]
     i = int(np.argmax(cum > target)) if cum[-1] > target else n - 1
     return int(cand[i])

@@ -3,9 +3,9 @@
 //   select_first  one workgroup per CH logits: bias + penalties applied in workgroup memory, a bitonic
 //                 sort by (logit desc, id asc), the best K written out;
 //   select_merge  the same sort over CH entries of the previous pass's lists (repeated until one list);
-//   finish        one workgroup: greedy / top-p / min-p / temperature / draw over the K sorted
-//                 candidates in candidate order (sequential sums, like numpy's cumsum), then writes the
-//                 token to `token` and the chunk's ids plus the token into the history ring.
+//   finish        one workgroup, a thread per candidate: greedy / top-p / min-p / temperature / draw
+//                 over the K sorted candidates (prefix sums by the same scan numpy emulates), then
+//                 writes the token to `token` and the chunk's ids plus the token into the history ring.
 // The history ring holds the token at absolute position p in hist[p % CAP]; this step's own input ids
 // (positions pos .. pos+n_tokens-1) are read from `ids`, since the ring gets them only in `finish`.
 // Defines: V (vocab), CH (sort size, power of two), K (candidates, power of two <= CH), T (ids),
@@ -33,8 +33,10 @@ fn before(va: f32, ia: u32, vb: f32, ib: u32) -> bool {
   return va > vb || (va == vb && ia < ib);
 }
 
-fn bitonic_sort(lid: u32) {
-  for (var k = 2u; k <= {{CH}}u; k <<= 1u) {
+// Bitonic sort of kv/ki (best first), from phase `k0`: 2 for arbitrary data; 2 * K when the data is
+// already runs of K sorted alternately best-first and best-last (the merge rounds load it that way).
+fn bitonic_sort(lid: u32, k0: u32) {
+  for (var k = k0; k <= {{CH}}u; k <<= 1u) {
     for (var j = k >> 1u; j > 0u; j >>= 1u) {
       for (var p = lid; p < {{CH}}u / 2u; p += WG) {
         let i = (p / j) * 2u * j + p % j;
@@ -101,20 +103,22 @@ fn select_first(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     }
   }
   workgroupBarrier();
-  bitonic_sort(lid);
+  bitonic_sort(lid, 2u);
   write_top(wid.x, lid);
 }
 
 @compute @workgroup_size(256)
 fn select_merge(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   for (var i = lid; i < {{CH}}u; i += WG) {
-    let g = wid.x * {{CH}}u + i;
+    // odd runs are loaded reversed, so each pair of runs is a bitonic sequence
+    let q = i % {{K}}u;
+    let g = wid.x * {{CH}}u + i - q + select(q, {{K}}u - 1u - q, (i / {{K}}u) % 2u == 1u);
     let c = cand_in[min(g, {{N_IN}}u - 1u)];
     kv[i] = select(PAD_VAL, bitcast<f32>(c.x), g < {{N_IN}}u);
     ki[i] = select(PAD_ID, c.y, g < {{N_IN}}u);
   }
   workgroupBarrier();
-  bitonic_sort(lid);
+  bitonic_sort(lid, 2u * {{K}}u);
   write_top(wid.x, lid);
 }
 
@@ -129,45 +133,65 @@ fn uniform01(seed: u32, counter: u32) -> f32 {
   return f32(pcg_hash(pcg_hash(seed) + counter) >> 8u) * (1.0 / 16777216.0);
 }
 
-@compute @workgroup_size(1)
-fn finish() {
+var<workgroup> sv: array<f32, {{K}}>;      // candidate logits, then the scanned weights
+var<workgroup> first_hit: atomic<u32>;
+var<workgroup> hits: atomic<u32>;
+
+// Inclusive Hillis-Steele scan of sv (sampling.py's _scan performs the same f32 additions).
+fn scan(i: u32) {
+  for (var off = 1u; off < {{K}}u; off <<= 1u) {
+    var t = sv[i];
+    if (i >= off) { t = t + sv[i - off]; }
+    workgroupBarrier();
+    sv[i] = t;
+    workgroupBarrier();
+  }
+}
+
+// Index of the first candidate whose scanned weight passes `goal` (strict: >, else >=); `none` if none.
+fn first_index(i: u32, n: u32, goal: f32, strict: bool, none: u32) -> u32 {
+  atomicStore(&first_hit, none);
+  workgroupBarrier();
+  if (i < n && ((strict && sv[i] > goal) || (!strict && sv[i] >= goal))) { atomicMin(&first_hit, i); }
+  workgroupBarrier();
+  return atomicLoad(&first_hit);
+}
+
+// One thread per candidate: top-p / min-p counts from a scan and atomics, the draw from a second scan.
+@compute @workgroup_size({{K}})
+fn finish(@builtin(local_invocation_index) i: u32) {
   var k = {{K_MAX}}u;
   if (P.top_k > 0u && P.top_k < {{K_MAX}}u) { k = P.top_k; }
   k = min(k, {{V}}u);
   let lmax = bitcast<f32>(cand_in[0].x);
+  let li = bitcast<f32>(cand_in[i].x);
   var tok = cand_in[0].y;
-  // the finite check matches numpy's isfinite (inf/NaN fail x - x == 0)
-  if (P.temperature > 0.0 && lmax - lmax == 0.0 && lmax != PAD_VAL) {
+  // the finite check matches numpy's isfinite (inf/NaN fail x - x == 0); uniform across the group
+  if (P.temperature > 0.0 && lmax - lmax == 0.0) {
     var n = k;
     if (P.top_p < 1.0) {
-      var total = 0.0;
-      for (var i = 0u; i < k; i++) { total += exp(bitcast<f32>(cand_in[i].x) - lmax); }
-      let thr = P.top_p * total;
-      var cum = 0.0;
-      for (var i = 0u; i < k; i++) {
-        cum += exp(bitcast<f32>(cand_in[i].x) - lmax);
-        if (cum >= thr) { n = i + 1u; break; }
-      }
+      sv[i] = select(0.0, exp(li - lmax), i < k);
+      workgroupBarrier();
+      scan(i);
+      n = first_index(i, k, P.top_p * sv[k - 1u], false, k - 1u) + 1u;
     }
     if (P.min_p > 0.0) {
-      var m = 0u;
-      for (var i = 0u; i < n; i++) {
-        if (exp(bitcast<f32>(cand_in[i].x) - lmax) >= P.min_p) { m++; }
-      }
-      n = max(m, 1u);
+      atomicStore(&hits, 0u);
+      workgroupBarrier();
+      if (i < n && exp(li - lmax) >= P.min_p) { atomicAdd(&hits, 1u); }
+      workgroupBarrier();
+      n = max(atomicLoad(&hits), 1u);
     }
-    var total = 0.0;
-    for (var i = 0u; i < n; i++) { total += exp((bitcast<f32>(cand_in[i].x) - lmax) / P.temperature); }
-    let goal = uniform01(P.seed, P.counter) * total;
-    var pick = n - 1u;
-    var cum = 0.0;
-    for (var i = 0u; i < n; i++) {
-      cum += exp((bitcast<f32>(cand_in[i].x) - lmax) / P.temperature);
-      if (cum > goal) { pick = i; break; }
-    }
-    tok = cand_in[pick].y;
+    workgroupBarrier();
+    sv[i] = select(0.0, exp((li - lmax) / P.temperature), i < n);
+    workgroupBarrier();
+    scan(i);
+    let goal = uniform01(P.seed, P.counter) * sv[n - 1u];
+    tok = cand_in[first_index(i, n, goal, true, n - 1u)].y;
   }
-  token[0] = i32(tok);
-  for (var t = 0u; t < P.n_tokens; t++) { hist[(P.pos + t) % {{CAP}}u] = ids[t]; }
-  hist[(P.pos + P.n_tokens) % {{CAP}}u] = i32(tok);
+  if (i == 0u) {
+    token[0] = i32(tok);
+    hist[(P.pos + P.n_tokens) % {{CAP}}u] = i32(tok);
+  }
+  for (var t = i; t < P.n_tokens; t += {{K}}u) { hist[(P.pos + t) % {{CAP}}u] = ids[t]; }
 }
