@@ -20,17 +20,19 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Literal
 
 import numpy as np
 
 from ..errors import ContextLengthError, DeviceError, InvalidParameterError
+from ..gguf import GGUFFile
+from ..graph.plan import Plan
+from ..graph.plan import compile as compile_plan
+from ..models import HParams, build_graph
+from ..tokenizer import Tokenizer
 from .params import FinishReason, GenerationResult, SamplingParams, Timings
 from .sampling import SamplerConfig, fold_seed, sample
 from .stops import StopMatcher
-
-if TYPE_CHECKING:
-    from ..tokenizer import Tokenizer
 
 BACKENDS = ("auto", "wgpu", "numpy")
 DEFAULT_N_CTX = 4096
@@ -78,11 +80,6 @@ class Engine:
 
     def __init__(self, model_path: str | Path, backend: str = "auto", n_ctx: int | None = None,
                  prefill_chunk: int = PREFILL_CHUNK, progress: Progress | None = None):
-        from ..gguf import GGUFFile
-        from ..graph.plan import compile
-        from ..models import HParams, build_graph
-        from ..tokenizer import Tokenizer
-
         t0 = time.perf_counter()
         report = progress or (lambda stage, done, total: None)
         stages = 5
@@ -96,10 +93,9 @@ class Engine:
         self.n_ctx = resolve_n_ctx(n_ctx, self.hparams.n_ctx_train)
         self.prefill_chunk = max(1, min(prefill_chunk, self.n_ctx))
         report("compiling plans", 2, stages)
-        self._build = lambda T, logits: compile(build_graph(self.model, self.hparams, T, self.n_ctx, logits))
-        self._prefill = self._build(self.prefill_chunk, "last")
-        self._decode = self._build(1, "last")
-        self._all_logits = None      # compiled on the first teacher-forced evaluation
+        self._prefill = self._plan(self.prefill_chunk, "last")
+        self._decode = self._plan(1, "last")
+        self._all_logits: Plan | None = None      # compiled on the first teacher-forced evaluation
         self.backend = _make_backend(self.backend_name, self.model, self.n_ctx)
         report("loading weights", 3, stages)
         self.backend.load(self._prefill)
@@ -110,6 +106,9 @@ class Engine:
         self._last_logits: np.ndarray | None = None   # logits after cached_tokens[-1], when known
         self.lock = threading.RLock()
         self.load_s = time.perf_counter() - t0
+
+    def _plan(self, T: int, logits: Literal["last", "all"]) -> Plan:
+        return compile_plan(build_graph(self.model, self.hparams, T, self.n_ctx, logits))
 
     @property
     def vocab_size(self) -> int:
@@ -154,7 +153,7 @@ class Engine:
                 f"(up to {self.hparams.n_ctx_train})")
         self._check_ids(tokens)
         if self._all_logits is None:
-            self._all_logits = self._build(self.prefill_chunk, "all")
+            self._all_logits = self._plan(self.prefill_chunk, "all")
             self.backend.load(self._all_logits)
         self.cached_tokens.clear()
         self._last_logits = None
