@@ -36,6 +36,8 @@ def chat(system: str | None, model: str | None, backend: str, n_ctx: int | None,
     history = list(start)
     click.echo(f"chatting with {llm.model_path.name} ({HELP})", err=True)
     interactive = sys.stdin.isatty()
+    if interactive:
+        import readline  # noqa: F401  (line editing and history for input())
     while True:
         try:
             line = input(">>> " if interactive else "")
