@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from oxigpu.errors import ContextLengthError, InvalidParameterError
-from oxigpu.runtime.engine import Engine, resolve_n_ctx, select_backend
+from oxigpu.runtime.engine import Engine, _TextDecoder, resolve_n_ctx, select_backend
 from oxigpu.runtime.params import SamplingParams
 from oxigpu.runtime.stops import StopMatcher
 from test_api import tiny_models  # noqa: F401  (session fixture: synthetic GGUF files)
@@ -134,3 +134,16 @@ def test_engine_rejects_what_does_not_fit(engine):
         engine.eval(list(range(97)))
     with pytest.raises(InvalidParameterError, match="outside the vocabulary"):
         engine.eval([1, 10**6])
+
+
+def test_text_decoder_never_splits_a_character_and_keeps_leading_spaces(engine, tiny_models):
+    llama = Engine(tiny_models["tiny-llama"], backend="numpy", n_ctx=16)
+    tok = llama.tokenizer
+    ids = tok.encode("é€ x", add_special=False)     # "▁", then byte tokens \xc3 \xa9 and \xe2 \x82 \xac
+    decoder = _TextDecoder(tok)
+    pieces = [decoder.feed(i) for i in ids] + [decoder.flush()]
+    assert "".join(pieces) == " é€ x"                # the first piece keeps its space (decode() drops it)
+    assert all("\ufffd" not in p for p in pieces)
+    assert "" in pieces                                      # partial characters were held back
+    decoder = _TextDecoder(tok)
+    assert decoder.feed(ids[1]) == "" and decoder.flush() == "\ufffd"    # a dangling byte at the end
