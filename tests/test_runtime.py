@@ -136,7 +136,7 @@ def test_engine_rejects_what_does_not_fit(engine):
         engine.eval([1, 10**6])
 
 
-def test_text_decoder_never_splits_a_character_and_keeps_leading_spaces(engine, tiny_models):
+def test_text_decoder_never_splits_a_character_and_keeps_leading_spaces(tiny_models):
     llama = Engine(tiny_models["tiny-llama"], backend="numpy", n_ctx=16)
     tok = llama.tokenizer
     ids = tok.encode("é€ x", add_special=False)     # "▁", then byte tokens \xc3 \xa9 and \xe2 \x82 \xac
