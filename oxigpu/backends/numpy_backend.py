@@ -167,6 +167,8 @@ def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, i
     ins = tuple(buffers[v] for v in node.inputs)
     attrs = dict(node.attrs)
     out = buffers[node.outputs[0]] if node.outputs else None
+    if "out" in params:  # the op writes into the arena itself
+        attrs["out"], out = out, None
 
     def step(pos: int, n_tokens: int) -> None:
         kw = dict(attrs)

@@ -11,6 +11,7 @@ meaning). Padded rows come out as zeros where an op would otherwise read out of 
 """
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -34,26 +35,49 @@ def rms_norm(x: np.ndarray, w: np.ndarray, *, eps: float, group: int) -> np.ndar
     """``x / sqrt(mean(x^2) + eps) * w`` over each run of ``group`` columns (group == cols: whole row;
     group == head_dim: per-head norms as in qwen3/gemma3 Q/K norms)."""
     xs = x.reshape(x.shape[0], -1, group)
-    ms = np.einsum("rhg,rhg->rh", xs, xs)[..., None] / F32(group)
-    return (xs * (F32(1.0) / np.sqrt(ms + F32(eps))) * w).reshape(x.shape).astype(F32, copy=False)
+    ms = np.einsum("rhg,rhg->rh", xs, xs)[..., None] * F32(1.0 / group)  # (vecdot needs numpy 2)
+    ms += F32(eps)
+    y = xs / np.sqrt(ms)
+    y *= w
+    return y.reshape(x.shape)
 
 
-def matmul(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None) -> np.ndarray:
-    """``x @ w.T (+ bias)`` with ``w`` as ``[n_out, n_in]``; one row goes through BLAS gemv."""
-    y = (w @ x[0])[None, :] if x.shape[0] == 1 else x @ w.T
+def matmul(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *,
+           out: np.ndarray | None = None) -> np.ndarray:
+    """``x @ w.T (+ bias)`` with ``w`` as ``[n_out, n_in]``; one row goes through BLAS gemv.
+
+    ``out`` (optional, float32 ``[rows, n_out]``) receives the result instead of a new array, so the
+    backend can write straight into its arena without a per-step allocation.
+    """
+    if out is None:
+        out = np.empty((x.shape[0], w.shape[0]), F32)
+    if x.shape[0] == 1:
+        np.matmul(w, x[0], out=out[0])
+    else:
+        np.matmul(x, w.T, out=out)
     if bias is not None:
-        y += bias
-    return y
+        out += bias
+    return out
 
 
-def rope_angles(positions: np.ndarray, n_rot: int, base: float, freq_scale: float = 1.0,
+def rope_angles(pos: int, T: int, n_rot: int, base: float, freq_scale: float = 1.0,
                 freq_factors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """cos, sin ``[len(positions), n_rot/2]`` of ``theta_i = p * freq_scale * base^(-2i/n_rot) / ff_i``."""
+    """cos, sin ``[T, n_rot/2]`` of ``theta_i = p * freq_scale * base^(-2i/n_rot) / ff_i`` for positions
+    ``p = pos .. pos+T-1``, computed in float64. Memoized: every layer's q and k share them."""
+    ff = None if freq_factors is None else np.asarray(freq_factors, np.float32).tobytes()
+    return _rope_angles(pos, T, n_rot, float(base), float(freq_scale), ff)
+
+
+@functools.lru_cache(maxsize=16)
+def _rope_angles(pos: int, T: int, n_rot: int, base: float, freq_scale: float,
+                 ff: bytes | None) -> tuple[np.ndarray, np.ndarray]:
     inv = base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
-    if freq_factors is not None:
-        inv = inv / freq_factors.astype(np.float64)
-    theta = np.asarray(positions, np.float64)[:, None] * (freq_scale * inv)[None, :]
-    return np.cos(theta).astype(F32), np.sin(theta).astype(F32)
+    if ff is not None:
+        inv = inv / np.frombuffer(ff, np.float32).astype(np.float64)
+    theta = np.arange(pos, pos + T, dtype=np.float64)[:, None] * (freq_scale * inv)[None, :]
+    cos, sin = np.cos(theta).astype(F32), np.sin(theta).astype(F32)
+    cos.flags.writeable = sin.flags.writeable = False
+    return cos, sin
 
 
 def rope(x: np.ndarray, freq_factors: np.ndarray | None = None, *, n_head: int, head_dim: int, n_rot: int,
@@ -61,7 +85,7 @@ def rope(x: np.ndarray, freq_factors: np.ndarray | None = None, *, n_head: int, 
     """Rotary embedding of each head's first ``n_rot`` dims (the rest pass through); row t is at
     position ``pos + t``. Normal mode rotates pairs (2i, 2i+1); NEOX rotates (i, i + n_rot/2)."""
     T = x.shape[0]
-    cos, sin = rope_angles(pos + np.arange(T), n_rot, base, freq_scale, freq_factors)
+    cos, sin = rope_angles(pos, T, n_rot, base, freq_scale, freq_factors)
     cos, sin = cos[:, None, :], sin[:, None, :]
     xh = x.reshape(T, n_head, head_dim)
     out = xh.copy()
