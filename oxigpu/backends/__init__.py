@@ -1,6 +1,6 @@
 """Backends execute a compiled ``graph.plan.Plan``.
 
-Every backend has the same surface: ``Backend(model: GGUFFile, n_ctx)``, ``load(plan)``,
+Backends share the numpy backend's surface: ``Backend(model: GGUFFile, n_ctx)``, ``load(plan)``,
 ``run(plan, inputs, pos, n_tokens, trace=None) -> {output name: array}``, ``reset()`` and
 ``memory_bytes()``. ``numpy_backend.NumpyBackend`` is the CPU reference (its ops in ``numpy_ops`` define
 each op's semantics); ``wgpu`` is the GPU backend. Import the one you need; this package imports neither,

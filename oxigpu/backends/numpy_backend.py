@@ -36,6 +36,7 @@ class QuantizedRows:
 
 @dataclass
 class _Loaded:
+    plan: Plan                              # held so its id() stays unique while it is loaded
     arena: np.ndarray
     buffers: dict[Value, np.ndarray]        # every value the plan touches -> its array
     steps: list[tuple[Node, Callable[[int, int], None], tuple[np.ndarray, ...]]]
@@ -53,7 +54,7 @@ class NumpyBackend:
     # -- loading ------------------------------------------------------------------------------------
     def load(self, plan: Plan) -> None:
         """Dequantize the plan's weights (once per tensor), allocate its states and arena."""
-        if id(plan) in self._plans:
+        if self._loaded(plan) is not None:
             return
         full = _needs_full_matrix(plan)
         self._check_memory(plan, full)
@@ -105,7 +106,11 @@ class NumpyBackend:
             buffers[v] = np.zeros(v.shape, np.int32 if v.dtype == "i32" else np.float32)
         steps = [(node, _bind_node(node, buffers), tuple(buffers[v] for v in node.outputs))
                  for node in plan.nodes]
-        return _Loaded(arena, buffers, steps)
+        return _Loaded(plan, arena, buffers, steps)
+
+    def _loaded(self, plan: Plan) -> _Loaded | None:
+        loaded = self._plans.get(id(plan))
+        return loaded if loaded is not None and loaded.plan is plan else None
 
     # -- running ------------------------------------------------------------------------------------
     def run(self, plan: Plan, inputs: dict[str, np.ndarray], pos: int, n_tokens: int,
@@ -121,7 +126,7 @@ class NumpyBackend:
         if pos < 0 or pos + n_tokens > self.n_ctx:
             raise ContextLengthError(f"positions {pos}..{pos + n_tokens - 1} exceed the context of {self.n_ctx}")
         self.load(plan)
-        loaded = self._plans[id(plan)]
+        loaded = self._loaded(plan)
         for name, v in plan.inputs.items():
             if name not in inputs:
                 raise InvalidParameterError(f"missing input {name!r}")
