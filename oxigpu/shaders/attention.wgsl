@@ -121,9 +121,17 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
         let r = e / DV4;
         let vb = kvh * DV4 + e % DV4;
         var o = acc[a] * alpha_s[r];
-        for (var i = 0u; i < nk; i++) {
-          o += ss[r * TK + i] * cache_v[(k0 + i) * {{NKV}}u * DV4 + vb];
+        let sb = r * TK;
+        var i = 0u;
+        for (; i + 4u <= nk; i += 4u) {   // four independent loads in flight per step
+          let vi = (k0 + i) * {{NKV}}u * DV4 + vb;
+          let v0 = cache_v[vi];
+          let v1 = cache_v[vi + {{NKV}}u * DV4];
+          let v2 = cache_v[vi + 2u * {{NKV}}u * DV4];
+          let v3 = cache_v[vi + 3u * {{NKV}}u * DV4];
+          o += ss[sb + i] * v0 + ss[sb + i + 1u] * v1 + ss[sb + i + 2u] * v2 + ss[sb + i + 3u] * v3;
         }
+        for (; i < nk; i++) { o += ss[sb + i] * cache_v[(k0 + i) * {{NKV}}u * DV4 + vb]; }
         acc[a] = o;
       }
     }
@@ -147,25 +155,39 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   }
 }
 
-// Merge the NSPLIT partials of every (t, h) row: one workgroup per row, one thread per output vec4.
+// Merge the NSPLIT partials of every (t, h) row: one workgroup per row; the split weights
+// exp(m_s - m) are computed once, in parallel, then one thread per output vec4 sums the accumulators.
+var<workgroup> wsplit: array<f32, {{NSPLIT}}>;
+var<workgroup> ml_l: array<f32, {{NSPLIT}}>;
+var<workgroup> lsum: f32;
+
 @compute @workgroup_size({{TK}})
 fn combine(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            @builtin(local_invocation_index) lid: u32) {
   let row = wid.y * nwg.x + wid.x;
   if (row >= {{T}}u * {{NH}}u) { return; }
+  for (var s = lid; s < {{NSPLIT}}u; s += TK) { wsplit[s] = dst[(s * {{T}}u * {{NH}}u + row) * PART].x; }
+  workgroupBarrier();
   var m = NEG_BIG;
-  for (var s = 0u; s < {{NSPLIT}}u; s++) { m = max(m, dst[(s * {{T}}u * {{NH}}u + row) * PART].x); }
-  var l = 0.0;
-  for (var s = 0u; s < {{NSPLIT}}u; s++) {
+  for (var s = 0u; s < {{NSPLIT}}u; s++) { m = max(m, wsplit[s]); }
+  workgroupBarrier();
+  for (var s = lid; s < {{NSPLIT}}u; s += TK) {
     let ml = dst[(s * {{T}}u * {{NH}}u + row) * PART];
-    l += select(ml.y * exp(ml.x - m), 0.0, ml.x == NEG_BIG);
+    wsplit[s] = select(exp(ml.x - m), 0.0, ml.x == NEG_BIG);
+    ml_l[s] = ml.y;
   }
+  workgroupBarrier();
+  if (lid == 0u) {
+    var l = 0.0;
+    for (var s = 0u; s < {{NSPLIT}}u; s++) { l += ml_l[s] * wsplit[s]; }
+    lsum = l;
+  }
+  workgroupBarrier();
+  let l = lsum;
   for (var c = lid; c < DV4; c += TK) {
     var o = vec4<f32>(0.0);
     for (var s = 0u; s < {{NSPLIT}}u; s++) {
-      let pb = (s * {{T}}u * {{NH}}u + row) * PART;
-      let ml = dst[pb];
-      if (ml.x != NEG_BIG) { o += dst[pb + 1u + c] * exp(ml.x - m); }
+      o += dst[(s * {{T}}u * {{NH}}u + row) * PART + 1u + c] * wsplit[s];
     }
     out[row * DV4 + c] = select(vec4<f32>(0.0), o / l, l > 0.0);
   }

@@ -21,7 +21,7 @@
 @group(0) @binding(7) var<storage, read_write> cand_out: array<vec2<u32>>;
 @group(0) @binding(8) var<storage, read_write> token: array<i32>;
 
-const WG: u32 = 256u;
+const WG: u32 = 1024u;     // the sorts: one compare-exchange per thread per stage (CH = 2048)
 const PAD_ID: u32 = 0xFFFFFFFFu;
 const PAD_VAL: f32 = -3.4028234e38;
 
@@ -39,7 +39,7 @@ fn bitonic_sort(lid: u32, k0: u32) {
   for (var k = k0; k <= {{CH}}u; k <<= 1u) {
     for (var j = k >> 1u; j > 0u; j >>= 1u) {
       for (var p = lid; p < {{CH}}u / 2u; p += WG) {
-        let i = (p / j) * 2u * j + p % j;
+        let i = ((p & ~(j - 1u)) << 1u) | (p & (j - 1u));   // j is a power of two
         let l = i + j;
         let want_i_first = (i & k) == 0u;
         if (before(kv[l], ki[l], kv[i], ki[i]) == want_i_first) {
@@ -64,7 +64,7 @@ fn token_at(q: u32) -> i32 {
   return hist[q % {{CAP}}u];
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(1024)
 fn select_first(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let c0 = wid.x * {{CH}}u;
   for (var i = lid; i < {{CH}}u; i += WG) {
@@ -107,7 +107,7 @@ fn select_first(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
   write_top(wid.x, lid);
 }
 
-@compute @workgroup_size(256)
+@compute @workgroup_size(1024)
 fn select_merge(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   for (var i = lid; i < {{CH}}u; i += WG) {
     // odd runs are loaded reversed, so each pair of runs is a bitonic sequence
