@@ -1,0 +1,395 @@
+"""The wgpu backend: runs a compiled Plan on the GPU with the kernels of ``ops/``, same interface as NumpyBackend.
+
+Loading (once per plan, nothing on the hot path):
+- weights are uploaded straight from the GGUF mapping, still quantized, once per tensor and shared by all
+  plans; matrices larger than a storage binding are bound as row ranges by ``matmul``/``embed`` themselves.
+  Small vectors (norm weights, biases, rope factors) are stored as f32, dequantized if the file has them
+  in another type;
+- states (the KV cache) are allocated once and shared by name across plans;
+- every plan gets its activation arenas (a few buffers, see :func:`_banks`, each packed by liveness with
+  256-byte aligned offsets, which satisfies any adapter's ``min-storage-buffer-offset-alignment``), one
+  buffer per input, and its kernels, bind groups and :class:`~.device.Dispatch` list.
+
+A step (:meth:`WgpuBackend.run`) writes the Params uniform and the input ids, submits the precomputed
+dispatches in one compute pass and reads the outputs back.
+
+GPU-resident decode (:meth:`WgpuBackend.decode_stream`): the decode plan followed by the ``sample``
+kernel, which writes the drawn id into the buffer the next step's ``embed`` reads (two buffers used in
+turn: a dispatch may not read and write one buffer), so steps run back to back with no host round trip.
+Each step's Params (position, RNG counter) are copied from a staging buffer at the start of its pass; the
+drawn ids land in a token-history ring that also feeds the repetition penalties, and the host reads each
+batch's ids from it while the next batch is already queued.
+"""
+from __future__ import annotations
+
+import functools
+import logging
+import math
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from ...errors import ContextLengthError, DeviceError, InvalidParameterError, OutOfMemoryError
+from ...graph.ir import Node, Value
+from ...graph.plan import ALIGN, Plan, _pack
+from ...quant import dequantize, get_type
+from ...runtime.sampling import SamplerConfig
+from ..numpy_backend import _mem_available
+from .device import Binding, Device, Dispatch, Params, _pick_adapter
+from .kernel import KERNELS, OpKernel, load_kernels
+
+Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
+
+_RAW_SLOTS = {("matmul", 1), ("embed", 1)}
+"""(op, input index) slots whose kernels read a weight's raw GGUF blocks; every other weight is f32."""
+
+_COPY = 0x0004 | 0x0008           # COPY_SRC | COPY_DST
+_READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
+_MAP_READ = 1
+_MAX_BATCH = 64
+
+log = logging.getLogger("oxigpu")
+
+
+@functools.cache
+def auto_backend() -> str:
+    """``"wgpu"`` on a hardware adapter; ``"numpy"`` on a software one (numpy outruns lavapipe) and, with
+    one warning line, when no usable adapter exists. Enumerates adapters only (no device is created)."""
+    try:
+        import wgpu
+        adapter = _pick_adapter(wgpu, "high-performance")
+    except (ImportError, DeviceError) as e:
+        log.warning("oxigpu: no usable GPU adapter, using the numpy backend (%s)", str(e).split(";")[0])
+        return "numpy"
+    return "numpy" if adapter.info["adapter_type"] == "CPU" else "wgpu"
+
+
+@dataclass
+class _Loaded:
+    """One plan bound to buffers: kernels, their dispatches per node, and where values live."""
+
+    arenas: list[Any]
+    bindings: dict[Value, Binding]
+    inputs: dict[str, Any]
+    kernels: list[OpKernel]
+    node_dispatches: list[list[Dispatch]]
+    dispatches: list[Dispatch]
+
+
+@dataclass
+class _Resident:
+    """A decode plan + ``sample``, twice: variant i reads the current id from ``tok[i]``, writes ``tok[1-i]``."""
+
+    variants: tuple[list[Dispatch], list[Dispatch]]
+    tok: tuple[Any, Any]
+    bias_ids: Any
+    bias_vals: Any
+    n_bias: int
+
+
+class WgpuBackend:
+    """Executes Plans on one wgpu device (see the module docstring)."""
+
+    name = "wgpu"
+    resident_batch = 8
+    """Decode steps per GPU-resident batch (the first batches are shorter, so streaming starts at once)."""
+
+    def __init__(self, model, n_ctx: int, device: Device | None = None):
+        self.model, self.n_ctx = model, int(n_ctx)
+        self.dev = device or Device.get()
+        load_kernels()
+        self._weights: dict[str, tuple[Any, str]] = {}       # tensor -> (buffer, kernel type name)
+        self._states: dict[str, tuple[Any, tuple[int, ...]]] = {}
+        self._plans: dict[int, _Loaded] = {}
+        self._resident: dict[tuple[int, int], _Resident] = {}
+        self._ring: Any = None                                # token history, CAP = n_ctx + 1 slots
+        self._staging: list[Any] = []
+        self._readback: list[Any] = []
+
+    # -- loading ------------------------------------------------------------------------------------
+    def load(self, plan: Plan) -> None:
+        """Upload the plan's weights (once per tensor), allocate its states and arena, encode it."""
+        if id(plan) in self._plans:
+            return
+        raw = _raw_weights(plan)
+        arenas = [_pack(live) for live in _banks(plan)]
+        self._check_memory(plan, raw, sum(size for _, size in arenas))
+        for v in plan.weights:
+            if v.tensor not in self._weights:
+                self._weights[v.tensor] = self._upload_weight(v, v in raw)
+        for v in plan.states:
+            have = self._states.get(v.name)
+            if have is not None and have[1] != v.shape:
+                raise InvalidParameterError(f"state {v.name!r} is {have[1]} in another plan, {v.shape} here")
+            if have is None:
+                if v.shape[0] != self.n_ctx:
+                    raise InvalidParameterError(f"plan was built for n_ctx={v.shape[0]}, backend has {self.n_ctx}")
+                self._states[v.name] = (self.dev.create_buffer(v.nbytes, label=v.name), v.shape)
+        self._plans[id(plan)] = self._bind(plan, arenas)
+
+    def _upload_weight(self, v: Value, raw: bool) -> tuple[Any, str]:
+        info = self.model.tensors[v.tensor]
+        qt = get_type(info.ggml_type)
+        if raw:
+            return self.dev.upload(info.data, label=v.tensor), qt.name
+        data = info.data if qt.name == "F32" else dequantize(info.data, qt)
+        return self.dev.upload(np.ascontiguousarray(data).view(np.uint8), label=v.tensor), "f32"
+
+    def _check_memory(self, plan: Plan, raw: set[Value], arena: int) -> None:
+        """OutOfMemoryError, before any allocation, when a buffer or the total cannot fit this adapter."""
+        weights = {v.tensor: self._weight_bytes(v, v in raw) for v in plan.weights if v.tensor not in self._weights}
+        states = {v.name: v.nbytes for v in plan.states if v.name not in self._states}
+        need = sum(weights.values()) + sum(states.values()) + arena
+        limits, binding = self.dev.limits, self.dev.max_storage_binding
+        max_buffer = int(limits["max-buffer-size"])
+        adapter = self.dev.info()["name"]
+        kv_row = sum(v.nbytes for v in plan.states) // max(1, self.n_ctx)
+        hint = (f"use a smaller n_ctx (now {self.n_ctx}; the KV cache takes {kv_row} B per token) or "
+                f"backend='numpy'")
+        too_big = [(n, b) for n, b in (*weights.items(), *states.items(), ("activations", arena))
+                   if b > max_buffer]
+        too_big += [(v.name, v.nbytes) for v in plan.states if v.nbytes > binding]
+        too_big += [(v.name, v.nbytes) for v in plan.offsets if v.nbytes > binding]
+        too_big += [(v.tensor, b) for v in plan.weights if v not in raw
+                    and (b := self._weight_bytes(v, False)) > binding]
+        if too_big:
+            name, nbytes = max(too_big, key=lambda t: t[1])
+            raise OutOfMemoryError(
+                f"wgpu backend: {name!r} needs a buffer of {nbytes / 2**20:.1f} MiB but {adapter} allows "
+                f"{min(max_buffer, binding) / 2**20:.1f} MiB per storage binding; {hint}")
+        avail = _mem_available() if self.dev.is_software else None   # a CPU adapter allocates host memory
+        if avail is not None and need > avail:
+            raise OutOfMemoryError(
+                f"wgpu backend needs {need / 2**30:.2f} GiB on {adapter} (weights "
+                f"{sum(weights.values()) / 2**30:.2f}, KV cache {sum(states.values()) / 2**30:.2f}, activations "
+                f"{arena / 2**30:.2f}) but only {avail / 2**30:.2f} GiB is available; {hint}")
+
+    def _weight_bytes(self, v: Value, raw: bool) -> int:
+        return self.model.tensors[v.tensor].nbytes if raw else v.nbytes
+
+    def _bind(self, plan: Plan, packed: list[tuple[dict[Value, int], int]]) -> _Loaded:
+        if ALIGN % self.dev.storage_align:
+            raise DeviceError(f"plan offsets are {ALIGN}-aligned; the adapter needs {self.dev.storage_align}")
+        bindings: dict[Value, Binding] = {}
+        arenas = []
+        for i, (offsets, size) in enumerate(packed):
+            arenas.append(self.dev.create_buffer(size, label=f"arena {i}"))
+            bindings.update({v: (arenas[-1], off, v.nbytes) for v, off in offsets.items()})
+        types: dict[Value, str] = {v: v.dtype for v in plan.offsets}
+        for v in plan.weights:
+            bindings[v], types[v] = self._weights[v.tensor]
+        for v in plan.states:
+            bindings[v], types[v] = self._states[v.name][0], "f32"
+        inputs = {}
+        for name, v in plan.inputs.items():
+            inputs[name] = bindings[v] = self.dev.create_buffer(v.nbytes, label=name)
+            types[v] = v.dtype
+        kernels, node_dispatches = [], []
+        for node in plan.nodes:
+            if node.op not in KERNELS:
+                raise DeviceError(f"no wgpu kernel for op {node.op!r} (node {node.name})")
+            k = KERNELS[node.op](self.dev, node.attrs, [v.shape for v in node.inputs],
+                                 [types[v] for v in node.inputs], [v.shape for v in node.outputs])
+            kernels.append(k)
+            node_dispatches.append(k.encode([bindings[v] for v in (*node.inputs, *node.outputs)]))
+        return _Loaded(arenas, bindings, inputs, kernels, node_dispatches,
+                       [d for ds in node_dispatches for d in ds])
+
+    # -- running ------------------------------------------------------------------------------------
+    def run(self, plan: Plan, inputs: dict[str, np.ndarray], pos: int, n_tokens: int,
+            trace: Trace | None = None) -> dict[str, np.ndarray]:
+        """One step, as NumpyBackend.run. With ``trace`` (a debug mode) every node is submitted on its own
+        and its outputs (for ``kv_store``: the two caches) are read back and passed to ``trace``."""
+        if not 1 <= n_tokens <= plan.T:
+            raise InvalidParameterError(f"n_tokens must be in 1..{plan.T}, got {n_tokens}")
+        if pos < 0 or pos + n_tokens > self.n_ctx:
+            raise ContextLengthError(f"positions {pos}..{pos + n_tokens - 1} exceed the context of {self.n_ctx}")
+        self.load(plan)
+        loaded = self._plans[id(plan)]
+        for name, v in plan.inputs.items():
+            if name not in inputs:
+                raise InvalidParameterError(f"missing input {name!r}")
+            src = np.asarray(inputs[name]).reshape(-1)
+            if len(src) not in (n_tokens, v.shape[0]):
+                raise InvalidParameterError(f"input {name!r} has {len(src)} rows; expected {n_tokens} or {v.shape[0]}")
+            host = np.zeros(v.shape, np.int32 if v.dtype == "i32" else np.float32)
+            host[:n_tokens] = src[:n_tokens]
+            self.dev.write(loaded.inputs[name], host)
+        self.dev.write_params(Params(pos=pos, n_tokens=n_tokens))
+        if trace is None:
+            self.dev.submit(loaded.dispatches)
+        else:
+            for node, ds in zip(plan.nodes, loaded.node_dispatches):
+                self.dev.submit(ds)
+                vals = node.outputs or node.inputs[2:]
+                trace(node, tuple(self._read_value(loaded, v) for v in vals))
+        return {name: self._read_value(loaded, v) for name, v in plan.outputs.items()}
+
+    def _read_value(self, loaded: _Loaded, v: Value) -> np.ndarray:
+        b = loaded.bindings[v]
+        buf, off = (b[0], b[1]) if isinstance(b, tuple) else (b, 0)
+        return self.dev.read(buf, np.float32, v.shape, off)
+
+    def reset(self) -> None:
+        """Zero every KV cache (a new sequence)."""
+        enc = self.dev.device.create_command_encoder()
+        for buf, _ in self._states.values():
+            enc.clear_buffer(buf)
+        self.dev.queue.submit([enc.finish()])
+
+    def memory_bytes(self) -> int:
+        """Device bytes this backend holds: weights, states, arenas, inputs and the resident buffers."""
+        bufs = [b for b, _ in self._weights.values()] + [b for b, _ in self._states.values()]
+        for p in self._plans.values():
+            bufs += [*p.arenas, *p.inputs.values()]
+        bufs += [b for r in self._resident.values() for b in (*r.tok, r.bias_ids, r.bias_vals)]
+        bufs += [b for b in (self._ring, *self._staging, *self._readback) if b is not None]
+        return sum(b.size for b in bufs)
+
+    # -- GPU-resident decode ------------------------------------------------------------------------
+    def decode_stream(self, plan: Plan, context: Sequence[int], cfg: SamplerConfig, counter: int,
+                      n_steps: int) -> Iterator[list[int]]:
+        """Run up to ``n_steps`` decode steps on the device, yielding the drawn ids a batch at a time.
+
+        Step ``i`` evaluates the newest token (``context[-1]`` for i = 0, else the id drawn by step
+        ``i - 1``) at position ``len(context) - 1 + i`` and samples with RNG counter ``counter + i``,
+        exactly as ``runtime.sampling.sample(logits, cfg, context_so_far, counter + i)`` would. The cache
+        must already hold ``context[:-1]``. The next batch is queued before a batch is handed out, so the
+        GPU keeps working while the caller streams; closing the iterator stops it within one batch.
+        """
+        pos0 = len(context) - 1
+        if pos0 < 0 or pos0 + n_steps > self.n_ctx:
+            raise ContextLengthError(f"decode steps at positions {pos0}..{pos0 + n_steps - 1} exceed the "
+                                     f"context of {self.n_ctx}")
+        if plan.T != 1:
+            raise InvalidParameterError(f"GPU-resident decode needs a T=1 plan, got T={plan.T}")
+        res = self._resident_for(plan, len(cfg.logit_bias))
+        ids = np.full(res.n_bias, -1, np.int32)
+        vals = np.zeros(res.n_bias, np.float32)
+        for i, (t, b) in enumerate(cfg.logit_bias.items()):
+            ids[i], vals[i] = t, b
+        self.dev.write(res.bias_ids, ids)
+        self.dev.write(res.bias_vals, vals)
+        self.dev.write(self._ring, np.asarray(context, np.int32))
+        self.dev.write(res.tok[0], np.asarray(context[-1:], np.int32))
+        base = Params(n_tokens=1, seed=cfg.seed, top_k=cfg.top_k, penalty_last_n=cfg.penalty_last_n,
+                      temperature=cfg.temperature, top_p=cfg.top_p, min_p=cfg.min_p,
+                      repeat_penalty=cfg.repeat_penalty, presence_penalty=cfg.presence_penalty,
+                      frequency_penalty=cfg.frequency_penalty)
+        return self._stream(res, base, pos0, counter, n_steps)
+
+    def _stream(self, res: _Resident, base: Params, pos0: int, counter: int, n_steps: int) -> Iterator[list[int]]:
+        sizes, done = [], 0
+        while done < n_steps:   # 2, 4, ... up to resident_batch: the first ids arrive quickly
+            sizes.append(min(n_steps - done, min(self.resident_batch, _MAX_BATCH), 2 << len(sizes)))
+            done += sizes[-1]
+        step = 0
+        pending = self._encode_batch(res, base, pos0, counter, step, sizes[0], 0)
+        self._submit(pending)
+        for b, k in enumerate(sizes):
+            nxt = None
+            if b + 1 < len(sizes):
+                nxt = self._encode_batch(res, base, pos0, counter, step + k, sizes[b + 1], (b + 1) % 2)
+            tokens = self._read_tokens(b % 2, k)
+            if nxt is not None:
+                self._submit(nxt)
+            step += k
+            yield tokens
+
+    def _encode_batch(self, res: _Resident, base: Params, pos0: int, counter: int, step0: int, k: int,
+                      slot: int) -> Any:
+        """Steps ``step0 .. step0 + k - 1``: per step, copy its Params into the uniform, then one compute
+        pass; at the end, copy the k drawn ids from the ring into readback buffer ``slot``."""
+        params = b"".join(replace(base, pos=pos0 + s, counter=counter + s).pack()
+                          for s in range(step0, step0 + k))
+        self.dev.queue.write_buffer(self._staging[slot], 0, params)
+        enc = self.dev.device.create_command_encoder()
+        for j in range(k):
+            enc.copy_buffer_to_buffer(self._staging[slot], j * Params.NBYTES, self.dev.params_buffer, 0,
+                                      Params.NBYTES)
+            self.dev.encode(enc, res.variants[(step0 + j) % 2])
+        enc.copy_buffer_to_buffer(self._ring, (pos0 + step0 + 1) * 4, self._readback[slot], 0, k * 4)
+        return enc.finish()
+
+    def _submit(self, command_buffer: Any) -> None:
+        try:
+            self.dev.queue.submit([command_buffer])
+        except Exception as e:
+            raise DeviceError(f"submit failed: {e}") from e
+
+    def _read_tokens(self, slot: int, k: int) -> list[int]:
+        buf = self._readback[slot]
+        buf.map_sync(_MAP_READ)
+        try:
+            return np.frombuffer(buf.read_mapped(0, k * 4), np.int32).tolist()
+        finally:
+            buf.unmap()
+
+    def _resident_for(self, plan: Plan, n_bias: int) -> _Resident:
+        """The resident variant of ``plan`` for up to ``n_bias`` logit-bias entries (built once)."""
+        nb = max(16, 1 << math.ceil(math.log2(max(1, n_bias))))
+        key = (id(plan), nb)
+        if key in self._resident:
+            return self._resident[key]
+        self.load(plan)
+        loaded = self._plans[id(plan)]
+        logits = plan.outputs["logits"]
+        tokens = plan.inputs["tokens"]
+        if self._ring is None:
+            self._ring = self.dev.create_buffer(4 * (self.n_ctx + 1), label="token ring")
+            self._staging = [self.dev.create_buffer(_MAX_BATCH * Params.NBYTES, _COPY, f"params staging {i}")
+                             for i in range(2)]
+            self._readback = [self.dev.create_buffer(_MAX_BATCH * 4, _READBACK, f"token readback {i}")
+                              for i in range(2)]
+        tok = (self.dev.create_buffer(4, label="token 0"), self.dev.create_buffer(4, label="token 1"))
+        bias_ids = self.dev.create_buffer(4 * nb, label="bias ids")
+        bias_vals = self.dev.create_buffer(4 * nb, label="bias values")
+        sampler = KERNELS["sample"](self.dev, {}, [logits.shape, (1,), (self.n_ctx + 1,), (nb,), (nb,)],
+                                    ["f32", "i32", "i32", "i32", "f32"], [(1,)])
+        variants = []
+        for i in range(2):
+            ds = []
+            for node, kernel, own in zip(plan.nodes, loaded.kernels, loaded.node_dispatches):
+                if tokens in node.inputs:
+                    b = {**loaded.bindings, tokens: tok[i]}
+                    own = kernel.encode([b[v] for v in (*node.inputs, *node.outputs)])
+                ds += own
+            ds += sampler.encode([loaded.bindings[logits], tok[i], self._ring, bias_ids, bias_vals, tok[1 - i]])
+            variants.append(ds)
+        res = _Resident((variants[0], variants[1]), tok, bias_ids, bias_vals, nb)
+        self._resident[key] = res
+        return res
+
+
+def _banks(plan: Plan) -> list[dict[Value, tuple[int, int]]]:
+    """The plan's activations split over a few arena buffers, each value with its lifetime.
+
+    wgpu forbids one buffer bound both read-only and read-write in a dispatch, even at disjoint ranges,
+    so a node's outputs go to a buffer none of its inputs live in (the lowest such; three suffice when
+    nodes read at most two activations). Each buffer is packed by liveness like the plan's own arena.
+    """
+    bank: dict[Value, int] = {}
+    for node in plan.nodes:
+        used = {bank[v] for v in node.inputs if v in bank}
+        free = min(set(range(len(used) + 1)) - used)
+        for v in node.outputs:
+            bank[v] = free
+    banks: list[dict[Value, tuple[int, int]]] = [{} for _ in range(max(bank.values(), default=-1) + 1)]
+    for v, span in plan.live.items():
+        banks[bank[v]][v] = span
+    return banks
+
+
+def _raw_weights(plan: Plan) -> set[Value]:
+    """Weights the plan's kernels read as raw GGUF blocks (matmul and embed matrices)."""
+    raw: set[Value] = set()
+    other: set[Value] = set()
+    for node in plan.nodes:
+        for i, v in enumerate(node.inputs):
+            if v.kind == "weight":
+                (raw if (node.op, i) in _RAW_SLOTS else other).add(v)
+    if raw & other:
+        raise DeviceError(f"weights used both as matrices and as vectors: {sorted(v.name for v in raw & other)}")
+    return raw
