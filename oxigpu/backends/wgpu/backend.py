@@ -70,6 +70,7 @@ def auto_backend() -> str:
 class _Loaded:
     """One plan bound to buffers: kernels, their dispatches per node, and where values live."""
 
+    plan: Plan                  # held, so its id() (the key of the loaded plans) is never reused
     arenas: list[Any]
     bindings: dict[Value, Binding]
     inputs: dict[str, Any]
@@ -194,7 +195,7 @@ class WgpuBackend:
                                  [types[v] for v in node.inputs], [v.shape for v in node.outputs])
             kernels.append(k)
             node_dispatches.append(k.encode([bindings[v] for v in (*node.inputs, *node.outputs)]))
-        return _Loaded(arenas, bindings, inputs, kernels, node_dispatches,
+        return _Loaded(plan, arenas, bindings, inputs, kernels, node_dispatches,
                        [d for ds in node_dispatches for d in ds])
 
     # -- running ------------------------------------------------------------------------------------
