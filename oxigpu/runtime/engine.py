@@ -18,6 +18,7 @@ import codecs
 import secrets
 import threading
 import time
+from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Literal
@@ -45,21 +46,23 @@ Progress = Callable[[str, int, int], None]
 def select_backend(requested: str) -> str:
     """The backend that `requested` ("auto" | "wgpu" | "numpy") resolves to on this machine.
 
-    This is the one place "auto" is decided. The wgpu package has a device layer and kernels but no Plan
-    runner yet, so auto means numpy for now; once it can run a Plan, auto picks wgpu for hardware adapters
-    (``Device.is_software`` is False) and keeps numpy on lavapipe/llvmpipe, which numpy outruns.
+    This is the one place "auto" is decided: wgpu on a hardware GPU adapter; numpy on a software one
+    (lavapipe/llvmpipe, which numpy outruns) and, with one warning line, when there is no usable adapter.
     """
     if requested not in BACKENDS:
         raise InvalidParameterError(f"unknown backend {requested!r}; choose one of {', '.join(BACKENDS)}")
-    return "numpy" if requested == "auto" else requested
+    if requested != "auto":
+        return requested
+    from ..backends.wgpu.backend import auto_backend
+    return auto_backend()
 
 
 def _make_backend(name: str, model, n_ctx: int):
     if name == "numpy":
         from ..backends.numpy_backend import NumpyBackend
         return NumpyBackend(model, n_ctx)
-    raise DeviceError("the wgpu backend cannot run models yet (only its kernels exist); "
-                      "use backend='numpy' (--backend numpy)")
+    from ..backends.wgpu.backend import WgpuBackend
+    return WgpuBackend(model, n_ctx)    # DeviceError (with an install hint) when there is no usable adapter
 
 
 def resolve_n_ctx(requested: int | None, n_ctx_train: int) -> int:
@@ -215,6 +218,8 @@ class Generation:
         self._prompt_s = 0.0
         self._t_prompt_done: float | None = None
         self._closed = False
+        self._stream: Iterator[list[int]] | None = None    # the backend's GPU-resident decode, if any
+        self._pending: deque[int] = deque()                  # ids it drew that are not consumed yet
         self.result: GenerationResult | None = None
 
     def __iter__(self) -> Generation:
@@ -231,6 +236,8 @@ class Generation:
     def close(self) -> None:
         """Stop here; the engine stays usable (its cache keeps the tokens evaluated so far)."""
         self._closed = True
+        with self._engine.lock:
+            self._drop_stream()
 
     def _step(self) -> str:
         """One token: evaluate, sample, check end conditions; return the text that became safe to emit."""
@@ -238,6 +245,7 @@ class Generation:
         self._text.append(piece)
         if reason is not None:
             self.result = GenerationResult("".join(self._text), list(self.generated), reason, self._timings())
+            self._drop_stream()
         return piece
 
     def _advance(self) -> tuple[FinishReason | None, str]:
@@ -246,17 +254,54 @@ class Generation:
         context = self._prompt + self.generated
         if len(context) > self._engine.n_ctx:
             return "length", self._tail()
-        t0 = time.perf_counter()
-        logits, reused = self._engine.eval(context)
-        if self._t_prompt_done is None:
-            self._t_prompt_done = time.perf_counter()
-            self._prompt_s, self._cached = self._t_prompt_done - t0, reused
-        token = sample(logits, self._config, context, counter=len(self.generated))
+        token = self._resident_token(context)
+        if token is None:
+            t0 = time.perf_counter()
+            logits, reused = self._engine.eval(context)
+            if self._t_prompt_done is None:
+                self._t_prompt_done = time.perf_counter()
+                self._prompt_s, self._cached = self._t_prompt_done - t0, reused
+            token = sample(logits, self._config, context, counter=len(self.generated))
         if token in self._eog:
             return "stop", self._tail()
         self.generated.append(token)
         text = self._stops.feed(self._decoder.feed(token))
         return ("stop" if self._stops.stopped else None), text
+
+    def _resident_token(self, context: list[int]) -> int | None:
+        """The next id from the backend's GPU-resident decode (``decode_stream``), or None: use the host path.
+
+        A stream starts after the first token (the cache then holds all of `context` but its newest token)
+        and is sized to the length limit; its batches are consumed one id per step. The step that drew an
+        id evaluated ``context[-1]``, so that token joins the cache bookkeeping only when the id is
+        consumed: ids drawn past EOS, a stop string or close() are never counted as cached. If anything
+        else used the engine in between, the stream is dropped and the host path re-establishes the cache.
+        """
+        eng = self._engine
+        if eng.cached_tokens != context[:-1]:
+            self._drop_stream()
+            return None
+        if self._stream is None and not self._pending:
+            start = getattr(eng.backend, "decode_stream", None)
+            if start is None or not self.generated:
+                return None
+            steps = min(self._params.max_tokens - len(self.generated), eng.n_ctx - len(context) + 1)
+            self._stream = start(eng._decode, context, self._config, len(self.generated), steps)
+        if not self._pending:
+            self._pending.extend(next(self._stream, ()))
+            if not self._pending:
+                self._drop_stream()
+                return None
+        eng.cached_tokens.append(context[-1])
+        eng._last_logits = None
+        return self._pending.popleft()
+
+    def _drop_stream(self) -> None:
+        """Abandon the resident stream: the GPU stops after the batch already queued."""
+        if self._stream is not None:
+            self._stream.close()
+        self._stream = None
+        self._pending.clear()
 
     def _tail(self) -> str:
         """At the end, release what was held back: a partial UTF-8 character, a possible stop start."""
