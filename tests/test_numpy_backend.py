@@ -5,6 +5,8 @@ Consistency tolerance: chunked prefill + decode must reproduce one-shot logits t
 """
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -18,14 +20,18 @@ from oxigpu.models import build_graph
 N_CTX = 64
 N = 40  # tokens per test sequence: crosses tiny-gemma3's 16-token window twice
 REL = 2e-5
-SHAPES = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"]
+SHAPES = ["tiny-llama", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"]
 
 
 @pytest.fixture(scope="module")
 def synth_files(tmp_path_factory):
-    from oxigpu.synth import synthesize
+    from oxigpu.synth import get_shape, synthesize
     d = tmp_path_factory.mktemp("synth")
-    return {s: synthesize(s, d / f"{s}.gguf", ftype="Q4_K_M", seed=3, workers=1).path for s in SHAPES}
+    # tiny-llama3: tiny-llama with llama-3.1 RoPE frequency factors (rope_freqs.weight)
+    shapes = {s: get_shape(s) for s in SHAPES if s != "tiny-llama3"}
+    shapes["tiny-llama3"] = dataclasses.replace(get_shape("tiny-llama"), rope_scaling_factor=8.0)
+    return {s: synthesize(shp, d / f"{s}.gguf", ftype="Q4_K_M", seed=3, workers=1).path
+            for s, shp in shapes.items()}
 
 
 def tokens_for(model: GGUFFile, n: int = N) -> np.ndarray:
@@ -73,6 +79,16 @@ def test_prefill_then_decode_matches_one_shot(synth_files, shape):
     for pos in range(5, N):
         out = backend.run(decode, {"tokens": toks[pos:pos + 1]}, pos, 1)["logits"]
         assert_close(out[0], ref[pos])
+
+
+def test_rope_frequency_factors_are_used(synth_files):
+    model = GGUFFile(synth_files["tiny-llama3"])
+    plan = compile(build_graph(model, None, 1, N_CTX))
+    ropes = [n for n in plan.nodes if n.op == "rope"]
+    assert ropes and all(n.inputs[1].tensor == "rope_freqs.weight" for n in ropes)
+    ff = NumpyBackend(model, N_CTX)
+    ff.load(plan)
+    assert ff._weights["rope_freqs.weight"].max() > 1.0  # some frequencies are actually divided
 
 
 def test_sliding_window_matters(synth_files):

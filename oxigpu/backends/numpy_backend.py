@@ -61,7 +61,7 @@ class NumpyBackend:
         for v in plan.weights:
             cached = self._weights.get(v.tensor)
             if cached is None or (isinstance(cached, QuantizedRows) and v in full):
-                self._weights[v.tensor] = self._dequantize(v, v in full)
+                self._weights[v.tensor] = self._prepare_weight(v, v in full)
         for v in plan.states:
             have = self._states.get(v.name)
             if have is not None and have.shape != v.shape:
@@ -72,7 +72,8 @@ class NumpyBackend:
                 self._states[v.name] = np.zeros(v.shape, np.float32)
         self._plans[id(plan)] = self._bind(plan)
 
-    def _dequantize(self, v: Value, full: bool) -> np.ndarray | QuantizedRows:
+    def _prepare_weight(self, v: Value, full: bool) -> np.ndarray | QuantizedRows:
+        """float32 in numpy order, or a row-dequantizer for tables that are only gathered from."""
         info = self.model.tensors[v.tensor]
         if not full:
             return QuantizedRows(info)
