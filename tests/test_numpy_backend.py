@@ -149,6 +149,9 @@ def test_guards(synth_files, monkeypatch):
         backend.run(plan, {"tokens": np.zeros(5, np.int32)}, 0, 5)
     with pytest.raises(InvalidParameterError):
         NumpyBackend(model, 32).load(plan)  # plan built for another n_ctx
+    for bad in (-1, 1024):  # tiny-llama's vocab is 1024; numpy would silently wrap -1
+        with pytest.raises(InvalidParameterError, match="outside"):
+            backend.run(plan, {"tokens": np.array([1, bad], np.int32)}, 0, 2)
     monkeypatch.setattr(numpy_backend, "_mem_available", lambda: 1 << 20)
     with pytest.raises(OutOfMemoryError, match=r"GiB .*available"):
         NumpyBackend(model, N_CTX).load(plan)

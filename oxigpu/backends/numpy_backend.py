@@ -40,6 +40,7 @@ class _Loaded:
     arena: np.ndarray
     buffers: dict[Value, np.ndarray]        # every value the plan touches -> its array
     steps: list[tuple[Node, Callable[[int, int], None], tuple[np.ndarray, ...]]]
+    id_limits: dict[str, int]               # input name -> rows of the table it indexes (embed)
 
 
 class NumpyBackend:
@@ -107,7 +108,9 @@ class NumpyBackend:
             buffers[v] = np.zeros(v.shape, np.int32 if v.dtype == "i32" else np.float32)
         steps = [(node, _bind_node(node, buffers), tuple(buffers[v] for v in node.outputs))
                  for node in plan.nodes]
-        return _Loaded(plan, arena, buffers, steps)
+        id_limits = {name: n.inputs[1].shape[0] for n in plan.nodes if n.op == "embed"
+                     for name, v in plan.inputs.items() if n.inputs[0] is v}
+        return _Loaded(plan, arena, buffers, steps, id_limits)
 
     def _loaded(self, plan: Plan) -> _Loaded | None:
         loaded = self._plans.get(id(plan))
@@ -134,6 +137,10 @@ class NumpyBackend:
             src = np.asarray(inputs[name]).reshape(-1)
             if len(src) not in (n_tokens, v.shape[0]):
                 raise InvalidParameterError(f"input {name!r} has {len(src)} rows; expected {n_tokens} or {v.shape[0]}")
+            limit = loaded.id_limits.get(name)
+            ids = src[:n_tokens]
+            if limit is not None and not (0 <= ids.min() and ids.max() < limit):
+                raise InvalidParameterError(f"input {name!r} holds ids outside 0..{limit - 1}")
             buf = loaded.buffers[v]
             buf[:n_tokens] = src[:n_tokens]
             buf[n_tokens:] = 0
