@@ -10,7 +10,7 @@ import pytest
 
 from oxigpu.backends.wgpu.device import Device
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
-from oxigpu.backends.wgpu.ops.matmul import TYPES, matmul_case, split_rows
+from oxigpu.backends.wgpu.ops.matmul import GEMV_PIECES, TYPES, gemv_config, matmul_case, split_rows
 from oxigpu.errors import DeviceError
 from oxigpu.quant import dequantize, get_type, quantize
 
@@ -25,8 +25,8 @@ def dev() -> Device:
         pytest.skip(str(e))
 
 
-def _run(case, dev):
-    got = run_op(case.op, case.inputs, case.attrs, in_types=case.in_types, dev=dev)
+def _run(case, dev, attrs=None):
+    got = run_op(case.op, case.inputs, attrs or case.attrs, in_types=case.in_types, dev=dev)
     err = rel_error(got[0], case.reference()[0])
     assert err <= case.tol, f"{case.name}: rel. error {err:.3g} > {case.tol:.3g}"
 
@@ -48,6 +48,36 @@ def test_gemv_without_subgroups(dev, t, monkeypatch):
     """The workgroup-memory reduction used where the adapter has no subgroups."""
     monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
     _run(matmul_case(t, 1, _cols(t, 1), 130, bias=True, seed=7), dev)
+
+
+# GEMV splits: lanes per group (TPR), rows per group (R), groups per workgroup (GPW), pieces per
+# 32-block, the exponent-bit conversion off, and the generic dq8 pieces for the specialized types.
+_GEMV_VARIANTS = [dict(tpr=32, r=1, gpw=4), dict(tpr=64, r=4, gpw=1), dict(tpr=256, r=2, gpw=1),
+                  dict(tpr=128, r=8, gpw=2), dict(tpr=32, r=3, gpw=2, magic=False),
+                  dict(tpr=32, r=2, gpw=1, ppb32=2), dict(tpr=64, r=2, gpw=2, ppb32=4), dict(piece="dq8")]
+
+
+@pytest.mark.parametrize("t", sorted(GEMV_PIECES))
+@pytest.mark.parametrize("v", range(len(_GEMV_VARIANTS)))
+def test_gemv_variants(dev, t, v):
+    """Odd block counts per row (2-aligned rows for Q8_0/Q5_0/Q4_0/Q6_K), rows not multiples of R*GPW."""
+    k = _cols(t, 2)
+    _run(matmul_case(t, 1, k, 37, bias=v % 2 == 1, seed=40 + v), dev, {"gemv": _GEMV_VARIANTS[v]})
+
+
+@pytest.mark.parametrize("v", [0, 2, 3])
+def test_gemv_variants_without_subgroups(dev, v, monkeypatch):
+    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    _run(matmul_case("Q6_K", 1, _cols("Q6_K", 2), 37, bias=True, seed=50 + v), dev, {"gemv": _GEMV_VARIANTS[v]})
+
+
+def test_gemv_config_shapes():
+    """Every chosen split fits a workgroup, and small weights still get one group per R rows."""
+    for t in TYPES:
+        for n, k in [(896, 896), (4864, 896), (896, 4864), (4096, 4096), (14336, 4096), (4096, 14336),
+                     (128256, 4096), (67, 640)]:
+            c = gemv_config(t, k, n)
+            assert c.tpr * c.gpw <= 256 and c.tpr & (c.tpr - 1) == 0 and c.r >= 1
 
 
 def test_split_rows_ranges():

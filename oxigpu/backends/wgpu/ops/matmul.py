@@ -7,6 +7,7 @@ dispatch each; every range writes its own output columns.
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass, replace
 from typing import Any, Sequence
 
 import numpy as np
@@ -16,12 +17,42 @@ from ....quant import dequantize, get_type, quantize
 from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
 
-GEMV_WG = 128      # threads per GEMV workgroup
-GEMV_ROWS = 4      # output columns per GEMV workgroup
 GEMM_BM, GEMM_BN = 32, 64   # must match gemm_q.wgsl
 
 TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 """Weight types with a WGSL dequant snippet."""
+
+
+GEMV_PIECES = {"F32": "f32", "F16": "f16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q5_0": "q5_0",
+               "Q4_K": "q4_k", "Q6_K": "q6_k"}
+"""Types with a specialized GEMV piece file (shaders/gemv/<name>.wgsl); the rest use the dq8 one."""
+
+
+@dataclass(frozen=True)
+class GemvConfig:
+    """How the GEMV splits work: TPR lanes per group of R rows, GPW groups per workgroup.
+
+    ``piece`` names shaders/gemv/<piece>.wgsl; ``ppb32`` is the pieces per 32-element block of the
+    Q4_0/Q5_0/Q8_0 piece files; ``magic`` converts small ints to f32 by exponent bits (gemv/common.wgsl).
+    """
+
+    tpr: int = 32
+    r: int = 2
+    gpw: int = 4
+    piece: str = ""
+    ppb32: int = 1
+    magic: bool = True
+
+
+def gemv_config(qtype: str, k: int, n: int) -> GemvConfig:
+    """The GEMV split for a weight of n rows of k elements (see BENCHMARKS.md for the measurements)."""
+    piece = GEMV_PIECES.get(qtype, "dq8")
+    r = 1 if qtype in ("F32", "F16", "BF16") else 2
+    groups = -(-n // r)
+    tpr = 32
+    while tpr < 256 and groups * tpr < 96 * 1024 and tpr * 32 <= k:
+        tpr *= 2
+    return GemvConfig(tpr=tpr, r=r, gpw=max(1, 128 // tpr), piece=piece)
 
 
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
@@ -54,7 +85,13 @@ class MatmulKernel(OpKernel):
         self.ranges = split_rows(self.n, self.row_bytes, dev.max_storage_binding, dev.storage_align)
         defines = {"QUANT": self.qt.name.lower(), "HAS_BIAS": self.has_bias}
         if self.m == 1:
-            defines |= {"WG": GEMV_WG, "ROWS": GEMV_ROWS, "REDUCE": "sg" if dev.has_subgroups else "wg"}
+            cfg = gemv_config(self.qt.name, self.k, self.n)
+            if "gemv" in attrs:                 # tests and benchmarks: override fields of the choice
+                cfg = replace(cfg, **attrs["gemv"])
+            self.gemv = cfg
+            defines |= {"TPR": cfg.tpr, "R": cfg.r, "GPW": cfg.gpw, "PIECE": cfg.piece or "dq8",
+                        "PPB32": cfg.ppb32, "MAGIC": cfg.magic,
+                        "REDUCE": "sg" if dev.has_subgroups else "wg"}
             self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
         else:
             self.pipe = dev.pipeline("gemm_q.wgsl", defines=defines)
@@ -72,11 +109,13 @@ class MatmulKernel(OpKernel):
             off = wbase + row0 * self.row_bytes
             size = min((rows * self.row_bytes + 3) // 4 * 4, wbuf.size - off)
             dims = self.dev.uniform([self.k, self.n, rows, row0, self.row_bytes, self.m, 0, 0])
-            bg = self.dev.bind_group(self.pipe, {1: dims, 2: x, 3: (wbuf, off, size), 4: bias, 5: y})
+            binds = {1: dims, 2: x, 3: (wbuf, off, size), 4: bias, 5: y}
             if self.m == 1:
-                grid = workgroups_for(-(-rows // GEMV_ROWS))
+                binds[6] = (wbuf, off, size)    # the same bytes as array<vec4<u32>>
+                grid = workgroups_for(-(-rows // (self.gemv.r * self.gemv.gpw)))
             else:
                 grid = (-(-rows // GEMM_BN), -(-self.m // GEMM_BM), 1)
+            bg = self.dev.bind_group(self.pipe, binds)
             out.append(Dispatch(self.pipe, bg, grid))
         return out
 

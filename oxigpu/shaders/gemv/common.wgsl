@@ -1,0 +1,74 @@
+// Helpers shared by the GEMV piece snippets (gemv/<type>.wgsl), included once by gemv_q.wgsl.
+//
+// A piece snippet splits each weight block into PPB "pieces"; the GEMV gives consecutive lanes
+// consecutive pieces (so a warp reads contiguous bytes) and each lane reduces its piece against the
+// PX vec4s of x that `gx` names, for R rows at once (x is loaded once per piece, not once per row):
+//   const PPB: u32, const PX: u32
+//   fn gx(i: u32, j: u32) -> u32        element offset in the block of the j-th x vec4 of piece i
+//   fn gdot(blk: u32, i: u32, xs: array<vec4<f32>, PX>) -> f32
+//                                        dot of piece i of the block at byte `blk` of W with xs
+// W (array<u32>) and W4 (array<vec4<u32>>, the same bytes) are both bound: 16-byte loads where the
+// block layout is 16-aligned (F32, F16, Q4_K), word loads with a 2-byte funnel where it is not.
+
+@group(0) @binding(6) var<storage, read> W4: array<vec4<u32>>;
+
+const MAGIC: bool = {{MAGIC}};
+
+// Small unsigned ints (< 2^23) to f32 minus `off`. MAGIC builds 2^23 + v from the bits and subtracts
+// exactly (an OR and a full-rate add) instead of the quarter-rate int->float conversion.
+fn u2f(v: vec4<u32>, off: f32) -> vec4<f32> {
+  if (MAGIC) { return bitcast<vec4<f32>>(v | vec4<u32>(0x4B000000u)) - (8388608.0 + off); }
+  return vec4<f32>(v) - off;
+}
+
+// The four bytes of w, byte 0 first, minus `off` (w holds 4 packed small values, e.g. nibbles).
+fn b2f(w: u32, off: f32) -> vec4<f32> {
+  return u2f((vec4<u32>(w) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu), off);
+}
+
+fn hsum(v: vec4<f32>) -> f32 { return v.x + v.y + v.z + v.w; }
+
+// Word loads at a 2-aligned byte address b (blocks of 18, 22, 34, 110, 210 bytes are only 2-aligned).
+// Branch-free: neighbouring blocks differ in alignment, so a branch would diverge inside a warp.
+fn lw1(b: u32) -> u32 {
+  let w = b >> 2u;
+  let a = W[w];
+  return select(a, (a >> 16u) | (W[w + 1u] << 16u), (b & 2u) != 0u);
+}
+
+fn lw2(b: u32) -> vec2<u32> {
+  let w = b >> 2u;
+  let a = W[w]; let c = W[w + 1u]; let e = W[w + 2u];
+  return select(vec2<u32>(a, c), vec2<u32>((a >> 16u) | (c << 16u), (c >> 16u) | (e << 16u)), (b & 2u) != 0u);
+}
+
+fn lw4(b: u32) -> vec4<u32> {
+  let w = b >> 2u;
+  let a = W[w]; let c = W[w + 1u]; let e = W[w + 2u]; let g = W[w + 3u]; let h = W[w + 4u];
+  return select(vec4<u32>(a, c, e, g),
+                vec4<u32>((a >> 16u) | (c << 16u), (c >> 16u) | (e << 16u), (e >> 16u) | (g << 16u),
+                          (g >> 16u) | (h << 16u)), (b & 2u) != 0u);
+}
+
+// The f16 at the 2-aligned byte b.
+fn h16(b: u32) -> f32 {
+  return unpack2x16float(W[b >> 2u] >> ((b & 2u) * 8u)).x;
+}
+
+// Q4_K / Q5_K: (d * scale, dmin * min) of sub-blocks 2j and 2j+1 (j < 4) from the 16-byte block header
+// hdr = (d|dmin, scales[0..4], scales[4..8], scales[8..12]) (ggml get_scale_min_k4, two at a time).
+fn kscales(hdr: vec4<u32>, j: u32) -> vec4<f32> {
+  let sh = 16u * (j & 1u);
+  let y = hdr.y >> sh; let z = hdr.z >> sh; let w = hdr.w >> sh;
+  let hi = j >= 2u;
+  let sc = select(y & 0x3F3Fu, (w & 0x0F0Fu) | ((y >> 2u) & 0x3030u), hi);
+  let mn = select(z & 0x3F3Fu, ((w >> 4u) & 0x0F0Fu) | ((z >> 2u) & 0x3030u), hi);
+  let dm = unpack2x16float(hdr.x);
+  return vec4<f32>(dm.x * f32(sc & 0xFFu), dm.y * f32(mn & 0xFFu),
+                   dm.x * f32((sc >> 8u) & 0xFFu), dm.y * f32((mn >> 8u) & 0xFFu));
+}
+
+// Bits 0..3 of x moved to bit 0 of bytes 0..3 (the four shifted copies cannot overlap, so no carries).
+fn spread4(x: u32) -> u32 {
+  return (x * 0x00204081u) & 0x01010101u;
+}

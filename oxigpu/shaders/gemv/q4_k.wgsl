@@ -1,0 +1,21 @@
+// Q4_K pieces: one 16-byte load of qs each (8 per 144-byte block, which is 16-aligned). Piece i holds
+// positions 16 (i % 2) + [0, 16) of sub-blocks 2 (i / 2) (low nibbles) and 2 (i / 2) + 1 (high); the
+// 16-byte header (d, dmin, scales) is one more load, shared by the block's 8 lanes.
+// sum x (d sc q - dmin m) = d sc * sum x q - dmin m * sum x (the x sums do not depend on the row).
+const PPB: u32 = 8u;
+const PX: u32 = 8u;
+
+fn gx(i: u32, j: u32) -> u32 { return 64u * (i >> 1u) + 16u * (i & 1u) + 32u * (j >> 2u) + 4u * (j & 3u); }
+
+fn gdot(blk: u32, i: u32, xs: array<vec4<f32>, PX>) -> f32 {
+  let b4 = blk >> 4u;
+  let sm = kscales(W4[b4], i >> 1u);
+  let q = W4[b4 + 1u + i];
+  let lo = dot(b2f(q.x & 0x0F0F0F0Fu, 0.0), xs[0]) + dot(b2f(q.y & 0x0F0F0F0Fu, 0.0), xs[1]) +
+           dot(b2f(q.z & 0x0F0F0F0Fu, 0.0), xs[2]) + dot(b2f(q.w & 0x0F0F0F0Fu, 0.0), xs[3]);
+  let hi = dot(b2f((q.x >> 4u) & 0x0F0F0F0Fu, 0.0), xs[4]) + dot(b2f((q.y >> 4u) & 0x0F0F0F0Fu, 0.0), xs[5]) +
+           dot(b2f((q.z >> 4u) & 0x0F0F0F0Fu, 0.0), xs[6]) + dot(b2f((q.w >> 4u) & 0x0F0F0F0Fu, 0.0), xs[7]);
+  let xl = hsum(xs[0] + xs[1] + xs[2] + xs[3]);
+  let xh = hsum(xs[4] + xs[5] + xs[6] + xs[7]);
+  return sm.x * lo - sm.y * xl + sm.z * hi - sm.w * xh;
+}

@@ -1,0 +1,30 @@
+// Row totals of a GEMV group (TPR lanes, R rows) with subgroup shuffles: an xor butterfly inside
+// min(TPR, subgroup size) lanes, then one shared-memory hop across the group's subgroups (needed only
+// when TPR is larger than the subgroup; always compiled in, so the barrier stays uniform).
+// Groups are TPR consecutive invocation indices; subgroups are assumed to be contiguous runs of them.
+
+struct Lane {
+  @builtin(local_invocation_index) lid: u32,
+  @builtin(subgroup_invocation_id) sg_lane: u32,
+  @builtin(subgroup_size) sg_size: u32,
+}
+
+var<workgroup> red: array<f32, WG * R>;
+
+// The total of row `gl` of group `grp`, valid in lanes gl < R.
+fn group_sum(lane: Lane, grp: u32, gl: u32, acc: array<f32, R>) -> f32 {
+  var v = acc;
+  let c = min(TPR, lane.sg_size);
+  for (var m = 1u; m < c; m <<= 1u) {
+    for (var r = 0u; r < R; r++) { v[r] += subgroupShuffleXor(v[r], m); }
+  }
+  if (gl % c == 0u) {
+    for (var r = 0u; r < R; r++) { red[(grp * R + r) * TPR + gl / c] = v[r]; }
+  }
+  workgroupBarrier();
+  var t = 0.0;
+  if (gl < R) {
+    for (var s = 0u; s < TPR / c; s++) { t += red[(grp * R + gl) * TPR + s]; }
+  }
+  return t;
+}
