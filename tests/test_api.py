@@ -1,8 +1,13 @@
-"""The Python API on tiny synthetic models (numpy backend): determinism, stops, finish reasons, streaming,
-prefix reuse, threads, validation, chat, logits and perplexity."""
+"""The Python API on tiny synthetic models: determinism, stops, finish reasons, streaming, prefix reuse,
+threads, validation, chat, logits and perplexity.
+
+They run on the numpy backend; OXIGPU_TEST_BACKEND=wgpu runs the same checks on the GPU backend (whose
+decode loop stays on the device, so closing, stops and threads meet a different code path there).
+"""
 from __future__ import annotations
 
 import math
+import os
 import subprocess
 import sys
 import threading
@@ -13,6 +18,7 @@ import pytest
 from oxigpu import LLM, SamplingParams
 from oxigpu.errors import ContextLengthError, InvalidParameterError, ModelNotFoundError
 
+BACKEND = os.environ.get("OXIGPU_TEST_BACKEND", "numpy")
 TINY = ("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3")
 GREEDY = {"temperature": 0.0, "max_tokens": 12}
 SAMPLED = {"temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "max_tokens": 16}
@@ -28,15 +34,15 @@ def tiny_models(tmp_path_factory) -> dict[str, str]:
 
 @pytest.fixture(scope="module")
 def llm(tiny_models) -> LLM:
-    return LLM(tiny_models["tiny-qwen2"], backend="numpy", n_ctx=128)
+    return LLM(tiny_models["tiny-qwen2"], backend=BACKEND, n_ctx=128)
 
 
 @pytest.mark.parametrize("arch", TINY)
 def test_greedy_is_deterministic(tiny_models, arch):
-    model = LLM(tiny_models[arch], backend="numpy", n_ctx=64)
+    model = LLM(tiny_models[arch], backend=BACKEND, n_ctx=64)
     first = model.generate("Hello world", **GREEDY)
     again = model.generate("Hello world", **GREEDY)
-    fresh = LLM(tiny_models[arch], backend="numpy", n_ctx=64).generate("Hello world", **GREEDY)
+    fresh = LLM(tiny_models[arch], backend=BACKEND, n_ctx=64).generate("Hello world", **GREEDY)
     assert first.token_ids == again.token_ids == fresh.token_ids
     assert first.text == again.text == fresh.text
     assert first.finish_reason == ("length" if len(first.token_ids) == 12 else "stop")
@@ -49,7 +55,7 @@ def test_seeded_sampling_is_deterministic(llm, tiny_models):
     assert a.token_ids == b.token_ids and a.text == b.text
     assert a.token_ids != c.token_ids
     # the LLM's seed is the default; a SamplingParams object works like keywords
-    seeded = LLM(tiny_models["tiny-qwen2"], backend="numpy", n_ctx=128, seed=11)
+    seeded = LLM(tiny_models["tiny-qwen2"], backend=BACKEND, n_ctx=128, seed=11)
     assert seeded.generate("Once upon", SamplingParams(**SAMPLED)).token_ids == a.token_ids
 
 
@@ -108,7 +114,7 @@ def test_prefix_reuse_is_reported_and_changes_nothing(llm, tiny_models):
     n_prompt = len(llm.tokenize("The quick brown fox jumps"))
     assert 0 < again.timings.cached_tokens < n_prompt
     assert again.timings.prompt_tokens == n_prompt and again.timings.generated_tokens == len(again.token_ids)
-    fresh = LLM(tiny_models["tiny-qwen2"], backend="numpy", n_ctx=128).generate("The quick brown fox jumps",
+    fresh = LLM(tiny_models["tiny-qwen2"], backend=BACKEND, n_ctx=128).generate("The quick brown fox jumps",
                                                                                   **GREEDY)
     assert fresh.timings.cached_tokens == 0
     assert again.token_ids == fresh.token_ids
@@ -183,7 +189,7 @@ def test_invalid_construction(tiny_models, tmp_path):
     with pytest.raises(InvalidParameterError, match="unknown backend 'cuda'"):
         LLM(tiny_models["tiny-qwen2"], backend="cuda")
     with pytest.raises(InvalidParameterError, match="n_ctx"):
-        LLM(tiny_models["tiny-qwen2"], backend="numpy", n_ctx=10**7)
+        LLM(tiny_models["tiny-qwen2"], backend=BACKEND, n_ctx=10**7)
     with pytest.raises(ModelNotFoundError, match="not found"):
         LLM(tmp_path / "missing.gguf")
 
@@ -196,7 +202,7 @@ def test_prompt_longer_than_context(llm):
 
 
 def test_empty_prompt_is_an_error_but_bos_alone_generates(tiny_models):
-    model = LLM(tiny_models["tiny-llama"], backend="numpy", n_ctx=64)
+    model = LLM(tiny_models["tiny-llama"], backend=BACKEND, n_ctx=64)
     with pytest.raises(InvalidParameterError, match="empty"):
         model.generate("")
     with pytest.raises(InvalidParameterError, match="empty"):
@@ -219,7 +225,7 @@ def test_chat_uses_the_template_and_validates_messages(llm):
 
 
 def test_chat_template_bos_is_not_doubled(tiny_models):
-    model = LLM(tiny_models["tiny-gemma3"], backend="numpy", n_ctx=64)
+    model = LLM(tiny_models["tiny-gemma3"], backend=BACKEND, n_ctx=64)
     ids = model.chat_prompt([{"role": "user", "content": "Hi"}])
     assert ids[0] == model.tokenizer.bos_id and ids[1] != model.tokenizer.bos_id
 
