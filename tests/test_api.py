@@ -128,6 +128,9 @@ def test_closing_a_stream_midway_leaves_the_llm_usable(llm):
     assert list(stream) == [] and stream.result is None
     for _ in llm.stream("Something else", seed=2, **SAMPLED):
         break
+    with llm.stream("Third one", seed=2, **SAMPLED) as third:
+        next(third)
+    assert list(third) == []
     again = llm.generate("Once upon", seed=9, **SAMPLED)
     assert (again.text, again.token_ids) == (reference.text, reference.token_ids)
 

@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..errors import ContextLengthError, DeviceError, InvalidParameterError
+from ..errors import ContextLengthError, InvalidParameterError
 from ..gguf import GGUFFile
 from ..graph.plan import Plan
 from ..graph.plan import compile as compile_plan
@@ -232,6 +232,12 @@ class Generation:
             if piece:
                 return piece
         raise StopIteration
+
+    def __enter__(self) -> Generation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     def close(self) -> None:
         """Stop here; the engine stays usable (its cache keeps the tokens evaluated so far)."""
