@@ -146,8 +146,8 @@ class LLM:
                **overrides: Unpack[SamplingOverrides]) -> Generation:
         """Like generate, but an iterator of text pieces (whole UTF-8 characters, stop strings held back).
 
-        Breaking out of the loop or calling ``close()`` ends it before the next token; the LLM stays
-        usable. After exhaustion, ``.result`` holds the GenerationResult.
+        ``close()`` (or leaving ``with llm.stream(...) as s:``) ends it before the next token; the LLM
+        stays usable. After exhaustion, ``.result`` holds the GenerationResult.
         """
         return self._engine.start(self._prompt_ids(prompt), self._params(params, overrides))
 
