@@ -97,12 +97,21 @@ def apply_bias_and_penalties(logits: np.ndarray, cfg: SamplerConfig, recent: Seq
 
 
 def candidates(l: np.ndarray, top_k: int) -> np.ndarray:
-    """Step 3: token ids by (logit desc, id asc), at most top_k (0: K_MAX)."""
+    """Step 3: token ids by (logit desc, id asc), at most top_k (0: K_MAX).
+
+    A partition finds the k-th key first, so only the tokens at or above it (ties included, so the
+    lowest ids still win) are sorted: a few milliseconds on a 262k vocabulary instead of a full sort.
+    """
     k = K_MAX if top_k <= 0 or top_k > K_MAX else top_k
     k = min(k, l.size)
-    # lexsort: last key is primary; -l sorts descending, ids ascending break ties (NaN sorts last).
-    order = np.lexsort((np.arange(l.size), -l.astype(np.float64)))
-    return order[:k]
+    key = -l.astype(np.float64)                     # ascending key = descending logit; NaN sorts last
+    pool = np.arange(l.size)
+    if k < l.size:
+        kth = np.partition(key, k - 1)[k - 1]
+        if not np.isnan(kth):
+            pool = np.flatnonzero(key <= kth)
+    # lexsort: last key is primary; ids ascending break ties.
+    return pool[np.lexsort((pool, key[pool]))][:k]
 
 
 def scan(x: np.ndarray) -> np.ndarray:
