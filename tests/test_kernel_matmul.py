@@ -53,7 +53,7 @@ def test_gemv_without_subgroups(dev, t, monkeypatch):
 # GEMV splits: lanes per group (TPR), rows per group (R), groups per workgroup (GPW), pieces per
 # 32-block, the exponent-bit conversion off, and the generic dq8 pieces for the specialized types.
 _GEMV_VARIANTS = [dict(tpr=32, r=1, gpw=4), dict(tpr=64, r=4, gpw=1), dict(tpr=256, r=2, gpw=1),
-                  dict(tpr=128, r=8, gpw=2), dict(tpr=32, r=3, gpw=2, magic=False),
+                  dict(tpr=128, r=8, gpw=2), dict(tpr=32, r=8, gpw=2, magic=False),
                   dict(tpr=32, r=2, gpw=1, ppb32=2), dict(tpr=64, r=2, gpw=2, ppb32=4), dict(piece="dq8")]
 
 

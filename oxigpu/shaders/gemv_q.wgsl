@@ -10,31 +10,53 @@
 #include "gemv/{{PIECE}}.wgsl"
 
 const TPR: u32 = {{TPR}}u;
-const R: u32 = {{R}}u;
+const R: u32 = {{R}}u;      // 1, 2, 4 or 8
 const GPW: u32 = {{GPW}}u;
 const WG: u32 = TPR * GPW;
 
 #include "gemv/reduce_{{REDUCE}}.wgsl"
+
+// The x vec4s of piece i of the block whose first element is e.
+fn xload(e: u32, i: u32) -> XS {
+  var xs: XS;
+  xs[0] = X[(e + gx(i, 0u)) >> 2u];
+  if (PX > 1u) { xs[1] = X[(e + gx(i, 1u)) >> 2u]; }
+  if (PX > 2u) { xs[2] = X[(e + gx(i, 2u)) >> 2u]; xs[3] = X[(e + gx(i, 3u)) >> 2u]; }
+  if (PX > 4u) {
+    xs[4] = X[(e + gx(i, 4u)) >> 2u]; xs[5] = X[(e + gx(i, 5u)) >> 2u];
+    xs[6] = X[(e + gx(i, 6u)) >> 2u]; xs[7] = X[(e + gx(i, 7u)) >> 2u];
+  }
+  return xs;
+}
+
+fn row_at(r: u32) -> u32 { return min(r, D.rows - 1u) * D.row_bytes; }
 
 @compute @workgroup_size(WG)
 fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let grp = lane.lid / TPR;
   let gl = lane.lid % TPR;
   let r0 = ((wid.y * nwg.x + wid.x) * GPW + grp) * R;
-  var rb: array<u32, R>;
-  var acc: array<f32, R>;
-  for (var r = 0u; r < R; r++) { rb[r] = min(r0 + r, D.rows - 1u) * D.row_bytes; }
+  // Rows and sums are scalars, unrolled on the constant R: no private array in the hot loop.
+  let w0 = row_at(r0); let w1 = row_at(r0 + 1u); let w2 = row_at(r0 + 2u); let w3 = row_at(r0 + 3u);
+  let w4 = row_at(r0 + 4u); let w5 = row_at(r0 + 5u); let w6 = row_at(r0 + 6u); let w7 = row_at(r0 + 7u);
+  var a0 = 0.0; var a1 = 0.0; var a2 = 0.0; var a3 = 0.0; var a4 = 0.0; var a5 = 0.0; var a6 = 0.0; var a7 = 0.0;
   let np = D.k / QK * PPB;
   for (var p = gl; p < np; p += TPR) {
     let b = p / PPB;
     let i = p % PPB;
-    var xs: array<vec4<f32>, PX>;
-    for (var j = 0u; j < PX; j++) { xs[j] = X[(b * QK + gx(i, j)) >> 2u]; }
-    for (var r = 0u; r < R; r++) { acc[r] += gdot(rb[r] + b * QB, i, xs); }
+    let xs = xload(b * QK, i);
+    let o = b * QB;
+    a0 += gdot(w0 + o, i, xs);
+    if (R > 1u) { a1 += gdot(w1 + o, i, xs); }
+    if (R > 2u) { a2 += gdot(w2 + o, i, xs); a3 += gdot(w3 + o, i, xs); }
+    if (R > 4u) {
+      a4 += gdot(w4 + o, i, xs); a5 += gdot(w5 + o, i, xs);
+      a6 += gdot(w6 + o, i, xs); a7 += gdot(w7 + o, i, xs);
+    }
   }
   // Never true (the host writes 0): keeps both views of the weights in the auto bind-group layout.
-  if (D._p0 == 0xFFFFFFFFu) { acc[0] += f32(W[0] ^ W4[0].x); }
-  let t = group_sum(lane, grp, gl, acc);
+  if (D._p0 == 0xFFFFFFFFu) { a0 += f32(W[0] ^ W4[0].x); }
+  let t = group_sum(lane, grp, gl, array<f32, 8>(a0, a1, a2, a3, a4, a5, a6, a7));
   if (gl < R && r0 + gl < D.rows) {
     let col = D.col0 + r0 + gl;
     Y[col] = t + bias_at(col);

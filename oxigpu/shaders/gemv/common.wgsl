@@ -3,16 +3,21 @@
 // A piece snippet splits each weight block into PPB "pieces"; the GEMV gives consecutive lanes
 // consecutive pieces (so a warp reads contiguous bytes) and each lane reduces its piece against the
 // PX vec4s of x that `gx` names, for R rows at once (x is loaded once per piece, not once per row):
-//   const PPB: u32, const PX: u32
+//   const PPB: u32, const PX: u32       PX is 1, 2, 4 or 8
 //   fn gx(i: u32, j: u32) -> u32        element offset in the block of the j-th x vec4 of piece i
-//   fn gdot(blk: u32, i: u32, xs: array<vec4<f32>, PX>) -> f32
-//                                        dot of piece i of the block at byte `blk` of W with xs
+//   fn gdot(blk: u32, i: u32, xs: XS) -> f32
+//                                        dot of piece i of the block at byte `blk` of W with xs[0..PX)
+// No loop in a piece indexes an array: pieces unroll by hand with `if (PX > n)` on constants. (On the
+// H100 a dynamically indexed private array lives in local memory: 4-10x slower GEMVs, measured.)
 // W (array<u32>) and W4 (array<vec4<u32>>, the same bytes) are both bound: 16-byte loads where the
 // block layout is 16-aligned (F32, F16, Q4_K), word loads with a 2-byte funnel where it is not.
 
 @group(0) @binding(6) var<storage, read> W4: array<vec4<u32>>;
 
 const MAGIC: bool = {{MAGIC}};
+
+// x values of one piece; slots PX.. are unused.
+alias XS = array<vec4<f32>, 8>;
 
 // Small unsigned ints (< 2^23) to f32 minus `off`. MAGIC builds 2^23 + v from the bits and subtracts
 // exactly (an OR and a full-rate add) instead of the quarter-rate int->float conversion.

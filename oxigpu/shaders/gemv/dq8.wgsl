@@ -5,7 +5,7 @@ const PX: u32 = 2u;
 
 fn gx(i: u32, j: u32) -> u32 { return 8u * i + 4u * j; }
 
-fn gdot(blk: u32, i: u32, xs: array<vec4<f32>, PX>) -> f32 {
+fn gdot(blk: u32, i: u32, xs: XS) -> f32 {
   let v = dq8(blk, i);
   return dot(v.a, xs[0]) + dot(v.b, xs[1]);
 }

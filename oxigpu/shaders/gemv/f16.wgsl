@@ -4,7 +4,7 @@ const PX: u32 = 2u;
 
 fn gx(i: u32, j: u32) -> u32 { return 4u * j; }
 
-fn gdot(blk: u32, i: u32, xs: array<vec4<f32>, PX>) -> f32 {
+fn gdot(blk: u32, i: u32, xs: XS) -> f32 {
   let w = W4[blk >> 4u];
   return dot(vec4<f32>(unpack2x16float(w.x), unpack2x16float(w.y)), xs[0]) +
          dot(vec4<f32>(unpack2x16float(w.z), unpack2x16float(w.w)), xs[1]);

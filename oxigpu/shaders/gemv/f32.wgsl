@@ -4,6 +4,6 @@ const PX: u32 = 1u;
 
 fn gx(i: u32, j: u32) -> u32 { return 4u * i; }
 
-fn gdot(blk: u32, i: u32, xs: array<vec4<f32>, PX>) -> f32 {
+fn gdot(blk: u32, i: u32, xs: XS) -> f32 {
   return dot(bitcast<vec4<f32>>(W4[(blk >> 4u) + i]), xs[0]);
 }

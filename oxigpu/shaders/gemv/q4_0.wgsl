@@ -6,12 +6,14 @@ const PX: u32 = 2u * QW;
 
 fn gx(i: u32, j: u32) -> u32 { return select(16u, 0u, j < QW) + 4u * (QW * i + j % QW); }
 
-fn gdot(blk: u32, i: u32, xs: array<vec4<f32>, PX>) -> f32 {
-  let q0 = blk + 2u + 4u * QW * i;
-  var s = 0.0;
-  for (var j = 0u; j < QW; j++) {
-    let w = lw1(q0 + 4u * j);
-    s += dot(b2f(w & 0x0F0F0F0Fu, 8.0), xs[j]) + dot(b2f((w >> 4u) & 0x0F0F0F0Fu, 8.0), xs[QW + j]);
-  }
+fn q4dot(w: u32, xl: vec4<f32>, xh: vec4<f32>) -> f32 {
+  return dot(b2f(w & 0x0F0F0F0Fu, 8.0), xl) + dot(b2f((w >> 4u) & 0x0F0F0F0Fu, 8.0), xh);
+}
+
+fn gdot(blk: u32, i: u32, xs: XS) -> f32 {
+  let q = blk + 2u + 4u * QW * i;
+  var s = q4dot(lw1(q), xs[0], xs[QW]);
+  if (QW > 1u) { s += q4dot(lw1(q + 4u), xs[1], xs[QW + 1u]); }
+  if (QW > 2u) { s += q4dot(lw1(q + 8u), xs[2], xs[QW + 2u]) + q4dot(lw1(q + 12u), xs[3], xs[QW + 3u]); }
   return h16(blk) * s;
 }

@@ -7,7 +7,7 @@ const PX: u32 = 8u;
 
 fn gx(i: u32, j: u32) -> u32 { return 64u * (i >> 1u) + 16u * (i & 1u) + 32u * (j >> 2u) + 4u * (j & 3u); }
 
-fn gdot(blk: u32, i: u32, xs: array<vec4<f32>, PX>) -> f32 {
+fn gdot(blk: u32, i: u32, xs: XS) -> f32 {
   let b4 = blk >> 4u;
   let sm = kscales(W4[b4], i >> 1u);
   let q = W4[b4 + 1u + i];

@@ -6,7 +6,15 @@ const PX: u32 = 8u;
 
 fn gx(i: u32, j: u32) -> u32 { return 128u * (i >> 2u) + 32u * (j >> 1u) + 8u * (i & 3u) + 4u * (j & 1u); }
 
-fn gdot(blk: u32, i: u32, xs: array<vec4<f32>, PX>) -> f32 {
+// Partial dots of the four quarters for one word of ql (a: t = 0, 2; b: t = 1, 3) and of qh.
+fn q6quarters(a: u32, b: u32, h: u32, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32>) -> vec4<f32> {
+  return vec4<f32>(dot(b2f((a & 0x0F0F0F0Fu) | ((h << 4u) & 0x30303030u), 32.0), x0),
+                   dot(b2f((b & 0x0F0F0F0Fu) | ((h << 2u) & 0x30303030u), 32.0), x1),
+                   dot(b2f(((a >> 4u) & 0x0F0F0F0Fu) | (h & 0x30303030u), 32.0), x2),
+                   dot(b2f(((b >> 4u) & 0x0F0F0F0Fu) | ((h >> 2u) & 0x30303030u), 32.0), x3));
+}
+
+fn gdot(blk: u32, i: u32, xs: XS) -> f32 {
   let n = i >> 2u;
   let l0 = 8u * (i & 3u);
   let a = lw2(blk + 64u * n + l0);
@@ -15,13 +23,6 @@ fn gdot(blk: u32, i: u32, xs: array<vec4<f32>, PX>) -> f32 {
   let sc = lw2(blk + 192u + 8u * n);
   let sh = vec4<u32>(0u, 16u, 0u, 16u) + 8u * (l0 >> 4u);
   let scf = vec4<f32>((bitcast<vec4<i32>>(vec4<u32>(sc.x, sc.x, sc.y, sc.y) >> sh) << vec4<u32>(24u)) >> vec4<u32>(24u));
-  var t = vec4<f32>(0.0);
-  for (var u = 0u; u < 2u; u++) {
-    let aw = a[u]; let bw = b[u]; let hw = h[u];
-    t.x += dot(b2f((aw & 0x0F0F0F0Fu) | ((hw << 4u) & 0x30303030u), 32.0), xs[u]);
-    t.y += dot(b2f((bw & 0x0F0F0F0Fu) | ((hw << 2u) & 0x30303030u), 32.0), xs[2u + u]);
-    t.z += dot(b2f(((aw >> 4u) & 0x0F0F0F0Fu) | (hw & 0x30303030u), 32.0), xs[4u + u]);
-    t.w += dot(b2f(((bw >> 4u) & 0x0F0F0F0Fu) | ((hw >> 2u) & 0x30303030u), 32.0), xs[6u + u]);
-  }
+  let t = q6quarters(a.x, b.x, h.x, xs[0], xs[2], xs[4], xs[6]) + q6quarters(a.y, b.y, h.y, xs[1], xs[3], xs[5], xs[7]);
   return h16(blk + 208u) * dot(scf, t);
 }

@@ -6,11 +6,13 @@ const PX: u32 = QW;
 
 fn gx(i: u32, j: u32) -> u32 { return 4u * (QW * i + j); }
 
-fn gdot(blk: u32, i: u32, xs: array<vec4<f32>, PX>) -> f32 {
-  let q0 = blk + 2u + 4u * QW * i;
-  var s = 0.0;
-  for (var j = 0u; j < QW; j++) {
-    s += dot(b2f(lw1(q0 + 4u * j) ^ 0x80808080u, 128.0), xs[j]);
-  }
+fn q8dot(b: u32, x: vec4<f32>) -> f32 { return dot(b2f(lw1(b) ^ 0x80808080u, 128.0), x); }
+
+fn gdot(blk: u32, i: u32, xs: XS) -> f32 {
+  let q = blk + 2u + 4u * QW * i;
+  var s = q8dot(q, xs[0]);
+  if (QW > 1u) { s += q8dot(q + 4u, xs[1]); }
+  if (QW > 2u) { s += q8dot(q + 8u, xs[2]) + q8dot(q + 12u, xs[3]); }
+  if (QW > 4u) { s += q8dot(q + 16u, xs[4]) + q8dot(q + 20u, xs[5]) + q8dot(q + 24u, xs[6]) + q8dot(q + 28u, xs[7]); }
   return h16(blk) * s;
 }

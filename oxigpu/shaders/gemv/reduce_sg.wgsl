@@ -12,7 +12,7 @@ struct Lane {
 var<workgroup> red: array<f32, WG * R>;
 
 // The total of row `gl` of group `grp`, valid in lanes gl < R.
-fn group_sum(lane: Lane, grp: u32, gl: u32, acc: array<f32, R>) -> f32 {
+fn group_sum(lane: Lane, grp: u32, gl: u32, acc: array<f32, 8>) -> f32 {
   var v = acc;
   let c = min(TPR, lane.sg_size);
   for (var m = 1u; m < c; m <<= 1u) {

@@ -7,7 +7,7 @@ struct Lane {
 
 var<workgroup> red: array<f32, WG * R>;
 
-fn group_sum(lane: Lane, grp: u32, gl: u32, acc: array<f32, R>) -> f32 {
+fn group_sum(lane: Lane, grp: u32, gl: u32, acc: array<f32, 8>) -> f32 {
   let base = grp * R * TPR;
   for (var r = 0u; r < R; r++) { red[base + r * TPR + gl] = acc[r]; }
   workgroupBarrier();

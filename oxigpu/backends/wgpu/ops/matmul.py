@@ -88,6 +88,8 @@ class MatmulKernel(OpKernel):
             cfg = gemv_config(self.qt.name, self.k, self.n)
             if "gemv" in attrs:                 # tests and benchmarks: override fields of the choice
                 cfg = replace(cfg, **attrs["gemv"])
+            if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256:
+                raise DeviceError(f"matmul: unsupported GEMV split {cfg}")
             self.gemv = cfg
             defines |= {"TPR": cfg.tpr, "R": cfg.r, "GPW": cfg.gpw, "PIECE": cfg.piece or "dq8",
                         "PPB32": cfg.ppb32, "MAGIC": cfg.magic,
