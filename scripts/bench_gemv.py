@@ -4,8 +4,8 @@
 
 Each case uploads a weight of real shape (``distinct`` quantized rows tiled, so building it is cheap),
 checks the output against float64, then times the dispatch: N copies in one compute pass, per-dispatch
-time = slope between N and N/5 copies (removes the submit + readback cost; keeps the per-dispatch gap
-a real decode step also pays). GB/s = (weight + x + y bytes) / time. Results: ``gemv_sweep.jsonl``
+time = GPU timestamps around a pass of N copies, median of 3 (no submit or Python encode cost; each
+copy still pays the dependent-dispatch gap a real decode step pays). GB/s = (weight + x + y bytes) / time. Results: ``gemv_sweep.jsonl``
 and a table on stdout.
 """
 from __future__ import annotations
@@ -36,9 +36,9 @@ TYPES = ["F16", "Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q6_K"]
 LEGACY = {"Q8_0", "Q4_0", "Q5_0"}
 
 SWEEPS = {
-    "full": [dict(tpr=t, r=r, gpw=128 // t) for t in (32, 64, 128) for r in (1, 2, 4, 8)]
-            + [dict(tpr=t, r=r, gpw=128 // t, ppb32=pp, legacy=True) for pp in (2, 4) for t, r in ((32, 2), (32, 4), (64, 4))]
-            + [dict(tpr=32, r=4, gpw=4, magic=False), dict(tpr=32, r=2, gpw=4, piece="dq8")],
+    "full": [dict(tpr=32, r=r, gpw=4) for r in (1, 2, 4, 8)]
+            + [dict(tpr=64, r=4, gpw=2), dict(tpr=32, r=4, gpw=8), dict(tpr=32, r=4, gpw=4, magic=False)]
+            + [dict(tpr=32, r=4, gpw=4, ppb32=pp, legacy=True) for pp in (1, 4)],
     "none": [],
 }
 
@@ -60,14 +60,45 @@ def old_kernel(dev: Device, qt, k: int, n: int, x, w):
     return [Dispatch(pipe, bg, workgroups_for(-(-n // 4)))], y
 
 
+_TS: dict = {}
+
+
+def gpu_time(dev: Device, d: list, n: int) -> float:
+    """GPU seconds of one compute pass holding n copies of ``d`` (timestamps at the pass ends)."""
+    import wgpu
+    if "qs" not in _TS:
+        _TS["qs"] = dev.device.create_query_set(type="timestamp", count=2)
+        _TS["buf"] = dev.device.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+    enc = dev.device.create_command_encoder()
+    cp = enc.begin_compute_pass(timestamp_writes={"query_set": _TS["qs"], "beginning_of_pass_write_index": 0,
+                                                  "end_of_pass_write_index": 1})
+    for pipe, bg, wg in list(d) * n:
+        cp.set_pipeline(pipe)
+        cp.set_bind_group(0, bg)
+        cp.dispatch_workgroups(*wg)
+    cp.end()
+    enc.resolve_query_set(_TS["qs"], 0, 2, _TS["buf"], 0)
+    dev.queue.submit([enc.finish()])
+    t = np.frombuffer(dev.queue.read_buffer(_TS["buf"]), np.uint64)
+    return float(t[1] - t[0]) * 1e-9
+
+
 def time_dispatches(dev: Device, d: list) -> float:
-    """Seconds per run of ``d``: slope between N/5 and N copies in one pass."""
-    once = dev.time(d, repeat=3)
-    n2 = int(min(400, max(20, 0.03 / max(once, 1e-7))))
-    n1 = max(2, n2 // 5)
-    t1 = dev.time(d, repeat=n1) * n1
-    t2 = dev.time(d, repeat=n2) * n2
-    return max((t2 - t1) / (n2 - n1), 1e-9)
+    """GPU seconds per run of ``d`` (each copy pays the dependent-dispatch gap, as in a decode step):
+    median of 3 passes of N copies, N sized to ~3 ms; the submit and Python encode are not counted."""
+    once = gpu_time(dev, d, 3) / 3
+    n = int(min(1000, max(10, 0.003 / max(once, 1e-7))))
+    return max(float(np.median([gpu_time(dev, d, n) / n for _ in range(3)])), 1e-9)
+
+
+def warm_up(dev: Device) -> None:
+    """~0.5 s of GEMVs so clocks are up before the first timed case; prints timestamp vs wall clock."""
+    k, n = 4096, 16384
+    xh = np.ones((1, k), np.float32)
+    p = prepare("matmul", [xh, np.zeros((n, 2 * k), np.uint8)], {}, ["f32", "F16"], dev)
+    t0 = time.perf_counter()
+    g = sum(gpu_time(dev, p.dispatches, 200) for _ in range(3))
+    print(f"warm-up: gpu {g * 1e3:.1f} ms, wall {(time.perf_counter() - t0) * 1e3:.1f} ms", flush=True)
 
 
 def main() -> None:
@@ -82,6 +113,7 @@ def main() -> None:
     t_start = time.time()
     dev = Device.get()
     print("device:", dev.info()["name"], dev.info()["backend"], flush=True)
+    warm_up(dev)
     shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     out = open(Path(args.out) / "gemv_sweep.jsonl", "a")
     rows = []

@@ -45,14 +45,21 @@ class GemvConfig:
 
 
 def gemv_config(qtype: str, k: int, n: int) -> GemvConfig:
-    """The GEMV split for a weight of n rows of k elements (see BENCHMARKS.md for the measurements)."""
+    """The GEMV split for a weight of n rows of k elements (measurements: BENCHMARKS.md, GEMV section).
+
+    One warp (32 lanes) per group of R rows, 4 groups per workgroup. Quantized rows share each x load
+    over up to 4 rows (the H100 sweep's best for every quant type at large n); float rows are cheap to
+    convert, so they take one row per group. R shrinks until there are ~200 workgroups, so small
+    weights (Qwen2.5-0.5B: n = 896) still spread over the GPU's 132 SMs.
+    """
     piece = GEMV_PIECES.get(qtype, "dq8")
-    r = 1 if qtype in ("F32", "F16", "BF16") else 2
-    groups = -(-n // r)
-    tpr = 32
-    while tpr < 256 and groups * tpr < 96 * 1024 and tpr * 32 <= k:
-        tpr *= 2
-    return GemvConfig(tpr=tpr, r=r, gpw=max(1, 128 // tpr), piece=piece)
+    if qtype in ("F32", "F16", "BF16"):
+        tpr = 32 if n >= 2048 else 64
+        return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece)
+    r = 4
+    while r > 1 and n < 200 * 4 * r:
+        r //= 2
+    return GemvConfig(tpr=32, r=r, gpw=4, piece=piece, ppb32=2)
 
 
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
