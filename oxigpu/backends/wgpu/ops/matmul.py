@@ -45,21 +45,28 @@ class GemvConfig:
 
 
 def gemv_config(qtype: str, k: int, n: int) -> GemvConfig:
-    """The GEMV split for a weight of n rows of k elements (measurements: BENCHMARKS.md, GEMV section).
+    """The GEMV split for a weight of n rows of k elements (H100 sweep: BENCHMARKS.md, GEMV section).
 
-    One warp (32 lanes) per group of R rows, 4 groups per workgroup. Quantized rows share each x load
-    over up to 4 rows (the H100 sweep's best for every quant type at large n); float rows are cheap to
-    convert, so they take one row per group. R shrinks until there are ~200 workgroups, so small
-    weights (Qwen2.5-0.5B: n = 896) still spread over the GPU's 132 SMs.
+    Quantized rows share each x load over R rows (R = 4 wins at large n for every quant type); below
+    8192 rows there are too few lanes to cover the GPU's 132 SMs at R = 4 and 32 lanes per group, so
+    long rows (>= 256 pieces) get 64 lanes per group and short rows R = 2; below 3200 rows (Qwen2.5-0.5B's
+    896) R = 1. Float rows are cheap to convert, so they take one row per group. Every split chosen
+    here was measured on the H100 at the shapes in bench_gemv.py.
     """
     piece = GEMV_PIECES.get(qtype, "dq8")
     if qtype in ("F32", "F16", "BF16"):
         tpr = 32 if n >= 2048 else 64
         return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece)
-    r = 4
-    while r > 1 and n < 200 * 4 * r:
-        r //= 2
-    return GemvConfig(tpr=32, r=r, gpw=4, piece=piece, ppb32=2)
+    cfg = GemvConfig(piece=piece, ppb32=2)
+    qt = get_type(qtype)
+    pieces = k // qt.block_size * (cfg.ppb32 if qt.block_size == 32 else 8)
+    if n >= 8192:
+        r, tpr = 4, 32
+    elif n >= 3200:
+        r, tpr = (4, 64) if pieces >= 256 else (2, 32)
+    else:
+        r, tpr = 1, 32
+    return replace(cfg, tpr=tpr, r=r, gpw=128 // tpr)
 
 
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
