@@ -1,4 +1,5 @@
-"""`oxigpu info`: what a GGUF file holds — architecture, hyperparameters, tokenizer, tensor types."""
+"""`oxigpu info`: what a GGUF file holds — architecture, hyperparameters, tokenizer, tensor types — and,
+with ``--device``, the GPU adapter (name, backend, type, features, limits)."""
 from __future__ import annotations
 
 import json
@@ -78,15 +79,39 @@ def _format(info: dict[str, Any]) -> str:
 
 
 @click.command("info")
-@click.argument("model", type=click.Path(dir_okay=True))
+@click.argument("model", required=False, type=click.Path(dir_okay=True))
+@click.option("--device", "device", is_flag=True,
+              help="Describe the GPU adapter the wgpu backend would use (no model needed).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
-def info(model: str, as_json: bool) -> None:
-    """Show what the GGUF file MODEL holds."""
+def info(model: str | None, device: bool, as_json: bool) -> None:
+    """Show what the GGUF file MODEL holds, and/or (--device) the GPU adapter."""
+    if model is None and not device:
+        raise click.UsageError("give a MODEL file, --device, or both")
     try:
-        data = model_info(model)
+        data = {**({"device": device_info()} if device else {}), **(model_info(model) if model else {})}
     except OxigpuError as e:
         raise click.ClickException(str(e)) from None
-    click.echo(json.dumps(data, indent=2, default=_jsonable) if as_json else _format(data))
+    if as_json:
+        click.echo(json.dumps(data, indent=2, default=_jsonable))
+        return
+    text = [_format_device(data["device"])] if device else []
+    click.echo("\n".join(text + ([_format(data)] if model else [])))
+
+
+def device_info() -> dict[str, Any]:
+    """The adapter wgpu runs on (``Device.info()``); DeviceError, with an install hint, when there is none."""
+    from ..backends.wgpu.device import Device
+    return Device.get().info()
+
+
+def _format_device(d: dict[str, Any]) -> str:
+    lines = [f"device: {d['name']} ({d['vendor']}), backend {d['backend']}, type {d['adapter_type']}"
+             + (f", {d['description']}" if d["description"] else ""),
+             f"  max storage binding {d['max_storage_binding']:,} bytes",
+             f"features: {', '.join(d['features']) or 'none'}", "limits:"]
+    w = max(map(len, d["limits"]), default=0)
+    lines += [f"  {k:<{w}} {v:,}" if isinstance(v, int) else f"  {k:<{w}} {v}" for k, v in sorted(d["limits"].items())]
+    return "\n".join(lines)
 
 
 def _jsonable(v: Any) -> Any:

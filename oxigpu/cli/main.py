@@ -5,6 +5,7 @@ import click
 
 from .._version import __version__
 from .chat import chat
+from .diff import diff
 from .info import info
 from .kernels import kernels
 from .run import run
@@ -24,6 +25,7 @@ cli.add_command(synth)
 cli.add_command(run)
 cli.add_command(chat)
 cli.add_command(tokenize)
+cli.add_command(diff)
 
 
 def main() -> None:
