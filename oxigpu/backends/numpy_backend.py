@@ -161,6 +161,13 @@ class NumpyBackend:
                 + sum(s.nbytes for s in self._states.values())
                 + sum(p.arena.nbytes for p in self._plans.values()))
 
+    def weight_bytes(self, plan: Plan) -> int:
+        """Bytes of ``plan``'s weights as held (float32 matrices, quantized gather-only tables): what a step
+        reads from weights, for bandwidth figures."""
+        self.load(plan)
+        held = [self._weights[t] for t in {v.tensor for v in plan.weights}]
+        return sum(w.nbytes if isinstance(w, np.ndarray) else w.raw.nbytes for w in held)
+
 
 def _needs_full_matrix(plan: Plan) -> set[Value]:
     """Weights read by anything but ``embed``'s table slot (a tied LM head reads the whole table)."""

@@ -249,6 +249,24 @@ class WgpuBackend:
         bufs += [b for b in (self._ring, *self._staging, *self._readback) if b is not None]
         return sum(b.size for b in bufs)
 
+    def weight_bytes(self, plan: Plan) -> int:
+        """Device bytes of ``plan``'s weights as stored (raw GGUF blocks for matrices, f32 vectors): what a
+        step reads from weights, for bandwidth figures."""
+        self.load(plan)
+        return sum(self._weights[t][0].size for t in {v.tensor for v in plan.weights})
+
+    def resident_step(self, plan: Plan, n_bias: int = 0) -> list[tuple[Node | None, list[Dispatch]]]:
+        """One GPU-resident decode step as it is encoded: each node's dispatches, then ``(None, the
+        sampler's)``. For profiling and dispatch counts (``runtime/bench.py``); ``n_bias`` as in
+        :meth:`decode_stream`'s logit bias."""
+        res = self._resident_for(plan, n_bias)
+        flat, groups, i = res.variants[0], [], 0
+        for node, ds in zip(plan.nodes, self._plans[id(plan)].node_dispatches):
+            groups.append((node, flat[i:i + len(ds)]))
+            i += len(ds)
+        groups.append((None, flat[i:]))
+        return groups
+
     # -- GPU-resident decode ------------------------------------------------------------------------
     def decode_stream(self, plan: Plan, context: Sequence[int], cfg: SamplerConfig, counter: int,
                       n_steps: int) -> Iterator[list[int]]:

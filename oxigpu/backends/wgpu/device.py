@@ -42,6 +42,7 @@ _INSTALL_HINT = ("install a Vulkan driver (Debian/Ubuntu: `apt-get install libvu
 STORAGE = 0x0080 | 0x0004 | 0x0008    # wgpu.BufferUsage.STORAGE | COPY_SRC | COPY_DST
 UNIFORM = 0x0040 | 0x0008             # UNIFORM | COPY_DST
 PARAMS_BINDING = 0
+_MAX_QUERIES = 4096   # wgpu's limit on queries in one query set
 
 @dataclass
 class Params:
@@ -277,9 +278,11 @@ class Device:
             raise DeviceError(f"bind group for {pipeline.label!r} failed: {e}") from e
 
     # -- execution -------------------------------------------------------------------------------
-    def encode(self, encoder: Any, dispatches: Sequence[Dispatch]) -> None:
-        """Record ``dispatches`` into one compute pass of ``encoder``."""
-        cp = encoder.begin_compute_pass()
+    def encode(self, encoder: Any, dispatches: Sequence[Dispatch],
+               timestamp_writes: Mapping[str, Any] | None = None) -> None:
+        """Record ``dispatches`` into one compute pass of ``encoder`` (``timestamp_writes``: see
+        :meth:`time_passes`)."""
+        cp = encoder.begin_compute_pass(timestamp_writes=timestamp_writes)
         last_pipe = None
         for pipe, bg, (x, y, z) in dispatches:
             if pipe is not last_pipe:
@@ -306,6 +309,36 @@ class Device:
         self.submit(list(dispatches) * repeat)
         self.sync()
         return (time.perf_counter() - t0) / repeat
+
+    def time_passes(self, groups: Sequence[Sequence[Dispatch]]) -> list[float]:
+        """GPU seconds of each group, each recorded as its own compute pass with timestamps at both ends,
+        all in one submit (profiling: per-pass times exclude host encode/submit, so they attribute the
+        GPU's share of a step to kernels). Needs the ``timestamp-query`` feature (:attr:`has_timestamps`)."""
+        if not self.has_timestamps:
+            raise DeviceError(f"{self.adapter.info['device']} has no timestamp-query feature")
+        wgpu = self._wgpu
+        per_set = _MAX_QUERIES // 2
+        times: list[float] = []
+        try:
+            for start in range(0, len(groups), per_set):
+                chunk = groups[start:start + per_set]
+                n = 2 * len(chunk)
+                qs = self.device.create_query_set(type="timestamp", count=n)
+                buf = self.device.create_buffer(size=8 * n, usage=wgpu.BufferUsage.QUERY_RESOLVE
+                                                | wgpu.BufferUsage.COPY_SRC)
+                enc = self.device.create_command_encoder()
+                for i, ds in enumerate(chunk):
+                    self.encode(enc, ds, {"query_set": qs, "beginning_of_pass_write_index": 2 * i,
+                                          "end_of_pass_write_index": 2 * i + 1})
+                enc.resolve_query_set(qs, 0, n, buf, 0)
+                self.queue.submit([enc.finish()])
+                t = np.frombuffer(self.queue.read_buffer(buf), np.uint64).astype(np.int64)
+                times += (np.maximum(t[1::2] - t[0::2], 0) * 1e-9).tolist()   # wgpu reports nanoseconds
+                qs.destroy()
+                buf.destroy()
+        except Exception as e:
+            raise DeviceError(f"timing {len(groups)} passes with timestamp queries failed: {e}") from e
+        return times
 
     @contextmanager
     def binding_limit(self, nbytes: int) -> Iterator[None]:
