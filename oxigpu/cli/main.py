@@ -4,6 +4,7 @@ from __future__ import annotations
 import click
 
 from .._version import __version__
+from .bench import bench
 from .chat import chat
 from .diff import diff
 from .info import info
@@ -26,6 +27,7 @@ cli.add_command(run)
 cli.add_command(chat)
 cli.add_command(tokenize)
 cli.add_command(diff)
+cli.add_command(bench)
 
 
 def main() -> None:

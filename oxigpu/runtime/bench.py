@@ -1,0 +1,367 @@
+"""Speed of one model on one backend, measured the way llama-bench measures llama.cpp (``oxigpu bench``).
+
+What is measured (token ids are random valid ids, so the tokenizer plays no part):
+
+- ``pp<P>``: a P-token prompt evaluated into an empty cache by the engine's chunked prefill, tokens/s;
+- ``tg<N>`` at depth D: N tokens generated through :meth:`Engine.start` after a 1-token prompt with D tokens
+  already cached (filled by an untimed prefill), tokens/s. This is exactly what ``oxigpu run`` does (on a
+  backend with ``decode_stream``, the GPU-resident loop), and it evaluates N tokens: the prompt token and
+  N - 1 drawn ones. End-of-generation ids are banned so every run yields N tokens; sampling is greedy
+  unless ``temperature > 0`` (then ``oxigpu run``'s default filters apply).
+
+Each figure is the median of ``reps`` runs after one warm-up run, shortened to two prefill chunks or 16
+tokens (it compiles nothing: pipelines are built at load, the resident loop on its first batch).
+
+Effective bandwidth of a tg run: bytes read per token, i.e. the decode plan's weights as the backend
+stores them (raw GGUF blocks on wgpu, float32 matrices on numpy; an embedding table that is only gathered
+from counts whole, as in ANCHORS.md's llama.cpp percentages) plus the K/V rows attention reads at the
+run's mean position, times tokens/s; also as a percentage of ``roofline_gbs``.
+
+With ``profile``, one decode step at that mean position is split by kernel family (matmul per quant type,
+the LM head apart, attention, norms, ...). On wgpu every node is its own compute pass with GPU timestamps
+(``Device.time_passes``; wall-clock ``Device.time`` where the adapter lacks timestamp-query), next to the
+host's encode and submit time per step and the GPU time of the step as one pass. On numpy each op is
+timed by wall clock through the backend's trace hook, and the host sampler is one more family.
+
+:func:`run_bench` returns a JSON-ready dict; :func:`to_markdown` renders one, also after a JSON round trip
+(``scripts/bench_h100.sh`` does that). Keys: model, name, architecture, file_type, file_bytes, backend,
+device, n_ctx, reps, temperature, roofline_gbs, load_s (model open -> first token ready), engine_load_s,
+memory_bytes (the backend's buffers after every run), weight_bytes, dispatches_per_step (wgpu:
+dispatches of one resident decode step; numpy: ops, the host sampler included), pp (or None) and tg (one
+per depth); each test holds n_tokens, tokens_per_s, min, max, runs; a tg also depth, mean_n_kv,
+bytes_per_token, gbs, roofline_pct and profile (or None).
+"""
+from __future__ import annotations
+
+import math
+import statistics
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from gguf import LlamaFileType
+
+from ..errors import InvalidParameterError
+from ..graph.ir import Node
+from ..graph.plan import Plan
+from ..quant import get_type
+from .engine import Engine
+from .params import SamplingParams
+from .sampling import SamplerConfig, fold_seed, sample
+
+DEFAULT_ROOFLINE_GBS = 3100.0
+"""The H100's practical read roofline through wgpu (ANCHORS.md: a device read-only sweep)."""
+
+_WARMUP_TOKENS = 16
+_PROFILE_REPEATS = 5
+
+Log = Callable[[str], None]
+
+
+def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, depths: Sequence[int] = (0,),
+              reps: int = 3, backend: str = "auto", n_ctx: int | None = None, temperature: float = 0.0,
+              profile: bool = False, roofline_gbs: float = DEFAULT_ROOFLINE_GBS, seed: int = 0,
+              log: Log | None = None) -> dict[str, Any]:
+    """Load the model, run pp and tg as the module docstring says, return the results (see its keys).
+
+    ``n_prompt`` 0 skips pp, ``n_gen`` 0 skips tg. ``n_ctx`` defaults to the least the runs need.
+    ``log`` receives one line per run, for progress output.
+    """
+    say = log or (lambda line: None)
+    depths = sorted(set(depths))
+    _check_args(n_prompt, n_gen, depths, reps, roofline_gbs)
+    need = max(n_prompt, depths[-1] + n_gen + 1 if n_gen else 0)
+    path = Path(model_path)
+    t0 = time.perf_counter()
+    engine = Engine(path, backend=backend, n_ctx=n_ctx or need)
+    if engine.n_ctx < need:
+        raise InvalidParameterError(f"n_ctx={engine.n_ctx} is too small: these runs need {need} tokens")
+    ids = np.random.default_rng(seed).integers(0, engine.vocab_size, need + 1).tolist()
+    ban = {t: -math.inf for t in engine.tokenizer.eog_ids}
+    params = SamplingParams(max_tokens=max(1, n_gen), seed=seed, logit_bias=ban,
+                            **({"temperature": temperature} if temperature > 0 else
+                               {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}))
+    cfg = _sampler_config(params)
+    logits, _ = engine.eval(ids[:1])
+    sample(logits, cfg, ids[:1])
+    load_s = time.perf_counter() - t0
+    say(f"loaded {path.name} on {engine.backend_name} in {load_s:.2f} s (n_ctx {engine.n_ctx})")
+
+    plan = engine._decode
+    step = _step_groups(engine, len(ban))
+    result: dict[str, Any] = {
+        **_describe_model(engine, path), "backend": engine.backend_name, "device": _device_name(engine),
+        "n_ctx": engine.n_ctx, "reps": reps, "temperature": params.temperature, "roofline_gbs": roofline_gbs,
+        "load_s": load_s, "engine_load_s": engine.load_s, "weight_bytes": engine.backend.weight_bytes(plan),
+        "dispatches_per_step": sum(len(ds) for _, ds in step) + (0 if _resident(engine) else 1),
+        "pp": None, "tg": []}
+
+    if n_prompt:
+        def pp_once(n: int) -> float:
+            engine.cached_tokens.clear()
+            t = time.perf_counter()
+            engine.eval(ids[:n])
+            return n / (time.perf_counter() - t)
+        result["pp"] = _repeat(f"pp{n_prompt}", pp_once, n_prompt, min(n_prompt, 2 * engine.prefill_chunk),
+                               reps, say)
+
+    for depth in depths if n_gen else ():
+        result["tg"].append(_tg(engine, ids, depth, n_gen, params, cfg, step, reps, profile, result, say))
+    result["memory_bytes"] = engine.backend.memory_bytes()
+    return result
+
+
+def _check_args(n_prompt: int, n_gen: int, depths: Sequence[int], reps: int, roofline_gbs: float) -> None:
+    if n_prompt < 0 or n_gen < 0 or not (n_prompt or n_gen):
+        raise InvalidParameterError(f"need n_prompt >= 0 and n_gen >= 0, not both 0 (got {n_prompt}, {n_gen})")
+    if not depths or depths[0] < 0:
+        raise InvalidParameterError(f"depths must be integers >= 0, got {list(depths)}")
+    if reps < 1:
+        raise InvalidParameterError(f"reps must be >= 1, got {reps}")
+    if not roofline_gbs > 0:
+        raise InvalidParameterError(f"roofline_gbs must be > 0, got {roofline_gbs}")
+
+
+def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: SamplingParams, cfg: SamplerConfig,
+        step: list[tuple[Node | None, list[Any]]], reps: int, profile: bool, result: dict[str, Any],
+        say: Log) -> dict[str, Any]:
+    """tg at one depth: fill the cache to ``depth`` (untimed), then time generations of ``n_gen`` tokens."""
+    if depth:
+        engine.eval(ids[:depth])              # reuses what the cache already holds of it
+
+    def tg_once(n: int) -> float:
+        del engine.cached_tokens[depth:]      # the prompt's last token is evaluated in every run
+        gen = engine.start(ids[:depth + 1], params.with_overrides(max_tokens=n))
+        t = time.perf_counter()
+        for _ in gen:
+            pass
+        dt = time.perf_counter() - t
+        if len(gen.generated) != n:
+            raise RuntimeError(f"a tg run generated {len(gen.generated)} of {n} tokens")
+        return n / dt
+
+    name = f"tg{n_gen}" + (f" @ d{depth}" if depth else "")
+    out = _repeat(name, tg_once, n_gen, min(n_gen, _WARMUP_TOKENS), reps, say)
+    mean_n_kv = depth + (n_gen + 1) / 2
+    per_token = result["weight_bytes"] + _kv_bytes(engine._decode, mean_n_kv)
+    gbs = per_token * out["tokens_per_s"] / 1e9
+    out.update(depth=depth, mean_n_kv=mean_n_kv, bytes_per_token=per_token, gbs=gbs,
+               roofline_pct=100 * gbs / result["roofline_gbs"], profile=None)
+    if profile:
+        ctx = ids[:depth + n_gen // 2 + 1]    # one step at the run's mean position
+        out["profile"] = (_profile_device if _resident(engine) else _profile_host)(engine, ctx, cfg, step)
+        out["profile"]["position"] = len(ctx) - 1
+        del engine.cached_tokens[depth:]
+        say(f"{name}: profiled one step at position {len(ctx) - 1}")
+    return out
+
+
+def _repeat(name: str, once: Callable[[int], float], n: int, warmup: int, reps: int, say: Log) -> dict[str, Any]:
+    """One warm-up of ``warmup`` tokens, then ``reps`` timed runs of ``n``: median, min, max tokens/s."""
+    once(warmup)
+    runs = []
+    for i in range(reps):
+        runs.append(once(n))
+        say(f"{name}: run {i + 1}/{reps}: {runs[-1]:,.2f} t/s")
+    return {"n_tokens": n, "tokens_per_s": statistics.median(runs), "min": min(runs), "max": max(runs),
+            "runs": runs}
+
+
+def _kv_bytes(plan: Plan, n_kv: float) -> float:
+    """K and V bytes the plan's attention nodes read with ``n_kv`` cached rows (float32 cache rows; a
+    sliding-window layer reads at most its window)."""
+    total = 0.0
+    for node in plan.nodes:
+        if node.op == "attention":
+            k, v = node.inputs[1], node.inputs[2]
+            window = node.attrs.get("window", 0)
+            total += (min(n_kv, window) if window else n_kv) * (k.shape[1] + v.shape[1]) * 4
+    return total
+
+
+def _sampler_config(p: SamplingParams) -> SamplerConfig:
+    """The draw settings a Generation derives from ``p`` (its seed is set)."""
+    assert p.seed is not None
+    return SamplerConfig(temperature=p.temperature, top_k=p.top_k, top_p=p.top_p, min_p=p.min_p,
+                         repeat_penalty=p.repeat_penalty, presence_penalty=p.presence_penalty,
+                         frequency_penalty=p.frequency_penalty, penalty_last_n=p.repeat_last_n,
+                         seed=fold_seed(p.seed), logit_bias=p.logit_bias)
+
+
+# -- where the time goes --------------------------------------------------------------------------------
+def _resident(engine: Engine) -> bool:
+    return hasattr(engine.backend, "resident_step")
+
+
+def _step_groups(engine: Engine, n_bias: int) -> list[tuple[Node | None, list[Any]]]:
+    """One decode step as (node, its dispatches); the sampler is node None. On the host each node is one
+    op and the sampler is not in the list."""
+    if _resident(engine):
+        return engine.backend.resident_step(engine._decode, n_bias)
+    return [(node, [node]) for node in engine._decode.nodes]
+
+
+def _family(node: Node | None, plan: Plan) -> str:
+    """The kernel family a node's time is charged to: its op, matmuls per weight type, the LM head apart."""
+    if node is None:
+        return "sample"
+    if node.op != "matmul":
+        return node.op
+    qtype = get_type(node.inputs[1].ggml_type).name
+    return f"lm_head {qtype}" if node.outputs[0] is plan.outputs.get("logits") else f"matmul {qtype}"
+
+
+def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
+                    step: list[tuple[Node | None, list[Any]]]) -> dict[str, Any]:
+    """GPU time per family of one resident decode step at position ``len(ctx) - 1``, and the host's share."""
+    be, plan = engine.backend, engine._decode
+    dev = be.dev
+    for _ in be.decode_stream(plan, ctx, cfg, 0, 1):   # leaves this step's params, token and bias in place
+        pass
+    groups = [ds for _, ds in step]
+    flat = [d for ds in groups for d in ds]
+    if dev.has_timestamps:
+        source = "timestamp"
+        per = np.median([dev.time_passes(groups) for _ in range(_PROFILE_REPEATS)], axis=0).tolist()
+        one_pass = statistics.median(dev.time_passes([flat])[0] for _ in range(_PROFILE_REPEATS))
+    else:
+        source = "wall"
+        per = [dev.time(ds, repeat=10) for ds in groups]
+        one_pass = dev.time(flat, repeat=10)
+    k = be.resident_batch
+    enc = dev.device.create_command_encoder()
+    t = time.perf_counter()
+    for _ in range(k):
+        dev.encode(enc, flat)
+    encode_s = (time.perf_counter() - t) / k
+    buffer = enc.finish()
+    t = time.perf_counter()
+    dev.queue.submit([buffer])
+    submit_s = (time.perf_counter() - t) / k
+    dev.sync()
+    prof = _table(step, per, plan, source)
+    prof.update(gpu_pass_s=one_pass, host_encode_s=encode_s, submit_s=submit_s)
+    return prof
+
+
+def _profile_host(engine: Engine, ctx: list[int], cfg: SamplerConfig,
+                  step: list[tuple[Node | None, list[Any]]]) -> dict[str, Any]:
+    """Wall-clock time per op of one decode step at position ``len(ctx) - 1`` (trace hook), plus sampling."""
+    be, plan = engine.backend, engine._decode
+    index = {id(node): i for i, (node, _) in enumerate(step)}
+    times = np.zeros((_PROFILE_REPEATS, len(step) + 1))
+    for r in range(_PROFILE_REPEATS):
+        last = time.perf_counter()
+
+        def trace(node: Node, outs: tuple[np.ndarray, ...]) -> None:
+            nonlocal last
+            now = time.perf_counter()
+            times[r, index[id(node)]] = now - last
+            last = now
+        out = be.run(plan, {"tokens": np.asarray(ctx[-1:], np.int32)}, pos=len(ctx) - 1, n_tokens=1, trace=trace)
+        t = time.perf_counter()
+        sample(out["logits"], cfg, ctx, 0)
+        times[r, -1] = time.perf_counter() - t
+    per = np.median(times, axis=0).tolist()
+    prof = _table([*step, (None, [None])], per, plan, "wall")
+    prof.update(gpu_pass_s=None, host_encode_s=None, submit_s=None)
+    return prof
+
+
+def _table(step: Sequence[tuple[Node | None, list[Any]]], seconds: Sequence[float], plan: Plan,
+           source: str) -> dict[str, Any]:
+    """Per-group times summed by family: seconds and dispatches per step, percent of their sum."""
+    fams: dict[str, list[float]] = {}
+    for (node, ds), s in zip(step, seconds):
+        row = fams.setdefault(_family(node, plan), [0.0, 0])
+        row[0] += s
+        row[1] += len(ds)
+    total = sum(s for s, _ in fams.values())
+    rows = [{"family": f, "dispatches": int(n), "seconds": s, "percent": 100 * s / total if total else 0.0}
+            for f, (s, n) in sorted(fams.items(), key=lambda kv: -kv[1][0])]
+    return {"source": source, "step_s": total, "rows": rows}
+
+
+# -- description and rendering ----------------------------------------------------------------------------
+def _describe_model(engine: Engine, path: Path) -> dict[str, Any]:
+    meta = engine.model.metadata
+    ft = meta.get("general.file_type")
+    try:
+        file_type = LlamaFileType(ft).name.removeprefix("MOSTLY_") if ft is not None else None
+    except ValueError:
+        file_type = str(ft)
+    return {"model": str(path), "name": meta.get("general.name") or path.stem,
+            "architecture": engine.model.arch, "file_type": file_type,
+            "file_bytes": sum(p.stat().st_size for p in engine.model.shards)}
+
+
+def _device_name(engine: Engine) -> str:
+    if _resident(engine):
+        info = engine.backend.dev.info()
+        return f"{info['name']} ({info['backend']})"
+    return "CPU (numpy)"
+
+
+def _size(n: float) -> str:
+    """Bytes as in tables: "4.58 GiB", "374 MiB", "12.0 KiB"."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if n >= scale:
+            v = n / scale
+            return f"{v:.2f} {unit}" if v < 10 else f"{v:.1f} {unit}" if v < 100 else f"{v:,.0f} {unit}"
+    return f"{n:.0f} B"
+
+
+def _rate(x: float) -> str:
+    return f"{x:,.0f}" if x >= 100 else f"{x:.2f}"
+
+
+def _label(test: dict[str, Any], kind: str) -> str:
+    """llama-bench's test labels: pp512, tg128, tg128 @ d4096."""
+    depth = test.get("depth", 0)
+    return f"{kind}{test['n_tokens']}" + (f" @ d{depth}" if depth else "")
+
+
+def to_markdown(r: dict[str, Any]) -> str:
+    """A result of :func:`run_bench` as markdown: the results table, a summary, and profiles if taken."""
+    label = f"{r['name']} {r['file_type'] or ''}".strip()
+    roof = f"% of {r['roofline_gbs']:,.0f} GB/s"
+    lines = [f"| model | size | backend | test | t/s | min | max | GB/s | {roof} |",
+             "|---|---:|---|---|---:|---:|---:|---:|---:|"]
+    size = _size(r["file_bytes"])
+    if r["pp"] is not None:
+        p = r["pp"]
+        lines.append(f"| {label} | {size} | {r['backend']} | {_label(p, 'pp')} | {_rate(p['tokens_per_s'])} | "
+                     f"{_rate(p['min'])} | {_rate(p['max'])} | | |")
+    for t in r["tg"]:
+        lines.append(f"| {label} | {size} | {r['backend']} | {_label(t, 'tg')} | {_rate(t['tokens_per_s'])} | "
+                     f"{_rate(t['min'])} | {_rate(t['max'])} | {t['gbs']:,.1f} | {t['roofline_pct']:.1f} |")
+    mem = r["memory_bytes"]
+    lines += ["", f"- device: {r['device']}; n_ctx {r['n_ctx']}; median of {r['reps']} runs after a warm-up; "
+                  f"sampling {'greedy' if r['temperature'] == 0 else 'temperature %g' % r['temperature']}",
+              f"- load: {r['load_s']:.2f} s from model open to the first token ({r['engine_load_s']:.2f} s "
+              f"to plans loaded)",
+              f"- memory: {_size(mem)} in our buffers ({mem / r['file_bytes']:.2f}x the "
+              f"{_size(r['file_bytes'])} file); weights as stored {_size(r['weight_bytes'])}",
+              f"- {'dispatches' if r['backend'] == 'wgpu' else 'ops (the host sampler included)'} per decode "
+              f"step: {r['dispatches_per_step']}"]
+    for t in r["tg"]:
+        if t["profile"] is not None:
+            lines += ["", *_profile_markdown(t, _label(t, "tg"))]
+    return "\n".join(lines) + "\n"
+
+
+def _profile_markdown(t: dict[str, Any], name: str) -> list[str]:
+    p = t["profile"]
+    how = {"timestamp": "GPU timestamps, one pass per node", "wall": "wall clock per op or node"}[p["source"]]
+    lines = [f"Where the time goes, {name}: one decode step at position {p['position']} ({how})", "",
+             "| kernel family | dispatches/step | us/step | % of step |", "|---|---:|---:|---:|"]
+    lines += [f"| {row['family']} | {row['dispatches']} | {row['seconds'] * 1e6:,.1f} | {row['percent']:.1f} |"
+              for row in p["rows"]]
+    wall = 1e6 / t["tokens_per_s"]
+    extra = f"sum {p['step_s'] * 1e6:,.1f} us"
+    if p["gpu_pass_s"] is not None:
+        extra += (f"; whole step as one pass {p['gpu_pass_s'] * 1e6:,.1f} us GPU; host encode "
+                  f"{p['host_encode_s'] * 1e6:,.1f} us and submit {p['submit_s'] * 1e6:,.1f} us per step")
+    return [*lines, "", f"{extra}; tg wall time {wall:,.1f} us per token"]

@@ -1,0 +1,137 @@
+"""`oxigpu bench` on tiny synthetic models, numpy and wgpu (lavapipe in CI): every field present and sane,
+profiles that add up, the CLI's JSON and markdown. Speed itself is never asserted."""
+from __future__ import annotations
+
+import json
+import math
+
+import pytest
+from click.testing import CliRunner
+
+from oxigpu.cli.main import cli
+from oxigpu.errors import DeviceError, InvalidParameterError
+from oxigpu.runtime.bench import run_bench, to_markdown
+
+P, N, DEPTHS = 20, 6, (0, 9)
+
+
+@pytest.fixture(scope="module")
+def models(tmp_path_factory) -> dict[str, str]:
+    """tiny-qwen2 (tied LM head) and tiny-gemma3 (sliding-window layers, so K/V reads are capped)."""
+    from oxigpu.synth import synthesize
+    out = tmp_path_factory.mktemp("bench")
+    return {name: str(synthesize(name, out / f"{name}.gguf", seed=3).path) for name in ("tiny-qwen2", "tiny-gemma3")}
+
+
+@pytest.fixture(scope="module")
+def wgpu_ok() -> None:
+    from oxigpu.backends.wgpu.device import Device
+    try:
+        Device.get()
+    except DeviceError as e:
+        pytest.skip(str(e))
+
+
+def _positive(x: object) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool) and math.isfinite(x) and x > 0
+
+
+def _check(r: dict, backend: str, profiled: bool) -> None:
+    assert r["backend"] == backend and r["reps"] == 2
+    for key in ("file_bytes", "load_s", "engine_load_s", "memory_bytes", "weight_bytes", "dispatches_per_step",
+                "n_ctx", "roofline_gbs"):
+        assert _positive(r[key]), key
+    assert r["n_ctx"] >= max(P, DEPTHS[-1] + N + 1)
+    assert r["load_s"] >= r["engine_load_s"]
+    assert r["architecture"] in ("qwen2", "gemma3") and r["file_type"] == "Q4_K_M"
+    pp = r["pp"]
+    assert pp["n_tokens"] == P and len(pp["runs"]) == 2 and all(_positive(x) for x in pp["runs"])
+    assert pp["min"] <= pp["tokens_per_s"] <= pp["max"]
+    assert [t["depth"] for t in r["tg"]] == list(DEPTHS)
+    for t in r["tg"]:
+        assert t["n_tokens"] == N and all(_positive(x) for x in t["runs"])
+        assert t["min"] <= t["tokens_per_s"] <= t["max"]
+        assert t["bytes_per_token"] > r["weight_bytes"]           # K/V rows come on top of the weights
+        assert math.isclose(t["gbs"], t["bytes_per_token"] * t["tokens_per_s"] / 1e9)
+        assert math.isclose(t["roofline_pct"], 100 * t["gbs"] / r["roofline_gbs"])
+        p = t["profile"]
+        if not profiled:
+            assert p is None
+            continue
+        assert p["position"] == t["depth"] + N // 2
+        assert math.isclose(sum(row["percent"] for row in p["rows"]), 100, abs_tol=1e-6)
+        assert all(row["seconds"] >= 0 and row["dispatches"] >= 1 for row in p["rows"])
+        assert sum(row["dispatches"] for row in p["rows"]) == r["dispatches_per_step"]
+        assert math.isclose(sum(row["seconds"] for row in p["rows"]), p["step_s"]) and _positive(p["step_s"])
+        families = {row["family"] for row in p["rows"]}
+        assert {"sample", "attention", "rms_norm", "embed"} <= families
+        assert any(f.startswith("matmul ") for f in families) and any(f.startswith("lm_head ") for f in families)
+        if backend == "wgpu":
+            assert p["source"] in ("timestamp", "wall")
+            assert all(_positive(p[k]) for k in ("gpu_pass_s", "host_encode_s", "submit_s"))
+        else:
+            assert p["source"] == "wall" and p["gpu_pass_s"] is None
+    md = to_markdown(json.loads(json.dumps(r)))      # renders after a JSON round trip (bench_h100.sh does)
+    assert f"pp{P}" in md and f"tg{N} @ d{DEPTHS[1]}" in md and md.count("\n|") >= 3
+    assert ("Where the time goes" in md) == profiled
+
+
+@pytest.mark.parametrize("name", ["tiny-qwen2", "tiny-gemma3"])
+def test_numpy(models, name):
+    r = run_bench(models[name], n_prompt=P, n_gen=N, depths=DEPTHS, reps=2, backend="numpy", profile=True)
+    _check(r, "numpy", profiled=True)
+    # numpy holds float32 matrices: its weights take more than the file; dispatches are ops + the host sampler
+    assert r["weight_bytes"] > r["file_bytes"] / 2
+
+
+@pytest.mark.gpu
+def test_wgpu(models, wgpu_ok):
+    r = run_bench(models["tiny-qwen2"], n_prompt=P, n_gen=N, depths=DEPTHS, reps=2, backend="wgpu", profile=True)
+    _check(r, "wgpu", profiled=True)
+    # raw GGUF blocks on the device: the weights are about the file's tensor bytes
+    assert r["weight_bytes"] < r["file_bytes"] * 1.2 and r["memory_bytes"] >= r["weight_bytes"]
+
+
+@pytest.mark.gpu
+def test_wgpu_without_timestamps_times_by_wall_clock(models, wgpu_ok, monkeypatch):
+    from oxigpu.backends.wgpu.device import Device
+    monkeypatch.setattr(Device, "has_timestamps", property(lambda self: False))
+    r = run_bench(models["tiny-gemma3"], n_prompt=P, n_gen=N, depths=DEPTHS, reps=2, backend="wgpu", profile=True)
+    _check(r, "wgpu", profiled=True)
+    assert all(t["profile"]["source"] == "wall" for t in r["tg"])
+
+
+def test_kv_bytes_follow_depth(models):
+    """tiny-qwen2: 3 layers, 2 KV heads x 64, f32 cache: 3 * 2 * 128 * 4 bytes per cached row."""
+    r = run_bench(models["tiny-qwen2"], n_prompt=0, n_gen=N, depths=DEPTHS, reps=1, backend="numpy")
+    assert r["pp"] is None
+    for t in r["tg"]:
+        assert t["mean_n_kv"] == t["depth"] + (N + 1) / 2
+        assert math.isclose(t["bytes_per_token"] - r["weight_bytes"], t["mean_n_kv"] * 3 * 2 * 128 * 4)
+
+
+@pytest.mark.parametrize("kw, fragment", [
+    ({"n_prompt": 0, "n_gen": 0}, "not both 0"),
+    ({"depths": (-1,)}, "depths"),
+    ({"reps": 0}, "reps"),
+    ({"n_ctx": 16}, "n_ctx=16 is too small"),
+])
+def test_bad_arguments(models, kw, fragment):
+    args = {"n_prompt": P, "n_gen": N, "reps": 1, "backend": "numpy", **kw}
+    with pytest.raises(InvalidParameterError, match=fragment):
+        run_bench(models["tiny-qwen2"], **args)
+
+
+def test_cli_json_and_markdown(models):
+    base = ["bench", "-m", models["tiny-qwen2"], "-p", str(P), "-n", str(N), "-d", "0,9", "-r", "2",
+            "--backend", "numpy"]
+    res = CliRunner().invoke(cli, [*base, "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)
+    _check(r, "numpy", profiled=False)
+    res = CliRunner().invoke(cli, [*base, "--profile", "--roofline-gbs", "50"])
+    assert res.exit_code == 0, res.output
+    assert "| tg6 @ d9 |" in res.stdout and "% of 50 GB/s" in res.stdout and "| sample | 1 |" in res.stdout
+    assert "pp20: run 2/2" in res.stderr
+    bad = CliRunner().invoke(cli, [*base, "-d", "0,x"])
+    assert bad.exit_code == 1 and "--depth takes comma-separated integers" in bad.output
