@@ -120,8 +120,9 @@ for row in $ROWS; do
     error=""
     if ! timeout "$limit" "$PY" -m oxigpu synth "$shape" --type "$type" -o "$MODEL" >>"$LOG" 2>&1; then
         error="synth failed or timed out (see rows.log)"
+    elif limit=$((limit - ($(date +%s) - t0))); ((limit < 5)); then
+        error="no time left to bench after synth"
     else
-        limit=$((limit - ($(date +%s) - t0)))
         # shellcheck disable=SC2086  # BENCH_ARGS is a list of options
         timeout "$limit" "$PY" -m oxigpu bench -m "$MODEL" $BENCH_ARGS -d "$depth" --json -v >"$JSON" 2>>"$LOG"
         rc=$?
