@@ -213,7 +213,14 @@ class LLM:
                     "the prompt is empty; pass some text (or, for unconditional generation, the token list "
                     "[llm.tokenizer.bos_id])")
             return self.tokenize(prompt)
-        ids = list(prompt)
+        if isinstance(prompt, (bytes, bytearray, memoryview)):
+            raise InvalidParameterError("a prompt must be a string or a sequence of token ids, not bytes; "
+                                        "decode it to a string first")
+        try:
+            ids = list(prompt)
+        except TypeError:
+            raise InvalidParameterError(f"a prompt must be a string or a sequence of token ids (ints), got "
+                                        f"{type(prompt).__name__}") from None
         if any(isinstance(t, bool) or not isinstance(t, (int, np.integer)) for t in ids):
             raise InvalidParameterError("a prompt must be a string or a sequence of token ids (ints)")
         return [int(t) for t in ids]

@@ -90,10 +90,10 @@ class NumpyBackend:
         avail = _mem_available()
         if avail is not None and need > avail:
             raise OutOfMemoryError(
-                f"numpy backend needs {need / 2**30:.2f} GiB of host memory (weights {new_w / 2**30:.2f}, "
-                f"KV cache {new_s / 2**30:.2f}, activations {plan.arena_size / 2**30:.2f}, "
-                f"dequantize scratch {scratch / 2**30:.2f}) but only {avail / 2**30:.2f} GiB is available; "
-                f"use a smaller n_ctx or model")
+                f"numpy backend needs {fmt_bytes(need)} of host memory (weights {fmt_bytes(new_w)}, "
+                f"KV cache {fmt_bytes(new_s)}, activations {fmt_bytes(plan.arena_size)}, "
+                f"dequantize scratch {fmt_bytes(scratch)}) but only {fmt_bytes(avail)} is available; "
+                f"use a smaller n_ctx (now {self.n_ctx}) or a smaller model")
 
     def _bind(self, plan: Plan) -> _Loaded:
         arena = np.empty(plan.arena_size, np.uint8)
@@ -200,6 +200,14 @@ def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, i
         if out is not None:
             out[...] = result
     return step
+
+
+def fmt_bytes(n: int) -> str:
+    """A byte count for messages: "1.50 GiB", "12.3 MiB", "4.0 KiB", "512 B"."""
+    for unit, scale, digits in (("GiB", 2**30, 2), ("MiB", 2**20, 1), ("KiB", 2**10, 1)):
+        if n >= scale:
+            return f"{n / scale:.{digits}f} {unit}"
+    return f"{n} B"
 
 
 def _mem_available() -> int | None:

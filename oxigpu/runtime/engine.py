@@ -188,6 +188,8 @@ class Engine:
                 f"(this model supports up to {self.hparams.n_ctx_train})")
         self._check_ids(prompt)
         self._check_ids(list(params.logit_bias))
+        if sum(b == -np.inf for b in params.logit_bias.values()) >= self.vocab_size:
+            raise InvalidParameterError("logit_bias bans every token (-inf for all of them); nothing can be sampled")
         return Generation(self, prompt, params)
 
 

@@ -5,6 +5,7 @@ once, in one place, with one message, whichever door it came in through.
 """
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
@@ -12,6 +13,7 @@ from typing import Any, Literal
 from ..errors import InvalidParameterError
 
 FinishReason = Literal["stop", "length"]
+_F32_MAX = 3.4028234663852886e38
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,8 @@ class SamplingParams:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
                 raise InvalidParameterError(f"{name} must be a number, got {value!r}")
+            if value in (math.inf, -math.inf):
+                raise InvalidParameterError(f"{name} must be finite, got {value!r}")
         if self.temperature < 0:
             raise InvalidParameterError(f"temperature must be >= 0 (0 is greedy), got {self.temperature}")
         if not 0 < self.top_p <= 1:
@@ -78,6 +82,10 @@ class SamplingParams:
                 raise InvalidParameterError(f"logit_bias keys must be token ids >= 0, got {tok!r}")
             if not isinstance(bias, (int, float)) or bias != bias:
                 raise InvalidParameterError(f"logit_bias[{tok}] must be a number, got {bias!r}")
+            if bias != -math.inf and not abs(bias) <= _F32_MAX:
+                raise InvalidParameterError(
+                    f"logit_bias[{tok}] must be finite (float32) or -inf to ban the token, got {bias!r}; a bias "
+                    f"of 100 already forces a token")
 
     def with_overrides(self, **overrides: Any) -> SamplingParams:
         """A copy with every override that is not None applied (and validated)."""

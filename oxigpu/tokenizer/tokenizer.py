@@ -30,7 +30,7 @@ import numpy as np
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as HFTokenizer
 
-from ..errors import TokenizerError
+from ..errors import InvalidParameterError, TokenizerError
 from .chat import ChatTemplate, fallback_template
 from .vocab import Attr, Vocab, vocab_from_metadata
 
@@ -242,9 +242,19 @@ class Tokenizer:
     def encode(self, text: str, add_special: bool = True, parse_special: bool = True) -> list[int]:
         """Token ids for `text`. add_special: BOS/EOS as the file asks; parse_special: control-token
         strings in the text become their ids (user-defined tokens always do, as in llama.cpp)."""
-        with self._lock:
-            self._hf.encode_special_tokens = not parse_special
-            return self._hf.encode(text, add_special_tokens=add_special).ids
+        try:
+            with self._lock:
+                self._hf.encode_special_tokens = not parse_special
+                return self._hf.encode(text, add_special_tokens=add_special).ids
+        except TypeError:   # `tokenizers` takes only valid Unicode text
+            if not isinstance(text, str):
+                raise InvalidParameterError(f"text to tokenize must be a str, got {type(text).__name__}") from None
+            bad = next((i for i, c in enumerate(text) if 0xD800 <= ord(c) <= 0xDFFF), None)
+            if bad is None:
+                raise
+            raise InvalidParameterError(
+                f"the text holds a lone surrogate U+{ord(text[bad]):04X} at index {bad}, which is not valid "
+                f"Unicode (decode bytes with errors='replace' first)") from None
 
     # -- decoding ---------------------------------------------------------------------------------------
     def _check(self, token_id: int) -> int:

@@ -36,7 +36,7 @@ from ...graph.ir import Node, Value
 from ...graph.plan import ALIGN, Plan, _pack
 from ...quant import dequantize, get_type
 from ...runtime.sampling import SamplerConfig
-from ..numpy_backend import _mem_available
+from ..numpy_backend import _mem_available, fmt_bytes
 from .device import Binding, Device, Dispatch, Params, _pick_adapter
 from .kernel import KERNELS, OpKernel, load_kernels
 
@@ -158,14 +158,14 @@ class WgpuBackend:
         if too_big:
             name, nbytes = max(too_big, key=lambda t: t[1])
             raise OutOfMemoryError(
-                f"wgpu backend: {name!r} needs a buffer of {nbytes / 2**20:.1f} MiB but {adapter} allows "
-                f"{min(max_buffer, binding) / 2**20:.1f} MiB per storage binding; {hint}")
+                f"wgpu backend: {name!r} needs a buffer of {fmt_bytes(nbytes)} but {adapter} allows "
+                f"{fmt_bytes(min(max_buffer, binding))} per storage binding; {hint}")
         avail = _mem_available() if self.dev.is_software else None   # a CPU adapter allocates host memory
         if avail is not None and need > avail:
             raise OutOfMemoryError(
-                f"wgpu backend needs {need / 2**30:.2f} GiB on {adapter} (weights "
-                f"{sum(weights.values()) / 2**30:.2f}, KV cache {sum(states.values()) / 2**30:.2f}, activations "
-                f"{arena / 2**30:.2f}) but only {avail / 2**30:.2f} GiB is available; {hint}")
+                f"wgpu backend needs {fmt_bytes(need)} on {adapter} (weights "
+                f"{fmt_bytes(sum(weights.values()))}, KV cache {fmt_bytes(sum(states.values()))}, activations "
+                f"{fmt_bytes(arena)}) but only {fmt_bytes(avail)} is available; {hint}")
 
     def _weight_bytes(self, v: Value, raw: bool) -> int:
         return self.model.tensors[v.tensor].nbytes if raw else v.nbytes
@@ -191,10 +191,14 @@ class WgpuBackend:
         for node in plan.nodes:
             if node.op not in KERNELS:
                 raise DeviceError(f"no wgpu kernel for op {node.op!r} (node {node.name})")
-            k = KERNELS[node.op](self.dev, node.attrs, [v.shape for v in node.inputs],
-                                 [types[v] for v in node.inputs], [v.shape for v in node.outputs])
-            kernels.append(k)
-            node_dispatches.append(k.encode([bindings[v] for v in (*node.inputs, *node.outputs)]))
+            in_types = [types[v] for v in node.inputs]
+            try:
+                k = KERNELS[node.op](self.dev, node.attrs, [v.shape for v in node.inputs], in_types,
+                                     [v.shape for v in node.outputs])
+                kernels.append(k)
+                node_dispatches.append(k.encode([bindings[v] for v in (*node.inputs, *node.outputs)]))
+            except DeviceError as e:
+                raise DeviceError(f"{_describe(node, in_types)} (kernel {KERNELS[node.op].__name__}): {e}") from e
         return _Loaded(plan, arenas, bindings, inputs, kernels, node_dispatches,
                        [d for ds in node_dispatches for d in ds])
 
@@ -220,13 +224,27 @@ class WgpuBackend:
             self.dev.write(loaded.inputs[name], host)
         self.dev.write_params(Params(pos=pos, n_tokens=n_tokens))
         if trace is None:
-            self.dev.submit(loaded.dispatches)
+            self._submit_step(loaded)
         else:
             for node, ds in zip(plan.nodes, loaded.node_dispatches):
                 self.dev.submit(ds)
                 vals = node.outputs or node.inputs[2:]
                 trace(node, tuple(self._read_value(loaded, v) for v in vals))
         return {name: self._read_value(loaded, v) for name, v in plan.outputs.items()}
+
+    def _submit_step(self, loaded: _Loaded) -> None:
+        """Submit a step's one pass; when wgpu rejects it, resubmit node by node to name the node at fault."""
+        try:
+            self.dev.submit(loaded.dispatches)
+        except DeviceError as e:
+            if not self.dev.lost:
+                for node, kernel, ds in zip(loaded.plan.nodes, loaded.kernels, loaded.node_dispatches):
+                    try:
+                        self.dev.submit(ds)
+                    except DeviceError:
+                        raise DeviceError(f"{_describe(node, kernel.in_types)} (kernel "
+                                          f"{type(kernel).__name__}): {e}") from e
+            raise
 
     def _read_value(self, loaded: _Loaded, v: Value) -> np.ndarray:
         b = loaded.bindings[v]
@@ -336,15 +354,18 @@ class WgpuBackend:
         try:
             self.dev.queue.submit([command_buffer])
         except Exception as e:
-            raise DeviceError(f"submit failed: {e}") from e
+            raise self.dev.error("submitting a GPU-resident decode batch", e) from e
 
     def _read_tokens(self, slot: int, k: int) -> list[int]:
         buf = self._readback[slot]
-        buf.map_sync(_MAP_READ)
-        try:
+        try:   # map inside the try: a Ctrl-C landing right after the map must not leave the buffer mapped
+            buf.map_sync(_MAP_READ)
             return np.frombuffer(buf.read_mapped(0, k * 4), np.int32).tolist()
+        except Exception as e:
+            raise self.dev.error(f"reading {k} decoded token ids", e) from e
         finally:
-            buf.unmap()
+            if buf.map_state != "unmapped":
+                buf.unmap()
 
     def _resident_for(self, plan: Plan, n_bias: int) -> _Resident:
         """The resident variant of ``plan`` for up to ``n_bias`` logit-bias entries (built once)."""
@@ -380,6 +401,13 @@ class WgpuBackend:
         res = _Resident((variants[0], variants[1]), tok, bias_ids, bias_vals, nb)
         self._resident[key] = res
         return res
+
+
+def _describe(node: Node, in_types: Sequence[str]) -> str:
+    """A node for error messages: name, op, input shapes and types, output shapes."""
+    ins = ", ".join(f"{list(v.shape)} {t}" for v, t in zip(node.inputs, in_types))
+    outs = ", ".join(str(list(v.shape)) for v in node.outputs)
+    return f"node {node.name!r} (op {node.op}, inputs {ins} -> outputs {outs or 'none'})"
 
 
 def _banks(plan: Plan) -> list[dict[Value, tuple[int, int]]]:

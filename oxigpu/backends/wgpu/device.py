@@ -26,6 +26,7 @@ import re
 import struct
 import threading
 import time
+import weakref
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -43,6 +44,11 @@ STORAGE = 0x0080 | 0x0004 | 0x0008    # wgpu.BufferUsage.STORAGE | COPY_SRC | CO
 UNIFORM = 0x0040 | 0x0008             # UNIFORM | COPY_DST
 PARAMS_BINDING = 0
 _MAX_QUERIES = 4096   # wgpu's limit on queries in one query set
+
+
+def one_line(e: BaseException) -> str:
+    """wgpu's multi-line validation report ("Validation Error\\n\\nCaused by: ...") as one line."""
+    return " ".join(str(e).split()) or type(e).__name__
 
 @dataclass
 class Params:
@@ -70,7 +76,8 @@ class Params:
 
     def pack(self) -> bytes:
         return struct.pack("<8I8f", self.pos, self.n_tokens, self.seed & 0xFFFFFFFF,
-                           self.counter & 0xFFFFFFFF, self.top_k, self.penalty_last_n, self.flags, 0,
+                           self.counter & 0xFFFFFFFF, min(self.top_k, 0xFFFFFFFF),   # any value past the
+                           min(self.penalty_last_n, 0xFFFFFFFF), self.flags, 0,   # kernel's caps acts alike
                            self.temperature, self.top_p, self.min_p, self.repeat_penalty,
                            self.presence_penalty, self.frequency_penalty, 0.0, 0.0)
 
@@ -103,9 +110,10 @@ class Device:
 
     @classmethod
     def get(cls, prefer: str = "high-performance") -> "Device":
-        """The process-wide device for this power preference (created on first use)."""
+        """The process-wide device for this power preference (created on first use, and again after the
+        cached one was lost: backends already holding the lost one keep failing; new ones work)."""
         with cls._lock:
-            if prefer not in cls._cache:
+            if prefer not in cls._cache or cls._cache[prefer].lost:
                 cls._cache[prefer] = cls(prefer)
             return cls._cache[prefer]
 
@@ -130,6 +138,9 @@ class Device:
         """Largest storage binding in bytes; kernels split bigger tensors. Tests lower it."""
         self.storage_align = int(self.limits["min-storage-buffer-offset-alignment"])
         self._pipelines: dict[tuple, Any] = {}
+        self._buffers: weakref.WeakSet[Any] = weakref.WeakSet()   # every buffer created and not yet freed
+        self.lost = False
+        """Set once an error says the device is lost (driver reset, GPU removed, ``device.destroy()``)."""
         self._sync_buf = self.create_buffer(16)
         self.params_buffer = self.create_buffer(Params.NBYTES, UNIFORM, label="params")
         self.write_params(Params())
@@ -160,14 +171,34 @@ class Device:
                 "features": sorted(self.features), "limits": dict(self.limits),
                 "max_storage_binding": self.max_storage_binding}
 
+    # -- errors ----------------------------------------------------------------------------------
+    def error(self, what: str, e: BaseException) -> DeviceError:
+        """A one-line DeviceError for a failed wgpu call; notes device loss (see :attr:`lost`)."""
+        text = one_line(e)
+        if "lost" in text.lower():
+            self.lost = True
+        if self.lost:
+            return DeviceError(f"the GPU device was lost ({self.adapter.info['device']}); {what} failed: {text}; "
+                               f"load the model again (a new LLM) or use backend='numpy'")
+        return DeviceError(f"{what} failed: {text}")
+
     # -- buffers ---------------------------------------------------------------------------------
+    def live_buffers(self) -> int:
+        """How many buffers created through this device are still alive (a leak check for tests)."""
+        return len(self._buffers)
+
     def create_buffer(self, nbytes: int, usage: int = STORAGE, label: str = "") -> Any:
         """A zero-filled buffer; sizes round up to 16 bytes (uniform and vec4 bindings need it)."""
         size = max(16, (int(nbytes) + 15) // 16 * 16)
         if size > self.limits["max-buffer-size"]:
             raise DeviceError(f"buffer {label!r} of {nbytes} bytes exceeds the device's max-buffer-size "
                               f"{self.limits['max-buffer-size']}")
-        return self.device.create_buffer(size=size, usage=usage, label=label)
+        try:
+            buf = self.device.create_buffer(size=size, usage=usage, label=label)
+        except Exception as e:
+            raise self.error(f"creating buffer {label!r} of {size} bytes", e) from e
+        self._buffers.add(buf)
+        return buf
 
     def upload(self, array: np.ndarray | bytes, usage: int = STORAGE, label: str = "") -> Any:
         """A new buffer holding ``array``'s bytes (padded with zeros to 16 bytes)."""
@@ -186,7 +217,10 @@ class Device:
         if raw.size % 4:
             raw = np.concatenate([raw, np.zeros(4 - raw.size % 4, np.uint8)])
         if raw.size:
-            self.queue.write_buffer(buffer, offset, raw)
+            try:
+                self.queue.write_buffer(buffer, offset, raw)
+            except Exception as e:
+                raise self.error(f"writing {raw.size} bytes to buffer {buffer.label!r}", e) from e
 
     def read(self, buffer: Any, dtype: Any = np.float32, shape: Sequence[int] | int | None = None,
              offset: int = 0) -> np.ndarray:
@@ -195,13 +229,19 @@ class Device:
         count = int(np.prod(shape)) if shape is not None else (buffer.size - offset) // dtype.itemsize
         nbytes = count * dtype.itemsize
         size = (nbytes + 3) // 4 * 4
-        raw = np.frombuffer(self.queue.read_buffer(buffer, offset, size), np.uint8)[:nbytes]
+        try:
+            raw = np.frombuffer(self.queue.read_buffer(buffer, offset, size), np.uint8)[:nbytes]
+        except Exception as e:
+            raise self.error(f"reading {size} bytes of buffer {buffer.label!r}", e) from e
         out = raw.view(dtype).copy()
         return out.reshape(shape) if shape is not None else out
 
     def sync(self) -> None:
         """Block until submitted work is done (reads back 16 bytes: on_submitted_work_done is broken)."""
-        self.queue.read_buffer(self._sync_buf, 0, 16)
+        try:
+            self.queue.read_buffer(self._sync_buf, 0, 16)
+        except Exception as e:
+            raise self.error("waiting for the GPU", e) from e
 
     def uniform(self, words: Sequence[int | float]) -> Any:
         """A small constant uniform buffer of u32/f32 words (ints pack as u32, floats as f32).
@@ -213,7 +253,10 @@ class Device:
         return self.upload(packed, UNIFORM, label="dims")
 
     def write_params(self, params: Params) -> None:
-        self.queue.write_buffer(self.params_buffer, 0, params.pack())
+        try:
+            self.queue.write_buffer(self.params_buffer, 0, params.pack())
+        except Exception as e:
+            raise self.error("writing the step parameters", e) from e
 
     # -- shaders and pipelines ------------------------------------------------------------------
     def shader_source(self, file: str, defines: Mapping[str, Any] | None = None) -> str:
@@ -261,8 +304,8 @@ class Device:
                 pipe = self.device.create_compute_pipeline(
                     layout="auto", compute={"module": module, "entry_point": entry}, label=f"{file}:{entry}")
             except Exception as e:
-                raise DeviceError(f"shader {file!r} entry {entry!r} defines {dict(defines or {})} failed to "
-                                  f"compile: {e}") from e
+                raise self.error(f"compiling shader {file!r} entry {entry!r} defines {dict(defines or {})}",
+                                 e) from e
             self._pipelines[key] = pipe
         return pipe
 
@@ -275,7 +318,8 @@ class Device:
         try:
             return self.device.create_bind_group(layout=pipeline.get_bind_group_layout(group), entries=entries)
         except Exception as e:
-            raise DeviceError(f"bind group for {pipeline.label!r} failed: {e}") from e
+            sizes = {i: (b[2] if isinstance(b, tuple) else b.size) for i, b in bindings.items()}
+            raise self.error(f"bind group for {pipeline.label!r} (binding sizes {sizes})", e) from e
 
     # -- execution -------------------------------------------------------------------------------
     def encode(self, encoder: Any, dispatches: Sequence[Dispatch],
@@ -294,12 +338,12 @@ class Device:
 
     def submit(self, dispatches: Sequence[Dispatch]) -> None:
         """Encode ``dispatches`` in ONE compute pass and submit it (does not wait)."""
-        enc = self.device.create_command_encoder()
-        self.encode(enc, dispatches)
         try:
+            enc = self.device.create_command_encoder()
+            self.encode(enc, dispatches)
             self.queue.submit([enc.finish()])
         except Exception as e:
-            raise DeviceError(f"submit failed: {e}") from e
+            raise self.error(f"submitting {len(dispatches)} dispatches", e) from e
 
     def time(self, dispatches: Sequence[Dispatch], repeat: int = 20) -> float:
         """Seconds per run of ``dispatches``: wall time of ``repeat`` copies in one pass, after a warm-up."""
