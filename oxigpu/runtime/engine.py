@@ -82,7 +82,7 @@ class Engine:
     """A loaded model: tokenizer, backend, compiled plans and the bookkeeping of its KV cache."""
 
     def __init__(self, model_path: str | Path, backend: str = "auto", n_ctx: int | None = None,
-                 prefill_chunk: int = PREFILL_CHUNK, progress: Progress | None = None):
+                 prefill_chunk: int | None = None, progress: Progress | None = None):
         t0 = time.perf_counter()
         report = progress or (lambda stage, done, total: None)
         stages = 5
@@ -94,12 +94,14 @@ class Engine:
         report("building tokenizer", 1, stages)
         self.tokenizer = Tokenizer.from_metadata(self.model.metadata)
         self.n_ctx = resolve_n_ctx(n_ctx, self.hparams.n_ctx_train)
-        self.prefill_chunk = max(1, min(prefill_chunk, self.n_ctx))
+        self.backend = _make_backend(self.backend_name, self.model, self.n_ctx)
+        # None: the backend's own default (the chunk that suits its hardware), else PREFILL_CHUNK
+        chunk = prefill_chunk or getattr(self.backend, "prefill_chunk", PREFILL_CHUNK)
+        self.prefill_chunk = max(1, min(chunk, self.n_ctx))
         report("compiling plans", 2, stages)
         self._prefill = self._plan(self.prefill_chunk, "last")
         self._decode = self._plan(1, "last")
         self._all_logits: Plan | None = None      # compiled on the first teacher-forced evaluation
-        self.backend = _make_backend(self.backend_name, self.model, self.n_ctx)
         report("loading weights", 3, stages)
         self.backend.load(self._prefill)
         report("loading weights", 4, stages)

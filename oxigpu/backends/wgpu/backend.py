@@ -97,6 +97,12 @@ class WgpuBackend:
     resident_batch = 8
     """Decode steps per GPU-resident batch (the first batches are shorter, so streaming starts at once)."""
 
+    @property
+    def prefill_chunk(self) -> int:
+        """Default prompt tokens per prefill step: 512 on a GPU (one pass per 512 tokens: fewer dispatches,
+        fuller GEMM grids); 64 on a CPU adapter, where each chunk's GEMMs are slow and tests run."""
+        return 64 if self.dev.is_software else 512
+
     def __init__(self, model, n_ctx: int, device: Device | None = None):
         self.model, self.n_ctx = model, int(n_ctx)
         self.dev = device or Device.get()
