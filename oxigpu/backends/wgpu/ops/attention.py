@@ -1,8 +1,9 @@
 """attention: fused causal attention over the KV cache (see shaders/attention.wgsl for the layout).
 
 Decode (T == 1) splits the key range over NSPLIT workgroups per KV head (flash-decoding) and merges the
-partials in a second dispatch; prefill (T > 1) gives each workgroup a block of query rows and walks all
-its keys (no merge). The optional ``n_split`` attr overrides the split count (tests, tuning)."""
+partials in a second dispatch; prefill (T > 1) runs the ``prefill`` entry, a flash attention with K/V
+tiles in workgroup memory, each workgroup a block of query rows walking all its keys (no merge). The
+optional ``n_split`` attr overrides the split count and runs ``main`` for any T (tests, tuning)."""
 from __future__ import annotations
 
 import math
@@ -16,6 +17,18 @@ from ._common import f32_lit, rng, workgroups_for
 
 TK = 64             # keys per tile = threads per workgroup
 SHARED_FLOATS = 4096  # workgroup-memory budget (16 KiB, WebGPU's guaranteed minimum)
+PREFILL_TILES = ((32, 64), (16, 64), (16, 32), (8, 32), (8, 16))
+"""(query rows, keys) per prefill tile, largest first: the first that fits the workgroup memory is used."""
+
+
+def prefill_tile(d: int, dv: int, limit_bytes: int) -> tuple[int, int, int]:
+    """(BQ, BK, KS) of the prefill kernel for head dims d/dv within ``limit_bytes`` of workgroup memory."""
+    ks = max(d, dv) // 4 | 1          # odd vec4 stride: consecutive keys in distinct banks
+    for bq, bk in PREFILL_TILES:
+        floats = 4 * (bq * d // 4 + bk * ks) + bq * bk + 2 * 128 + 2 * bq
+        if 4 * floats <= limit_bytes:
+            return bq, bk, ks
+    raise ValueError(f"attention: head dims {d}/{dv} leave no prefill tile in {limit_bytes} B of workgroup memory")
 
 
 @register
@@ -45,7 +58,15 @@ class Attention(OpKernel):
                    "NSPLIT": split, "DIRECT": split == 1, "SCALE": f32_lit(a["scale"]),
                    "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0)),
                    "NACC": -(-R * DV // 4 // TK)}
-        self.pipe = self.dev.pipeline("attention.wgsl", "main", defines)
+        self.prefill = T > 1 and not a.get("n_split")
+        if self.prefill:
+            bq, bk, ks = prefill_tile(D, DV, int(self.dev.limits["max-compute-workgroup-storage-size"]))
+            prb = -(-T * G // bq)
+            self.n_groups = Hkv * prb
+            defines |= {"BQ": bq, "BK": bk, "KS": ks, "PRB": prb, "PACC": -(-bq * DV // 4 // 128)}
+        else:
+            defines |= {"BQ": 8, "BK": 16, "KS": 1, "PRB": 1, "PACC": 1}   # unused by ``main``
+        self.pipe = self.dev.pipeline("attention.wgsl", "prefill" if self.prefill else "main", defines)
         if split > 1:
             self.combine = self.dev.pipeline("attention.wgsl", "combine", defines)
             self.partials = self.dev.create_buffer(split * T * H * (DV + 4) * 4, label="attention.partials")
@@ -115,6 +136,10 @@ def _cases() -> Iterable[Case]:
                          16, window=5, softcap=50.0, seed=7)
     yield attention_case("prefill split=3 T=5 n_tokens=4 pos=70", 5, 4, 70, 4, 2, 64, 80, n_split=3,
                          seed=8)
+    yield attention_case("prefill D=64 GQA7 T=70 n_tokens=67 pos=40 (several key tiles and row blocks)", 70, 67,
+                         40, 14, 2, 64, 110, seed=9)
+    yield attention_case("prefill D=128 GQA4 T=40 pos=100 window=90 softcap", 40, 40, 100, 8, 2, 128, 140,
+                         window=90, softcap=30.0, seed=10)
 
 
 @check("attention.bench", bench=True)
