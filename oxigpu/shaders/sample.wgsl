@@ -166,8 +166,9 @@ fn finish(@builtin(local_invocation_index) i: u32) {
   let lmax = bitcast<f32>(cand_in[0].x);
   let li = bitcast<f32>(cand_in[i].x);
   var tok = cand_in[0].y;
-  // the finite check matches numpy's isfinite (inf/NaN fail x - x == 0); uniform across the group
-  if (P.temperature > 0.0 && lmax - lmax == 0.0) {
+  // numpy's isfinite on the exponent bits (uniform across the group): `x - x == 0` is folded to true by
+  // drivers that assume finite floats, so an infinite top logit would be drawn from instead of taken
+  if (P.temperature > 0.0 && (bitcast<u32>(lmax) & 0x7F800000u) != 0x7F800000u) {
     var n = k;
     if (P.top_p < 1.0) {
       sv[i] = select(0.0, exp(li - lmax), i < k);

@@ -102,6 +102,10 @@ def _cases() -> Iterable[Case]:
     penalties): a full-vocabulary draw that must equal the numpy draw bit for bit (tolerance 0). Ids come
     back as f32 views, so the ring is kept full (pos >= CAP): an empty slot (-1) would read as NaN."""
     yield from _sample_cases([(1000, 1, 1, 20), (151936, 4, 3, 19), (262144, 1, 1, 40)])
+    # logit biases at the f32 limits (ties at the top, an overflow to -inf in l - l_max) and +inf, which
+    # the API rejects but the kernel must still take greedily, as numpy does
+    big = [{7: 3e38, 9: 3e38}, {7: 3.4028e38, 900: -3.4028e38}, {5: 1e38, 6: 1e38, 8: 1e38}, {7: np.inf}]
+    yield from _sample_cases([(1000, 1, 1, 20)] * len(big), big)
 
 
 @check("sample.bench", bench=True)
@@ -110,13 +114,14 @@ def _bench() -> Iterable[Case]:
     yield from _sample_cases([(262144, 1, 1, 100), (151936, 1, 1, 100)])
 
 
-def _sample_cases(shapes: list[tuple[int, int, int, int]]) -> Iterable[Case]:
-    """(vocab, T, n_tokens, pos) cases under the default step params."""
-    cfg = sampling.SamplerConfig(temperature=1.0)
-    for vocab, T, n_tok, pos in shapes:
+def _sample_cases(shapes: list[tuple[int, int, int, int]], biases: list[dict[int, float]] | None = None
+                  ) -> Iterable[Case]:
+    """(vocab, T, n_tokens, pos) cases under the default step params, with the logit biases given."""
+    for (vocab, T, n_tok, pos), bias in zip(shapes, biases or [{}] * len(shapes)):
+        cfg = sampling.SamplerConfig(temperature=1.0, logit_bias=bias)
         history = list(rng(vocab).integers(0, vocab, pos + T))
-        ins = sample_inputs(vocab, T, 16, {}, history, pos, seed=vocab)
-        yield Case("sample", f"sample vocab={vocab} T={T} n_tokens={n_tok}", ins,
-                   ["f32", "i32", "i32", "i32", "f32"],
-                   lambda ins=ins, h=history, pos=pos, n=n_tok: expected(ins, cfg, h, pos, n, 0), 0.0,
+        ins = sample_inputs(vocab, T, 16, bias, history, pos, seed=vocab)
+        yield Case("sample", f"sample vocab={vocab} T={T} n_tokens={n_tok}" + (f" bias={bias}" if bias else ""),
+                   ins, ["f32", "i32", "i32", "i32", "f32"],
+                   lambda ins=ins, h=history, pos=pos, n=n_tok, cfg=cfg: expected(ins, cfg, h, pos, n, 0), 0.0,
                    pos=pos, n_tokens=n_tok, nbytes=4 * vocab)
