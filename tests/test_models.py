@@ -39,21 +39,21 @@ def test_inputs_and_outputs(models, shape, logits, rows):
 
 
 def test_family_details(models):
-    llama = build_graph(models["tiny-llama"], None, 2, 32)
+    llama = build_graph(models["tiny-llama"], None, 2, 32, fuse=False)
     assert all(not n.attrs["neox"] for n in llama.nodes if n.op == "rope")
     assert all(len(n.inputs) == 2 for n in ops_named(llama, "attn_q"))  # no biases
 
-    qwen2 = build_graph(models["tiny-qwen2"], None, 2, 32)
+    qwen2 = build_graph(models["tiny-qwen2"], None, 2, 32, fuse=False)
     assert all(len(n.inputs) == 3 for name in ("attn_q", "attn_k", "attn_v") for n in ops_named(qwen2, name))
     assert all(n.attrs["neox"] for n in qwen2.nodes if n.op == "rope")
 
-    qwen3 = build_graph(models["tiny-qwen3"], None, 2, 32)
+    qwen3 = build_graph(models["tiny-qwen3"], None, 2, 32, fuse=False)
     qn = ops_named(qwen3, "attn_q_norm")
     assert qn and all(n.attrs["group"] == 64 for n in qn)  # per-head norm
     assert not ops_named(qwen3, "post_attention_norm")
 
     m = models["tiny-gemma3"]
-    gemma = build_graph(m, None, 2, 32)
+    gemma = build_graph(m, None, 2, 32, fuse=False)
     assert gemma.nodes[0].attrs["scale"] == pytest.approx(math.sqrt(320))
     att = [n for n in gemma.nodes if n.op == "attention"]
     assert [n.attrs["window"] for n in att] == [16] * 5 + [0]

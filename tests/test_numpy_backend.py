@@ -84,8 +84,8 @@ def test_prefill_then_decode_matches_one_shot(synth_files, shape):
 def test_rope_frequency_factors_are_used(synth_files):
     model = GGUFFile(synth_files["tiny-llama3"])
     plan = compile(build_graph(model, None, 1, N_CTX))
-    ropes = [n for n in plan.nodes if n.op == "rope"]
-    assert ropes and all(n.inputs[1].tensor == "rope_freqs.weight" for n in ropes)
+    ropes = [n for n in plan.nodes if n.op == "rope_kv_store"]   # rope q + rope k + kv_store, fused
+    assert ropes and all(n.inputs[5].tensor == "rope_freqs.weight" for n in ropes)
     ff = NumpyBackend(model, N_CTX)
     ff.load(plan)
     assert ff._weights["rope_freqs.weight"].max() > 1.0  # some frequencies are actually divided

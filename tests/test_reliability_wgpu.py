@@ -79,7 +79,7 @@ def test_validation_error_at_submit_names_the_node(path, dev):
     want = llm.generate("Hello there", seed=1, **SAMPLED).token_ids
     backend = llm._engine.backend
     loaded = backend._plans[id(llm._engine._prefill)]
-    i = next(i for i, n in enumerate(loaded.plan.nodes) if n.op == "rope")
+    i = next(i for i, n in enumerate(loaded.plan.nodes) if n.op == "rope_kv_store")
     good = loaded.node_dispatches[i][0]
     loaded.node_dispatches[i][0] = Dispatch(good.pipeline, good.bind_group, (70000, 1, 1))   # > 65535
     loaded.dispatches[:] = [d for ds in loaded.node_dispatches for d in ds]
@@ -87,8 +87,8 @@ def test_validation_error_at_submit_names_the_node(path, dev):
         llm.generate("A different prompt", seed=1, **SAMPLED)
     msg = str(info.value)
     node = loaded.plan.nodes[i]
-    assert "\n" not in msg and f"node {node.name!r} (op rope, inputs [64, " in msg
-    assert "(kernel Rope)" in msg and "70000" in msg and "65535" in msg
+    assert "\n" not in msg and f"node {node.name!r} (op rope_kv_store, inputs [64, " in msg
+    assert "(kernel RopeKvStore)" in msg and "70000" in msg and "65535" in msg
     loaded.node_dispatches[i][0] = good
     loaded.dispatches[:] = [d for ds in loaded.node_dispatches for d in ds]
     assert llm.generate("Hello there", seed=1, **SAMPLED).token_ids == want      # still usable

@@ -153,7 +153,7 @@ def test_interleaved_generations(dev, synth_files):
 
 def test_trace_reset_and_memory(dev, synth_files):
     model = GGUFFile(synth_files["tiny-qwen3"])
-    plan = compile(build_graph(model, None, 4, N_CTX, "last"))
+    plan = compile(build_graph(model, None, 4, N_CTX, "last", fuse=False))   # a plain kv_store to trace
     wb = WgpuBackend(model, N_CTX, dev)
     seen = []
     out = wb.run(plan, {"tokens": np.array([3, 4, 5])}, 0, 3, trace=lambda node, outs: seen.append((node, outs)))

@@ -188,7 +188,8 @@ def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, i
     wants_pos, wants_n = "pos" in params, "n_tokens" in params
     ins = tuple(buffers[v] for v in node.inputs)
     attrs = dict(node.attrs)
-    out = buffers[node.outputs[0]] if node.outputs else None
+    outs = tuple(buffers[v] for v in node.outputs)
+    out = outs[0] if len(outs) == 1 else (outs or None)   # multi-output ops return (and take) a tuple
     if "out" in params:  # the op writes into the arena itself
         attrs["out"], out = out, None
 
@@ -199,7 +200,10 @@ def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, i
         if wants_n:
             kw["n_tokens"] = n_tokens
         result = fn(*ins, **kw)
-        if out is not None:
+        if isinstance(out, tuple):
+            for o, r in zip(out, result):
+                o[...] = r
+        elif out is not None:
             out[...] = result
     return step
 

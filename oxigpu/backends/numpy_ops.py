@@ -60,6 +60,23 @@ def matmul(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *,
     return out
 
 
+def matmul_add(x: np.ndarray, w: np.ndarray, res: np.ndarray, bias: np.ndarray | None = None, *,
+               out: np.ndarray | None = None) -> np.ndarray:
+    """``add(res, matmul(x, w, bias))`` in one op (the residual add as the matmul's epilogue)."""
+    out = matmul(x, w, bias, out=out)
+    out += res
+    return out
+
+
+def matmul_multi(x: np.ndarray, *ws_and_biases: np.ndarray, n_w: int,
+                 out: tuple[np.ndarray, ...] | None = None) -> tuple[np.ndarray, ...]:
+    """``matmul(x, w_i, bias_i)`` for each of the ``n_w`` weights sharing the input x (q/k/v, gate/up);
+    biases, when present, follow the weights."""
+    ws, bs = ws_and_biases[:n_w], ws_and_biases[n_w:] or (None,) * n_w
+    outs = out if out is not None else (None,) * n_w
+    return tuple(matmul(x, w, b, out=o) for w, b, o in zip(ws, bs, outs))
+
+
 def rope_angles(pos: int, T: int, n_rot: int, base: float, freq_scale: float = 1.0,
                 freq_factors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """cos, sin ``[T, n_rot/2]`` of ``theta_i = p * freq_scale * base^(-2i/n_rot) / ff_i`` for positions
@@ -102,6 +119,16 @@ def kv_store(k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndar
     """Write the chunk's valid rows into the caches at rows ``pos .. pos+n_tokens-1`` (in place)."""
     cache_k[pos:pos + n_tokens] = k[:n_tokens]
     cache_v[pos:pos + n_tokens] = v[:n_tokens]
+
+
+def rope_kv_store(q: np.ndarray, k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray,
+                  freq_factors: np.ndarray | None = None, *, n_head: int, n_head_kv: int, head_dim: int,
+                  n_rot: int, base: float, neox: bool, freq_scale: float = 1.0, pos: int,
+                  n_tokens: int) -> np.ndarray:
+    """``kv_store(rope(k), v, ...)`` then ``rope(q)`` (returned): both ropes share every attr but n_head."""
+    ra = dict(head_dim=head_dim, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale, pos=pos)
+    kv_store(rope(k, freq_factors, n_head=n_head_kv, **ra), v, cache_k, cache_v, pos=pos, n_tokens=n_tokens)
+    return rope(q, freq_factors, n_head=n_head, **ra)
 
 
 def attention(q: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, *, n_head: int, n_head_kv: int,
@@ -158,6 +185,11 @@ def glu(gate: np.ndarray, up: np.ndarray, *, act: str) -> np.ndarray:
     else:
         raise ValueError(f"glu: unknown activation {act!r}")
     return a * up
+
+
+def matmul_glu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, *, act: str) -> np.ndarray:
+    """``glu(matmul(x, w_gate), matmul(x, w_up), act)`` in one op (the activation as the GEMV's epilogue)."""
+    return glu(matmul(x, w_gate), matmul(x, w_up), act=act)
 
 
 def last_row(x: np.ndarray, *, n_tokens: int) -> np.ndarray:

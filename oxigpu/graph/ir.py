@@ -36,6 +36,22 @@ glu            gate[R, n], up[R, n] -> [R, n]                 act: "silu" | "gel
 last_row       x[T, n] -> [1, n]                              (none) row n_tokens - 1
 =============  =============================================  ===========================================
 
+Fused ops, made only by ``oxigpu.graph.fuse`` (each is exactly the composition of the ops it replaces):
+
+=============  =============================================  ===========================================
+op             inputs -> outputs                              attrs
+=============  =============================================  ===========================================
+matmul_add     x[R, k], W[n, k], res[R, n] (, bias[n])        (none) add(res, matmul(x, W, bias))
+               -> [R, n]
+matmul_multi   x[R, k], W_0[n_0, k] .. W_{m-1}                n_w = m; y_i = matmul(x, W_i, bias_i)
+               (, bias_0[n_0] .. bias_{m-1}) -> m outputs
+               y_i[R, n_i]
+matmul_glu     x[1, k], W_gate[n, k], W_up[n, k] -> [1, n]      act; glu(matmul(x, W_gate), matmul(x, W_up))
+                                                              (decode graphs only: T == 1)
+rope_kv_store  q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv], K, V      n_head, n_head_kv and rope's other attrs;
+               (state) (, freq_factors) -> [T, H*D]           kv_store(rope(k), v, K, V); returns rope(q)
+=============  =============================================  ===========================================
+
 Changes since the first version (additive): ``rope`` takes an optional second input, llama 3.1+'s
 ``rope_freqs.weight`` frequency divisors.
 """

@@ -65,7 +65,8 @@ def _check_dataflow(graph: Graph, nodes: list[Node]) -> None:
     (Attention must see this step's keys, so its cache's ``kv_store`` has to come first.)
     """
     written: set[Value] = set()
-    state_writes = {v: i for i, n in enumerate(nodes) if n.op == "kv_store" for v in n.inputs[2:]}
+    state_writes = {v: i for i, n in enumerate(nodes) for v in n.inputs if v.kind == "state"
+                    and n.op in ("kv_store", "rope_kv_store")}
     for i, node in enumerate(nodes):
         for v in node.inputs:
             if v.kind in ("temp", "output") and v not in written:

@@ -204,12 +204,14 @@ def _step_groups(engine: Engine, n_bias: int) -> list[tuple[Node | None, list[An
 
 
 def _family(node: Node | None, plan: Plan) -> str:
-    """The kernel family a node's time is charged to: its op, matmuls per weight type, the LM head apart."""
+    """The kernel family a node's time is charged to: its op, matmuls (fused ones too) per weight type(s),
+    the LM head apart."""
     if node is None:
         return "sample"
-    if node.op != "matmul":
+    if node.op not in ("matmul", "matmul_add", "matmul_multi", "matmul_glu"):
         return node.op
-    qtype = get_type(node.inputs[1].ggml_type).name
+    n_w = node.attrs.get("n_w", 2 if node.op == "matmul_glu" else 1)
+    qtype = "+".join(dict.fromkeys(get_type(w.ggml_type).name for w in node.inputs[1:1 + n_w]))
     return f"lm_head {qtype}" if node.outputs[0] is plan.outputs.get("logits") else f"matmul {qtype}"
 
 

@@ -12,13 +12,6 @@ fn linear_id(wid: vec3<u32>, nwg: vec3<u32>, lid: u32) -> u32 {
   return (wid.y * nwg.x + wid.x) * 256u + lid;
 }
 
-fn silu(x: f32) -> f32 { return x / (1.0 + exp(-x)); }
-
-// tanh form of GELU (gemma).
-fn gelu_tanh(x: f32) -> f32 {
-  return 0.5 * x * (1.0 + safe_tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-}
-
 @compute @workgroup_size(256)
 fn add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
        @builtin(local_invocation_index) lid: u32) {

@@ -56,7 +56,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     for (var j = 0u; j < TN; j++) {
       let n = n0 + tx + 16u * j;
       if (m < D.m && n < D.rows) {
-        Y[m * D.n + D.col0 + n] = acc[i][j] + bias_at(D.col0 + n);
+        store(m, D.col0 + n, acc[i][j]);
       }
     }
   }

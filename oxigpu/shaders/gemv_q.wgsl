@@ -3,7 +3,10 @@
 // consecutive "pieces" of the row (gemv/<piece>.wgsl: a fixed part of a block, loaded with as few and
 // as wide loads as its layout allows), so a warp streams contiguous bytes; each lane loads the x values
 // of its piece once and applies them to all R rows. Totals: gemv/reduce_{sg,wg}.wgsl.
-// Defines: QUANT, PIECE, HAS_BIAS, TPR, R, GPW, REDUCE, MAGIC, PPB32 (see ops/matmul.py).
+// GLU (matmul_glu): W holds the gate rows then the up rows (D.n each); a group's first R/2 rows are gate
+// rows c0.., its last R/2 the matching up rows, and it stores ACT(x Wg) * (x Wu) for its R/2 columns.
+// Defines: QUANT, PIECE, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32, GLU, ACT (see ops/matmul.py).
+#include "math.wgsl"
 #include "common/matmul_io.wgsl"
 #include "quant/{{QUANT}}.wgsl"
 #include "gemv/common.wgsl"
@@ -13,6 +16,18 @@ const TPR: u32 = {{TPR}}u;
 const R: u32 = {{R}}u;      // 1, 2, 4 or 8
 const GPW: u32 = {{GPW}}u;
 const WG: u32 = TPR * GPW;
+const GLU: bool = {{GLU}};
+const RO: u32 = select(R, R / 2u, GLU);   // output columns per group
+
+var<workgroup> tot: array<f32, GPW * R>;   // GLU: the group's row totals, exchanged between lanes
+
+fn act(x: f32) -> f32 { return {{ACT}}(x); }
+
+// Weight row of slot j of the group whose first output column is c0.
+fn slot_row(c0: u32, j: u32) -> u32 {
+  if (GLU) { return select(c0 + j + D.n - RO, c0 + j, j < RO); }
+  return c0 + j;
+}
 
 #include "gemv/reduce_{{REDUCE}}.wgsl"
 
@@ -35,10 +50,11 @@ fn row_at(r: u32) -> u32 { return min(r, D.rows - 1u) * D.row_bytes; }
 fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let grp = lane.lid / TPR;
   let gl = lane.lid % TPR;
-  let r0 = ((wid.y * nwg.x + wid.x) * GPW + grp) * R;
+  let r0 = ((wid.y * nwg.x + wid.x) * GPW + grp) * RO;
   // Rows and sums are scalars, unrolled on the constant R: no private array in the hot loop.
-  let w0 = row_at(r0); let w1 = row_at(r0 + 1u); let w2 = row_at(r0 + 2u); let w3 = row_at(r0 + 3u);
-  let w4 = row_at(r0 + 4u); let w5 = row_at(r0 + 5u); let w6 = row_at(r0 + 6u); let w7 = row_at(r0 + 7u);
+  let w0 = row_at(slot_row(r0, 0u)); let w1 = row_at(slot_row(r0, 1u)); let w2 = row_at(slot_row(r0, 2u));
+  let w3 = row_at(slot_row(r0, 3u)); let w4 = row_at(slot_row(r0, 4u)); let w5 = row_at(slot_row(r0, 5u));
+  let w6 = row_at(slot_row(r0, 6u)); let w7 = row_at(slot_row(r0, 7u));
   var a0 = 0.0; var a1 = 0.0; var a2 = 0.0; var a3 = 0.0; var a4 = 0.0; var a5 = 0.0; var a6 = 0.0; var a7 = 0.0;
   let np = D.k / QK * PPB;
   for (var p = gl; p < np; p += TPR) {
@@ -57,8 +73,11 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   // Never true (the host writes 0): keeps both views of the weights in the auto bind-group layout.
   if (D._p0 == 0xFFFFFFFFu) { a0 += f32(W[0] ^ W4[0].x); }
   let t = group_sum(lane, grp, gl, array<f32, 8>(a0, a1, a2, a3, a4, a5, a6, a7));
-  if (gl < R && r0 + gl < D.rows) {
-    let col = D.col0 + r0 + gl;
-    Y[col] = t + bias_at(col);
+  if (GLU) {
+    if (gl < R) { tot[grp * R + gl] = t; }
+    workgroupBarrier();
+    if (gl < RO && r0 + gl < D.n) { store(0u, r0 + gl, act(tot[grp * R + gl]) * tot[grp * R + gl + RO]); }
+  } else if (gl < R && r0 + gl < D.rows) {
+    store(0u, D.col0 + r0 + gl, t);
   }
 }

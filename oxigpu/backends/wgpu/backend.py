@@ -42,8 +42,11 @@ from .kernel import KERNELS, OpKernel, load_kernels
 
 Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
 
-_RAW_SLOTS = {("matmul", 1), ("embed", 1)}
-"""(op, input index) slots whose kernels read a weight's raw GGUF blocks; every other weight is f32."""
+def _raw_slot(node: Node, i: int) -> bool:
+    """Whether input ``i`` of ``node`` is read as raw GGUF blocks (matrices); every other weight is f32."""
+    if node.op in ("matmul_multi", "matmul_glu"):
+        return 1 <= i <= node.attrs.get("n_w", 2)
+    return i == 1 and node.op in ("matmul", "matmul_add", "embed")
 
 _COPY = 0x0004 | 0x0008           # COPY_SRC | COPY_DST
 _READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
@@ -123,6 +126,9 @@ class WgpuBackend:
         raw = _raw_weights(plan)
         arenas = [_pack(live) for live in _banks(plan)]
         self._check_memory(plan, raw, sum(size for _, size in arenas))
+        for node in plan.nodes:
+            if node.op in ("matmul_multi", "matmul_glu"):
+                self._upload_joined(node)
         for v in plan.weights:
             if v.tensor not in self._weights:
                 self._weights[v.tensor] = self._upload_weight(v, v in raw)
@@ -136,13 +142,43 @@ class WgpuBackend:
                 self._states[v.name] = (self.dev.create_buffer(v.nbytes, label=v.name), v.shape)
         self._plans[id(plan)] = self._bind(plan, arenas)
 
+    def _upload_joined(self, node: Node) -> None:
+        """A ``matmul_multi``'s (or ``matmul_glu``'s) weights of one type back to back in one buffer (their
+        biases likewise), so its kernel runs them as one dispatch; skipped for weights already uploaded or
+        over one binding."""
+        n_w = node.attrs.get("n_w", 2)
+        ws, bs = node.inputs[1:1 + n_w], node.inputs[1 + n_w:]
+        for t in dict.fromkeys(w.ggml_type for w in ws):
+            idx = [i for i, w in enumerate(ws) if w.ggml_type == t]
+            tensors = [ws[i].tensor for i in idx] + [bs[i].tensor for i in idx if bs]
+            nbytes = sum(self.model.tensors[ws[i].tensor].nbytes for i in idx)
+            if len(idx) < 2 or any(x in self._weights for x in tensors) or nbytes > self.dev.max_storage_binding:
+                continue
+            qt = get_type(t).name
+            self._join([self.model.tensors[ws[i].tensor].data for i in idx], [ws[i].tensor for i in idx], qt)
+            if bs:
+                self._join([self._f32(bs[i].tensor) for i in idx], [bs[i].tensor for i in idx], "f32")
+
+    def _join(self, arrays: list[np.ndarray], tensors: list[str], kind: str) -> None:
+        """Upload ``arrays`` as one buffer; each tensor is bound as its (buffer, offset, size) range."""
+        views = [np.ascontiguousarray(a).view(np.uint8).reshape(-1) for a in arrays]
+        buf = self.dev.upload(np.concatenate(views), label="+".join(tensors))
+        off = 0
+        for t, a in zip(tensors, views):
+            self._weights[t] = ((buf, off, a.size), kind)
+            off += a.size
+
+    def _f32(self, tensor: str) -> np.ndarray:
+        """A small tensor as float32 (dequantized if the file stores it in another type)."""
+        info = self.model.tensors[tensor]
+        return info.data if get_type(info.ggml_type).name == "F32" else dequantize(info.data, info.ggml_type)
+
     def _upload_weight(self, v: Value, raw: bool) -> tuple[Any, str]:
         info = self.model.tensors[v.tensor]
         qt = get_type(info.ggml_type)
         if raw:
             return self.dev.upload(info.data, label=v.tensor), qt.name
-        data = info.data if qt.name == "F32" else dequantize(info.data, qt)
-        return self.dev.upload(np.ascontiguousarray(data).view(np.uint8), label=v.tensor), "f32"
+        return self.dev.upload(np.ascontiguousarray(self._f32(v.tensor)).view(np.uint8), label=v.tensor), "f32"
 
     def _check_memory(self, plan: Plan, raw: set[Value], arena: int) -> None:
         """OutOfMemoryError, before any allocation, when a buffer or the total cannot fit this adapter."""
@@ -266,7 +302,7 @@ class WgpuBackend:
 
     def memory_bytes(self) -> int:
         """Device bytes this backend holds: weights, states, arenas, inputs and the resident buffers."""
-        bufs = [b for b, _ in self._weights.values()] + [b for b, _ in self._states.values()]
+        bufs = list(self._weight_buffers(self._weights)) + [b for b, _ in self._states.values()]
         for p in self._plans.values():
             bufs += [*p.arenas, *p.inputs.values()]
         bufs += [b for r in self._resident.values() for b in (*r.tok, r.bias_ids, r.bias_vals)]
@@ -277,7 +313,11 @@ class WgpuBackend:
         """Device bytes of ``plan``'s weights as stored (raw GGUF blocks for matrices, f32 vectors): what a
         step reads from weights, for bandwidth figures."""
         self.load(plan)
-        return sum(self._weights[t][0].size for t in {v.tensor for v in plan.weights})
+        return sum(b.size for b in self._weight_buffers({v.tensor for v in plan.weights}))
+
+    def _weight_buffers(self, tensors) -> dict[Any, None]:
+        """The distinct buffers holding ``tensors`` (joined weights share one)."""
+        return dict.fromkeys(b[0] if isinstance(b, tuple) else b for b, _ in map(self._weights.get, tensors))
 
     def resident_step(self, plan: Plan, n_bias: int = 0) -> list[tuple[Node | None, list[Dispatch]]]:
         """One GPU-resident decode step as it is encoded: each node's dispatches, then ``(None, the
@@ -442,7 +482,7 @@ def _raw_weights(plan: Plan) -> set[Value]:
     for node in plan.nodes:
         for i, v in enumerate(node.inputs):
             if v.kind == "weight":
-                (raw if (node.op, i) in _RAW_SLOTS else other).add(v)
+                (raw if _raw_slot(node, i) else other).add(v)
     if raw & other:
         raise DeviceError(f"weights used both as matrices and as vectors: {sorted(v.name for v in raw & other)}")
     return raw

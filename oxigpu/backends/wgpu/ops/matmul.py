@@ -1,4 +1,5 @@
-"""``matmul`` (y = x @ W.T + bias) on quantized GGUF weights: GEMV for one row, tiled GEMM for more.
+"""``matmul`` (y = x @ W.T + bias) and its fused forms (``matmul_add``, ``matmul_multi``, ``matmul_glu``)
+on quantized GGUF weights: GEMV for one row, tiled GEMM for more.
 
 Both shaders read the raw GGUF blocks through the same ``shaders/quant/<type>.wgsl`` snippet. A weight
 larger than the device's storage-binding limit is bound as several row ranges of the same buffer, one
@@ -16,6 +17,7 @@ from ....errors import DeviceError
 from ....quant import dequantize, get_type, quantize
 from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
+from .elementwise import Glu
 
 GEMM_BM, GEMM_BN = 32, 64   # must match gemm_q.wgsl
 
@@ -79,29 +81,39 @@ def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tupl
     return [(r, min(per, n_rows - r)) for r in range(0, n_rows, per)]
 
 
-@register
-class MatmulKernel(OpKernel):
-    """Inputs x[R, k] f32, W[n, k] (any of :data:`TYPES`), optional bias[n] f32; output y[R, n]."""
+class Gemm:
+    """One GEMV/GEMM pipeline over a weight of ``n`` rows of one type, and its dispatches.
 
-    op = "matmul"
+    Shared by ``matmul``, ``matmul_add`` (``res``: the residual added in the epilogue), ``matmul_multi``
+    (``nseg`` > 1: several weights stored back to back, each writing its own output) and ``matmul_glu``
+    (``act``: the n rows are n/2 gate rows then n/2 up rows; GEMV only, one output of n/2 columns).
+    """
 
-    def __init__(self, dev: Device, attrs: dict[str, Any], in_shapes: Sequence[Shape],
-                 in_types: Sequence[str], out_shapes: Sequence[Shape]):
-        super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
-        (self.m, self.k), (self.n, _) = self.in_shapes[0], self.in_shapes[1]
-        self.qt = get_type(in_types[1])
+    def __init__(self, dev: Device, attrs: dict[str, Any], m: int, k: int, n: int, qtype: str,
+                 has_bias: bool, has_res: bool = False, nseg: int = 1, act: str | None = None):
+        self.dev, self.m, self.k, self.n = dev, m, k, n
+        self.qt = get_type(qtype)
         if self.qt.name not in TYPES:
             raise DeviceError(f"matmul: no WGSL dequant snippet for weight type {self.qt.name}")
         if self.k % 8:
             raise DeviceError(f"matmul: inner dimension {self.k} is not a multiple of 8")
+        if not 1 <= nseg <= 4 or (has_res and nseg > 1) or (act and (m != 1 or has_res or has_bias)):
+            raise DeviceError(f"matmul: {nseg} output segments (residual: {has_res}, GLU {act}, {m} rows) "
+                              "unsupported")
         self.row_bytes = self.qt.row_bytes(self.k)
-        self.has_bias = len(in_shapes) > 2
+        self.has_bias, self.has_res, self.act = has_bias, has_res, act
+        self.n_out = n // 2 if act else n
         self.ranges = split_rows(self.n, self.row_bytes, dev.max_storage_binding, dev.storage_align)
-        defines = {"QUANT": self.qt.name.lower(), "HAS_BIAS": self.has_bias}
+        if act and len(self.ranges) > 1:
+            raise DeviceError(f"matmul: GLU weights of {self.n * self.row_bytes} B exceed one storage binding")
+        defines = {"QUANT": self.qt.name.lower(), "HAS_BIAS": has_bias, "HAS_RES": has_res, "NSEG": nseg,
+                   "GLU": bool(act), "ACT": act or "silu"}
         if self.m == 1:
             cfg = gemv_config(self.qt.name, self.k, self.n)
             if "gemv" in attrs:                 # tests and benchmarks: override fields of the choice
                 cfg = replace(cfg, **attrs["gemv"])
+            if act:                             # a group pairs R/2 gate rows with R/2 up rows
+                cfg = replace(cfg, r=max(2, cfg.r))
             if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256:
                 raise DeviceError(f"matmul: unsupported GEMV split {cfg}")
             self.gemv = cfg
@@ -112,20 +124,20 @@ class MatmulKernel(OpKernel):
         else:
             self.pipe = dev.pipeline("gemm_q.wgsl", defines=defines)
 
-    @classmethod
-    def output_shapes(cls, in_shapes: Sequence[Shape], attrs: dict[str, Any]) -> list[Shape]:
-        return [(in_shapes[0][0], in_shapes[1][0])]
-
-    def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
-        x, w, y = buffers[0], buffers[1], buffers[-1]
-        bias = buffers[2] if self.has_bias else x       # unused binding when there is no bias
+    def encode(self, x: Binding, w: Binding, bias: Binding | None, y: Binding, res: Binding | None = None,
+               seg_end: Sequence[int] = (), seg_y: Sequence[int] = ()) -> list[Dispatch]:
+        """Dispatches writing y; ``seg_end``/``seg_y``: segment end columns and element offsets in y."""
+        seg_end = list(seg_end) or [self.n_out]
+        seg_y = list(seg_y) or [0]
+        pad = [0] * (4 - len(seg_end))
         wbuf, wbase = (w[0], w[1]) if isinstance(w, tuple) else (w, 0)
         out = []
         for row0, rows in self.ranges:
             off = wbase + row0 * self.row_bytes
             size = min((rows * self.row_bytes + 3) // 4 * 4, wbuf.size - off)
-            dims = self.dev.uniform([self.k, self.n, rows, row0, self.row_bytes, self.m, 0, 0])
-            binds = {1: dims, 2: x, 3: (wbuf, off, size), 4: bias, 5: y}
+            dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes, self.m, 0, 0,
+                                     *seg_end, *pad, *seg_y, *pad])
+            binds = {1: dims, 2: x, 3: (wbuf, off, size), 4: bias or x, 5: y, 7: res or x}
             if self.m == 1:
                 binds[6] = (wbuf, off, size)    # the same bytes as array<vec4<u32>>
                 grid = workgroups_for(-(-rows // (self.gemv.r * self.gemv.gpw)))
@@ -134,6 +146,152 @@ class MatmulKernel(OpKernel):
             bg = self.dev.bind_group(self.pipe, binds)
             out.append(Dispatch(self.pipe, bg, grid))
         return out
+
+
+@register
+class MatmulKernel(OpKernel):
+    """Inputs x[R, k] f32, W[n, k] (any of :data:`TYPES`), optional bias[n] f32; output y[R, n]."""
+
+    op = "matmul"
+
+    def __init__(self, dev: Device, attrs: dict[str, Any], in_shapes: Sequence[Shape],
+                 in_types: Sequence[str], out_shapes: Sequence[Shape]):
+        super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
+        (m, k), (n, _) = self.in_shapes[0], self.in_shapes[1]
+        self.has_bias = len(in_shapes) > 2
+        self.gemm = Gemm(dev, attrs, m, k, n, in_types[1], self.has_bias)
+
+    @classmethod
+    def output_shapes(cls, in_shapes: Sequence[Shape], attrs: dict[str, Any]) -> list[Shape]:
+        return [(in_shapes[0][0], in_shapes[1][0])]
+
+    def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
+        return self.gemm.encode(buffers[0], buffers[1], buffers[2] if self.has_bias else None, buffers[-1])
+
+
+@register
+class MatmulAddKernel(OpKernel):
+    """``matmul_add``: inputs x[R, k], W[n, k], res[R, n], optional bias[n]; y = x @ W.T (+ bias) + res."""
+
+    op = "matmul_add"
+
+    def __init__(self, dev: Device, attrs: dict[str, Any], in_shapes: Sequence[Shape],
+                 in_types: Sequence[str], out_shapes: Sequence[Shape]):
+        super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
+        (m, k), (n, _) = self.in_shapes[0], self.in_shapes[1]
+        self.has_bias = len(in_shapes) > 3
+        self.gemm = Gemm(dev, attrs, m, k, n, in_types[1], self.has_bias, has_res=True)
+
+    @classmethod
+    def output_shapes(cls, in_shapes: Sequence[Shape], attrs: dict[str, Any]) -> list[Shape]:
+        return [tuple(in_shapes[2])]
+
+    def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
+        return self.gemm.encode(buffers[0], buffers[1], buffers[3] if self.has_bias else None, buffers[-1],
+                                res=buffers[2])
+
+
+@register
+class MatmulMultiKernel(OpKernel):
+    """``matmul_multi``: x[R, k] times weights W_i[n_i, k] (+ bias_i), one output y_i[R, n_i] each.
+
+    Weights of one type that the backend stored back to back in one buffer (with their biases likewise
+    and their outputs in one arena) run as one GEMV/GEMM over the concatenated rows, each output column
+    stored to its own output: one dispatch per distinct weight type. Anything else (e.g. separately
+    uploaded test inputs) falls back to one dispatch per weight.
+    """
+
+    op = "matmul_multi"
+
+    def __init__(self, dev: Device, attrs: dict[str, Any], in_shapes: Sequence[Shape],
+                 in_types: Sequence[str], out_shapes: Sequence[Shape]):
+        super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
+        self.n_w = int(attrs["n_w"])
+        self.has_bias = len(in_shapes) == 1 + 2 * self.n_w
+        self.m, self.k = self.in_shapes[0]
+        self.types = list(in_types[1:1 + self.n_w])
+        self.rows = [self.in_shapes[1 + i][0] for i in range(self.n_w)]
+
+    @classmethod
+    def output_shapes(cls, in_shapes: Sequence[Shape], attrs: dict[str, Any]) -> list[Shape]:
+        return [(in_shapes[0][0], in_shapes[1 + i][0]) for i in range(int(attrs["n_w"]))]
+
+    def _gemm(self, qtype: str, n: int, nseg: int) -> Gemm:
+        return Gemm(self.dev, self.attrs, self.m, self.k, n, qtype, self.has_bias, nseg=nseg)
+
+    def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
+        x, ws = buffers[0], buffers[1:1 + self.n_w]
+        bs = buffers[1 + self.n_w:1 + 2 * self.n_w] if self.has_bias else [None] * self.n_w
+        ys = buffers[len(buffers) - self.n_w:]
+        out: list[Dispatch] = []
+        for t in dict.fromkeys(self.types):
+            idx = [i for i, ti in enumerate(self.types) if ti == t]
+            for part in (idx[j:j + 4] for j in range(0, len(idx), 4)):
+                row_bytes = get_type(t).row_bytes(self.k)
+                joined = (_contiguous([ws[i] for i in part], [self.rows[i] * row_bytes for i in part])
+                          and (not self.has_bias or _contiguous([bs[i] for i in part],
+                                                                [4 * self.rows[i] for i in part]))
+                          and _one_buffer([ys[i] for i in part]))
+                if not joined or len(part) == 1:
+                    for i in part:
+                        out += self._gemm(t, self.rows[i], 1).encode(x, ws[i], bs[i], ys[i])
+                    continue
+                y0 = min(ys[i][1] for i in part)
+                y_end = max(ys[i][1] + ys[i][2] for i in part)
+                ends = np.cumsum([self.rows[i] for i in part]).tolist()
+                w0, b0 = ws[part[0]], bs[part[0]]
+                span = (w0[0], w0[1], sum(self.rows[i] for i in part) * row_bytes)
+                bias = None if b0 is None else (b0[0], b0[1], 4 * ends[-1])
+                out += self._gemm(t, ends[-1], len(part)).encode(
+                    x, span, bias, (ys[part[0]][0], y0, y_end - y0), seg_end=ends,
+                    seg_y=[(ys[i][1] - y0) // 4 for i in part])
+        return out
+
+
+@register
+class MatmulGluKernel(OpKernel):
+    """``matmul_glu`` (one row): x[1, k], W_gate[n, k], W_up[n, k] -> act(x Wg) * (x Wu), [1, n].
+
+    Gate and up stored back to back in one buffer (as WgpuBackend joins them) run as one GEMV with the
+    activation in its epilogue; otherwise two GEMVs into scratch buffers and the ``glu`` kernel.
+    """
+
+    op = "matmul_glu"
+
+    def __init__(self, dev: Device, attrs: dict[str, Any], in_shapes: Sequence[Shape],
+                 in_types: Sequence[str], out_shapes: Sequence[Shape]):
+        super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
+        (self.m, self.k), (self.n, _) = self.in_shapes[0], self.in_shapes[1]
+        if self.m != 1 or in_types[1] != in_types[2]:
+            raise DeviceError(f"matmul_glu: one row and one weight type, got {self.m} rows, {in_types[1:3]}")
+        self.qtype = in_types[1]
+
+    @classmethod
+    def output_shapes(cls, in_shapes: Sequence[Shape], attrs: dict[str, Any]) -> list[Shape]:
+        return [(in_shapes[0][0], in_shapes[1][0])]
+
+    def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
+        x, wg, wu, y = buffers
+        nbytes = self.n * get_type(self.qtype).row_bytes(self.k)
+        if _contiguous([wg, wu], [nbytes]) and 2 * nbytes <= self.dev.max_storage_binding:
+            gemm = Gemm(self.dev, self.attrs, 1, self.k, 2 * self.n, self.qtype, False, act=self.attrs["act"])
+            return gemm.encode(x, (wg[0], wg[1], 2 * nbytes), None, y)
+        gemv = Gemm(self.dev, self.attrs, 1, self.k, self.n, self.qtype, False)
+        self.scratch = [self.dev.create_buffer(4 * self.n, label="matmul_glu scratch") for _ in range(2)]
+        glu = Glu(self.dev, {"act": self.attrs["act"]}, [(1, self.n)] * 2, ["f32"] * 2, [(1, self.n)])
+        return (gemv.encode(x, wg, None, self.scratch[0]) + gemv.encode(x, wu, None, self.scratch[1])
+                + glu.encode([*self.scratch, y]))
+
+
+def _contiguous(bindings: Sequence[Binding], sizes: Sequence[int]) -> bool:
+    """Whether the ranges lie back to back, in order, in one buffer."""
+    if not _one_buffer(bindings):
+        return False
+    return all(b[1] + n == c[1] for b, c, n in zip(bindings, bindings[1:], sizes))
+
+
+def _one_buffer(bindings: Sequence[Binding]) -> bool:
+    return all(isinstance(b, tuple) and b[0] is bindings[0][0] for b in bindings)
 
 
 def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0, distinct_rows: int = 0) -> Case:
@@ -170,6 +328,66 @@ def matmul_checks() -> list[Case]:
         cases.append(matmul_case(t, 1, k + 2 * blk, 130, bias=True, seed=100 + i))
         cases.append(matmul_case(t, 3, k, 70, bias=True, seed=200 + i))
         cases.append(matmul_case(t, 17, k + blk, 129, bias=False, seed=300 + i))
+    return cases
+
+
+def matmul_add_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0) -> Case:
+    """``matmul_case`` plus a residual input res[m, n] added in the epilogue."""
+    c = matmul_case(qtype, m, k, n, bias, seed)
+    res = np.random.default_rng(seed + 1).standard_normal((m, n)).astype(np.float32)
+    return Case("matmul_add", c.name + " +res", [*c.inputs[:2], res, *c.inputs[2:]],
+                [*c.in_types[:2], "f32", *c.in_types[2:]], lambda: [c.reference()[0] + res], c.tol)
+
+
+def matmul_multi_case(qtypes: Sequence[str], m: int, k: int, ns: Sequence[int], bias: bool, seed: int = 0) -> Case:
+    """One x times several weights (``matmul_case`` each, same x): one output per weight."""
+    cs = [matmul_case(t, m, k, n, bias, seed + i) for i, (t, n) in enumerate(zip(qtypes, ns))]
+    x = cs[0].inputs[0]
+    ins = [x, *(c.inputs[1] for c in cs), *(c.inputs[2] for c in cs if bias)]
+    types = ["f32", *qtypes, *(["f32"] * len(cs) if bias else [])]
+
+    def reference() -> list[np.ndarray]:
+        xd = x.astype(np.float64)
+        return [xd @ dequantize(c.inputs[1], get_type(t)).astype(np.float64).T + (c.inputs[2] if bias else 0)
+                for c, t in zip(cs, qtypes)]
+
+    return Case("matmul_multi", f"{'+'.join(qtypes)} {m}x{k} @ {ns}{' +bias' if bias else ''}", ins, types,
+                reference, tol=2e-7 * math.sqrt(k), attrs={"n_w": len(cs)})
+
+
+@check("matmul_add")
+def matmul_add_checks() -> list[Case]:
+    """GEMV and GEMM with the residual epilogue, with and without bias, odd row counts."""
+    return [matmul_add_case(t, m, 640 if get_type(t).block_size == 32 else 1024, n, bias, seed=i)
+            for i, (t, m, n, bias) in enumerate([("Q4_K", 1, 67, False), ("Q8_0", 1, 130, True),
+                                                  ("Q5_0", 3, 70, False), ("Q6_K", 17, 129, True)])]
+
+
+@check("matmul_multi")
+def matmul_multi_checks() -> list[Case]:
+    """Mixed types (q/k/v as in real files: Q5_0, Q5_0, Q8_0), biases, GEMV and GEMM."""
+    return [matmul_multi_case(("Q5_0", "Q5_0", "Q8_0"), 1, 640, (96, 33, 33), True, seed=1),
+            matmul_multi_case(("Q4_K", "Q4_K"), 1, 1024, (130, 130), False, seed=2),
+            matmul_multi_case(("Q4_K", "Q6_K"), 5, 1024, (70, 67), False, seed=3)]
+
+
+@check("matmul_glu")
+def matmul_glu_checks() -> list[Case]:
+    """Gate and up GEMVs with the activation epilogue (separately uploaded here: the fallback path;
+    tests/test_fuse.py runs the joined one)."""
+    cases = []
+    for i, (t, k, n, act) in enumerate([("Q4_K", 1024, 130, "silu"), ("Q5_0", 640, 67, "gelu_tanh")]):
+        g, u = matmul_case(t, 1, k, n, False, seed=10 + i), matmul_case(t, 1, k, n, False, seed=20 + i)
+        x = g.inputs[0]
+
+        def reference(g=g, u=u, x=x, t=t, act=act) -> list[np.ndarray]:
+            xd = x.astype(np.float64)
+            a, b = (xd @ dequantize(c.inputs[1], get_type(t)).astype(np.float64).T for c in (g, u))
+            f = a / (1 + np.exp(-a)) if act == "silu" else \
+                0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3)))
+            return [f * b]
+        cases.append(Case("matmul_glu", f"{t} glu_{act} 1x{k} @ 2x{n}x{k}", [x, g.inputs[1], u.inputs[1]],
+                          ["f32", t, t], reference, tol=2e-7 * math.sqrt(k), attrs={"act": act}))
     return cases
 
 

@@ -1,6 +1,7 @@
-"""rope: rotary embeddings (normal and NEOX, partial rotation, per-layer base, freq_scale and llama-3
-frequency factors). The frequencies are computed on the host in float64 and baked into the shader as
-64-bit fixed-point fractions of a turn, so angles stay exact at any position (see rope.wgsl)."""
+"""rope (and rope_kv_store, rope fused with the KV-cache write): rotary embeddings (normal and NEOX,
+partial rotation, per-layer base, freq_scale and llama-3 frequency factors). The frequencies are computed
+on the host in float64 and baked into the shader as 64-bit fixed-point fractions of a turn, so angles stay
+exact at any position (see common/rope.wgsl)."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -17,6 +18,15 @@ def inv_freqs(n_rot: int, base: float, freq_scale: float) -> np.ndarray:
     return freq_scale * base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
 
 
+def rope_defines(attrs: dict) -> dict:
+    """Defines of common/rope.wgsl: head layout and the frequencies as fixed-point turns."""
+    freqs = inv_freqs(attrs["n_rot"], attrs["base"], attrs.get("freq_scale", 1.0))
+    turns = [int(round(f / (2 * np.pi) * 2.0 ** 64)) % 2 ** 64 for f in freqs]
+    return {"HD": attrs["head_dim"], "NROT": attrs["n_rot"], "NEOX": bool(attrs["neox"]), "FREQ": f32_list(freqs),
+            "TURN_HI": ", ".join(f"{t >> 32}u" for t in turns),
+            "TURN_LO": ", ".join(f"{t & 0xFFFFFFFF}u" for t in turns)}
+
+
 @register
 class Rope(OpKernel):
     op = "rope"
@@ -25,20 +35,41 @@ class Rope(OpKernel):
         super().__init__(*args, **kw)
         a = self.attrs
         self.n_threads = self.in_shapes[0][0] * a["n_head"] * a["head_dim"] // 2
-        freqs = inv_freqs(a["n_rot"], a["base"], a.get("freq_scale", 1.0))
-        turns = [int(round(f / (2 * np.pi) * 2.0 ** 64)) % 2 ** 64 for f in freqs]
         self.has_ff = len(self.in_shapes) == 2
         self.pipe = self.dev.pipeline("rope.wgsl", "main", {
-            "NT": self.n_threads, "NH": a["n_head"], "HD": a["head_dim"], "NROT": a["n_rot"],
-            "NEOX": bool(a["neox"]), "HAS_FF": self.has_ff, "FREQ": f32_list(freqs),
-            "TURN_HI": ", ".join(f"{t >> 32}u" for t in turns),
-            "TURN_LO": ", ".join(f"{t & 0xFFFFFFFF}u" for t in turns)})
+            "NT": self.n_threads, "NH": a["n_head"], "HAS_FF": self.has_ff, **rope_defines(a)})
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         # without factors the shader never reads `ff`, but the binding exists: x stands in for it
         bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: buffers[0], 2: buffers[-1],
                                              3: buffers[1] if self.has_ff else buffers[0]})
         return [Dispatch(self.pipe, bg, grid(self.n_threads))]
+
+
+@register
+class RopeKvStore(OpKernel):
+    """``rope_kv_store``: inputs q, k, v, K, V (, freq_factors); output rope(q); K/V rows written in place."""
+
+    op = "rope_kv_store"
+    writes = (3, 4)
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        a = self.attrs
+        T = self.in_shapes[0][0]
+        nq = T * a["n_head"] * a["head_dim"] // 2
+        nk = nq + T * a["n_head_kv"] * a["head_dim"] // 2
+        wv = self.in_shapes[2][1]
+        self.n_threads = nk + T * wv
+        self.has_ff = len(self.in_shapes) == 6
+        self.pipe = self.dev.pipeline("rope_kv.wgsl", "main", {
+            "NQ": nq, "NK": nk, "NT": self.n_threads, "NH": a["n_head"], "NHKV": a["n_head_kv"], "WV": wv,
+            "HAS_FF": self.has_ff, **rope_defines(a)})
+
+    def encode(self, buffers: list[Binding]) -> list[Dispatch]:
+        binds = {0: self.dev.params_buffer, **{i + 1: buffers[i] for i in range(5)},
+                 6: buffers[5] if self.has_ff else buffers[0], 7: buffers[-1]}
+        return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid(self.n_threads))]
 
 
 def reference(x: np.ndarray, n_head: int, head_dim: int, n_rot: int, base: float, neox: bool,
@@ -75,3 +106,32 @@ def _cases() -> Iterable[Case]:
                    + (" ff" if with_ff else ""), ins, types,
                    lambda x=x, a=attrs, pos=pos, ff=ff: [reference(x, **a, pos=pos, ff=ff)], 1e-6,
                    attrs=attrs, pos=pos, n_tokens=T, nbytes=8 * x.size)
+
+
+@check("rope_kv_store")
+def _kv_cases() -> Iterable[Case]:
+    """q and k rotated (k straight into the cache), v copied; padded rows never land; GQA, partial
+    rotation, factors."""
+    g = rng(15)
+    for T, n_tok, H, Hkv, D, Dv, n_rot, neox, pos, with_ff in [
+            (1, 1, 14, 2, 64, 64, 64, True, 37, False),
+            (8, 5, 4, 1, 256, 256, 256, True, 3, False),
+            (3, 3, 6, 2, 128, 96, 64, False, 20, True)]:
+        q = g.standard_normal((T, H * D)).astype(np.float32)
+        k = g.standard_normal((T, Hkv * D)).astype(np.float32)
+        v = g.standard_normal((T, Hkv * Dv)).astype(np.float32)
+        ck = g.standard_normal((40, Hkv * D)).astype(np.float32)
+        cv = g.standard_normal((40, Hkv * Dv)).astype(np.float32)
+        ff = np.where(np.arange(n_rot // 2) < n_rot // 4, 1.0, 4.0).astype(np.float32) if with_ff else None
+        attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, n_rot=n_rot, base=10000.0, neox=neox, freq_scale=1.0)
+        ra = dict(head_dim=D, n_rot=n_rot, base=10000.0, neox=neox, freq_scale=1.0, pos=pos, ff=ff)
+
+        def ref(q=q, k=k, v=v, ck=ck, cv=cv, H=H, Hkv=Hkv, ra=ra, pos=pos, n=n_tok):
+            ck2, cv2 = ck.astype(np.float64), cv.astype(np.float64)
+            ck2[pos:pos + n] = reference(k, Hkv, **ra)[:n]
+            cv2[pos:pos + n] = v[:n]
+            return [reference(q, H, **ra), ck2, cv2]
+        yield Case("rope_kv_store", f"rope_kv_store T={T} n_tokens={n_tok} H={H}/{Hkv} D={D} Dv={Dv} "
+                   f"rot={n_rot} pos={pos}" + (" ff" if with_ff else ""),
+                   [q, k, v, ck, cv] + ([ff] if with_ff else []), ["f32"] * (6 if with_ff else 5), ref, 1e-6,
+                   attrs=attrs, pos=pos, n_tokens=n_tok)

@@ -1,0 +1,54 @@
+// Rotary position embedding of one pair of a head, shared by rope.wgsl and rope_kv.wgsl.
+// Normal (GPT-J) rotates pairs (2i, 2i+1), NEOX rotates (i, i + NROT/2); dims >= NROT pass through.
+//
+// Angles are formed in fixed point, exactly, with u32 ops only: TURN_HI/TURN_LO hold
+// f_i / (2 pi) = freq_scale * base^(-2i/NROT) / (2 pi) as a 64-bit binary fraction (host, float64), and
+// frac(p * f_i / (2 pi)) = p * TURN_HI + mulhi(p, TURN_LO) mod 2^32 is the angle in 2^-32 turns. So the
+// angle error is ~1e-7 rad at any position (an f32 p * f loses 1e-3 rad by position 30000).
+// HAS_FF (bool): llama-3 frequency factors divide f_i; where a factor is not 1 (low frequencies, small
+// angles) the angle is p * FREQ_i / ff_i in f32 with a Cody-Waite reduction. The including shader
+// declares the `ff` binding. Defines: HD, NROT, NEOX (bool), HAS_FF, TURN_HI, TURN_LO, FREQ.
+
+const HALF: u32 = {{NROT}}u / 2u;
+var<private> TURN_HI: array<u32, HALF> = array<u32, HALF>({{TURN_HI}});
+var<private> TURN_LO: array<u32, HALF> = array<u32, HALF>({{TURN_LO}});
+var<private> FREQ: array<f32, HALF> = array<f32, HALF>({{FREQ}});
+
+const TWO_PI: f32 = 6.283185307179586;
+
+// High 32 bits of the 64-bit product a * b, from 16-bit limbs.
+fn mulhi(a: u32, b: u32) -> u32 {
+  let a0 = a & 0xFFFFu; let a1 = a >> 16u;
+  let b0 = b & 0xFFFFu; let b1 = b >> 16u;
+  let mid = ((a0 * b0) >> 16u) + ((a0 * b1) & 0xFFFFu) + ((a1 * b0) & 0xFFFFu);
+  return a1 * b1 + ((a0 * b1) >> 16u) + ((a1 * b0) >> 16u) + (mid >> 16u);
+}
+
+fn rope_angle(p: u32, j: u32) -> f32 {
+  if ({{HAS_FF}}) {
+    if (ff[j] != 1.0) {
+      let th = f32(p) * (FREQ[j] / ff[j]);
+      let k = round(th / TWO_PI);
+      return (th - k * 6.28125) - k * 1.9353071795864769e-3;   // 2 pi = 6.28125 + 1.935e-3
+    }
+  }
+  let turns = p * TURN_HI[j] + mulhi(p, TURN_LO[j]);
+  return f32(bitcast<i32>(turns)) * (TWO_PI / 4294967296.0);
+}
+
+// Offsets in a head of the two elements that thread j (< HD/2) handles: rotation pair j < HALF, or a
+// pass-through pair of a partial rotation's tail.
+fn rope_pair(j: u32) -> vec2<u32> {
+  if (j >= HALF) { return vec2<u32>({{NROT}}u + 2u * (j - HALF), {{NROT}}u + 2u * (j - HALF) + 1u); }
+  if ({{NEOX}}) { return vec2<u32>(j, j + HALF); }
+  return vec2<u32>(2u * j, 2u * j + 1u);
+}
+
+// The pair's values after the rotation at position p (unchanged in the pass-through tail).
+fn rope_rotate(p: u32, j: u32, x: vec2<f32>) -> vec2<f32> {
+  if (j >= HALF) { return x; }
+  let a = rope_angle(p, j);
+  let c = cos(a);
+  let s = sin(a);
+  return vec2<f32>(x.x * c - x.y * s, x.x * s + x.y * c);
+}

@@ -1,0 +1,170 @@
+"""The fusion pass (``oxigpu.graph.fuse``) and its fused kernels.
+
+- graph level: which nodes each tiny architecture's graph fuses into, and that the fused graph's logits on
+  the numpy backend equal the unfused graph's (bit for bit in practice; asserted to 1e-5 of max |logit|);
+- the fused ops' numpy references vs float64 compositions of the originals;
+- the fused kernels (matmul_add, matmul_multi, matmul_glu, rope_kv_store) vs float64 (registered checks,
+  also run by ``oxigpu kernels``), including the joined paths of ``matmul_multi`` and ``matmul_glu``
+  (weights of one type back to back in one buffer: one dispatch);
+- wgpu == numpy on the fused graphs is ``tests/test_wgpu_backend.py`` (build_graph fuses by default).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oxigpu.backends import numpy_ops
+from oxigpu.backends.numpy_backend import NumpyBackend
+from oxigpu.backends.wgpu.device import Device, Params
+from oxigpu.backends.wgpu.kernel import CHECKS, Case, load_kernels, rel_error, run_op
+from oxigpu.backends.wgpu.ops.matmul import MatmulGluKernel, MatmulMultiKernel, matmul_multi_case
+from oxigpu.errors import DeviceError
+from oxigpu.gguf import GGUFFile
+from oxigpu.graph.plan import compile
+from oxigpu.models import build_graph
+
+SHAPES = ["tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"]
+N_CTX = 64
+
+
+@pytest.fixture(scope="module")
+def synth_files(tmp_path_factory):
+    from oxigpu.synth import synthesize
+    d = tmp_path_factory.mktemp("synth")
+    return {s: synthesize(s, d / f"{s}.gguf", ftype="Q4_K_M", seed=3, workers=1).path for s in SHAPES}
+
+
+@pytest.fixture(scope="module")
+def dev() -> Device:
+    try:
+        return Device.get()
+    except DeviceError as e:
+        pytest.skip(str(e))
+
+
+def _ops(g) -> list[str]:
+    return [n.op for n in g.nodes if n.name.startswith("blk.0.")]
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fused_ops_per_layer(synth_files, shape):
+    """q/k/v become matmul_multi, gate/up + glu matmul_glu (decode only; prefill keeps gate/up as a
+    matmul_multi and the glu); residual adds fold into their matmul except where gemma3's post-norms sit
+    between them; rope q, rope k and kv_store become one node; no new values appear."""
+    model = GGUFFile(synth_files[shape])
+    plain, fused = build_graph(model, None, 1, N_CTX, fuse=False), build_graph(model, None, 1, N_CTX)
+    ops = _ops(fused)
+    assert ops.count("matmul_multi") == 1 and ops.count("matmul_glu") == 1 and "glu" not in ops
+    assert ops.count("rope_kv_store") == 1 and "rope" not in ops and "kv_store" not in ops
+    assert ops.count("matmul_add") == (0 if shape == "tiny-gemma3" else 2)
+    assert "matmul" not in ops or shape == "tiny-gemma3"
+    assert len(fused.nodes) < len(plain.nodes)
+    prefill = _ops(build_graph(model, None, 8, N_CTX))           # the GLU epilogue is GEMV-only
+    assert prefill.count("matmul_multi") == 2 and "glu" in prefill and "matmul_glu" not in prefill
+    names = lambda g: {v.name for n in g.nodes for v in n.outputs}  # noqa: E731
+    assert names(fused) <= names(plain)
+
+
+@pytest.mark.parametrize("shape", SHAPES)
+def test_fused_logits_equal_unfused_on_numpy(synth_files, shape):
+    """Chunked prefill then decode: the fused graph's logits equal the unfused graph's."""
+    model = GGUFFile(synth_files[shape])
+    vocab = len(model.metadata["tokenizer.ggml.tokens"])
+    toks = np.random.default_rng(5).integers(0, vocab, 14).astype(np.int32)
+    logits = []
+    for fuse in (False, True):
+        pre = compile(build_graph(model, None, 8, N_CTX, "all", fuse=fuse))
+        dec = compile(build_graph(model, None, 1, N_CTX, "last", fuse=fuse))
+        nb = NumpyBackend(model, N_CTX)
+        out = [nb.run(pre, {"tokens": toks[:5]}, 0, 5)["logits"][:5]]
+        out += [nb.run(dec, {"tokens": toks[p:p + 1]}, p, 1)["logits"] for p in range(5, 14)]
+        logits.append(out)
+    for a, b in zip(*logits):
+        assert np.isfinite(a).all() and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
+
+
+def test_numpy_references_are_the_compositions():
+    rng = np.random.default_rng(0)
+    x, res = rng.standard_normal((3, 40), np.float32), rng.standard_normal((3, 24), np.float32)
+    ws = [rng.standard_normal((n, 40), np.float32) for n in (24, 8, 8)]
+    bs = [rng.standard_normal(n, np.float32) for n in (24, 8, 8)]
+    x64 = x.astype(np.float64)
+    got = numpy_ops.matmul_add(x, ws[0], res, bs[0])
+    want = x64 @ ws[0].T.astype(np.float64) + bs[0] + res
+    assert rel_error(got, want) < 1e-6
+    for y, w, b in zip(numpy_ops.matmul_multi(x, *ws, *bs, n_w=3), ws, bs):
+        assert rel_error(y, x64 @ w.T.astype(np.float64) + b) < 1e-6
+    for y, w in zip(numpy_ops.matmul_multi(x, *ws, n_w=3), ws):
+        assert rel_error(y, x64 @ w.T.astype(np.float64)) < 1e-6
+    a, b = (x64 @ w.T.astype(np.float64) for w in ws[1:])
+    assert rel_error(numpy_ops.matmul_glu(x, ws[1], ws[2], act="silu"), a / (1 + np.exp(-a)) * b) < 1e-6
+
+
+def test_rope_kv_store_reference_is_the_composition():
+    rng = np.random.default_rng(1)
+    q, k, v = (rng.standard_normal((4, n), np.float32) for n in (6 * 32, 2 * 32, 2 * 48))
+    ck, cv = np.zeros((16, 64), np.float32), np.zeros((16, 96), np.float32)
+    ra = dict(head_dim=32, n_rot=16, base=1e4, neox=True, freq_scale=0.5)
+    qr = numpy_ops.rope_kv_store(q, k, v, ck, cv, n_head=6, n_head_kv=2, **ra, pos=9, n_tokens=3)
+    assert np.array_equal(qr, numpy_ops.rope(q, n_head=6, **ra, pos=9))
+    assert np.array_equal(ck[9:12], numpy_ops.rope(k, n_head=2, **ra, pos=9)[:3]) and not ck[12:].any()
+    assert np.array_equal(cv[9:12], v[:3]) and not cv[:9].any()
+
+
+def _registered() -> list[Case]:
+    load_kernels()
+    return [c for name in ("matmul_add", "matmul_multi", "matmul_glu", "rope_kv_store") for c in CHECKS[name]()]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", _registered(), ids=lambda c: c.name)
+def test_fused_kernel_checks(dev, case):
+    got = run_op(case.op, case.inputs, case.attrs, case.pos, case.n_tokens, case.in_types, dev)
+    want = case.reference()
+    assert len(got) == len(want)
+    err = max(rel_error(g, w) for g, w in zip(got, want))
+    assert err <= case.tol, f"{case.name}: rel. error {err:.3g} > {case.tol:.3g}"
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("m", [1, 6])
+@pytest.mark.parametrize("bias", [False, True])
+def test_matmul_multi_joined_is_one_dispatch_per_type(dev, m, bias):
+    """Weights of one type back to back in one buffer, outputs in one arena (as WgpuBackend lays them
+    out): Q5_0 q and k run as one dispatch, the Q8_0 v as another; every output as in float64."""
+    types, ns, k = ("Q5_0", "Q8_0", "Q5_0"), (96, 40, 33), 640
+    case = matmul_multi_case(types, m, k, ns, bias, seed=4)
+    ws, bs = case.inputs[1:4], case.inputs[4:]
+    wbuf = dev.upload(np.concatenate([ws[0].reshape(-1), ws[2].reshape(-1)]))   # the Q5_0 pair, joined
+    wb = [(wbuf, 0, ws[0].nbytes), dev.upload(ws[1]), (wbuf, ws[0].nbytes, ws[2].nbytes)]
+    bb = [None] * 3
+    if bias:
+        bbuf = dev.upload(np.concatenate([bs[0], bs[2]]))
+        bb = [(bbuf, 0, 4 * ns[0]), dev.upload(bs[1]), (bbuf, 4 * ns[0], 4 * ns[2])]
+    slots = [256 * ((4 * m * n + 255) // 256) for n in ns]    # outputs at 256-aligned arena offsets
+    ybuf = dev.upload(np.full(sum(slots) // 4, np.nan, np.float32))
+    yb = [(ybuf, sum(slots[:i]), 4 * m * ns[i]) for i in range(3)]
+    xbuf = dev.upload(case.inputs[0])
+    kern = MatmulMultiKernel(dev, case.attrs, [(m, k), *((n, k) for n in ns), *(((n,) for n in ns) if bias else ())],
+                             ["f32", *types, *(["f32"] * 3 if bias else [])], [(m, n) for n in ns])
+    ds = kern.encode([xbuf, *wb, *(bb if bias else []), *yb])
+    assert len(ds) == 2
+    dev.write_params(Params(pos=0, n_tokens=m))
+    dev.submit(ds)
+    for i, want in enumerate(case.reference()):
+        got = dev.read(ybuf, np.float32, (m, ns[i]), yb[i][1])
+        assert rel_error(got, want) <= case.tol
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("case", [c for c in _registered() if c.op == "matmul_glu"], ids=lambda c: c.name)
+def test_matmul_glu_joined_is_one_dispatch(dev, case):
+    x, wg, wu = case.inputs
+    wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
+    n, k = wg.shape[0], x.shape[1]
+    y = dev.upload(np.full(n, np.nan, np.float32))
+    kern = MatmulGluKernel(dev, case.attrs, [(1, k), (n, k), (n, k)], case.in_types, [(1, n)])
+    ds = kern.encode([dev.upload(x), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes), y])
+    assert len(ds) == 1
+    dev.submit(ds)
+    assert rel_error(dev.read(y, np.float32, (1, n)), case.reference()[0]) <= case.tol
