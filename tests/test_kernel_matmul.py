@@ -10,7 +10,8 @@ import pytest
 
 from oxigpu.backends.wgpu.device import Device
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
-from oxigpu.backends.wgpu.ops.matmul import GEMV_PIECES, TYPES, gemv_config, matmul_case, split_rows
+from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, TILED_MIN_ROWS, TYPES, gemv_config, matmul_add_case,
+                                             matmul_case, matmul_multi_case, split_rows)
 from oxigpu.errors import DeviceError
 from oxigpu.quant import dequantize, get_type, quantize
 
@@ -48,6 +49,30 @@ def test_gemv_without_subgroups(dev, t, monkeypatch):
     """The workgroup-memory reduction used where the adapter has no subgroups."""
     monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
     _run(matmul_case(t, 1, _cols(t, 1), 130, bias=True, seed=7), dev)
+
+
+# The register-tiled prefill GEMM (m >= TILED_MIN_ROWS): partial 64x128 tiles in both dimensions, k
+# not a multiple of its 32-element step (F32/F16 at k = 200), weight tiles in f16 and (forced) in f32.
+@pytest.mark.parametrize("t", TYPES)
+def test_tiled_gemm_every_type(dev, t):
+    _run(matmul_case(t, 70, _cols(t, 1), 130, bias=True, seed=60), dev)
+
+
+@pytest.mark.parametrize("t,k", [("Q4_K", 768), ("Q8_0", 640), ("F16", 200), ("F32", 200)])
+def test_tiled_gemm_f32_tiles(dev, t, k, monkeypatch):
+    monkeypatch.setattr(Device, "has_f16", property(lambda self: False))
+    case = matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=61)
+    _run(case, dev)
+    assert case.tol == 1e-3 and rel_error(run_op(case.op, case.inputs, in_types=case.in_types, dev=dev)[0],
+                                          case.reference()[0]) <= 2e-7 * np.sqrt(k)   # f32 tiles: f32 error
+
+
+def test_tiled_gemm_epilogues(dev):
+    """Residual and multi-output stores, and a binding split, through the tiled kernel."""
+    _run(matmul_add_case("Q6_K", 65, 1024, 129, bias=True, seed=62), dev)
+    _run(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 40, 1024, (70, 130, 67), True, seed=63), dev)
+    with dev.binding_limit(20000):
+        _run(matmul_case("Q8_0", 64, 640, 203, bias=True, seed=64), dev)
 
 
 # GEMV splits: lanes per group (TPR), rows per group (R), groups per workgroup (GPW), pieces per
