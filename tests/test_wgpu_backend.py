@@ -151,6 +151,17 @@ def test_interleaved_generations(dev, synth_files):
     assert [ga.result.token_ids, gb.result.token_ids] == alone
 
 
+def test_prefill_chunk_per_backend(dev, synth_files, monkeypatch):
+    """numpy and CPU adapters keep 64-token prefill chunks, a GPU adapter 512; an explicit chunk wins."""
+    path = synth_files["tiny-llama"]
+    assert NumpyBackend.prefill_chunk == 64
+    assert WgpuBackend(GGUFFile(path), N_CTX, dev).prefill_chunk == (64 if dev.is_software else 512)
+    assert Engine(path, backend="wgpu", n_ctx=200).prefill_chunk == (64 if dev.is_software else 200)
+    assert Engine(path, backend="numpy", n_ctx=N_CTX, prefill_chunk=16).prefill_chunk == 16
+    monkeypatch.setattr(Device, "is_software", property(lambda self: False))
+    assert WgpuBackend(GGUFFile(path), N_CTX, dev).prefill_chunk == 512
+
+
 def test_trace_reset_and_memory(dev, synth_files):
     model = GGUFFile(synth_files["tiny-qwen3"])
     plan = compile(build_graph(model, None, 4, N_CTX, "last", fuse=False))   # a plain kv_store to trace
