@@ -21,14 +21,15 @@ PREFILL_TILES = ((32, 64), (16, 64), (16, 32), (8, 32), (8, 16))
 """(query rows, keys) per prefill tile, largest first: the first that fits the workgroup memory is used."""
 
 
-def prefill_tile(d: int, dv: int, limit_bytes: int) -> tuple[int, int, int]:
-    """(BQ, BK, KS) of the prefill kernel for head dims d/dv within ``limit_bytes`` of workgroup memory."""
+def prefill_tile(d: int, dv: int, limit_bytes: int) -> tuple[int, int, int] | None:
+    """(BQ, BK, KS) of the prefill kernel for head dims d/dv within ``limit_bytes`` of workgroup memory;
+    None when no tile fits (e.g. D = 256 in WebGPU's minimum 16 KiB): ``main`` runs prefill then."""
     ks = max(d, dv) // 4 | 1          # odd vec4 stride: consecutive keys in distinct banks
     for bq, bk in PREFILL_TILES:
         floats = 4 * (bq * d // 4 + bk * ks) + bq * bk + 2 * 128 + 2 * bq
         if 4 * floats <= limit_bytes:
             return bq, bk, ks
-    raise ValueError(f"attention: head dims {d}/{dv} leave no prefill tile in {limit_bytes} B of workgroup memory")
+    return None
 
 
 @register
@@ -58,9 +59,10 @@ class Attention(OpKernel):
                    "NSPLIT": split, "DIRECT": split == 1, "SCALE": f32_lit(a["scale"]),
                    "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0)),
                    "NACC": -(-R * DV // 4 // TK)}
-        self.prefill = T > 1 and not a.get("n_split")
+        tile = prefill_tile(D, DV, int(self.dev.limits["max-compute-workgroup-storage-size"]))
+        self.prefill = T > 1 and not a.get("n_split") and tile is not None
         if self.prefill:
-            bq, bk, ks = prefill_tile(D, DV, int(self.dev.limits["max-compute-workgroup-storage-size"]))
+            bq, bk, ks = tile
             prb = -(-T * G // bq)
             self.n_groups = Hkv * prb
             defines |= {"BQ": bq, "BK": bk, "KS": ks, "PRB": prb, "PACC": -(-bq * DV // 4 // 128)}
