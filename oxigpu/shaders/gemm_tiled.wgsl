@@ -5,8 +5,8 @@
 // owns rows 4 ty .. 4 ty + 3 and columns 4 tx .. 4 tx + 3 and 64 + 4 tx .. 64 + 4 tx + 3 (a 4 x 8 tile:
 // per k, one vec4 of x and two vec4s of W from workgroup memory feed 32 FMAs). Each BK = 32 step
 // dequantizes the BN x BK weights once (every element read by the 16 thread rows of the tile) into
-// workgroup memory stored k-major as WT (f16 where the adapter has shader-f16: half the memory and
-// load traffic; f32 otherwise); x stays f32 (activations may exceed f16's range). The next step's
+// workgroup memory stored k-major as WT (f16 for F16 weights, which it holds exactly, where the adapter
+// has shader-f16; f32 otherwise, so results match the f32 numpy backend); x stays f32. The next step's
 // global loads are issued before the current step's FMAs (register prefetch), hiding their latency.
 // Accumulation is f32.
 #include "common/matmul_io.wgsl"
