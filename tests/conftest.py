@@ -26,3 +26,18 @@ def qwen_path():
         return model_packages.qwen25_coder_05b()
     except ModelNotFoundError as e:
         pytest.skip(str(e))
+
+
+@pytest.fixture
+def dev():
+    """The wgpu device (lavapipe in CI); skips with the reason when no usable adapter exists.
+
+    Function-scoped on purpose: ``Device.get()`` is cached, and after a device-loss test it hands out
+    the replacement, so no later test inherits a lost device.
+    """
+    from oxigpu.backends.wgpu.device import Device
+    from oxigpu.errors import DeviceError
+    try:
+        return Device.get()
+    except DeviceError as e:
+        pytest.skip(str(e))

@@ -18,19 +18,10 @@ from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import CHECKS, Case, load_kernels, prepare, rel_error, run_op
 from oxigpu.backends.wgpu.ops.attention import attention_case, prefill_tile
 from oxigpu.backends.wgpu.ops.embed import table_case
-from oxigpu.errors import DeviceError
 
 pytestmark = pytest.mark.gpu
 
 MINE = ("elementwise", "rms_norm", "rope", "kv_store", "embed", "attention", "sample")
-
-
-@pytest.fixture(scope="module")
-def dev() -> Device:
-    try:
-        return Device.get()
-    except DeviceError as e:
-        pytest.skip(str(e))
 
 
 def _check(case: Case, dev: Device) -> float:

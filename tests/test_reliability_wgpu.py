@@ -21,14 +21,6 @@ SAMPLED = {"temperature": 1.2, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "max_toke
 
 
 @pytest.fixture(scope="module")
-def dev() -> Device:
-    try:
-        return Device.get()
-    except DeviceError as e:
-        pytest.skip(str(e))
-
-
-@pytest.fixture(scope="module")
 def path(tiny_models) -> str:
     return tiny_models["tiny-qwen2"]
 

@@ -18,7 +18,7 @@ from oxigpu.backends.numpy_backend import NumpyBackend
 from oxigpu.backends.wgpu.backend import WgpuBackend
 from oxigpu.backends.wgpu.device import Device
 from oxigpu.cli.main import cli
-from oxigpu.errors import DeviceError, OutOfMemoryError
+from oxigpu.errors import OutOfMemoryError
 from oxigpu.gguf import GGUFFile
 from oxigpu.graph.plan import compile
 from oxigpu.models import build_graph
@@ -37,14 +37,6 @@ CONFIGS = {
     "penalties+bias": SamplerConfig(temperature=1.0, repeat_penalty=1.3, penalty_last_n=16, frequency_penalty=0.2,
                                     presence_penalty=0.1, seed=7, logit_bias={5: 3.0, 9: -float("inf")}),
 }
-
-
-@pytest.fixture(scope="module")
-def dev() -> Device:
-    try:
-        return Device.get()
-    except DeviceError as e:
-        pytest.skip(str(e))
 
 
 @pytest.fixture(scope="module")

@@ -13,14 +13,6 @@ from oxigpu.errors import DeviceError
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def dev() -> Device:
-    try:
-        return Device.get()
-    except DeviceError as e:
-        pytest.skip(str(e))
-
-
 @pytest.fixture
 def shader_dir(tmp_path, monkeypatch):
     """Point the shader loader at a temporary directory (keeps the real common/ reachable)."""
