@@ -48,14 +48,17 @@ def _ops(g) -> list[str]:
 
 @pytest.mark.parametrize("shape", SHAPES)
 def test_fused_ops_per_layer(synth_files, shape):
-    """q/k/v become matmul_multi, gate/up + glu matmul_glu (decode only; prefill keeps gate/up as a
-    matmul_multi and the glu); residual adds fold into their matmul except where gemma3's post-norms sit
+    """q/k/v become matmul_multi, gate/up + glu matmul_glu, both with the norm before them in their
+    prologue (decode only; prefill keeps the norms, gate/up as a matmul_multi and the glu); residual adds fold into their matmul except where gemma3's post-norms sit
     between them; rope q, rope k and kv_store become one node; no new values appear."""
     model = GGUFFile(synth_files[shape])
     plain, fused = build_graph(model, None, 1, N_CTX, fuse=False), build_graph(model, None, 1, N_CTX)
     ops = _ops(fused)
     assert ops.count("matmul_multi") == 1 and ops.count("matmul_glu") == 1 and "glu" not in ops
     assert ops.count("rope_kv_store") == 1 and "rope" not in ops and "kv_store" not in ops
+    # attn_norm and ffn_norm moved into the GEMVs' prologue; per-head q/k norms and post-norms stay
+    assert ops.count("rms_norm") == {"tiny-qwen3": 2, "tiny-gemma3": 4}.get(shape, 0)
+    assert all("norm_eps" in n.attrs for n in fused.nodes if n.op in ("matmul_multi", "matmul_glu"))
     assert ops.count("matmul_add") == (0 if shape == "tiny-gemma3" else 2)
     assert "matmul" not in ops or shape == "tiny-gemma3"
     assert len(fused.nodes) < len(plain.nodes)
@@ -98,6 +101,13 @@ def test_numpy_references_are_the_compositions():
         assert rel_error(y, x64 @ w.T.astype(np.float64)) < 1e-6
     a, b = (x64 @ w.T.astype(np.float64) for w in ws[1:])
     assert rel_error(numpy_ops.matmul_glu(x, ws[1], ws[2], act="silu"), a / (1 + np.exp(-a)) * b) < 1e-6
+    nw = rng.uniform(0.5, 1.5, 40).astype(np.float32)
+    xn = numpy_ops.rms_norm(x, nw, eps=1e-5, group=40)
+    assert np.array_equal(numpy_ops.matmul_glu(x, ws[1], ws[2], nw, act="silu", norm_eps=1e-5),
+                          numpy_ops.matmul_glu(xn, ws[1], ws[2], act="silu"))
+    for y, z in zip(numpy_ops.matmul_multi(x, *ws, *bs, nw, n_w=3, norm_eps=1e-5),
+                    numpy_ops.matmul_multi(xn, *ws, *bs, n_w=3)):
+        assert np.array_equal(y, z)
 
 
 def test_rope_kv_store_reference_is_the_composition():
@@ -127,14 +137,14 @@ def test_fused_kernel_checks(dev, case):
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("m", [1, 6])
-@pytest.mark.parametrize("bias", [False, True])
-def test_matmul_multi_joined_is_one_dispatch_per_type(dev, m, bias):
+@pytest.mark.parametrize("m,bias,norm", [(1, False, False), (1, True, False), (6, False, False),
+                                         (6, True, False), (1, True, True)])
+def test_matmul_multi_joined_is_one_dispatch_per_type(dev, m, bias, norm):
     """Weights of one type back to back in one buffer, outputs in one arena (as WgpuBackend lays them
     out): Q5_0 q and k run as one dispatch, the Q8_0 v as another; every output as in float64."""
     types, ns, k = ("Q5_0", "Q8_0", "Q5_0"), (96, 40, 33), 640
-    case = matmul_multi_case(types, m, k, ns, bias, seed=4)
-    ws, bs = case.inputs[1:4], case.inputs[4:]
+    case = matmul_multi_case(types, m, k, ns, bias, seed=4, norm=norm)
+    ws, bs = case.inputs[1:4], case.inputs[4:7]
     wbuf = dev.upload(np.concatenate([ws[0].reshape(-1), ws[2].reshape(-1)]))   # the Q5_0 pair, joined
     wb = [(wbuf, 0, ws[0].nbytes), dev.upload(ws[1]), (wbuf, ws[0].nbytes, ws[2].nbytes)]
     bb = [None] * 3
@@ -145,9 +155,10 @@ def test_matmul_multi_joined_is_one_dispatch_per_type(dev, m, bias):
     ybuf = dev.upload(np.full(sum(slots) // 4, np.nan, np.float32))
     yb = [(ybuf, sum(slots[:i]), 4 * m * ns[i]) for i in range(3)]
     xbuf = dev.upload(case.inputs[0])
-    kern = MatmulMultiKernel(dev, case.attrs, [(m, k), *((n, k) for n in ns), *(((n,) for n in ns) if bias else ())],
-                             ["f32", *types, *(["f32"] * 3 if bias else [])], [(m, n) for n in ns])
-    ds = kern.encode([xbuf, *wb, *(bb if bias else []), *yb])
+    nw = [case.inputs[-1]] if norm else []
+    kern = MatmulMultiKernel(dev, case.attrs, [(m, k), *((n, k) for n in ns), *(((n,) for n in ns) if bias else ()),
+                                               *(w.shape for w in nw)], case.in_types, [(m, n) for n in ns])
+    ds = kern.encode([xbuf, *wb, *(bb if bias else []), *map(dev.upload, nw), *yb])
     assert len(ds) == 2
     dev.write_params(Params(pos=0, n_tokens=m))
     dev.submit(ds)
@@ -159,12 +170,13 @@ def test_matmul_multi_joined_is_one_dispatch_per_type(dev, m, bias):
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", [c for c in _registered() if c.op == "matmul_glu"], ids=lambda c: c.name)
 def test_matmul_glu_joined_is_one_dispatch(dev, case):
-    x, wg, wu = case.inputs
+    x, wg, wu, *nw = case.inputs
     wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
     n, k = wg.shape[0], x.shape[1]
     y = dev.upload(np.full(n, np.nan, np.float32))
-    kern = MatmulGluKernel(dev, case.attrs, [(1, k), (n, k), (n, k)], case.in_types, [(1, n)])
-    ds = kern.encode([dev.upload(x), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes), y])
+    kern = MatmulGluKernel(dev, case.attrs, [(1, k), (n, k), (n, k), *(w.shape for w in nw)], case.in_types,
+                           [(1, n)])
+    ds = kern.encode([dev.upload(x), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes), *map(dev.upload, nw), y])
     assert len(ds) == 1
     dev.submit(ds)
     assert rel_error(dev.read(y, np.float32, (1, n)), case.reference()[0]) <= case.tol

@@ -68,10 +68,20 @@ def matmul_add(x: np.ndarray, w: np.ndarray, res: np.ndarray, bias: np.ndarray |
     return out
 
 
-def matmul_multi(x: np.ndarray, *ws_and_biases: np.ndarray, n_w: int,
+def _prologue(x: np.ndarray, rest: tuple[np.ndarray, ...], norm_eps: float | None
+              ) -> tuple[np.ndarray, tuple[np.ndarray, ...]]:
+    """With ``norm_eps``, the last input is a norm weight: ``rms_norm(x)`` and the other inputs."""
+    if norm_eps is None:
+        return x, rest
+    return rms_norm(x, rest[-1], eps=norm_eps, group=x.shape[1]), rest[:-1]
+
+
+def matmul_multi(x: np.ndarray, *ws_and_biases: np.ndarray, n_w: int, norm_eps: float | None = None,
                  out: tuple[np.ndarray, ...] | None = None) -> tuple[np.ndarray, ...]:
     """``matmul(x, w_i, bias_i)`` for each of the ``n_w`` weights sharing the input x (q/k/v, gate/up);
-    biases, when present, follow the weights."""
+    biases, when present, follow the weights; with ``norm_eps``, x is ``rms_norm(x, w_norm)`` first
+    (``w_norm`` the last input)."""
+    x, ws_and_biases = _prologue(x, ws_and_biases, norm_eps)
     ws, bs = ws_and_biases[:n_w], ws_and_biases[n_w:] or (None,) * n_w
     outs = out if out is not None else (None,) * n_w
     return tuple(matmul(x, w, b, out=o) for w, b, o in zip(ws, bs, outs))
@@ -187,8 +197,11 @@ def glu(gate: np.ndarray, up: np.ndarray, *, act: str) -> np.ndarray:
     return a * up
 
 
-def matmul_glu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, *, act: str) -> np.ndarray:
-    """``glu(matmul(x, w_gate), matmul(x, w_up), act)`` in one op (the activation as the GEMV's epilogue)."""
+def matmul_glu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, *norm_w: np.ndarray, act: str,
+               norm_eps: float | None = None) -> np.ndarray:
+    """``glu(matmul(x, w_gate), matmul(x, w_up), act)`` in one op (the activation as the GEMV's epilogue);
+    with ``norm_eps``, x is ``rms_norm(x, norm_w)`` first."""
+    x, _ = _prologue(x, norm_w, norm_eps)
     return glu(matmul(x, w_gate), matmul(x, w_up), act=act)
 
 

@@ -11,6 +11,9 @@ the same numbers as the unfused one on the numpy backend:
   ``glu`` becomes one GEMV storing act(x Wg) * (x Wu);
 - ``matmul_add``: ``add(r, matmul(h, W))`` becomes a matmul with the residual added in its epilogue
   (attn_output, ffn_down; where gemma3's post-norm sits between them, nothing is fused);
+- norm prologue (decode graphs): an ``rms_norm`` over whole rows read only by a ``matmul_multi`` or
+  ``matmul_glu`` moves into it (attr ``norm_eps``, the norm weight as its last input): each GEMV
+  workgroup recomputes the row's sum of squares, cheap for d <= 4096;
 - ``rope_kv_store``: ``rope(q)``, ``rope(k)`` and the ``kv_store`` of that k become one node (one
   dispatch rotates q, rotates k straight into the cache and copies v).
 """
@@ -25,7 +28,7 @@ def fuse(graph: Graph) -> Graph:
     """Apply every pattern in order of value; returns ``graph`` with its node list rewritten."""
     nodes = _multi_matmul(graph.nodes)
     if graph.T == 1:
-        nodes = _glu_epilogue(graph, nodes)
+        nodes = _norm_prologue(graph, _glu_epilogue(graph, nodes))
     graph.nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
     return graph
 
@@ -74,6 +77,28 @@ def _glu_epilogue(graph: Graph, nodes: list[Node]) -> list[Node]:
         replace[n] = Node("matmul_glu", (mm.inputs[0], w[n.inputs[0]], w[n.inputs[1]]), n.outputs,
                           dict(n.attrs), f"{mm.name}+{n.name}")
         drop.add(mm)
+    return [replace.get(n, n) for n in nodes if n not in drop]
+
+
+def _norm_prologue(graph: Graph, nodes: list[Node]) -> list[Node]:
+    """``rms_norm`` (whole rows) whose output only a ``matmul_multi``/``matmul_glu`` reads (as x) -> that
+    node with attr ``norm_eps``, the norm's input as x and its weight appended."""
+    readers = _readers(nodes)
+    outputs = set(graph.outputs.values())
+    producer = {v: n for n in nodes for v in n.outputs}
+    drop: set[Node] = set()
+    replace: dict[Node, Node] = {}
+    for n in nodes:
+        if n.op not in ("matmul_multi", "matmul_glu") or "norm_eps" in n.attrs:
+            continue
+        norm = producer.get(n.inputs[0])
+        h = n.inputs[0]
+        if norm is None or norm.op != "rms_norm" or norm.attrs["group"] != h.shape[1] \
+                or len(readers[h]) != 1 or h in outputs:
+            continue
+        replace[n] = Node(n.op, (norm.inputs[0], *n.inputs[1:], norm.inputs[1]), n.outputs,
+                          {**n.attrs, "norm_eps": norm.attrs["eps"]}, f"{norm.name}+{n.name}")
+        drop.add(norm)
     return [replace.get(n, n) for n in nodes if n not in drop]
 
 

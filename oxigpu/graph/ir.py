@@ -48,6 +48,8 @@ matmul_multi   x[R, k], W_0[n_0, k] .. W_{m-1}                n_w = m; y_i = mat
                y_i[R, n_i]
 matmul_glu     x[1, k], W_gate[n, k], W_up[n, k] -> [1, n]      act; glu(matmul(x, W_gate), matmul(x, W_up))
                                                               (decode graphs only: T == 1)
+(prologue)     matmul_multi / matmul_glu with attr norm_eps   x replaced by rms_norm(x, w_norm, norm_eps)
+               take one more input, w_norm[k], last           (whole-row norm; decode graphs only)
 rope_kv_store  q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv], K, V      n_head, n_head_kv and rope's other attrs;
                (state) (, freq_factors) -> [T, H*D]           kv_store(rope(k), v, K, V); returns rope(q)
 =============  =============================================  ===========================================

@@ -5,7 +5,10 @@
 // of its piece once and applies them to all R rows. Totals: gemv/reduce_{sg,wg}.wgsl.
 // GLU (matmul_glu): W holds the gate rows then the up rows (D.n each); a group's first R/2 rows are gate
 // rows c0.., its last R/2 the matching up rows, and it stores ACT(x Wg) * (x Wu) for its R/2 columns.
-// Defines: QUANT, PIECE, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32, GLU, ACT (see ops/matmul.py).
+// HAS_NORM: x is RMS-normalized in the prologue (each workgroup sums x^2 itself): the GEMV reads x * NW
+// and scales its totals by 1 / sqrt(mean(x^2) + EPS), so the normed row is never written.
+// Defines: QUANT, PIECE, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32, GLU, ACT, HAS_NORM, EPS
+// (see ops/matmul.py).
 #include "math.wgsl"
 #include "common/matmul_io.wgsl"
 #include "quant/{{QUANT}}.wgsl"
@@ -21,6 +24,31 @@ const RO: u32 = select(R, R / 2u, GLU);   // output columns per group
 
 var<workgroup> tot: array<f32, GPW * R>;   // GLU: the group's row totals, exchanged between lanes
 
+@group(0) @binding(8) var<storage, read> NW: array<vec4<f32>>;
+const HAS_NORM: bool = {{HAS_NORM}};
+const EPS: f32 = {{EPS}};
+var<workgroup> ssq: array<f32, WG>;
+
+// x vec4 i as the GEMV multiplies it: times the norm weights under HAS_NORM.
+fn xv(i: u32) -> vec4<f32> {
+  if (HAS_NORM) { return X[i] * NW[i]; }
+  return X[i];
+}
+
+// 1 / sqrt(mean(x^2) + EPS) (a workgroup tree over x; uniform control flow), or 1 without HAS_NORM.
+fn norm_scale(lid: u32) -> f32 {
+  if (!HAS_NORM) { return 1.0; }
+  var ss = 0.0;
+  for (var i = lid; i < D.k / 4u; i += WG) { let v = X[i]; ss += dot(v, v); }
+  ssq[lid] = ss;
+  workgroupBarrier();
+  for (var s = WG / 2u; s > 0u; s >>= 1u) {
+    if (lid < s) { ssq[lid] += ssq[lid + s]; }
+    workgroupBarrier();
+  }
+  return 1.0 / sqrt(ssq[0] / f32(D.k) + EPS);
+}
+
 fn act(x: f32) -> f32 { return {{ACT}}(x); }
 
 // Weight row of slot j of the group whose first output column is c0.
@@ -34,12 +62,12 @@ fn slot_row(c0: u32, j: u32) -> u32 {
 // The x vec4s of piece i of the block whose first element is e.
 fn xload(e: u32, i: u32) -> XS {
   var xs: XS;
-  xs[0] = X[(e + gx(i, 0u)) >> 2u];
-  if (PX > 1u) { xs[1] = X[(e + gx(i, 1u)) >> 2u]; }
-  if (PX > 2u) { xs[2] = X[(e + gx(i, 2u)) >> 2u]; xs[3] = X[(e + gx(i, 3u)) >> 2u]; }
+  xs[0] = xv((e + gx(i, 0u)) >> 2u);
+  if (PX > 1u) { xs[1] = xv((e + gx(i, 1u)) >> 2u); }
+  if (PX > 2u) { xs[2] = xv((e + gx(i, 2u)) >> 2u); xs[3] = xv((e + gx(i, 3u)) >> 2u); }
   if (PX > 4u) {
-    xs[4] = X[(e + gx(i, 4u)) >> 2u]; xs[5] = X[(e + gx(i, 5u)) >> 2u];
-    xs[6] = X[(e + gx(i, 6u)) >> 2u]; xs[7] = X[(e + gx(i, 7u)) >> 2u];
+    xs[4] = xv((e + gx(i, 4u)) >> 2u); xs[5] = xv((e + gx(i, 5u)) >> 2u);
+    xs[6] = xv((e + gx(i, 6u)) >> 2u); xs[7] = xv((e + gx(i, 7u)) >> 2u);
   }
   return xs;
 }
@@ -56,6 +84,7 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let w3 = row_at(slot_row(r0, 3u)); let w4 = row_at(slot_row(r0, 4u)); let w5 = row_at(slot_row(r0, 5u));
   let w6 = row_at(slot_row(r0, 6u)); let w7 = row_at(slot_row(r0, 7u));
   var a0 = 0.0; var a1 = 0.0; var a2 = 0.0; var a3 = 0.0; var a4 = 0.0; var a5 = 0.0; var a6 = 0.0; var a7 = 0.0;
+  let scale = norm_scale(lane.lid);
   let np = D.k / QK * PPB;
   for (var p = gl; p < np; p += TPR) {
     let b = p / PPB;
@@ -72,7 +101,7 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   }
   // Never true (the host writes 0): keeps both views of the weights in the auto bind-group layout.
   if (D._p0 == 0xFFFFFFFFu) { a0 += f32(W[0] ^ W4[0].x); }
-  let t = group_sum(lane, grp, gl, array<f32, 8>(a0, a1, a2, a3, a4, a5, a6, a7));
+  let t = group_sum(lane, grp, gl, array<f32, 8>(a0, a1, a2, a3, a4, a5, a6, a7)) * scale;
   if (GLU) {
     if (gl < R) { tot[grp * R + gl] = t; }
     workgroupBarrier();

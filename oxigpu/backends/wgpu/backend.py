@@ -147,7 +147,9 @@ class WgpuBackend:
         biases likewise), so its kernel runs them as one dispatch; skipped for weights already uploaded or
         over one binding."""
         n_w = node.attrs.get("n_w", 2)
-        ws, bs = node.inputs[1:1 + n_w], node.inputs[1 + n_w:]
+        ws = node.inputs[1:1 + n_w]
+        has_bias = len(node.inputs) - ("norm_eps" in node.attrs) == 1 + 2 * n_w    # a norm weight comes last
+        bs = node.inputs[1 + n_w:1 + 2 * n_w] if has_bias else ()
         for t in dict.fromkeys(w.ggml_type for w in ws):
             idx = [i for i, w in enumerate(ws) if w.ggml_type == t]
             tensors = [ws[i].tensor for i in idx] + [bs[i].tensor for i in idx if bs]

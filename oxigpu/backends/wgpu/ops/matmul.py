@@ -17,6 +17,7 @@ from ....errors import DeviceError
 from ....quant import dequantize, get_type, quantize
 from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
+from ._common import f32_lit
 from .elementwise import Glu
 
 GEMM_BM, GEMM_BN = 32, 64   # must match gemm_q.wgsl
@@ -110,17 +111,20 @@ class Gemm:
     Shared by ``matmul``, ``matmul_add`` (``res``: the residual added in the epilogue), ``matmul_multi``
     (``nseg`` > 1: several weights stored back to back, each writing its own output) and ``matmul_glu``
     (``act``: the n rows are n/2 gate rows then n/2 up rows; GEMV only, one output of n/2 columns).
+    ``norm_eps`` (GEMV only): x is RMS-normalized in the prologue (the ``nw`` weights, this eps).
     """
 
     def __init__(self, dev: Device, attrs: dict[str, Any], m: int, k: int, n: int, qtype: str,
-                 has_bias: bool, has_res: bool = False, nseg: int = 1, act: str | None = None):
+                 has_bias: bool, has_res: bool = False, nseg: int = 1, act: str | None = None,
+                 norm_eps: float | None = None):
         self.dev, self.m, self.k, self.n = dev, m, k, n
         self.qt = get_type(qtype)
         if self.qt.name not in TYPES:
             raise DeviceError(f"matmul: no WGSL dequant snippet for weight type {self.qt.name}")
         if self.k % 8:
             raise DeviceError(f"matmul: inner dimension {self.k} is not a multiple of 8")
-        if not 1 <= nseg <= 4 or (has_res and nseg > 1) or (act and (m != 1 or has_res or has_bias)):
+        if not 1 <= nseg <= 4 or (has_res and nseg > 1) or (act and (m != 1 or has_res or has_bias)) \
+                or (norm_eps is not None and m != 1):
             raise DeviceError(f"matmul: {nseg} output segments (residual: {has_res}, GLU {act}, {m} rows) "
                               "unsupported")
         self.row_bytes = self.qt.row_bytes(self.k)
@@ -130,7 +134,8 @@ class Gemm:
         if act and len(self.ranges) > 1:
             raise DeviceError(f"matmul: GLU weights of {self.n * self.row_bytes} B exceed one storage binding")
         defines = {"QUANT": self.qt.name.lower(), "HAS_BIAS": has_bias, "HAS_RES": has_res, "NSEG": nseg,
-                   "GLU": bool(act), "ACT": act or "silu"}
+                   "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": norm_eps is not None,
+                   "EPS": f32_lit(norm_eps or 0.0)}
         if self.m == 1:
             cfg = gemv_config(self.qt.name, self.k, self.n)
             if "gemv" in attrs:                 # tests and benchmarks: override fields of the choice
@@ -149,8 +154,9 @@ class Gemm:
             self.pipe = dev.pipeline(shader, defines=defines | extra)
 
     def encode(self, x: Binding, w: Binding, bias: Binding | None, y: Binding, res: Binding | None = None,
-               seg_end: Sequence[int] = (), seg_y: Sequence[int] = ()) -> list[Dispatch]:
-        """Dispatches writing y; ``seg_end``/``seg_y``: segment end columns and element offsets in y."""
+               seg_end: Sequence[int] = (), seg_y: Sequence[int] = (), nw: Binding | None = None) -> list[Dispatch]:
+        """Dispatches writing y; ``seg_end``/``seg_y``: segment end columns and element offsets in y;
+        ``nw``: the prologue's norm weights."""
         seg_end = list(seg_end) or [self.n_out]
         seg_y = list(seg_y) or [0]
         pad = [0] * (4 - len(seg_end))
@@ -164,6 +170,7 @@ class Gemm:
             binds = {1: dims, 2: x, 3: (wbuf, off, size), 4: bias or x, 5: y, 7: res or x}
             if self.m == 1:
                 binds[6] = (wbuf, off, size)    # the same bytes as array<vec4<u32>>
+                binds[8] = nw or x
                 grid = workgroups_for(-(-rows // (self.gemv.r * self.gemv.gpw)))
             else:
                 grid = (-(-rows // self.tile[1]), -(-self.m // self.tile[0]), 1)
@@ -217,7 +224,8 @@ class MatmulAddKernel(OpKernel):
 
 @register
 class MatmulMultiKernel(OpKernel):
-    """``matmul_multi``: x[R, k] times weights W_i[n_i, k] (+ bias_i), one output y_i[R, n_i] each.
+    """``matmul_multi``: x[R, k] times weights W_i[n_i, k] (+ bias_i), one output y_i[R, n_i] each; with
+    attr ``norm_eps`` a last input, norm weights w[k], RMS-normalizes x first (GEMV prologue).
 
     Weights of one type that the backend stored back to back in one buffer (with their biases likewise
     and their outputs in one arena) run as one GEMV/GEMM over the concatenated rows, each output column
@@ -231,7 +239,8 @@ class MatmulMultiKernel(OpKernel):
                  in_types: Sequence[str], out_shapes: Sequence[Shape]):
         super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
         self.n_w = int(attrs["n_w"])
-        self.has_bias = len(in_shapes) == 1 + 2 * self.n_w
+        self.norm_eps = attrs.get("norm_eps")
+        self.has_bias = len(in_shapes) - (self.norm_eps is not None) == 1 + 2 * self.n_w
         self.m, self.k = self.in_shapes[0]
         self.types = list(in_types[1:1 + self.n_w])
         self.rows = [self.in_shapes[1 + i][0] for i in range(self.n_w)]
@@ -241,12 +250,14 @@ class MatmulMultiKernel(OpKernel):
         return [(in_shapes[0][0], in_shapes[1 + i][0]) for i in range(int(attrs["n_w"]))]
 
     def _gemm(self, qtype: str, n: int, nseg: int) -> Gemm:
-        return Gemm(self.dev, self.attrs, self.m, self.k, n, qtype, self.has_bias, nseg=nseg)
+        return Gemm(self.dev, self.attrs, self.m, self.k, n, qtype, self.has_bias, nseg=nseg,
+                    norm_eps=self.norm_eps)
 
     def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
         x, ws = buffers[0], buffers[1:1 + self.n_w]
         bs = buffers[1 + self.n_w:1 + 2 * self.n_w] if self.has_bias else [None] * self.n_w
         ys = buffers[len(buffers) - self.n_w:]
+        nw = buffers[len(self.in_shapes) - 1] if self.norm_eps is not None else None
         out: list[Dispatch] = []
         for t in dict.fromkeys(self.types):
             idx = [i for i, ti in enumerate(self.types) if ti == t]
@@ -258,7 +269,7 @@ class MatmulMultiKernel(OpKernel):
                           and _one_buffer([ys[i] for i in part]))
                 if not joined or len(part) == 1:
                     for i in part:
-                        out += self._gemm(t, self.rows[i], 1).encode(x, ws[i], bs[i], ys[i])
+                        out += self._gemm(t, self.rows[i], 1).encode(x, ws[i], bs[i], ys[i], nw=nw)
                     continue
                 y0 = min(ys[i][1] for i in part)
                 y_end = max(ys[i][1] + ys[i][2] for i in part)
@@ -268,13 +279,14 @@ class MatmulMultiKernel(OpKernel):
                 bias = None if b0 is None else (b0[0], b0[1], 4 * ends[-1])
                 out += self._gemm(t, ends[-1], len(part)).encode(
                     x, span, bias, (ys[part[0]][0], y0, y_end - y0), seg_end=ends,
-                    seg_y=[(ys[i][1] - y0) // 4 for i in part])
+                    seg_y=[(ys[i][1] - y0) // 4 for i in part], nw=nw)
         return out
 
 
 @register
 class MatmulGluKernel(OpKernel):
-    """``matmul_glu`` (one row): x[1, k], W_gate[n, k], W_up[n, k] -> act(x Wg) * (x Wu), [1, n].
+    """``matmul_glu`` (one row): x[1, k], W_gate[n, k], W_up[n, k] -> act(x Wg) * (x Wu), [1, n]; with
+    attr ``norm_eps`` a last input, norm weights w[k], RMS-normalizes x first (GEMV prologue).
 
     Gate and up stored back to back in one buffer (as WgpuBackend joins them) run as one GEMV with the
     activation in its epilogue; otherwise two GEMVs into scratch buffers and the ``glu`` kernel.
@@ -295,15 +307,19 @@ class MatmulGluKernel(OpKernel):
         return [(in_shapes[0][0], in_shapes[1][0])]
 
     def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
-        x, wg, wu, y = buffers
+        x, wg, wu, y = buffers[0], buffers[1], buffers[2], buffers[-1]
+        eps = self.attrs.get("norm_eps")
+        nw = buffers[3] if eps is not None else None
         nbytes = self.n * get_type(self.qtype).row_bytes(self.k)
         if _contiguous([wg, wu], [nbytes]) and 2 * nbytes <= self.dev.max_storage_binding:
-            gemm = Gemm(self.dev, self.attrs, 1, self.k, 2 * self.n, self.qtype, False, act=self.attrs["act"])
-            return gemm.encode(x, (wg[0], wg[1], 2 * nbytes), None, y)
-        gemv = Gemm(self.dev, self.attrs, 1, self.k, self.n, self.qtype, False)
+            gemm = Gemm(self.dev, self.attrs, 1, self.k, 2 * self.n, self.qtype, False, act=self.attrs["act"],
+                        norm_eps=eps)
+            return gemm.encode(x, (wg[0], wg[1], 2 * nbytes), None, y, nw=nw)
+        gemv = Gemm(self.dev, self.attrs, 1, self.k, self.n, self.qtype, False, norm_eps=eps)
         self.scratch = [self.dev.create_buffer(4 * self.n, label="matmul_glu scratch") for _ in range(2)]
         glu = Glu(self.dev, {"act": self.attrs["act"]}, [(1, self.n)] * 2, ["f32"] * 2, [(1, self.n)])
-        return (gemv.encode(x, wg, None, self.scratch[0]) + gemv.encode(x, wu, None, self.scratch[1])
+        return (gemv.encode(x, wg, None, self.scratch[0], nw=nw)
+                + gemv.encode(x, wu, None, self.scratch[1], nw=nw)
                 + glu.encode([*self.scratch, y]))
 
 
@@ -363,20 +379,39 @@ def matmul_add_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 
                 [*c.in_types[:2], "f32", *c.in_types[2:]], lambda: [c.reference()[0] + res], c.tol)
 
 
-def matmul_multi_case(qtypes: Sequence[str], m: int, k: int, ns: Sequence[int], bias: bool, seed: int = 0) -> Case:
-    """One x times several weights (``matmul_case`` each, same x): one output per weight."""
+NORM_EPS = 1e-6
+
+
+def norm_input(x: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """A norm prologue's inputs: x scaled away from unit RMS, weights w; and float64 rms_norm(x) * w."""
+    g = np.random.default_rng(seed)
+    xs = (x * 3.7).astype(np.float32)
+    w = g.uniform(0.5, 1.5, x.shape[1]).astype(np.float32)
+    xd = xs.astype(np.float64)
+    return xs, w, xd / np.sqrt((xd * xd).mean(axis=1, keepdims=True) + NORM_EPS) * w
+
+
+def matmul_multi_case(qtypes: Sequence[str], m: int, k: int, ns: Sequence[int], bias: bool, seed: int = 0,
+                      norm: bool = False) -> Case:
+    """One x times several weights (``matmul_case`` each, same x): one output per weight; ``norm``: the
+    RMS-norm prologue (GEMV only)."""
     cs = [matmul_case(t, m, k, n, bias, seed + i) for i, (t, n) in enumerate(zip(qtypes, ns))]
-    x = cs[0].inputs[0]
-    ins = [x, *(c.inputs[1] for c in cs), *(c.inputs[2] for c in cs if bias)]
-    types = ["f32", *qtypes, *(["f32"] * len(cs) if bias else [])]
+    x, xn = cs[0].inputs[0], cs[0].inputs[0].astype(np.float64)
+    nw: list[np.ndarray] = []
+    if norm:
+        x, w, xn = norm_input(x, seed)
+        nw = [w]
+    ins = [x, *(c.inputs[1] for c in cs), *(c.inputs[2] for c in cs if bias), *nw]
+    types = ["f32", *qtypes, *(["f32"] * len(cs) if bias else []), *(["f32"] * len(nw))]
 
     def reference() -> list[np.ndarray]:
-        xd = x.astype(np.float64)
+        xd = xn
         return [xd @ dequantize(c.inputs[1], get_type(t)).astype(np.float64).T + (c.inputs[2] if bias else 0)
                 for c, t in zip(cs, qtypes)]
 
-    return Case("matmul_multi", f"{'+'.join(qtypes)} {m}x{k} @ {ns}{' +bias' if bias else ''}", ins, types,
-                reference, tol=matmul_tol(m, k), attrs={"n_w": len(cs)})
+    return Case("matmul_multi", f"{'+'.join(qtypes)} {m}x{k} @ {ns}{' +bias' if bias else ''}"
+                f"{' +norm' if norm else ''}", ins, types, reference, tol=matmul_tol(m, k),
+                attrs={"n_w": len(cs), **({"norm_eps": NORM_EPS} if norm else {})})
 
 
 @check("matmul_add")
@@ -389,29 +424,35 @@ def matmul_add_checks() -> list[Case]:
 
 @check("matmul_multi")
 def matmul_multi_checks() -> list[Case]:
-    """Mixed types (q/k/v as in real files: Q5_0, Q5_0, Q8_0), biases, GEMV and GEMM."""
+    """Mixed types (q/k/v as in real files: Q5_0, Q5_0, Q8_0), biases, the norm prologue, GEMV and GEMM."""
     return [matmul_multi_case(("Q5_0", "Q5_0", "Q8_0"), 1, 640, (96, 33, 33), True, seed=1),
+            matmul_multi_case(("Q5_0", "Q5_0", "Q8_0"), 1, 896, (96, 33, 33), True, seed=4, norm=True),
             matmul_multi_case(("Q4_K", "Q4_K"), 1, 1024, (130, 130), False, seed=2),
             matmul_multi_case(("Q4_K", "Q6_K"), 5, 1024, (70, 67), False, seed=3)]
 
 
 @check("matmul_glu")
 def matmul_glu_checks() -> list[Case]:
-    """Gate and up GEMVs with the activation epilogue (separately uploaded here: the fallback path;
-    tests/test_fuse.py runs the joined one)."""
+    """Gate and up GEMVs with the activation epilogue, with and without the norm prologue (separately
+    uploaded here: the fallback path; tests/test_fuse.py runs the joined one)."""
     cases = []
-    for i, (t, k, n, act) in enumerate([("Q4_K", 1024, 130, "silu"), ("Q5_0", 640, 67, "gelu_tanh")]):
+    for i, (t, k, n, act, norm) in enumerate([("Q4_K", 1024, 130, "silu", False),
+                                              ("Q5_0", 640, 67, "gelu_tanh", False),
+                                              ("Q4_K", 768, 67, "silu", True)]):
         g, u = matmul_case(t, 1, k, n, False, seed=10 + i), matmul_case(t, 1, k, n, False, seed=20 + i)
-        x = g.inputs[0]
+        x, xn, nw = g.inputs[0], g.inputs[0].astype(np.float64), []
+        if norm:
+            x, w, xn = norm_input(x, 30 + i)
+            nw = [w]
 
-        def reference(g=g, u=u, x=x, t=t, act=act) -> list[np.ndarray]:
-            xd = x.astype(np.float64)
+        def reference(g=g, u=u, xd=xn, t=t, act=act) -> list[np.ndarray]:
             a, b = (xd @ dequantize(c.inputs[1], get_type(t)).astype(np.float64).T for c in (g, u))
             f = a / (1 + np.exp(-a)) if act == "silu" else \
                 0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3)))
             return [f * b]
-        cases.append(Case("matmul_glu", f"{t} glu_{act} 1x{k} @ 2x{n}x{k}", [x, g.inputs[1], u.inputs[1]],
-                          ["f32", t, t], reference, tol=2e-7 * math.sqrt(k), attrs={"act": act}))
+        cases.append(Case("matmul_glu", f"{t} glu_{act} 1x{k} @ 2x{n}x{k}{' +norm' if norm else ''}",
+                          [x, g.inputs[1], u.inputs[1], *nw], ["f32", t, t, *(["f32"] * len(nw))], reference,
+                          tol=2e-7 * math.sqrt(k), attrs={"act": act, **({"norm_eps": NORM_EPS} if norm else {})}))
     return cases
 
 
