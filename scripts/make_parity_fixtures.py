@@ -17,12 +17,13 @@ changed generator from a numeric regression.
 from __future__ import annotations
 
 import argparse
-import hashlib
 import sys
 import tempfile
 from pathlib import Path
 
 import numpy as np
+
+from oxigpu import model_packages
 
 N_CTX = 512
 N_POS = 320          # teacher-forced positions per model
@@ -72,7 +73,6 @@ def model_path(name: str, workdir: Path) -> Path:
     """The GGUF file for ``name``; synthetic files are (re)written into ``workdir``."""
     spec = MODELS[name]
     if spec[0] == "real":
-        from oxigpu import model_packages
         return Path(getattr(model_packages, spec[1])())
     from oxigpu.synth import synthesize
     _, shape, ftype, seed = spec
@@ -80,14 +80,6 @@ def model_path(name: str, workdir: Path) -> Path:
     if not path.exists():
         synthesize(shape, path, ftype=ftype, seed=seed, workers=1)
     return path
-
-
-def sha256(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        while block := f.read(1 << 22):
-            h.update(block)
-    return h.hexdigest()
 
 
 def requantize_f32(src: Path, dst: Path) -> Path:
@@ -152,7 +144,7 @@ def record(name: str, path: Path, workdir: Path) -> dict[str, np.ndarray]:
         n_ctx=np.int64(N_CTX),
         source=np.array(spec[0]),
         synth=np.array(spec[1:] if spec[0] == "synth" else (), dtype=str),
-        sha256=np.array(sha256(path)),
+        sha256=np.array(model_packages.sha256(path)),
         llama_cpp_version=np.array(llama_cpp.__version__),
     )
 

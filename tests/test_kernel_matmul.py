@@ -18,14 +18,6 @@ from oxigpu.quant import dequantize, get_type, quantize
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def dev() -> Device:
-    try:
-        return Device.get()
-    except DeviceError as e:
-        pytest.skip(str(e))
-
-
 def _run(case, dev, attrs=None):
     got = run_op(case.op, case.inputs, attrs or case.attrs, in_types=case.in_types, dev=dev)
     err = rel_error(got[0], case.reference()[0])

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..errors import ContextLengthError, InvalidParameterError, OutOfMemoryError
+from ..errors import InvalidParameterError, OutOfMemoryError
 from ..graph.ir import Node, Value
 from ..graph.plan import Plan
 from ..quant import dequantize, dequantize_rows, get_type
 from . import numpy_ops as ops
+from . import step_inputs
 
 Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
 
@@ -127,25 +128,15 @@ class NumpyBackend:
         outputs)`` is called after every node with views that the next step overwrites (copy to keep);
         for ``kv_store`` the outputs are the two cache arrays it wrote.
         """
-        if not 1 <= n_tokens <= plan.T:
-            raise InvalidParameterError(f"n_tokens must be in 1..{plan.T}, got {n_tokens}")
-        if pos < 0 or pos + n_tokens > self.n_ctx:
-            raise ContextLengthError(f"positions {pos}..{pos + n_tokens - 1} exceed the context of {self.n_ctx}")
+        padded = step_inputs(plan, inputs, pos, n_tokens, self.n_ctx)
         self.load(plan)
         loaded = self._loaded(plan)
         for name, v in plan.inputs.items():
-            if name not in inputs:
-                raise InvalidParameterError(f"missing input {name!r}")
-            src = np.asarray(inputs[name]).reshape(-1)
-            if len(src) not in (n_tokens, v.shape[0]):
-                raise InvalidParameterError(f"input {name!r} has {len(src)} rows; expected {n_tokens} or {v.shape[0]}")
             limit = loaded.id_limits.get(name)
-            ids = src[:n_tokens]
+            ids = padded[name][:n_tokens]
             if limit is not None and not (0 <= ids.min() and ids.max() < limit):
                 raise InvalidParameterError(f"input {name!r} holds ids outside 0..{limit - 1}")
-            buf = loaded.buffers[v]
-            buf[:n_tokens] = src[:n_tokens]
-            buf[n_tokens:] = 0
+            loaded.buffers[v][:] = padded[name]
         for node, step, outs in loaded.steps:
             step(pos, n_tokens)
             if trace is not None:

@@ -36,6 +36,7 @@ from ...graph.ir import Node, Value
 from ...graph.plan import ALIGN, Plan, _pack
 from ...quant import dequantize, get_type
 from ...runtime.sampling import SamplerConfig
+from .. import step_inputs
 from ..numpy_backend import _mem_available, fmt_bytes
 from .device import Binding, Device, Dispatch, Params, _pick_adapter
 from .kernel import KERNELS, OpKernel, load_kernels
@@ -251,20 +252,10 @@ class WgpuBackend:
             trace: Trace | None = None) -> dict[str, np.ndarray]:
         """One step, as NumpyBackend.run. With ``trace`` (a debug mode) every node is submitted on its own
         and its outputs (for ``kv_store``: the two caches) are read back and passed to ``trace``."""
-        if not 1 <= n_tokens <= plan.T:
-            raise InvalidParameterError(f"n_tokens must be in 1..{plan.T}, got {n_tokens}")
-        if pos < 0 or pos + n_tokens > self.n_ctx:
-            raise ContextLengthError(f"positions {pos}..{pos + n_tokens - 1} exceed the context of {self.n_ctx}")
+        padded = step_inputs(plan, inputs, pos, n_tokens, self.n_ctx)
         self.load(plan)
         loaded = self._plans[id(plan)]
-        for name, v in plan.inputs.items():
-            if name not in inputs:
-                raise InvalidParameterError(f"missing input {name!r}")
-            src = np.asarray(inputs[name]).reshape(-1)
-            if len(src) not in (n_tokens, v.shape[0]):
-                raise InvalidParameterError(f"input {name!r} has {len(src)} rows; expected {n_tokens} or {v.shape[0]}")
-            host = np.zeros(v.shape, np.int32 if v.dtype == "i32" else np.float32)
-            host[:n_tokens] = src[:n_tokens]
+        for name, host in padded.items():
             self.dev.write(loaded.inputs[name], host)
         self.dev.write_params(Params(pos=pos, n_tokens=n_tokens))
         if trace is None:
