@@ -63,6 +63,10 @@ def _check(r: dict, backend: str, profiled: bool) -> None:
         assert all(row["seconds"] >= 0 and row["dispatches"] >= 1 for row in p["rows"])
         assert sum(row["dispatches"] for row in p["rows"]) == r["dispatches_per_step"]
         assert math.isclose(sum(row["seconds"] for row in p["rows"]), p["step_s"]) and _positive(p["step_s"])
+        # the per-shape rows split the same nodes and seconds finer
+        assert sum(n["dispatches"] for n in p["nodes"]) == r["dispatches_per_step"]
+        assert math.isclose(sum(n["seconds"] for n in p["nodes"]), p["step_s"])
+        assert {n["family"] for n in p["nodes"]} == {row["family"] for row in p["rows"]}
         families = {row["family"] for row in p["rows"]}
         assert {"sample", "attention", "rms_norm", "embed"} <= families
         assert any(f.startswith("matmul ") for f in families) and any(f.startswith("lm_head ") for f in families)

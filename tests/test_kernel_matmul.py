@@ -10,7 +10,8 @@ import pytest
 
 from oxigpu.backends.wgpu.device import Device
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
-from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, TILED_MIN_ROWS, TYPES, gemv_config, matmul_add_case,
+from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS
+from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, TYPES, gemv_config, matmul_add_case,
                                              matmul_case, matmul_multi_case, split_rows)
 from oxigpu.errors import DeviceError
 from oxigpu.quant import dequantize, get_type, quantize

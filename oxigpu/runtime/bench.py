@@ -56,6 +56,9 @@ DEFAULT_ROOFLINE_GBS = 3100.0
 
 _WARMUP_TOKENS = 16
 _PROFILE_REPEATS = 5
+_CLOCK_WARMUP_S = 0.5
+"""GPU busy time before profiling: an idle H100 sits at ~345 MHz and short timed passes alone do not
+raise its clock (the 8B's GEMVs timed 3-5x slow without this)."""
 
 Log = Callable[[str], None]
 
@@ -224,6 +227,10 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
         pass
     groups = [ds for _, ds in step]
     flat = [d for ds in groups for d in ds]
+    t_end = time.perf_counter() + _CLOCK_WARMUP_S
+    while time.perf_counter() < t_end:
+        dev.submit(flat * 8)
+        dev.sync()
     if dev.has_timestamps:
         source = "timestamp"
         per = np.median([dev.time_passes(groups) for _ in range(_PROFILE_REPEATS)], axis=0).tolist()
@@ -280,10 +287,21 @@ def _table(step: Sequence[tuple[Node | None, list[Any]]], seconds: Sequence[floa
         row = fams.setdefault(_family(node, plan), [0.0, 0])
         row[0] += s
         row[1] += len(ds)
+    kernels: dict[tuple[str, str, str], list[float]] = {}
+    for (node, ds), s in zip(step, seconds):
+        key = ((_family(node, plan), "sample", "") if node is None else
+               (_family(node, plan), node.op, " ".join("x".join(map(str, v.shape)) for v in node.inputs[:3])))
+        row = kernels.setdefault(key, [0.0, 0, 0])
+        row[0] += s
+        row[1] += len(ds)
+        row[2] += 1
     total = sum(s for s, _ in fams.values())
     rows = [{"family": f, "dispatches": int(n), "seconds": s, "percent": 100 * s / total if total else 0.0}
             for f, (s, n) in sorted(fams.items(), key=lambda kv: -kv[1][0])]
-    return {"source": source, "step_s": total, "rows": rows}
+    nodes = [{"family": f, "op": op, "shapes": shp, "nodes": int(c), "dispatches": int(n), "seconds": s,
+              "percent": 100 * s / total if total else 0.0}
+             for (f, op, shp), (s, n, c) in sorted(kernels.items(), key=lambda kv: -kv[1][0])]
+    return {"source": source, "step_s": total, "rows": rows, "nodes": nodes}
 
 
 # -- description and rendering ----------------------------------------------------------------------------
@@ -361,6 +379,11 @@ def _profile_markdown(t: dict[str, Any], name: str) -> list[str]:
              "| kernel family | dispatches/step | us/step | % of step |", "|---|---:|---:|---:|"]
     lines += [f"| {row['family']} | {row['dispatches']} | {row['seconds'] * 1e6:,.1f} | {row['percent']:.1f} |"
               for row in p["rows"]]
+    if p.get("nodes"):
+        lines += ["", "| op (family) | input shapes | nodes | dispatches | us/node | % of step |",
+                  "|---|---|---:|---:|---:|---:|"]
+        lines += [f"| {n['op']} ({n['family']}) | {n['shapes']} | {n['nodes']} | {n['dispatches']} | "
+                  f"{n['seconds'] / n['nodes'] * 1e6:,.1f} | {n['percent']:.1f} |" for n in p["nodes"]]
     wall = 1e6 / t["tokens_per_s"]
     extra = f"sum {p['step_s'] * 1e6:,.1f} us"
     if p["gpu_pass_s"] is not None:

@@ -19,26 +19,7 @@ from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
 from ._common import f32_lit
 from .elementwise import Glu
-
-GEMM_BM, GEMM_BN = 32, 64   # must match gemm_q.wgsl
-TILED_BM, TILED_BN = 64, 128  # must match gemm_tiled.wgsl
-TILED_MIN_ROWS = 33
-
-
-def gemm_shader(dev: Device, m: int, qtype: str) -> tuple[str, dict[str, Any], tuple[int, int]]:
-    """The GEMM for m > 1 rows: (shader, extra defines, (BM, BN) tile).
-
-    Prefill chunks (m >= TILED_MIN_ROWS) take the 64x128 register-tiled kernel; fewer rows keep the 32x64
-    kernel, which wastes less of its tile. Weight tiles are f16 only for F16 weights (exact; half the
-    workgroup memory); dequantized values stay f32: rounding them to f16 (~2e-4 relative) flipped seeded
-    samples against the numpy backend (tests/test_reliability_wgpu.py).
-    """
-    if m < TILED_MIN_ROWS:
-        return "gemm_q.wgsl", {}, (GEMM_BM, GEMM_BN)
-    f16 = qtype == "F16" and dev.has_f16
-    return ("gemm_tiled.wgsl", {"WT": "f16" if f16 else "f32", "WT_ENABLE": "enable f16;" if f16 else ""},
-            (TILED_BM, TILED_BN))
-
+from .gemm import gemm_grid, gemm_shader
 
 def matmul_tol(m: int, k: int) -> float:
     """max |err| / max |ref| allowed: every GEMV/GEMM path multiplies exact f32 weights in f32, whose
@@ -173,7 +154,7 @@ class Gemm:
                 binds[8] = nw or x
                 grid = workgroups_for(-(-rows // (self.gemv.r * self.gemv.gpw)))
             else:
-                grid = (-(-rows // self.tile[1]), -(-self.m // self.tile[0]), 1)
+                grid = gemm_grid(self.tile, self.m, rows)
             bg = self.dev.bind_group(self.pipe, binds)
             out.append(Dispatch(self.pipe, bg, grid))
         return out
