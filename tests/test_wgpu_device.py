@@ -67,6 +67,21 @@ def test_preprocessor_defines_includes_and_one_pass(dev, shader_dir):
     assert np.allclose(dev.read(buf, np.float32, (8,)), (1 * 2 + 11) * 2 + 11)
 
 
+def test_bad_dispatch_still_raises_through_the_bare_encode_path(dev, shader_dir):
+    """Device.encode calls wgpu-native directly; an invalid command must still fail the submit, with the
+    device's one-line error, and leave the device usable."""
+    assert devmod._RAW is not None          # wgpu-native is the backend in use
+    (shader_dir / "k.wgsl").write_text("@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n"
+                                       "@compute @workgroup_size(1) fn main() { y[0] = 7.0; }\n")
+    pipe = dev.pipeline("k.wgsl")
+    buf = dev.upload(np.zeros(4, np.float32))
+    bg = dev.bind_group(pipe, {1: buf})
+    with pytest.raises(DeviceError, match="65535"):
+        dev.submit([Dispatch(pipe, bg, (70000, 1, 1))])
+    dev.submit([Dispatch(pipe, bg, (1, 1, 1))])
+    assert dev.read(buf, np.float32, (4,))[0] == 7.0
+
+
 def test_shader_errors_name_shader_entry_defines(dev, shader_dir):
     (shader_dir / "bad.wgsl").write_text("@compute @workgroup_size(1) fn main() { let x: u32 = {{V}}; }\n")
     with pytest.raises(DeviceError, match=r"bad\.wgsl.*'main'.*'V': 'oops'"):
