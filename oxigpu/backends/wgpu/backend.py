@@ -337,8 +337,8 @@ class WgpuBackend:
         Step ``i`` evaluates the newest token (``context[-1]`` for i = 0, else the id drawn by step
         ``i - 1``) at position ``len(context) - 1 + i`` and samples with RNG counter ``counter + i``,
         exactly as ``runtime.sampling.sample(logits, cfg, context_so_far, counter + i)`` would. The cache
-        must already hold ``context[:-1]``. The next batch is queued before a batch is handed out, so the
-        GPU keeps working while the caller streams; closing the iterator stops it within one batch.
+        must already hold ``context[:-1]``. The next batch is queued before a batch is read back, so the
+        GPU never idles on the host (readback, streaming); closing the iterator stops it within one batch.
         """
         pos0 = len(context) - 1
         if pos0 < 0 or pos0 + n_steps > self.n_ctx:
@@ -370,12 +370,9 @@ class WgpuBackend:
         pending = self._encode_batch(res, base, pos0, counter, step, sizes[0], 0)
         self._submit(pending)
         for b, k in enumerate(sizes):
-            nxt = None
-            if b + 1 < len(sizes):
-                nxt = self._encode_batch(res, base, pos0, counter, step + k, sizes[b + 1], (b + 1) % 2)
+            if b + 1 < len(sizes):   # queued before this batch is read back: the GPU never waits on the host
+                self._submit(self._encode_batch(res, base, pos0, counter, step + k, sizes[b + 1], (b + 1) % 2))
             tokens = self._read_tokens(b % 2, k)
-            if nxt is not None:
-                self._submit(nxt)
             step += k
             yield tokens
 
