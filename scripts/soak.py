@@ -140,10 +140,12 @@ def soak(backend: str, model: Path, n: int, every: int, warmup: int, rss_bound_m
     rng = random.Random(seed)
     llm = LLM(model, backend=backend, n_ctx=n_ctx)
     # The wgpu backend builds one GPU-resident decode variant per logit-bias size class (16, 32, 64 ...
-    # entries; at most log2(vocab) of them) on first use: prime the classes the soak draws, so that
-    # building them is not mistaken for a leak.
+    # entries; at most log2(vocab) of them) and sampler kind (greedy or not) on first use: prime the ones
+    # the soak draws, so that building them is not mistaken for a leak.
     for n_bias in (1, 20, 40):
-        llm.generate("prime", max_tokens=4, temperature=1.0, logit_bias={t: 1.0 for t in range(n_bias)})
+        for temperature in (0.0, 1.0):
+            llm.generate("prime", max_tokens=4, temperature=temperature,
+                         logit_bias={t: 1.0 for t in range(n_bias)})
     stats: Counter = Counter()
     rows = []
     tokens, t0 = 0, time.perf_counter()

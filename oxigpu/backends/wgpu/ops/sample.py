@@ -8,7 +8,9 @@ step params (temperature, top_k, top_p, min_p, penalties, penalty_last_n, seed, 
 
 The top-K candidates come from rounds of bitonic sorts of CH entries in workgroup memory: the first
 round over the vocabulary (with bias and penalties applied on the fly), later rounds over the previous
-round's K-lists, until one list remains (262,144 logits: 128 -> 16 -> 2 -> 1 workgroups)."""
+round's K-lists, until one list remains (262,144 logits: 128 -> 16 -> 2 -> 1 workgroups). Attr ``greedy``
+(for temperature 0 only): K = 1, the sorts become max-reductions and the rounds 128 -> 1 workgroups, the
+same token as the full sampler at temperature 0."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -35,7 +37,7 @@ class Sample(OpKernel):
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         V = self.in_shapes[0][-1]
-        K = sampling.K_MAX
+        K = 1 if self.attrs.get("greedy") else sampling.K_MAX   # greedy: only the best token is needed
         base = {"V": V, "CH": CH, "K": K, "K_MAX": K, "T": self.in_shapes[1][0],
                 "CAP": self.in_shapes[2][0], "NB": self.in_shapes[3][0], "N_IN": 1}
         self.rounds = [(self.dev.pipeline("sample.wgsl", "select_first", base), -(-V // CH))]
@@ -106,22 +108,32 @@ def _cases() -> Iterable[Case]:
     # the API rejects but the kernel must still take greedily, as numpy does
     big = [{7: 3e38, 9: 3e38}, {7: 3.4028e38, 900: -3.4028e38}, {5: 1e38, 6: 1e38, 8: 1e38}, {7: np.inf}]
     yield from _sample_cases([(1000, 1, 1, 20)] * len(big), big)
+    # the greedy variant: the numpy sampler's temperature-0 token (ties at the top: lowest id; NaN last)
+    greedy = [(1000, 1, 1, 20), (151936, 4, 3, 19), (262144, 1, 1, 40), (1000, 1, 1, 20), (1000, 1, 1, 20),
+              (5000, 1, 1, 20)]
+    yield from _sample_cases(greedy, [{}, {}, {}, {7: 3e38, 9: 3e38}, {7: np.inf}, {}], greedy=True,
+                             nan_at=[(), (), (), (), (), (0, 1, 4999)])
 
 
 @check("sample.bench", bench=True)
 def _bench() -> Iterable[Case]:
     """Decode-step sampling at gemma3's 262,144 and qwen's 151,936 vocabularies (GB/s of logits read)."""
     yield from _sample_cases([(262144, 1, 1, 100), (151936, 1, 1, 100)])
+    yield from _sample_cases([(262144, 1, 1, 100), (151936, 1, 1, 100)], greedy=True)
 
 
-def _sample_cases(shapes: list[tuple[int, int, int, int]], biases: list[dict[int, float]] | None = None
-                  ) -> Iterable[Case]:
-    """(vocab, T, n_tokens, pos) cases under the default step params, with the logit biases given."""
-    for (vocab, T, n_tok, pos), bias in zip(shapes, biases or [{}] * len(shapes)):
-        cfg = sampling.SamplerConfig(temperature=1.0, logit_bias=bias)
+def _sample_cases(shapes: list[tuple[int, int, int, int]], biases: list[dict[int, float]] | None = None,
+                  greedy: bool = False, nan_at: list[tuple[int, ...]] | None = None) -> Iterable[Case]:
+    """(vocab, T, n_tokens, pos) cases under the default step params, with the logit biases given;
+    ``greedy``: the K = 1 variant against the numpy sampler at temperature 0; ``nan_at``: NaN logits."""
+    for (vocab, T, n_tok, pos), bias, nans in zip(shapes, biases or [{}] * len(shapes),
+                                                   nan_at or [()] * len(shapes)):
+        cfg = sampling.SamplerConfig(temperature=0.0 if greedy else 1.0, logit_bias=bias)
         history = list(rng(vocab).integers(0, vocab, pos + T))
         ins = sample_inputs(vocab, T, 16, bias, history, pos, seed=vocab)
-        yield Case("sample", f"sample vocab={vocab} T={T} n_tokens={n_tok}" + (f" bias={bias}" if bias else ""),
-                   ins, ["f32", "i32", "i32", "i32", "f32"],
+        ins[0][0, list(nans)] = np.nan
+        name = f"sample{' greedy' if greedy else ''} vocab={vocab} T={T} n_tokens={n_tok}" + \
+            (f" bias={bias}" if bias else "") + (f" NaN at {nans}" if nans else "")
+        yield Case("sample", name, ins, ["f32", "i32", "i32", "i32", "f32"],
                    lambda ins=ins, h=history, pos=pos, n=n_tok, cfg=cfg: expected(ins, cfg, h, pos, n, 0), 0.0,
-                   pos=pos, n_tokens=n_tok, nbytes=4 * vocab)
+                   attrs={"greedy": True} if greedy else {}, pos=pos, n_tokens=n_tok, nbytes=4 * vocab)
