@@ -47,6 +47,10 @@ def _check(r: dict, backend: str, profiled: bool) -> None:
     pp = r["pp"]
     assert pp["n_tokens"] == P and len(pp["runs"]) == 2 and all(_positive(x) for x in pp["runs"])
     assert pp["min"] <= pp["tokens_per_s"] <= pp["max"]
+    if profiled:
+        _check_prefill_profile(pp["profile"], r, backend)
+    else:
+        assert pp["profile"] is None
     assert [t["depth"] for t in r["tg"]] == list(DEPTHS)
     for t in r["tg"]:
         assert t["n_tokens"] == N and all(_positive(x) for x in t["runs"])
@@ -78,6 +82,46 @@ def _check(r: dict, backend: str, profiled: bool) -> None:
     md = to_markdown(json.loads(json.dumps(r)))      # renders after a JSON round trip (bench_h100.sh does)
     assert f"pp{P}" in md and f"tg{N} @ d{DEPTHS[1]}" in md and md.count("\n|") >= 3
     assert ("Where the time goes" in md) == profiled
+
+
+def _matmul_flops(r: dict, rows: int) -> int:
+    """2 x weights x rows over the file's 2-D weights, the token embedding aside (gathered, not multiplied);
+    the LM head (output.weight, or the tied embedding) runs on the last row only."""
+    from oxigpu.gguf import GGUFFile
+    f = GGUFFile(r["model"])
+    try:
+        ts = {t.name: t.shape for t in f.tensors.values()}
+    finally:
+        f.close()
+    body = sum(s[0] * s[1] for name, s in ts.items()
+               if len(s) == 2 and name not in ("token_embd.weight", "output.weight"))
+    head = ts.get("output.weight", ts["token_embd.weight"])
+    return 2 * rows * body + 2 * head[0] * head[1]
+
+
+def _check_prefill_profile(p: dict, r: dict, backend: str) -> None:
+    """The pp test's profile: one chunk, nodes adding up, matmul FLOPs as counted from the file's weights."""
+    assert p["n_tokens"] == min(P, p["chunk_rows"]) and p["chunk_rows"] >= p["n_tokens"]
+    assert math.isclose(sum(row["percent"] for row in p["rows"]), 100, abs_tol=1e-6)
+    assert all(row["seconds"] >= 0 and row["dispatches"] >= 1 for row in p["rows"])
+    assert math.isclose(sum(row["seconds"] for row in p["rows"]), p["step_s"]) and _positive(p["step_s"])
+    assert sum(n["dispatches"] for n in p["nodes"]) == sum(row["dispatches"] for row in p["rows"])
+    assert math.isclose(sum(n["seconds"] for n in p["nodes"]), p["step_s"])
+    families = {row["family"] for row in p["rows"]}
+    assert {n["family"] for n in p["nodes"]} == families
+    assert {"attention", "rms_norm", "embed"} <= families and "sample" not in families
+    assert any(f.startswith("matmul ") for f in families) and any(f.startswith("lm_head ") for f in families)
+    for n in p["nodes"]:
+        is_mm = n["family"].startswith(("matmul ", "lm_head "))
+        assert (n["flops"] > 0) == is_mm, n
+        assert (n["tflops"] is None) == (not is_mm or n["seconds"] == 0), n
+    assert p["matmul_flops"] == sum(n["flops"] for n in p["nodes"]) == _matmul_flops(r, p["chunk_rows"])
+    assert math.isclose(p["matmul_s"], sum(n["seconds"] for n in p["nodes"] if n["flops"]))
+    assert _positive(p["matmul_tflops"])
+    if backend == "wgpu":
+        assert p["source"] in ("timestamp", "wall") and _positive(p["gpu_pass_s"])
+    else:
+        assert p["source"] == "wall" and p["gpu_pass_s"] is None
 
 
 @pytest.mark.parametrize("name", ["tiny-qwen2", "tiny-gemma3"])

@@ -17,7 +17,9 @@ stores them (raw GGUF blocks on wgpu, float32 matrices on numpy; an embedding ta
 from counts whole, as in ANCHORS.md's llama.cpp percentages) plus the K/V rows attention reads at the
 run's mean position, times tokens/s; also as a percentage of ``roofline_gbs``.
 
-With ``profile``, one decode step at that mean position is split by kernel family (matmul per quant type,
+With ``profile``, the first prefill chunk of the pp test (up to ``prefill_chunk`` tokens at position 0)
+is split the same way (:func:`_profile_prefill`; per-shape rows add each matmul's TFLOP/s), and one decode
+step at that mean position is split by kernel family (matmul per quant type,
 the LM head apart, attention, norms, ...). On wgpu every node is its own compute pass with GPU timestamps
 (``Device.time_passes``; wall-clock ``Device.time`` where the adapter lacks timestamp-query), next to the
 host's encode and submit time per step and the GPU time of the step as one pass. On numpy each op is
@@ -28,8 +30,8 @@ timed by wall clock through the backend's trace hook, and the host sampler is on
 device, n_ctx, reps, temperature, roofline_gbs, load_s (model open -> first token ready), engine_load_s,
 memory_bytes (the backend's buffers after every run), weight_bytes, dispatches_per_step (wgpu:
 dispatches of one resident decode step; numpy: ops, the host sampler included), pp (or None) and tg (one
-per depth); each test holds n_tokens, tokens_per_s, min, max, runs; a tg also depth, mean_n_kv,
-bytes_per_token, gbs, roofline_pct and profile (or None).
+per depth); each test holds n_tokens, tokens_per_s, min, max, runs and profile (or None); a tg also depth,
+mean_n_kv, bytes_per_token, gbs and roofline_pct.
 """
 from __future__ import annotations
 
@@ -109,6 +111,11 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
             return n / (time.perf_counter() - t)
         result["pp"] = _repeat(f"pp{n_prompt}", pp_once, n_prompt, min(n_prompt, 2 * engine.prefill_chunk),
                                reps, say)
+        result["pp"]["profile"] = None
+        if profile:
+            chunk = ids[:min(n_prompt, engine.prefill_chunk)]
+            result["pp"]["profile"] = _profile_prefill(engine, chunk)
+            say(f"pp{n_prompt}: profiled one {len(chunk)}-token prefill chunk")
 
     for depth in depths if n_gen else ():
         result["tg"].append(_tg(engine, ids, depth, n_gen, params, cfg, step, reps, profile, result, say))
@@ -304,6 +311,79 @@ def _table(step: Sequence[tuple[Node | None, list[Any]]], seconds: Sequence[floa
     return {"source": source, "step_s": total, "rows": rows, "nodes": nodes}
 
 
+def _node_flops(node: Node) -> int:
+    """2 m k n of a matmul-family node (n summed over its weights; matmul_glu's gate and up both count),
+    0 for other ops."""
+    if node.op not in ("matmul", "matmul_add", "matmul_multi", "matmul_glu"):
+        return 0
+    n_w = node.attrs.get("n_w", 2 if node.op == "matmul_glu" else 1)
+    m, k = node.inputs[0].shape
+    return 2 * m * k * sum(w.shape[0] for w in node.inputs[1:1 + n_w])
+
+
+def _profile_prefill(engine: Engine, chunk: list[int]) -> dict[str, Any]:
+    """GPU time per node of one prefill chunk (``chunk``, at position 0), summed by family and by shape.
+
+    The chunk is evaluated once (which leaves its inputs and step parameters on the device), then on wgpu
+    every node's dispatches are replayed as their own timestamped pass after ``_CLOCK_WARMUP_S`` of the
+    whole chunk (re-running it rewrites the same K/V rows); without timestamp-query, wall clock per node.
+    On numpy, wall clock per op (trace hook). Matmul rows of the per-shape table carry ``flops`` and
+    ``tflops`` (of the plan's ``chunk_rows``: a chunk shorter than the plan is padded, and the GEMMs run every
+    row); ``matmul_s``, ``matmul_flops`` and ``matmul_tflops`` sum the matmul nodes.
+    """
+    be = engine.backend
+    plan = engine._prefill if len(chunk) > 1 else engine._decode
+    engine.cached_tokens.clear()
+    engine.eval(chunk)
+    if _resident(engine):
+        dev = be.dev
+        step = list(zip(plan.nodes, be._plans[id(plan)].node_dispatches))
+        groups = [ds for _, ds in step]
+        flat = [d for ds in groups for d in ds]
+        t_end = time.perf_counter() + _CLOCK_WARMUP_S
+        while time.perf_counter() < t_end:
+            dev.submit(flat)
+            dev.sync()
+        if dev.has_timestamps:
+            source = "timestamp"
+            per = np.median([dev.time_passes(groups) for _ in range(_PROFILE_REPEATS)], axis=0).tolist()
+            one_pass = statistics.median(dev.time_passes([flat])[0] for _ in range(_PROFILE_REPEATS))
+        else:
+            source = "wall"
+            per = [dev.time(ds, repeat=3) for ds in groups]
+            one_pass = dev.time(flat, repeat=3)
+    else:
+        step = [(node, [node]) for node in plan.nodes]
+        index = {id(node): i for i, node in enumerate(plan.nodes)}
+        times = np.zeros((_PROFILE_REPEATS, len(step)))
+        for r in range(_PROFILE_REPEATS):
+            last = time.perf_counter()
+
+            def trace(node: Node, outs: tuple[np.ndarray, ...]) -> None:
+                nonlocal last
+                now = time.perf_counter()
+                times[r, index[id(node)]] = now - last
+                last = now
+            be.run(plan, {"tokens": np.asarray(chunk, np.int32)}, pos=0, n_tokens=len(chunk), trace=trace)
+        source, per, one_pass = "wall", np.median(times, axis=0).tolist(), None
+    engine.cached_tokens.clear()
+    prof = _table(step, per, plan, source)
+    flops: dict[tuple[str, str, str], int] = {}
+    for node, _ in step:
+        key = (_family(node, plan), node.op, " ".join("x".join(map(str, v.shape)) for v in node.inputs[:3]))
+        flops[key] = flops.get(key, 0) + _node_flops(node)
+    for row in prof["nodes"]:
+        f = flops[(row["family"], row["op"], row["shapes"])]
+        row["flops"] = f
+        row["tflops"] = f / row["seconds"] / 1e12 if f and row["seconds"] > 0 else None
+    mm = [row for row in prof["nodes"] if row["flops"]]
+    matmul_s = sum(row["seconds"] for row in mm)
+    matmul_flops = sum(row["flops"] for row in mm)
+    prof.update(n_tokens=len(chunk), chunk_rows=plan.T, gpu_pass_s=one_pass, matmul_s=matmul_s, matmul_flops=matmul_flops,
+                matmul_tflops=matmul_flops / matmul_s / 1e12 if matmul_s > 0 else None)
+    return prof
+
+
 # -- description and rendering ----------------------------------------------------------------------------
 def _describe_model(engine: Engine, path: Path) -> dict[str, Any]:
     meta = engine.model.metadata
@@ -366,10 +446,38 @@ def to_markdown(r: dict[str, Any]) -> str:
               f"{_size(r['file_bytes'])} file); weights as stored {_size(r['weight_bytes'])}",
               f"- {'dispatches' if r['backend'] == 'wgpu' else 'ops (the host sampler included)'} per decode "
               f"step: {r['dispatches_per_step']}"]
+    if r["pp"] is not None and r["pp"].get("profile") is not None:
+        lines += ["", *_prefill_profile_markdown(r["pp"], _label(r["pp"], "pp"))]
     for t in r["tg"]:
         if t["profile"] is not None:
             lines += ["", *_profile_markdown(t, _label(t, "tg"))]
     return "\n".join(lines) + "\n"
+
+
+def _tflops(x: float | None) -> str:
+    return "" if x is None else f"{x:.1f}" if x >= 10 else f"{x:.3g}"
+
+
+def _prefill_profile_markdown(t: dict[str, Any], name: str) -> list[str]:
+    p = t["profile"]
+    how = {"timestamp": "GPU timestamps, one pass per node", "wall": "wall clock per op or node"}[p["source"]]
+    lines = [f"Where the time goes, {name}: one {p['n_tokens']}-token prefill chunk at position 0, {p['chunk_rows']} "
+             f"rows ({how})", "",
+             "| kernel family | dispatches | us | % of chunk |", "|---|---:|---:|---:|"]
+    lines += [f"| {row['family']} | {row['dispatches']} | {row['seconds'] * 1e6:,.1f} | {row['percent']:.1f} |"
+              for row in p["rows"]]
+    lines += ["", "| op (family) | input shapes | nodes | dispatches | us/node | % of chunk | TFLOP/s |",
+              "|---|---|---:|---:|---:|---:|---:|"]
+    lines += [f"| {n['op']} ({n['family']}) | {n['shapes']} | {n['nodes']} | {n['dispatches']} | "
+              f"{n['seconds'] / n['nodes'] * 1e6:,.1f} | {n['percent']:.1f} | "
+              f"{_tflops(n['tflops'])} |" for n in p["nodes"]]
+    extra = f"sum {p['step_s'] * 1e3:,.2f} ms"
+    if p["gpu_pass_s"] is not None:
+        extra += f"; the chunk as one pass {p['gpu_pass_s'] * 1e3:,.2f} ms GPU"
+    if p["matmul_tflops"] is not None:
+        extra += (f"; matmuls {p['matmul_s'] * 1e3:,.2f} ms, {p['matmul_flops'] / 1e9:,.1f} GFLOP, "
+                  f"{p['matmul_tflops']:.2f} TFLOP/s")
+    return [*lines, "", f"{extra}; pp wall time {p['n_tokens'] / t['tokens_per_s'] * 1e3:,.2f} ms per chunk"]
 
 
 def _profile_markdown(t: dict[str, Any], name: str) -> list[str]:
