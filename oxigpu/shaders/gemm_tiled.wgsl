@@ -1,14 +1,25 @@
 // Register-tiled GEMM for prefill chunks (R > 32 rows): Y[m, n] = sum_k X[m, k] * W[n, k] (+ bias,
 // + residual, multi-output segments: common/matmul_io.wgsl's store), W raw GGUF blocks.
 //
-// A 256-thread workgroup computes a BM x BN = 64 x 128 tile; thread (ty, tx) = (lid / 16, lid % 16)
-// owns rows 4 ty .. 4 ty + 3 and columns 4 tx .. 4 tx + 3 and 64 + 4 tx .. 64 + 4 tx + 3 (a 4 x 8 tile:
-// per k, one vec4 of x and two vec4s of W from workgroup memory feed 32 FMAs). Each BK = 32 step
-// dequantizes the BN x BK weights once (every element read by the 16 thread rows of the tile) into
-// workgroup memory stored k-major as WT (f16 for F16 weights, which it holds exactly, where the adapter
-// has shader-f16; f32 otherwise, so results match the f32 numpy backend); x stays f32. The next step's
-// global loads are issued before the current step's FMAs (register prefetch), hiding their latency.
-// Accumulation is f32.
+// A 256-thread workgroup computes a BM x BN = 16 TM x 16 TN tile (TM, TN: 4 or 8; ops/gemm.py picks them
+// per shape). Thread (ty, tx) owns rows 4 ty + 64 a + (0..3) and columns 4 tx + 64 b + (0..3), a < TM / 4,
+// b < TN / 4: per k one vec4 of x per a and one vec4 of W per b from workgroup memory feed TM x TN FMAs
+// (8 x 8: 4 vec4 loads per 64 FMAs). A warp holds 4 ty x 8 tx, so its vec4 reads cover 4 and 8 distinct
+// 16-byte slots (one wavefront each).
+//
+// Each BK step (16 or 32) dequantizes the BN x BK weights once (8-element chunks, BK / 8 threads per row,
+// so a warp reads few rows) and copies BM x BK of x, both stored k-major in workgroup memory: ws as WT
+// (f16 for F16 weights, which it holds exactly, where the adapter has shader-f16; f32 otherwise, so results
+// match the f32 numpy backend), xs as f32. Those transposing stores would hit one bank per k row; the
+// 16-byte slot of k row kk is XOR-swizzled by a constant of kk (sw, sx below: 0..7, so vec4 reads stay
+// whole and conflict-free), which spreads each store over all 32 banks. Workgroup memory is double
+// buffered: step t computes from buffer t % 2 while its threads store step t + 1's tiles (loaded from
+// global memory before the FMAs) into the other, one barrier per step. Accumulation is f32.
+//
+// Split-k (SPLITS > 1, for outputs too narrow to fill the GPU): workgroup z of the grid covers inner
+// elements [z kper, (z + 1) kper) (kper: k / SPLITS rounded up to BK) and writes its raw partial sums to
+// Y = a scratch buffer [SPLITS][m][rows]; gemm_reduce.wgsl adds them up in z order (deterministic) and
+// stores through store().
 #include "common/matmul_io.wgsl"
 #include "quant/{{QUANT}}.wgsl"
 // WT_ENABLE: "enable f16;" when WT is f16 (hoisted by the preprocessor), else empty
@@ -16,59 +27,79 @@
 
 alias WT = {{WT}};
 
-const BM: u32 = 64u;
-const BN: u32 = 128u;
-const BK: u32 = 32u;
+const TM: u32 = {{TM}}u;
+const TN: u32 = {{TN}}u;
+const BM: u32 = 16u * TM;
+const BN: u32 = 16u * TN;
+const BK: u32 = {{BK}}u;
+const SPLITS: u32 = {{SPLITS}}u;
 const CPB: u32 = QK / 8u;
+const LW: u32 = BK / 8u;          // threads per weight row of a tile (one 8-element chunk each)
+const LX: u32 = BK / 4u;          // threads per x row (one vec4 each)
+const NWC: u32 = BN * LW;         // weight chunks per tile (<= 256)
+const NXC: u32 = BM * LX;         // x vec4s per tile (<= 512)
+const XS: u32 = BK * BM / 4u;     // vec4 slots of one x buffer: [k][m / 4]
+const WS: u32 = BK * BN / 4u;     // vec4 slots of one weight buffer: [k][n / 4]
 
-var<workgroup> xs: array<vec4<f32>, BK * BM / 4u>;   // [k][m / 4]
-var<workgroup> ws: array<vec4<WT>, BK * BN / 4u>;    // [k][n / 4]
+var<workgroup> xs: array<vec4<f32>, 2u * XS>;
+var<workgroup> ws: array<vec4<WT>, 2u * WS>;
 
-// This thread's share of one BK step: two 8-element weight chunks and two x vec4s.
-struct Stage { w0: V8, w1: V8, x0: vec4<f32>, x1: vec4<f32> }
+// Slot swizzles of k row kk (0 .. BK-1): a store instruction's lanes cover 32 / L rows of one chunk
+// column, i.e. 8 / L slots, and the L chunk columns move to disjoint slot groups.
+fn sw(kk: u32) -> u32 { return (kk / 8u) * (8u / LW); }
+fn sx(kk: u32) -> u32 { return (kk / 4u) * (8u / LX); }
 
-// Weight chunk c (0..511) of the tile at k0: row c / 4, elements k0 + 8 (c % 4) ..; zero past the ends.
+// Weight chunk c of the tile at (n0, k0): row n0 + c / LW, elements k0 + 8 (c % LW) ..; zero past the ends.
 fn load_w(n0: u32, k0: u32, c: u32) -> V8 {
-  let n = n0 + c / 4u;
-  let wc = k0 / 8u + c % 4u;
+  let n = n0 + c / LW;
+  let wc = k0 / 8u + c % LW;
   if (n < D.rows && wc < D.k / 8u) {
     return dq8(n * D.row_bytes + (wc / CPB) * QB, wc % CPB);
   }
   return V8(vec4<f32>(0.0), vec4<f32>(0.0));
 }
 
-// x vec4 c (0..511) of the tile at k0: row c / 8, elements k0 + 4 (c % 8) ..
+fn put_w(buf: u32, c: u32, v: V8) {
+  let n = c / LW;
+  let kc = c % LW;
+  let base = buf * WS + kc * 8u * (BN / 4u) + ((n / 4u) ^ (kc * (8u / LW)));
+  let j = n % 4u;
+  for (var e = 0u; e < 4u; e++) {
+    ws[base + e * (BN / 4u)][j] = WT(v.a[e]);
+    ws[base + (4u + e) * (BN / 4u)][j] = WT(v.b[e]);
+  }
+}
+
+// x vec4 c of the tile at (m0, k0): row m0 + c / LX, elements k0 + 4 (c % LX) ..; zero past the ends.
 fn load_x(m0: u32, k0: u32, c: u32) -> vec4<f32> {
-  let m = m0 + c / 8u;
-  let k4 = k0 / 4u + c % 8u;
+  let m = m0 + c / LX;
+  let k4 = k0 / 4u + c % LX;
   if (m < D.m && k4 < D.k / 4u) { return X[m * (D.k / 4u) + k4]; }
   return vec4<f32>(0.0);
 }
 
-fn load_stage(m0: u32, n0: u32, k0: u32, lid: u32) -> Stage {
-  return Stage(load_w(n0, k0, lid), load_w(n0, k0, lid + 256u), load_x(m0, k0, lid), load_x(m0, k0, lid + 256u));
+fn put_x(buf: u32, c: u32, v: vec4<f32>) {
+  let m = c / LX;
+  let kq = c % LX;
+  let base = buf * XS + kq * 4u * (BM / 4u) + ((m / 4u) ^ (kq * (8u / LX)));
+  let j = m % 4u;
+  for (var e = 0u; e < 4u; e++) { xs[base + e * (BM / 4u)][j] = v[e]; }
 }
 
-fn put_w(c: u32, v: V8) {
-  let n = c / 4u;
-  let kb = (c % 4u) * 8u;
-  for (var e = 0u; e < 4u; e++) {
-    ws[(kb + e) * (BN / 4u) + n / 4u][n % 4u] = WT(v.a[e]);
-    ws[(kb + 4u + e) * (BN / 4u) + n / 4u][n % 4u] = WT(v.b[e]);
+// Column n (of this chunk's rows) of row m: through store(), or as split z's partial sum.
+fn put_y(z: u32, m: u32, n: u32, v: f32) {
+  if (SPLITS > 1u) {
+    Y[(z * D.m + m) * D.rows + n] = v;
+  } else {
+    store(m, D.col0 + n, v);
   }
 }
 
-fn put_x(c: u32, v: vec4<f32>) {
-  let m = c / 8u;
-  let kb = (c % 8u) * 4u;
-  for (var e = 0u; e < 4u; e++) { xs[(kb + e) * (BM / 4u) + m / 4u][m % 4u] = v[e]; }
-}
-
-fn store_row(m: u32, n: u32, v0: vec4<f32>, v1: vec4<f32>) {
+fn store_row(z: u32, m: u32, n: u32, v0: vec4<f32>, v1: vec4<f32>) {
   if (m >= D.m) { return; }
   for (var j = 0u; j < 4u; j++) {
-    if (n + j < D.rows) { store(m, D.col0 + n + j, v0[j]); }
-    if (n + 64u + j < D.rows) { store(m, D.col0 + n + 64u + j, v1[j]); }
+    if (n + j < D.rows) { put_y(z, m, n + j, v0[j]); }
+    if (TN == 8u && n + 64u + j < D.rows) { put_y(z, m, n + 64u + j, v1[j]); }
   }
 }
 
@@ -76,37 +107,81 @@ fn store_row(m: u32, n: u32, v0: vec4<f32>, v1: vec4<f32>) {
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = wid.x * BN;
   let m0 = wid.y * BM;
-  let tx = lid % 16u;
-  let ty = lid / 16u;
-  // c<row><half>: row 4 ty + row, columns 4 tx .. (half 0) and 64 + 4 tx .. (half 1); named, not an
-  // array, so they stay in registers
-  var c00 = vec4<f32>(0.0); var c01 = vec4<f32>(0.0);
-  var c10 = vec4<f32>(0.0); var c11 = vec4<f32>(0.0);
-  var c20 = vec4<f32>(0.0); var c21 = vec4<f32>(0.0);
-  var c30 = vec4<f32>(0.0); var c31 = vec4<f32>(0.0);
-  var st = load_stage(m0, n0, 0u, lid);
-  for (var k0 = 0u; k0 < D.k; k0 += BK) {
-    workgroupBarrier();     // the previous step's reads are done
-    put_w(lid, st.w0);
-    put_w(lid + 256u, st.w1);
-    put_x(lid, st.x0);
-    put_x(lid + 256u, st.x1);
-    workgroupBarrier();
-    if (k0 + BK < D.k) { st = load_stage(m0, n0, k0 + BK, lid); }
-    for (var kk = 0u; kk < BK; kk++) {
-      let xv = xs[kk * (BM / 4u) + ty];
-      let w0 = vec4<f32>(ws[kk * (BN / 4u) + tx]);
-      let w1 = vec4<f32>(ws[kk * (BN / 4u) + 16u + tx]);
-      c00 += xv.x * w0; c01 += xv.x * w1;
-      c10 += xv.y * w0; c11 += xv.y * w1;
-      c20 += xv.z * w0; c21 += xv.z * w1;
-      c30 += xv.w * w0; c31 += xv.w * w1;
+  let warp = lid / 32u;
+  let lane = lid % 32u;
+  let ty = (warp / 2u) * 4u + lane / 8u;
+  let tx = (warp % 2u) * 8u + lane % 8u;
+  // c<r>_<b>: row 4 ty + r (r < 4) or 64 + 4 ty + r - 4, columns 4 tx + 64 b ..; named, not an array, so
+  // they stay in registers. With TM or TN 4 the second halves are dead code.
+  var c0_0 = vec4<f32>(0.0); var c0_1 = vec4<f32>(0.0);
+  var c1_0 = vec4<f32>(0.0); var c1_1 = vec4<f32>(0.0);
+  var c2_0 = vec4<f32>(0.0); var c2_1 = vec4<f32>(0.0);
+  var c3_0 = vec4<f32>(0.0); var c3_1 = vec4<f32>(0.0);
+  var c4_0 = vec4<f32>(0.0); var c4_1 = vec4<f32>(0.0);
+  var c5_0 = vec4<f32>(0.0); var c5_1 = vec4<f32>(0.0);
+  var c6_0 = vec4<f32>(0.0); var c6_1 = vec4<f32>(0.0);
+  var c7_0 = vec4<f32>(0.0); var c7_1 = vec4<f32>(0.0);
+
+  var kbeg = 0u;
+  var kend = D.k;
+  if (SPLITS > 1u) {
+    let kper = ((D.k + SPLITS - 1u) / SPLITS + BK - 1u) / BK * BK;
+    kbeg = min(wid.z * kper, D.k);
+    kend = min(kbeg + kper, D.k);
+  }
+  let steps = (kend - kbeg + BK - 1u) / BK;
+  var pw = V8(vec4<f32>(0.0), vec4<f32>(0.0));
+  var px0 = vec4<f32>(0.0);
+  var px1 = vec4<f32>(0.0);
+  if (lid < NWC) { put_w(0u, lid, load_w(n0, kbeg, lid)); }
+  if (lid < NXC) { put_x(0u, lid, load_x(m0, kbeg, lid)); }
+  if (lid + 256u < NXC) { put_x(0u, lid + 256u, load_x(m0, kbeg, lid + 256u)); }
+  workgroupBarrier();
+  for (var t = 0u; t < steps; t++) {
+    let more = t + 1u < steps;
+    if (more) {             // the next step's global loads, in flight during the FMAs
+      let k1 = kbeg + (t + 1u) * BK;
+      if (lid < NWC) { pw = load_w(n0, k1, lid); }
+      if (lid < NXC) { px0 = load_x(m0, k1, lid); }
+      if (lid + 256u < NXC) { px1 = load_x(m0, k1, lid + 256u); }
     }
+    let xb = (t % 2u) * XS;
+    let wb = (t % 2u) * WS;
+    for (var kk = 0u; kk < BK; kk++) {
+      let xo = xb + kk * (BM / 4u) + (ty ^ sx(kk));
+      let wo = wb + kk * (BN / 4u) + (tx ^ sw(kk));
+      let x0 = xs[xo];
+      let x1 = xs[select(xo, xo + 16u, TM == 8u)];
+      let w0 = vec4<f32>(ws[wo]);
+      let w1 = vec4<f32>(ws[select(wo, wo + 16u, TN == 8u)]);
+      c0_0 += x0.x * w0; c0_1 += x0.x * w1;
+      c1_0 += x0.y * w0; c1_1 += x0.y * w1;
+      c2_0 += x0.z * w0; c2_1 += x0.z * w1;
+      c3_0 += x0.w * w0; c3_1 += x0.w * w1;
+      c4_0 += x1.x * w0; c4_1 += x1.x * w1;
+      c5_0 += x1.y * w0; c5_1 += x1.y * w1;
+      c6_0 += x1.z * w0; c6_1 += x1.z * w1;
+      c7_0 += x1.w * w0; c7_1 += x1.w * w1;
+    }
+    if (more) {             // buffer (t + 1) % 2 was last read in step t - 1, before the last barrier
+      let nb = (t + 1u) % 2u;
+      if (lid < NWC) { put_w(nb, lid, pw); }
+      if (lid < NXC) { put_x(nb, lid, px0); }
+      if (lid + 256u < NXC) { put_x(nb, lid + 256u, px1); }
+    }
+    workgroupBarrier();
   }
   let m = m0 + 4u * ty;
   let n = n0 + 4u * tx;
-  store_row(m, n, c00, c01);
-  store_row(m + 1u, n, c10, c11);
-  store_row(m + 2u, n, c20, c21);
-  store_row(m + 3u, n, c30, c31);
+  let z = wid.z;
+  store_row(z, m, n, c0_0, c0_1);
+  store_row(z, m + 1u, n, c1_0, c1_1);
+  store_row(z, m + 2u, n, c2_0, c2_1);
+  store_row(z, m + 3u, n, c3_0, c3_1);
+  if (TM == 8u) {
+    store_row(z, m + 64u, n, c4_0, c4_1);
+    store_row(z, m + 65u, n, c5_0, c5_1);
+    store_row(z, m + 66u, n, c6_0, c6_1);
+    store_row(z, m + 67u, n, c7_0, c7_1);
+  }
 }

@@ -19,7 +19,7 @@ from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
 from ._common import f32_lit
 from .elementwise import Glu
-from .gemm import gemm_grid, gemm_shader
+from .gemm import GemmKernel
 
 def matmul_tol(m: int, k: int) -> float:
     """max |err| / max |ref| allowed: every GEMV/GEMM path multiplies exact f32 weights in f32, whose
@@ -131,8 +131,8 @@ class Gemm:
                         "REDUCE": "sg" if dev.has_subgroups else "wg"}
             self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
         else:
-            shader, extra, self.tile = gemm_shader(dev, m, self.qt.name)
-            self.pipe = dev.pipeline(shader, defines=defines | extra)
+            # ops/gemm.py picks the kernel and encodes it; attrs["gemm"] (tests, benchmarks): tile overrides
+            self.gemm = GemmKernel(dev, m, self.k, self.n, self.qt.name, defines, attrs.get("gemm"))
 
     def encode(self, x: Binding, w: Binding, bias: Binding | None, y: Binding, res: Binding | None = None,
                seg_end: Sequence[int] = (), seg_y: Sequence[int] = (), nw: Binding | None = None) -> list[Dispatch]:
@@ -149,12 +149,12 @@ class Gemm:
             dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes, self.m, 0, 0,
                                      *seg_end, *pad, *seg_y, *pad])
             binds = {1: dims, 2: x, 3: (wbuf, off, size), 4: bias or x, 5: y, 7: res or x}
-            if self.m == 1:
-                binds[6] = (wbuf, off, size)    # the same bytes as array<vec4<u32>>
-                binds[8] = nw or x
-                grid = workgroups_for(-(-rows // (self.gemv.r * self.gemv.gpw)))
-            else:
-                grid = gemm_grid(self.tile, self.m, rows)
+            if self.m > 1:
+                out += self.gemm.encode(binds, rows)
+                continue
+            binds[6] = (wbuf, off, size)        # the same bytes as array<vec4<u32>>
+            binds[8] = nw or x
+            grid = workgroups_for(-(-rows // (self.gemv.r * self.gemv.gpw)))
             bg = self.dev.bind_group(self.pipe, binds)
             out.append(Dispatch(self.pipe, bg, grid))
         return out

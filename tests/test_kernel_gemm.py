@@ -1,0 +1,120 @@
+"""The register-tiled prefill GEMM (``shaders/gemm_tiled.wgsl``, ``ops/gemm.py``) vs float64 references.
+
+Every register tile (TM x TN outputs per thread, BK per step), split-k with its reduction pass, every
+weight type, bias, the residual and multi-output epilogues and the binding split. Shapes leave partial
+tiles in every dimension: m and n are not tile multiples, and k is not a multiple of BK where the block
+size allows (F32/F16/BF16 at k = 200; 32-element blocks at k = 224 against BK = 32). Tolerance as in
+test_kernel_matmul.py: max |err| / max |ref| <= 2e-7 sqrt(k) (f32 weights, f32 accumulation); inputs are
+random and non-zero, outputs NaN-poisoned.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oxigpu.backends.wgpu.device import Device
+from oxigpu.backends.wgpu.kernel import rel_error, run_op
+from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS, GemmKernel, TileConfig, tile_config
+from oxigpu.backends.wgpu.ops.matmul import TYPES, matmul_add_case, matmul_case, matmul_multi_case
+from oxigpu.errors import DeviceError
+from oxigpu.quant import get_type
+
+pytestmark = pytest.mark.gpu
+
+TILES = [dict(tm=8, tn=8, bk=16), dict(tm=8, tn=4, bk=16), dict(tm=4, tn=8, bk=16), dict(tm=4, tn=4, bk=16),
+         dict(tm=4, tn=4, bk=32)]
+
+
+def _k(t: str) -> int:
+    """An inner size that is a block multiple but, where the block allows, not a multiple of BK."""
+    if t in ("F32", "F16", "BF16"):
+        return 200
+    return 224 if get_type(t).block_size == 32 else 768
+
+
+def _err(case, dev, gemm: dict | None) -> float:
+    attrs = {**case.attrs, **({"gemm": gemm} if gemm is not None else {})}
+    got = run_op(case.op, case.inputs, attrs, in_types=case.in_types, dev=dev)
+    ref = case.reference()
+    assert all(np.abs(r).max() > 1 for r in ref)          # never a comparison on zeros
+    return max(rel_error(g, r) for g, r in zip(got, ref))
+
+
+def _run(case, dev, gemm: dict | None = None) -> None:
+    err = _err(case, dev, gemm)
+    assert err <= case.tol, f"{case.name} {gemm}: rel. error {err:.3g} > {case.tol:.3g}"
+
+
+@pytest.mark.parametrize("t", TYPES)
+def test_every_type_default_tile(dev, t):
+    """The tile prefill chunks get, every weight type, partial tiles in m, n and (where allowed) k."""
+    _run(matmul_case(t, 150, _k(t), 203, bias=True, seed=1), dev)
+
+
+@pytest.mark.parametrize("tile", range(len(TILES)))
+@pytest.mark.parametrize("t", ["Q4_K", "Q5_0", "Q6_K", "Q8_0", "F16", "F32"])
+def test_every_tile(dev, t, tile):
+    _run(matmul_case(t, 150, _k(t), 203, bias=tile % 2 == 0, seed=10 + tile), dev, TILES[tile])
+
+
+@pytest.mark.parametrize("splits", [2, 3, 4, 7])
+@pytest.mark.parametrize("t", ["Q4_K", "Q5_0", "BF16"])
+def test_split_k(dev, t, splits):
+    """Split-k partial GEMMs and the reduction: uneven splits, bias added once, not per split."""
+    tile = TILES[(splits + len(t)) % len(TILES)]
+    _run(matmul_case(t, 70, 2 * _k(t), 131, bias=True, seed=20 + splits), dev, {**tile, "splits": splits})
+
+
+def test_split_k_with_empty_splits(dev):
+    """k = 64 over 4 splits of BK = 32: splits 2 and 3 have no inner elements (they add zeros)."""
+    _run(matmul_case("F16", 40, 64, 70, bias=True, seed=30), dev, dict(tm=4, tn=4, bk=32, splits=4))
+
+
+@pytest.mark.parametrize("gemm", [None, dict(tm=8, tn=4, bk=16, splits=3)])
+def test_epilogues(dev, gemm):
+    """Residual, multi-output segments (with biases) and a binding split, with and without split-k."""
+    _run(matmul_add_case("Q6_K", 65, 1024, 129, bias=True, seed=31), dev, gemm)
+    _run(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 40, 1024, (70, 130, 67), True, seed=32), dev, gemm)
+    with dev.binding_limit(20000):
+        _run(matmul_case("Q8_0", 140, 640, 203, bias=True, seed=33), dev, gemm)
+
+
+@pytest.mark.parametrize("t,k", [("F16", 200), ("F16", 1024)])
+def test_f16_weights_in_f16_and_f32_tiles(dev, t, k):
+    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=40), dev, {})
+    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=40), dev, {"f16": False})
+
+
+def test_few_rows_forced_tiled(dev):
+    """An override forces the tiled kernel below TILED_MIN_ROWS (3 rows of a 128-row tile)."""
+    _run(matmul_case("Q4_K", 3, 512, 70, bias=True, seed=41), dev, dict(tm=8, tn=8, bk=16))
+
+
+def test_a_wrong_result_fails(dev):
+    """The check can fail: another seed's weights are far outside the tolerance."""
+    case = matmul_case("Q4_K", 64, 512, 70, bias=False, seed=42)
+    other = matmul_case("Q4_K", 64, 512, 70, bias=False, seed=43)
+    got = run_op(case.op, case.inputs, in_types=case.in_types, dev=dev)
+    assert rel_error(got[0], other.reference()[0]) > 100 * case.tol
+    assert rel_error(got[0], case.reference()[0]) <= case.tol
+
+
+SHAPES = [(896, 896), (1152, 896), (9728, 896), (896, 4864), (2048, 2048), (3072, 2048), (16384, 2048),
+          (2048, 8192), (4096, 4096), (6144, 4096), (28672, 4096), (4096, 14336)]
+"""(n, k) of the prefill GEMMs of Qwen2.5-0.5B, Llama-3.2-1B and Llama-3.1-8B (q/k/v and gate/up joined)."""
+
+
+@pytest.mark.parametrize("m", [33, 64, 512])
+def test_tile_choice_is_valid(m):
+    """Every chosen tile passes its own checks and fits the 32 KiB of workgroup memory lavapipe allows."""
+    for n, k in SHAPES:
+        cfg = tile_config(m, n, k)
+        cfg.check()
+        assert cfg.smem_bytes() <= 32768, (m, n, k, cfg)
+
+
+def test_bad_tiles_are_refused(dev):
+    for bad in [dict(tm=2), dict(tn=16), dict(bk=8), dict(bk=32, tm=8), dict(splits=0)]:
+        with pytest.raises(DeviceError):
+            GemmKernel(dev, 64, 512, 70, "Q4_K", {}, bad)
+    assert TileConfig(tm=8, tn=8, bk=16).smem_bytes() == 32768
