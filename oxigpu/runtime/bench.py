@@ -95,7 +95,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     say(f"loaded {path.name} on {engine.backend_name} in {load_s:.2f} s (n_ctx {engine.n_ctx})")
 
     plan = engine._decode
-    step = _step_groups(engine, len(ban))
+    step = _step_groups(engine, len(ban), params.temperature <= 0)
     result: dict[str, Any] = {
         **_describe_model(engine, path), "backend": engine.backend_name, "device": _device_name(engine),
         "n_ctx": engine.n_ctx, "reps": reps, "temperature": params.temperature, "roofline_gbs": roofline_gbs,
@@ -205,11 +205,12 @@ def _resident(engine: Engine) -> bool:
     return hasattr(engine.backend, "resident_step")
 
 
-def _step_groups(engine: Engine, n_bias: int) -> list[tuple[Node | None, list[Any]]]:
-    """One decode step as (node, its dispatches); the sampler is node None. On the host each node is one
-    op and the sampler is not in the list."""
+def _step_groups(engine: Engine, n_bias: int, greedy: bool) -> list[tuple[Node | None, list[Any]]]:
+    """One decode step as (node, its dispatches), with the sampler the tg runs use (``greedy``: the
+    temperature-0 one); the sampler is node None. On the host each node is one op and the sampler is
+    not in the list."""
     if _resident(engine):
-        return engine.backend.resident_step(engine._decode, n_bias)
+        return engine.backend.resident_step(engine._decode, n_bias, greedy)
     return [(node, [node]) for node in engine._decode.nodes]
 
 
