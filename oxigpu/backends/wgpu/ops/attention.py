@@ -1,12 +1,17 @@
-"""attention: fused causal attention over the KV cache (see shaders/attention.wgsl for the layout).
+"""attention: fused causal attention over the KV cache.
 
-Decode (T == 1) splits the key range over NSPLIT workgroups per KV head (flash-decoding) and merges the
-partials in a second dispatch; prefill (T > 1) runs the ``prefill`` entry, a flash attention with K/V
-tiles in workgroup memory, each workgroup a block of query rows walking all its keys (no merge). The
-optional ``n_split`` attr overrides the split count and runs ``main`` for any T (tests, tuning)."""
+Decode (T == 1) runs shaders/attention_decode.wgsl: split-KV flash attention in ONE dispatch, the
+number of active splits derived from the step's position on the GPU and the splits merged by the
+workgroup that finishes last (an atomic counter per row block). Prefill (T > 1) runs the ``prefill``
+entry of shaders/attention.wgsl, a flash attention with K/V tiles in workgroup memory; where no prefill
+tile fits the workgroup memory (D = 256 in WebGPU's minimum 16 KiB), or the ``n_split`` attr is given,
+T > 1 runs the decode kernel too (its rows are then the T * G (token, head) pairs of a KV head).
+Test/tuning attrs: ``n_split`` (the most splits per row block) and ``split_chunk`` (the fewest keys per
+split)."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 from typing import Iterable
 
 import numpy as np
@@ -15,21 +20,92 @@ from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, rng, workgroups_for
 
-TK = 64             # keys per tile = threads per workgroup
-SHARED_FLOATS = 4096  # workgroup-memory budget (16 KiB, WebGPU's guaranteed minimum)
 PREFILL_TILES = ((32, 64), (16, 64), (16, 32), (8, 32), (8, 16))
 """(query rows, keys) per prefill tile, largest first: the first that fits the workgroup memory is used."""
+
+DECODE_WG = 128          # invocations per decode workgroup (NT teams of L lanes)
+DECODE_ROWS = 8          # most query rows per decode workgroup (GQA groups beyond it take several blocks)
+DECODE_CHUNK = 128       # fewest keys per split: shorter contexts run in one workgroup per row block
+DECODE_TARGET_WG = 512   # grid size the split count aims for (a big GPU's SMs a few times over)
+DECODE_MAX_SPLITS = 128
 
 
 def prefill_tile(d: int, dv: int, limit_bytes: int) -> tuple[int, int, int] | None:
     """(BQ, BK, KS) of the prefill kernel for head dims d/dv within ``limit_bytes`` of workgroup memory;
-    None when no tile fits (e.g. D = 256 in WebGPU's minimum 16 KiB): ``main`` runs prefill then."""
+    None when no tile fits (e.g. D = 256 in WebGPU's minimum 16 KiB): the decode kernel runs prefill then."""
     ks = max(d, dv) // 4 | 1          # odd vec4 stride: consecutive keys in distinct banks
     for bq, bk in PREFILL_TILES:
         floats = 4 * (bq * d // 4 + bk * ks) + bq * bk + 2 * 128 + 2 * bq
         if 4 * floats <= limit_bytes:
             return bq, bk, ks
     return None
+
+
+@dataclass(frozen=True)
+class DecodeConfig:
+    """Launch shape of attention_decode.wgsl (see its header for the names)."""
+
+    R: int
+    NRB: int
+    L: int
+    NT: int
+    KB: int
+    NCK: int
+    NCV: int
+    MAXS: int
+    CHUNK: int
+    RPR: int
+    RED: int
+
+    @property
+    def blk(self) -> int:
+        return self.NT * self.KB
+
+    def splits(self, n_keys: int) -> tuple[int, int]:
+        """(keys per split, active splits) for a row block seeing ``n_keys`` keys: the shader's rule."""
+        kps = max(self.CHUNK, -(-n_keys // (self.MAXS * self.blk)) * self.blk)
+        return kps, max(1, -(-n_keys // kps))
+
+
+def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, subgroups: bool,
+                  limit_bytes: int, n_split: int = 0, chunk: int = 0) -> DecodeConfig:
+    """The decode kernel's shape for head dims d/dv, GQA ratio g, T = t rows and an n_ctx cache.
+
+    Teams span the wider head (L lanes, a power of two up to 32, each lane one vec4 column per L);
+    KB keys per team pass (fewer where the columns take two vec4s per lane, to bound registers); MAXS
+    splits per row block, enough for ~DECODE_TARGET_WG workgroups when n_ctx is long. ``n_split`` fixes
+    MAXS (and lets splits shrink to one workgroup pass, for tests); ``chunk`` overrides DECODE_CHUNK."""
+    d4, dv4 = d // 4, dv // 4
+    rows = t * g
+    r = min(rows, DECODE_ROWS)
+    nrb = -(-rows // r)
+    lanes = min(32, 1 << (max(d4, dv4) - 1).bit_length())
+    nt = DECODE_WG // lanes
+    nck, ncv = -(-d4 // lanes), -(-dv4 // lanes)
+    kb = (4 if max(nck, ncv) == 1 else 2) if subgroups else 2
+    blk = nt * kb
+    ns = r * kb
+    red = (DECODE_WG // 4 if subgroups else DECODE_WG) * ns
+    c = chunk or (blk if n_split else DECODE_CHUNK)
+    c = -(-c // blk) * blk
+    if n_split:
+        maxs = n_split
+    else:
+        maxs = min(-(-n_ctx // c), max(1, DECODE_TARGET_WG // (n_kv_head * nrb)), DECODE_MAX_SPLITS)
+
+    def shared(rpr: int, ms: int) -> int:
+        return 4 * (2 * nt * r + 4 * nt * rpr * dv4 + ms * r + r + red + 1)
+    rpr = r
+    while rpr > 1 and (shared(rpr, maxs) > limit_bytes or 16 * nt * rpr * dv4 > 8192):
+        rpr -= 1
+    if shared(rpr, maxs) > limit_bytes:
+        if n_split:
+            raise ValueError(f"attention: n_split={n_split} needs more than {limit_bytes} bytes of "
+                             f"workgroup memory")
+        while maxs > 1 and shared(rpr, maxs) > limit_bytes:
+            maxs //= 2
+    return DecodeConfig(R=r, NRB=nrb, L=lanes, NT=nt, KB=kb, NCK=nck, NCV=ncv, MAXS=maxs, CHUNK=c, RPR=rpr,
+                        RED=red)
 
 
 @register
@@ -49,39 +125,42 @@ class Attention(OpKernel):
             raise ValueError(f"attention: head dims {D}/{DV} must be multiples of 4")
         n_ctx = self.in_shapes[1][0]
         G = H // Hkv
-        R = min(T * G, 32, max(1, SHARED_FLOATS // (D + TK + 3)))
-        nrb = -(-T * G // R)
-        # decode: enough slices for ~256 workgroups (a big GPU's SMs twice over), at most one per tile
-        split = a.get("n_split") or (min(64, -(-n_ctx // TK), -(-256 // (Hkv * nrb))) if T == 1 else 1)
-        self.split, self.T, self.H = split, T, H
-        self.n_groups = Hkv * nrb * split
-        defines = {"D": D, "DV": DV, "G": G, "NH": H, "NKV": Hkv, "T": T, "R": R, "NRB": nrb, "TK": TK,
-                   "NSPLIT": split, "DIRECT": split == 1, "SCALE": f32_lit(a["scale"]),
-                   "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0)),
-                   "NACC": -(-R * DV // 4 // TK)}
-        tile = prefill_tile(D, DV, int(self.dev.limits["max-compute-workgroup-storage-size"]))
+        limit = int(self.dev.limits["max-compute-workgroup-storage-size"])
+        common = {"D": D, "DV": DV, "G": G, "NH": H, "NKV": Hkv, "T": T, "SCALE": f32_lit(a["scale"]),
+                  "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0))}
+        tile = prefill_tile(D, DV, limit)
         self.prefill = T > 1 and not a.get("n_split") and tile is not None
+        self.part = self.counters = None
         if self.prefill:
             bq, bk, ks = tile
             prb = -(-T * G // bq)
             self.n_groups = Hkv * prb
-            defines |= {"BQ": bq, "BK": bk, "KS": ks, "PRB": prb, "PACC": -(-bq * DV // 4 // 128)}
-        else:
-            defines |= {"BQ": 8, "BK": 16, "KS": 1, "PRB": 1, "PACC": 1}   # unused by ``main``
-        self.pipe = self.dev.pipeline("attention.wgsl", "prefill" if self.prefill else "main", defines)
-        if split > 1:
-            self.combine = self.dev.pipeline("attention.wgsl", "combine", defines)
-            self.partials = self.dev.create_buffer(split * T * H * (DV + 4) * 4, label="attention.partials")
+            self.split = 1
+            self.pipe = self.dev.pipeline("attention.wgsl", "prefill", common | {
+                "BQ": bq, "BK": bk, "KS": ks, "PRB": prb, "PACC": -(-bq * DV // 4 // 128)})
+            return
+        sg = self.dev.has_subgroups
+        cfg = decode_config(D, DV, G, T, Hkv, n_ctx, sg, limit, int(a.get("n_split", 0)),
+                            int(a.get("split_chunk", 0)))
+        self.cfg = cfg
+        self.split = cfg.MAXS
+        n_blocks = Hkv * cfg.NRB
+        self.n_groups = n_blocks * cfg.MAXS
+        self.pipe = self.dev.pipeline("attention_decode.wgsl", "main", common | {
+            "R": cfg.R, "NRB": cfg.NRB, "L": cfg.L, "NT": cfg.NT, "KB": cfg.KB, "NCK": cfg.NCK,
+            "NCV": cfg.NCV, "MAXS": cfg.MAXS, "CHUNK": cfg.CHUNK, "RPR": cfg.RPR, "RED": cfg.RED,
+            "REDUCE": "sg" if sg else "wg"})
+        part_bytes = n_blocks * cfg.MAXS * cfg.R * (DV // 4 + 1) * 16 if cfg.MAXS > 1 else 16
+        self.part = self.dev.create_buffer(part_bytes, label="attention.partials")
+        self.counters = self.dev.create_buffer(4 * n_blocks, label="attention.counters")   # zero-filled
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         q, k, v, out = buffers
-        dst = out if self.split == 1 else self.partials
-        bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: q, 2: k, 3: v, 4: dst})
-        ds = [Dispatch(self.pipe, bg, workgroups_for(self.n_groups))]
-        if self.split > 1:
-            bg2 = self.dev.bind_group(self.combine, {4: self.partials, 5: out})
-            ds.append(Dispatch(self.combine, bg2, workgroups_for(self.T * self.H)))
-        return ds
+        binds = {0: self.dev.params_buffer, 1: q, 2: k, 3: v, 4: out}
+        if not self.prefill:
+            binds |= {5: self.part, 6: self.counters}
+        bg = self.dev.bind_group(self.pipe, binds)
+        return [Dispatch(self.pipe, bg, workgroups_for(self.n_groups))]
 
 
 def reference(q, ck, cv, n_head, n_head_kv, head_dim, v_head_dim, scale, window=0, softcap=0.0, *,
@@ -106,23 +185,27 @@ def reference(q, ck, cv, n_head, n_head_kv, head_dim, v_head_dim, scale, window=
 
 
 def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int, D: int, n_ctx: int,
-                   window: int = 0, softcap: float = 0.0, n_split: int = 0, seed: int = 0) -> Case:
+                   window: int = 0, softcap: float = 0.0, n_split: int = 0, seed: int = 0, dv: int = 0,
+                   split_chunk: int = 0) -> Case:
     """Random q and caches; cache rows at or past pos + n_tokens hold NaN (must never be read)."""
+    dv = dv or D
     g = rng(seed)
     q = g.standard_normal((T, H * D)).astype(np.float32)
     ck = (g.standard_normal((n_ctx, Hkv * D)) * 2).astype(np.float32)
-    cv = g.standard_normal((n_ctx, Hkv * D)).astype(np.float32)
+    cv = g.standard_normal((n_ctx, Hkv * dv)).astype(np.float32)
     ck[pos + n_tokens:] = np.nan
     cv[pos + n_tokens:] = np.nan
     q[n_tokens:] = np.nan
-    attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=1.0 / math.sqrt(D),
+    attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=dv, scale=1.0 / math.sqrt(D),
                  window=window, softcap=softcap)
     if n_split:
         attrs["n_split"] = n_split
+    if split_chunk:
+        attrs["split_chunk"] = split_chunk
     n_kv = pos + n_tokens
     return Case("attention", name, [q, ck, cv], ["f32"] * 3,
                 lambda: [reference(q, ck, cv, **attrs, pos=pos, n_tokens=n_tokens)], 2e-5, attrs=attrs,
-                pos=pos, n_tokens=n_tokens, nbytes=8 * n_kv * Hkv * D, flops=4 * n_tokens * H * D * n_kv)
+                pos=pos, n_tokens=n_tokens, nbytes=4 * n_kv * Hkv * (D + dv), flops=2 * n_tokens * H * (D + dv) * n_kv)
 
 
 @check("attention")
@@ -132,6 +215,31 @@ def _cases() -> Iterable[Case]:
     yield attention_case("decode D=128 MHA n_kv=777 split", 1, 1, 776, 4, 4, 128, 800, seed=3)
     yield attention_case("decode gemma3 D=256 GQA2 window=50 softcap", 1, 1, 200, 4, 2, 256, 256,
                          window=50, softcap=30.0, seed=4)
+    # split bookkeeping: split_chunk=64 with n_split=8 gives 64-key splits up to 512 keys on every device
+    for pos, what in ((62, "1 split, 63 keys"), (63, "1 split, exactly 64 keys"),
+                      (64, "2 splits, the last of 1 key"), (255, "4 full splits"),
+                      (256, "5 splits, the last of 1 key"), (447, "7 full splits")):
+        yield attention_case(f"decode qwen n_split=8 chunk=64 pos={pos}: {what}", 1, 1, pos, 14, 2, 64, 520,
+                             n_split=8, split_chunk=64, seed=20 + pos % 7)
+    yield attention_case("decode qwen n_split=8 chunk=64 n_kv=1000: 8 splits of 128, the last partial", 1, 1,
+                         999, 14, 2, 64, 1024, n_split=8, split_chunk=64, seed=11)
+    yield attention_case("decode qwen max context n_kv=n_ctx=4096 (every split active)", 1, 1, 4095, 14, 2,
+                         64, 4096, seed=12)
+    yield attention_case("decode qwen n_kv=65 of n_ctx=4096 (1 of many splits)", 1, 1, 64, 14, 2, 64, 4096,
+                         seed=13)
+    yield attention_case("decode D=64 GQA4 window=300 softcap n_kv=901, 5 windowed splits", 1, 1, 900, 8, 2,
+                         64, 960, window=300, softcap=20.0, n_split=16, split_chunk=64, seed=14)
+    yield attention_case("decode gemma3 D=256 GQA8 n_kv=501 window=400 softcap", 1, 1, 500, 16, 2, 256, 512,
+                         window=400, softcap=50.0, seed=15)
+    yield attention_case("decode D=128 GQA16 (two row blocks) n_kv=700", 1, 1, 699, 16, 1, 128, 720,
+                         seed=16)
+    yield attention_case("decode D=128 G=1 n_split=32 n_kv=100 (splits of one pass)", 1, 1, 99, 2, 2, 128,
+                         128, n_split=32, seed=17)
+    yield attention_case("decode D=96 Dv=64 GQA3 n_kv=333", 1, 1, 332, 6, 2, 96, 400, dv=64, seed=18)
+    yield attention_case("decode D=32 GQA2 n_kv=250 (team = 8 lanes)", 1, 1, 249, 4, 2, 32, 256, seed=19)
+    yield attention_case("decode D=16 GQA5 n_kv=130 n_split=4 (team = 4 lanes)", 1, 1, 129, 10, 2, 16, 160,
+                         n_split=4, seed=20)
+    yield attention_case("decode D=4 MHA n_kv=70 (team = 1 lane)", 1, 1, 69, 3, 3, 4, 80, seed=21)
     yield attention_case("prefill D=64 GQA2 T=16 n_tokens=11 pos=5", 16, 11, 5, 4, 2, 64, 40, seed=5)
     yield attention_case("prefill D=128 GQA7 T=9 n_tokens=9", 9, 9, 0, 7, 1, 128, 9, seed=6)
     yield attention_case("prefill D=256 window=5 softcap T=12 n_tokens=10 pos=3", 12, 10, 3, 2, 1, 256,
@@ -142,6 +250,8 @@ def _cases() -> Iterable[Case]:
                          40, 14, 2, 64, 110, seed=9)
     yield attention_case("prefill D=128 GQA4 T=40 pos=100 window=90 softcap", 40, 40, 100, 8, 2, 128, 140,
                          window=90, softcap=30.0, seed=10)
+    yield attention_case("prefill by the decode kernel n_split=6 T=7 n_tokens=6 pos=300 window=200 softcap",
+                         7, 6, 300, 6, 2, 64, 320, window=200, softcap=25.0, n_split=6, seed=22)
 
 
 @check("attention.bench", bench=True)

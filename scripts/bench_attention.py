@@ -1,0 +1,218 @@
+"""Decode attention: GPU time per dispatch at real model shapes, before (the two-dispatch kernel this
+replaced) vs after (attention_decode.wgsl), a sweep of the split size, and a stress test of the
+cross-workgroup merge.
+
+    python3 scripts/bench_attention.py [--positions 64,4160] [--chunks 64,128,256] [--old/--no-old]
+                                       [--stress N] [--shapes qwen,llama8b]
+
+Timing as scripts/bench_gemv.py: N copies of the dispatch(es) in one compute pass, GPU timestamps at the
+pass ends, median of 3 (no submit or Python encode cost; every copy pays the dependent-dispatch gap a
+decode step pays, since each writes the same output). Every timed kernel is first checked against
+float64. ~0.5 s of GPU work runs first so the clocks are up. ``--stress N``: N submits at random
+positions (each output checked, the counters checked zero) and passes of 64 copies with distinct
+queries and outputs, per shape.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from oxigpu.backends import numpy_ops  # noqa: E402
+from oxigpu.backends.wgpu.device import Device, Dispatch, Params, workgroups_for  # noqa: E402
+from oxigpu.backends.wgpu.kernel import prepare, rel_error  # noqa: E402
+from oxigpu.backends.wgpu.ops._common import f32_lit  # noqa: E402
+
+SHAPES = {   # name: (n_head, n_head_kv, head_dim, window)
+    "qwen": (14, 2, 64, 0),          # Qwen2.5-0.5B
+    "llama1b": (32, 8, 64, 0),       # Llama-3.2-1B
+    "llama8b": (32, 8, 128, 0),      # Llama-3.1-8B
+    "gemma3": (4, 1, 256, 512),      # Gemma-3 270M sliding layers
+}
+N_CTX = 4224
+
+
+def ref64(q, ck, cv, attrs, pos):
+    f = lambda a: np.asarray(a, np.float64)   # noqa: E731
+    a = {k: v for k, v in attrs.items() if k not in ("n_split", "split_chunk")}
+    return numpy_ops.attention(f(q), f(ck), f(cv), **a, pos=pos, n_tokens=1)
+
+
+_TS: dict = {}
+
+
+def gpu_time(dev: Device, d: list, n: int) -> float:
+    """GPU seconds of one compute pass holding n copies of ``d``."""
+    import wgpu
+    if "qs" not in _TS:
+        _TS["qs"] = dev.device.create_query_set(type="timestamp", count=2)
+        _TS["buf"] = dev.device.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+    enc = dev.device.create_command_encoder()
+    dev.encode(enc, list(d) * n, {"query_set": _TS["qs"], "beginning_of_pass_write_index": 0,
+                                  "end_of_pass_write_index": 1})
+    enc.resolve_query_set(_TS["qs"], 0, 2, _TS["buf"], 0)
+    dev.queue.submit([enc.finish()])
+    t = np.frombuffer(dev.queue.read_buffer(_TS["buf"]), np.uint64)
+    return float(t[1] - t[0]) * 1e-9
+
+
+def time_dispatches(dev: Device, d: list) -> float:
+    once = gpu_time(dev, d, 3) / 3
+    n = int(min(2000, max(10, 0.003 / max(once, 1e-7))))
+    return max(float(np.median([gpu_time(dev, d, n) / n for _ in range(3)])), 1e-9)
+
+
+def old_kernel(dev: Device, H, Hkv, D, n_ctx, window, q, ck, cv, out):
+    """The two-dispatch kernel this replaced (per-split `main`, then `combine`), as it was configured."""
+    root = Path(__file__).resolve().parents[1] / "oxigpu" / "shaders"
+    shutil.copy(Path(__file__).resolve().parent / "bench_attention_old.wgsl", root / "_bench_old_attention.wgsl")
+    T, G, TK = 1, H // Hkv, 64
+    R = min(T * G, 32, max(1, 4096 // (D + TK + 3)))
+    nrb = -(-T * G // R)
+    split = min(64, -(-n_ctx // TK), -(-256 // (Hkv * nrb)))
+    defines = {"D": D, "DV": D, "G": G, "NH": H, "NKV": Hkv, "T": T, "R": R, "NRB": nrb, "TK": TK,
+               "NSPLIT": split, "DIRECT": split == 1, "SCALE": f32_lit(1 / math.sqrt(D)),
+               "SOFTCAP": f32_lit(0.0), "WINDOW": window, "NACC": -(-R * D // 4 // TK)}
+    try:
+        pipe = dev.pipeline("_bench_old_attention.wgsl", "main", defines)
+        comb = dev.pipeline("_bench_old_attention.wgsl", "combine", defines) if split > 1 else None
+    finally:
+        (root / "_bench_old_attention.wgsl").unlink()
+    part = dev.create_buffer(split * H * (D + 4) * 4)
+    dst = out if split == 1 else part
+    ds = [Dispatch(pipe, dev.bind_group(pipe, {0: dev.params_buffer, 1: q, 2: ck, 3: cv, 4: dst}),
+                   workgroups_for(Hkv * nrb * split))]
+    if comb is not None:
+        ds.append(Dispatch(comb, dev.bind_group(comb, {4: part, 5: out}), workgroups_for(H)))
+    return ds
+
+
+def make(shape: str, seed: int = 0):
+    H, Hkv, D, window = SHAPES[shape]
+    g = np.random.default_rng(seed)
+    q = g.standard_normal((1, H * D)).astype(np.float32)
+    ck = (g.standard_normal((N_CTX, Hkv * D)) * 2).astype(np.float32)
+    cv = g.standard_normal((N_CTX, Hkv * D)).astype(np.float32)
+    attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=1 / math.sqrt(D), window=window,
+                 softcap=0.0)
+    return q, ck, cv, attrs
+
+
+def warm_up(dev: Device) -> None:
+    q, ck, cv, attrs = make("llama8b")
+    p = prepare("attention", [q, ck, cv], attrs, dev=dev)
+    dev.write_params(Params(pos=N_CTX - 1, n_tokens=1))
+    t0, g = time.perf_counter(), 0.0
+    while time.perf_counter() - t0 < 0.6:
+        g += gpu_time(dev, p.dispatches, 200)
+    print(f"warm-up: gpu {g * 1e3:.1f} ms, wall {(time.perf_counter() - t0) * 1e3:.1f} ms", flush=True)
+
+
+def stress(dev: Device, shape: str, n: int, rows: list) -> None:
+    q, ck, cv, attrs = make(shape, seed=7)
+    p = prepare("attention", [q, ck, cv], attrs, dev=dev)
+    kern = p.kernel
+    g = np.random.default_rng(3)
+    bad = 0
+    t0 = time.perf_counter()
+    positions = g.integers(0, N_CTX, n)
+    for pos in positions:
+        dev.write_params(Params(pos=int(pos), n_tokens=1))
+        dev.write(p.out_bufs[0], np.full(p.out_shapes[0], np.nan, np.float32))
+        dev.submit(p.dispatches)
+        err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), ref64(q, ck, cv, attrs, int(pos)))
+        cnt = dev.read(kern.counters, np.uint32, kern.counters.size // 4)
+        if err > 2e-5 or cnt.any():
+            bad += 1
+            print(f"  STRESS FAIL {shape} pos={pos} err={err:.3g} counters={cnt.tolist()}", flush=True)
+    # passes of 64 copies with distinct queries and outputs, at a long and a short position
+    qs = [g.standard_normal(q.shape).astype(np.float32) for _ in range(64)]
+    qb = [dev.upload(x) for x in qs]
+    outs = [dev.create_buffer(4 * int(np.prod(p.out_shapes[0]))) for _ in qs]
+    ds = []
+    for qq, oo in zip(qb, outs):
+        ds += kern.encode([qq, p.in_bufs[1], p.in_bufs[2], oo])
+    copies_bad = 0
+    for pos in (N_CTX - 1, 3000, 700, 129):
+        for rep in range(4):
+            for oo in outs:
+                dev.write(oo, np.full(p.out_shapes[0], np.nan, np.float32))
+            dev.write_params(Params(pos=pos, n_tokens=1))
+            dev.submit(ds)
+            for i, oo in enumerate(outs):
+                err = rel_error(dev.read(oo, np.float32, p.out_shapes[0]), ref64(qs[i], ck, cv, attrs, pos))
+                if err > 2e-5:
+                    copies_bad += 1
+                    print(f"  STRESS FAIL {shape} copies pos={pos} rep={rep} copy={i} err={err:.3g}", flush=True)
+    cnt = dev.read(kern.counters, np.uint32, kern.counters.size // 4)
+    ok = bad == 0 and copies_bad == 0 and not cnt.any()
+    print(f"stress {shape}: {n} submits, {bad} bad; 16 passes x 64 copies, {copies_bad} bad; counters "
+          f"{cnt.tolist()} -> {'OK' if ok else 'FAIL'} ({time.perf_counter() - t0:.1f} s)", flush=True)
+    rows.append({"stress": shape, "submits": n, "bad": bad, "copies_bad": copies_bad, "ok": ok})
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--shapes", default="qwen,llama8b,llama1b,gemma3")
+    ap.add_argument("--positions", default="64,4160")
+    ap.add_argument("--chunks", default="", help="split_chunk values to sweep besides the default")
+    ap.add_argument("--old", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--stress", type=int, default=0)
+    ap.add_argument("--budget", type=float, default=120.0)
+    args = ap.parse_args()
+    t_start = time.time()
+    dev = Device.get()
+    print("device:", dev.info()["name"], dev.info()["backend"], "subgroups:", dev.has_subgroups, flush=True)
+    warm_up(dev)
+    rows: list = []
+    chunks = [0] + [int(c) for c in args.chunks.split(",") if c]
+    for shape in args.shapes.split(","):
+        q, ck, cv, attrs = make(shape)
+        for pos in (int(p) for p in args.positions.split(",")):
+            if time.time() - t_start > args.budget:
+                print("budget spent; stopping", flush=True)
+                break
+            want = ref64(q, ck, cv, attrs, pos)
+            dev.write_params(Params(pos=pos, n_tokens=1))
+            line = [f"{shape:8s} pos={pos:5d}"]
+            for chunk in chunks:
+                a = dict(attrs, **({"split_chunk": chunk} if chunk else {}))
+                p = prepare("attention", [q, ck, cv], a, dev=dev)
+                dev.submit(p.dispatches)
+                err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
+                t = time_dispatches(dev, p.dispatches)
+                cfg = p.kernel.cfg
+                kps, nact = cfg.splits(pos + 1 if not attrs["window"] else min(pos + 1, attrs["window"]))
+                tag = f"chunk={chunk or cfg.CHUNK}"
+                line.append(f"{tag}: {t * 1e6:6.2f} us ({nact} splits of {kps}, maxs {cfg.MAXS}, err {err:.1e})")
+                rows.append({"shape": shape, "pos": pos, "kernel": "new", "chunk": chunk or cfg.CHUNK, "us": t * 1e6,
+                             "err": err, "nact": nact, "maxs": cfg.MAXS})
+            if args.old:
+                p = prepare("attention", [q, ck, cv], attrs, dev=dev)
+                H, Hkv, D, window = SHAPES[shape]
+                ds = old_kernel(dev, H, Hkv, D, N_CTX, window, *p.in_bufs, p.out_bufs[0])
+                dev.submit(ds)
+                err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
+                t = time_dispatches(dev, ds)
+                line.append(f"old: {t * 1e6:6.2f} us (err {err:.1e})")
+                rows.append({"shape": shape, "pos": pos, "kernel": "old", "us": t * 1e6, "err": err})
+            print(" | ".join(line), flush=True)
+    for shape in (args.shapes.split(",") if args.stress else []):
+        stress(dev, shape, args.stress, rows)
+    with open(Path(args.out) / "attention_bench.jsonl", "a") as f:
+        for r in rows:
+            f.write(json.dumps(r) + "\n")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,123 @@
+"""Decode attention (shaders/attention_decode.wgsl): one dispatch, splits merged by the last workgroup.
+
+The registered ``attention`` checks (run by test_kernel_ops.py and ``oxigpu kernels``) cover the shapes;
+here: the same checks without subgroups (workgroup-memory team reductions), the split counts the cases
+claim, and the cross-workgroup merge under replay: one plan at changing positions over many submits, N
+copies of the dispatch in one pass (distinct queries and outputs, the same counters and partials), and
+the counters back at zero after every run. References are float64; outputs start NaN-poisoned.
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oxigpu.backends import numpy_ops
+from oxigpu.backends.wgpu.device import Device, Params
+from oxigpu.backends.wgpu.kernel import CHECKS, load_kernels, prepare, rel_error, run_op
+from oxigpu.backends.wgpu.ops.attention import attention_case, decode_config
+
+pytestmark = pytest.mark.gpu
+
+
+def _ref(case, q, pos, n_tokens=1):
+    """float64 attention of ``q`` at ``pos`` over the case's caches (numpy_ops on float64 inputs)."""
+    _, ck, cv = case.inputs
+    f = lambda a: np.asarray(a, np.float64)   # noqa: E731
+    return numpy_ops.attention(f(q), f(ck), f(cv), **{k: v for k, v in case.attrs.items()
+                                                      if k not in ("n_split", "split_chunk")},
+                               pos=pos, n_tokens=n_tokens)
+
+
+def _decode_cases():
+    load_kernels()
+    return [c for c in CHECKS["attention"]() if c.name.startswith("decode") or "decode kernel" in c.name]
+
+
+@pytest.mark.parametrize("case", _decode_cases(), ids=lambda c: c.name)
+def test_decode_without_subgroups(dev, case, monkeypatch):
+    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    got = run_op("attention", case.inputs, case.attrs, case.pos, case.n_tokens, dev=dev)
+    err = rel_error(got[0], case.reference()[0])
+    assert err <= case.tol, f"{case.name}: rel. error {err:.3g}"
+
+
+@pytest.mark.parametrize("subgroups", [True, False])
+def test_split_counts_of_the_cases(subgroups):
+    """The boundary cases really land where their names say, with or without subgroups."""
+    cfg = decode_config(64, 64, 7, 1, 2, 520, subgroups, 32768, n_split=8, chunk=64)
+    assert [cfg.splits(n) for n in (63, 64, 65, 256, 257, 448)] == \
+        [(64, 1), (64, 1), (64, 2), (64, 4), (64, 5), (64, 7)]
+    cfg = decode_config(64, 64, 7, 1, 2, 1024, subgroups, 32768, n_split=8, chunk=64)
+    assert cfg.splits(1000) == (128, 8)
+    cfg = decode_config(64, 64, 7, 1, 2, 4096, subgroups, 32768)
+    assert cfg.splits(4096)[1] == cfg.MAXS > 1 and cfg.splits(65)[1] == 1
+    cfg = decode_config(64, 64, 4, 1, 2, 960, subgroups, 32768, n_split=16, chunk=64)
+    assert cfg.splits(300)[1] == 5
+    cfg = decode_config(128, 128, 1, 1, 2, 128, subgroups, 32768, n_split=32)
+    assert cfg.splits(100)[1] == -(-100 // cfg.blk) > 1
+
+
+def test_decode_config_fits_16k():
+    """WebGPU's minimum 16 KiB of workgroup memory holds every head size, long contexts included."""
+    for d in (64, 128, 256):
+        for sg in (True, False):
+            cfg = decode_config(d, d, 8, 1, 1, 131072, sg, 16384)
+            assert cfg.MAXS > 1 and cfg.RPR >= 1
+
+
+def _counters(dev, kernel):
+    return dev.read(kernel.counters, np.uint32, kernel.counters.size // 4)
+
+
+@pytest.mark.parametrize("subgroups", [True, False])
+def test_replay_across_positions(dev, subgroups, monkeypatch):
+    """One plan, many submits at changing positions (1 split, many, boundaries, back down): no partial
+    or counter state leaks from one step into the next."""
+    if not subgroups:
+        monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    case = attention_case("replay", 1, 1, 599, 14, 2, 64, 600, seed=9, n_split=8, split_chunk=64)
+    p = prepare("attention", case.inputs, case.attrs, dev=dev)
+    assert p.kernel.split == 8
+    q = case.inputs[0]
+    for pos in (599, 0, 63, 64, 300, 5, 511, 512, 127, 599, 1):
+        dev.write_params(Params(pos=pos, n_tokens=1))
+        dev.write(p.out_bufs[0], np.full(p.out_shapes[0], np.nan, np.float32))
+        dev.submit(p.dispatches)
+        got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
+        assert rel_error(got, _ref(case, q, pos)) < 2e-5, pos
+        assert not _counters(dev, p.kernel).any(), pos
+
+
+@pytest.mark.parametrize("pos", [40, 333])
+def test_copies_in_one_pass(dev, pos):
+    """N copies of the dispatch in ONE pass, sharing counters and partials but each with its own query
+    and output: every copy must find the counters reset by the one before and merge only its own splits
+    (a stuck counter leaves a poisoned output, a leaked partial a wrong one)."""
+    case = attention_case("copies", 1, 1, 335, 8, 2, 64, 336, seed=4, n_split=6, split_chunk=64)
+    p = prepare("attention", case.inputs, case.attrs, dev=dev)
+    kern, (_, ck, cv) = p.kernel, p.in_bufs
+    g = np.random.default_rng(1)
+    qs = [g.standard_normal(case.inputs[0].shape).astype(np.float32) for _ in range(12)]
+    outs = [dev.upload(np.full(p.out_shapes[0], np.nan, np.float32)) for _ in qs]
+    ds = []
+    for qh, out in zip(qs, outs):
+        ds += kern.encode([dev.upload(qh), ck, cv, out])
+    dev.write_params(Params(pos=pos, n_tokens=1))
+    dev.submit(ds)
+    for i, (qh, out) in enumerate(zip(qs, outs)):
+        got = dev.read(out, np.float32, p.out_shapes[0])
+        assert rel_error(got, _ref(case, qh, pos)) < 2e-5, i
+    assert not _counters(dev, kern).any()
+
+
+def test_a_stuck_counter_is_caught(dev):
+    """The replay checks can fail: a counter left non-zero makes a step merge early (or never)."""
+    case = attention_case("stuck", 1, 1, 300, 8, 2, 64, 320, seed=3, n_split=6, split_chunk=64)
+    p = prepare("attention", case.inputs, case.attrs, dev=dev)
+    dev.write(p.kernel.counters, np.array([1, 0], np.uint32))
+    dev.write_params(Params(pos=300, n_tokens=1))
+    dev.submit(p.dispatches)
+    got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
+    want = _ref(case, case.inputs[0], 300)
+    assert not rel_error(got[:, :4 * 64], want[:, :4 * 64]) < 2e-5     # KV head 0: broken
+    assert rel_error(got[:, 4 * 64:], want[:, 4 * 64:]) < 2e-5         # KV head 1: fine
