@@ -2,8 +2,10 @@
 replaced) vs after (attention_decode.wgsl), a sweep of the split size, and a stress test of the
 cross-workgroup merge.
 
-    python3 scripts/bench_attention.py [--positions 64,4160] [--chunks 64,128,256] [--old/--no-old]
+    python3 scripts/bench_attention.py [--positions 64,4160] [--configs 32:0,128:2] [--old/--no-old]
                                        [--stress N] [--shapes qwen,llama8b]
+
+``--configs``: extra CHUNK:SLICES[:ROWS] points timed beside the default (0 = the default of that knob).
 
 Timing as scripts/bench_gemv.py: N copies of the dispatch(es) in one compute pass, GPU timestamps at the
 pass ends, median of 3 (no submit or Python encode cost; every copy pays the dependent-dispatch gap a
@@ -43,7 +45,7 @@ N_CTX = 4224
 
 def ref64(q, ck, cv, attrs, pos):
     f = lambda a: np.asarray(a, np.float64)   # noqa: E731
-    a = {k: v for k, v in attrs.items() if k not in ("n_split", "split_chunk")}
+    a = {k: v for k, v in attrs.items() if k not in ("n_split", "split_chunk", "key_slices", "decode_rows")}
     return numpy_ops.attention(f(q), f(ck), f(cv), **a, pos=pos, n_tokens=1)
 
 
@@ -66,7 +68,12 @@ def gpu_time(dev: Device, d: list, n: int) -> float:
 
 
 def time_dispatches(dev: Device, d: list) -> float:
+    """GPU seconds per run of ``d``: median of 3 passes of N copies (~3 ms each), after ~30 ms of the same
+    passes (the host work between cases lets an H100's clock sag within milliseconds)."""
     once = gpu_time(dev, d, 3) / 3
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < 0.03:
+        gpu_time(dev, d, int(min(2000, max(10, 0.005 / max(once, 1e-7)))))
     n = int(min(2000, max(10, 0.003 / max(once, 1e-7))))
     return max(float(np.median([gpu_time(dev, d, n) / n for _ in range(3)])), 1e-9)
 
@@ -165,7 +172,7 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--shapes", default="qwen,llama8b,llama1b,gemma3")
     ap.add_argument("--positions", default="64,4160")
-    ap.add_argument("--chunks", default="", help="split_chunk values to sweep besides the default")
+    ap.add_argument("--configs", default="", help="CHUNK:SLICES pairs to time besides the default")
     ap.add_argument("--old", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--stress", type=int, default=0)
     ap.add_argument("--budget", type=float, default=120.0)
@@ -175,7 +182,7 @@ def main() -> None:
     print("device:", dev.info()["name"], dev.info()["backend"], "subgroups:", dev.has_subgroups, flush=True)
     warm_up(dev)
     rows: list = []
-    chunks = [0] + [int(c) for c in args.chunks.split(",") if c]
+    configs = [(0, 0, 0)] + [tuple(int(v) for v in (c + ":0:0").split(":")[:3]) for c in args.configs.split(",") if c]
     for shape in args.shapes.split(","):
         q, ck, cv, attrs = make(shape)
         for pos in (int(p) for p in args.positions.split(",")):
@@ -185,17 +192,22 @@ def main() -> None:
             want = ref64(q, ck, cv, attrs, pos)
             dev.write_params(Params(pos=pos, n_tokens=1))
             line = [f"{shape:8s} pos={pos:5d}"]
-            for chunk in chunks:
-                a = dict(attrs, **({"split_chunk": chunk} if chunk else {}))
-                p = prepare("attention", [q, ck, cv], a, dev=dev)
+            for chunk, slices, rws in configs:
+                a = dict(attrs, **({"split_chunk": chunk} if chunk else {}), **({"key_slices": slices} if slices else {}),
+                         **({"decode_rows": rws} if rws else {}))
+                try:
+                    p = prepare("attention", [q, ck, cv], a, dev=dev)
+                except ValueError as e:   # a sweep point the shape cannot take
+                    line.append(f"({chunk}:{slices} skipped: {e})")
+                    continue
                 dev.submit(p.dispatches)
                 err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
                 t = time_dispatches(dev, p.dispatches)
                 cfg = p.kernel.cfg
                 kps, nact = cfg.splits(pos + 1 if not attrs["window"] else min(pos + 1, attrs["window"]))
-                tag = f"chunk={chunk or cfg.CHUNK}"
+                tag = f"chunk={cfg.CHUNK} ks={cfg.KS} R={cfg.R}"
                 line.append(f"{tag}: {t * 1e6:6.2f} us ({nact} splits of {kps}, maxs {cfg.MAXS}, err {err:.1e})")
-                rows.append({"shape": shape, "pos": pos, "kernel": "new", "chunk": chunk or cfg.CHUNK, "us": t * 1e6,
+                rows.append({"shape": shape, "pos": pos, "kernel": "new", "chunk": cfg.CHUNK, "ks": cfg.KS, "rows": cfg.R, "us": t * 1e6,
                              "err": err, "nact": nact, "maxs": cfg.MAXS})
             if args.old:
                 p = prepare("attention", [q, ck, cv], attrs, dev=dev)

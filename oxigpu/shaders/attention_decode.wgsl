@@ -3,26 +3,29 @@
 //
 // Rows: the query rows of one KV head are the (t, g) pairs flattened as rg = t * G + g (query head
 // h = kvh * G + g); a workgroup takes a block of R consecutive rows (decode: the G heads sharing a KV
-// head, so K and V are read once for the group) and one split of the keys those rows can see.
+// head, so K and V come from DRAM once for the group) and one split of the keys those rows can see.
 // Splits: the grid holds MAXS splits per row block, but only `nact` are active, computed from P at run
 // time: keys per split = max(CHUNK, ceil(n_keys / MAXS)) rounded up to BLK (one pass of the workgroup),
 // so short contexts use one workgroup per row block and idle workgroups return at once.
-// Inside a workgroup: NT teams of L lanes. A team takes KB keys per pass (team-interleaved, so a pass of
-// the workgroup covers BLK = NT * KB consecutive keys); its lanes hold vec4 columns c = tl + i * L of q
-// (registers), of K and V rows (coalesced loads) and of the output accumulator. A score is a team sum
-// (attention/team_{sg,wg}.wgsl); the online softmax runs per team in registers (every lane holds the
-// same statistics). At the end the teams merge through workgroup memory.
+// Inside a workgroup: R * KS teams of L lanes, team = slice * R + row: each walks its row's share of the
+// split (KB keys per pass, slices interleaved, so a workgroup pass covers BLK = KS * KB keys). A lane
+// holds vec4 columns c0 = lane and c1 = lane + L (NCK, NCV: 1 or 2 of them) of q, of the K and V rows it
+// loads (coalesced across the team) and of the output accumulator. Scores come four keys to a vec4, as
+// team sums (attention/team_{sg,wg}.wgsl); the online softmax runs in registers (every lane of a team
+// holds the same statistics). There are no private arrays: drivers may put loop-indexed ones in local
+// memory. The KS slices of a row merge through workgroup memory at the end.
 // Merge across workgroups: with one active split the workgroup writes the output. Otherwise each writes
 // its partial (max m, sum l, accumulator) to `part`, then storageBarrier() (device-scope release) and one
 // atomicAdd on the row block's counter; the workgroup that sees nact - 1 is last: storageBarrier()
-// (acquire), it merges every partial into the output and resets the counter to 0 for the next run.
+// (acquire), it merges every partial into the output (online, eight splits per step) and resets the
+// counter to 0 for the next run.
 // Masking: keys outside a row's causal/window range get no weight; loads are clamped into the split's
 // range, so no cache row at or past pos + n_tokens is read. Padded rows (t >= n_tokens) write zeros.
 //
-// Defines: D, DV (head dims, multiples of 4), G, NH, NKV, T, R, NRB (row blocks per KV head), L, NT, KB,
-// NCK (= ceil(D / 4 / L)), NCV (= ceil(DV / 4 / L)), MAXS, CHUNK (a multiple of NT * KB), RPR (rows per
-// round of the in-workgroup merge), RED (team scratch floats), REDUCE (sg | wg), SCALE, SOFTCAP (0:
-// none), WINDOW (0: none).
+// Defines: D, DV (head dims, multiples of 4), G, NH, NKV, T, R, NRB (row blocks per KV head), L, KS, KB
+// (4 or 8), NCK (= ceil(D / 4 / L), 1 or 2), NCV (likewise for DV), MAXS, CHUNK (a multiple of KS * KB),
+// TML, TACC (workgroup arrays of the slice merge; 1 when KS == 1), REDUCE (sg | wg), SCALE, SOFTCAP
+// (0: none), WINDOW (0: none).
 #include "common/params.wgsl"
 #include "math.wgsl"
 
@@ -41,26 +44,22 @@ const NKV: u32 = {{NKV}}u;
 const R: u32 = {{R}}u;
 const NRB: u32 = {{NRB}}u;
 const L: u32 = {{L}}u;
-const NT: u32 = {{NT}}u;
-const WG: u32 = L * NT;
+const KS: u32 = {{KS}}u;
+const WG: u32 = L * R * KS;
 const KB: u32 = {{KB}}u;
-const BLK: u32 = NT * KB;
+const BLK: u32 = KS * KB;
 const NCK: u32 = {{NCK}}u;
 const NCV: u32 = {{NCV}}u;
 const MAXS: u32 = {{MAXS}}u;
 const CHUNK: u32 = {{CHUNK}}u;
-const RPR: u32 = {{RPR}}u;
-const NROUND: u32 = (R + RPR - 1u) / RPR;
-const NS: u32 = R * KB;          // scores per team pass
-const RED: u32 = {{RED}}u;
+const WINDOW: u32 = {{WINDOW}}u;
+const SOFTCAP: f32 = {{SOFTCAP}};
 const PART: u32 = DV4 + 1u;      // vec4s per partial row: (m, l, 0, 0), then the DV accumulator
 
 #include "attention/team_{{REDUCE}}.wgsl"
 
-var<workgroup> tml: array<vec2<f32>, NT * R>;          // per team and row: (m, l)
-var<workgroup> tacc: array<vec4<f32>, NT * RPR * DV4>; // per team: the accumulators of one round's rows
-var<workgroup> wsh: array<f32, MAXS * R>;             // cross-workgroup merge: weight of split s, row r
-var<workgroup> lsh: array<f32, R>;
+var<workgroup> tml: array<vec2<f32>, {{TML}}>;     // slice merge: (m, l) per team
+var<workgroup> tacc: array<vec4<f32>, {{TACC}}>;   // slice merge: accumulator per team
 var<workgroup> last_w: u32;
 
 struct Row { t: u32, h: u32, live: bool, valid: bool }
@@ -72,22 +71,120 @@ fn row_of(rg: u32, kvh: u32) -> Row {
   return Row(t, kvh * G + rg % G, valid && t < P.n_tokens, valid);
 }
 
-fn key_visible(j: u32, p: u32) -> bool {
-  return j <= p && ({{WINDOW}}u == 0u || j + {{WINDOW}}u > p);
-}
-
 // Keys any live row of the n rows from rg0 can see: [lo, hi). Empty when every row is padding.
 fn key_range(rg0: u32, n: u32) -> vec2<u32> {
   let t_first = rg0 / G;
   if (t_first >= P.n_tokens) { return vec2<u32>(0u); }
   let t_last = min((rg0 + n - 1u) / G, min({{T}}u, P.n_tokens) - 1u);
   var lo = 0u;
-  if ({{WINDOW}}u > 0u && P.pos + t_first + 1u > {{WINDOW}}u) { lo = P.pos + t_first + 1u - {{WINDOW}}u; }
+  if (WINDOW > 0u && P.pos + t_first + 1u > WINDOW) { lo = P.pos + t_first + 1u - WINDOW; }
   return vec2<u32>(lo, P.pos + t_last + 1u);
+}
+
+// Which of keys j a row at position p sees (j < ke: inside the split).
+fn visible4(j: vec4<u32>, ke: u32, p: u32, live: bool) -> vec4<bool> {
+  var v = (j < vec4<u32>(ke)) & (j <= vec4<u32>(p)) & vec4<bool>(live);
+  if (WINDOW > 0u) { v = v & (j + vec4<u32>(WINDOW) > vec4<u32>(p)); }
+  return v;
+}
+
+// Column c of four K or V rows (keys j) of KV head kvh.
+struct Rows4 { r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, r3: vec4<f32> }
+
+fn k4(j: vec4<u32>, kvh: u32, c: u32) -> Rows4 {
+  return Rows4(cache_k[(j.x * NKV + kvh) * D4 + c], cache_k[(j.y * NKV + kvh) * D4 + c],
+               cache_k[(j.z * NKV + kvh) * D4 + c], cache_k[(j.w * NKV + kvh) * D4 + c]);
+}
+
+fn v4(j: vec4<u32>, kvh: u32, c: u32) -> Rows4 {
+  return Rows4(cache_v[(j.x * NKV + kvh) * DV4 + c], cache_v[(j.y * NKV + kvh) * DV4 + c],
+               cache_v[(j.z * NKV + kvh) * DV4 + c], cache_v[(j.w * NKV + kvh) * DV4 + c]);
+}
+
+fn dot4(x: vec4<f32>, k: Rows4) -> vec4<f32> {
+  return vec4<f32>(dot(x, k.r0), dot(x, k.r1), dot(x, k.r2), dot(x, k.r3));
+}
+
+// a + sum_i p[i] * v.ri (a shallow tree: short dependency chains)
+fn pv(a: vec4<f32>, p: vec4<f32>, v: Rows4) -> vec4<f32> {
+  return a + ((p.x * v.r0 + p.y * v.r1) + (p.z * v.r2 + p.w * v.r3));
+}
+
+// The K and V columns of one team pass: keys j0..j0+3 (a) and, with KB == 8, j0+4..j0+7 (b); columns
+// c0 (k0, v0) and c1 (k1, v1, where NCK / NCV > 1).
+struct Pass { ka0: Rows4, ka1: Rows4, kb0: Rows4, kb1: Rows4, va0: Rows4, va1: Rows4, vb0: Rows4, vb1: Rows4 }
+
+// Loads of the pass starting at key j0, clamped to key `last` (always a written cache row).
+fn load_pass(j0: u32, last: u32, kvh: u32, kc0: u32, kc1: u32, vc0: u32, vc1: u32) -> Pass {
+  var p: Pass;
+  let ja = min(vec4<u32>(j0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last));
+  let jb = min(vec4<u32>(j0) + vec4<u32>(4u, 5u, 6u, 7u), vec4<u32>(last));
+  p.ka0 = k4(ja, kvh, kc0);
+  p.va0 = v4(ja, kvh, vc0);
+  if (NCK > 1u) { p.ka1 = k4(ja, kvh, kc1); }
+  if (NCV > 1u) { p.va1 = v4(ja, kvh, vc1); }
+  if (KB > 4u) {
+    p.kb0 = k4(jb, kvh, kc0);
+    p.vb0 = v4(jb, kvh, vc0);
+    if (NCK > 1u) { p.kb1 = k4(jb, kvh, kc1); }
+    if (NCV > 1u) { p.vb1 = v4(jb, kvh, vc1); }
+  }
+  return p;
+}
+
+fn softcap4(s: vec4<f32>) -> vec4<f32> {
+  if (SOFTCAP > 0.0) { return SOFTCAP * tanh(clamp(s / SOFTCAP, vec4<f32>(-15.0), vec4<f32>(15.0))); }
+  return s;
+}
+
+fn max4(v: vec4<f32>) -> f32 { return max(max(v.x, v.y), max(v.z, v.w)); }
+
+// Online-softmax state of one row in one lane: running max, sum, and the accumulator columns c0, c1.
+struct St { m: f32, l: f32, a0: vec4<f32>, a1: vec4<f32> }
+
+// st merged with four (m, l, accumulator) entries (m = NEG_BIG: empty).
+fn merge4(st: St, m4: vec4<f32>, l4: vec4<f32>, a: Rows4, b: Rows4) -> St {
+  let mx = max(st.m, max4(m4));
+  let w = select(exp(m4 - vec4<f32>(mx)), vec4<f32>(0.0), m4 == vec4<f32>(NEG_BIG));
+  let sc = select(exp(st.m - mx), 1.0, mx == NEG_BIG);
+  var o = St(mx, st.l * sc + dot(w, l4), pv(st.a0 * sc, w, a), vec4<f32>(0.0));
+  if (NCV > 1u) { o.a1 = pv(st.a1 * sc, w, b); }
+  return o;
+}
+
+// The KS slices' states of each row merged through workgroup memory: valid in slice 0's teams
+// (team < R). Call in uniform control flow.
+fn merge_slices(team: u32, tl: u32, st: St) -> St {
+  if (KS == 1u) { return st; }
+  if (tl == 0u) { tml[team] = vec2<f32>(st.m, st.l); }
+  if (tl < DV4) { tacc[team * DV4 + tl] = st.a0; }
+  if (NCV > 1u && tl + L < DV4) { tacc[team * DV4 + tl + L] = st.a1; }
+  workgroupBarrier();
+  var o = st;
+  if (team < R) {
+    o = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+    for (var i = 0u; i < KS; i++) { o.m = max(o.m, tml[i * R + team].x); }
+    for (var i = 0u; i < KS; i++) {
+      let t = i * R + team;
+      let e = tml[t];
+      let w = select(exp(e.x - o.m), 0.0, e.x == NEG_BIG);
+      o.l += w * e.y;
+      o.a0 += w * tacc[t * DV4 + min(tl, DV4 - 1u)];
+      if (NCV > 1u) { o.a1 += w * tacc[t * DV4 + min(tl + L, DV4 - 1u)]; }
+    }
+  }
+  workgroupBarrier();
+  return o;
 }
 
 // Index of the (m, l) vec4 of split s, row r of row block blk in `part` (the accumulator follows it).
 fn part_at(blk: u32, s: u32, r: u32) -> u32 { return ((blk * MAXS + s) * R + r) * PART; }
+
+fn write_out(rw: Row, tl: u32, st: St) {
+  let ob = (rw.t * NH + rw.h) * DV4;
+  if (tl < DV4) { out[ob + tl] = select(vec4<f32>(0.0), st.a0 / st.l, st.l > 0.0); }
+  if (NCV > 1u && tl + L < DV4) { out[ob + tl + L] = select(vec4<f32>(0.0), st.a1 / st.l, st.l > 0.0); }
+}
 
 @compute @workgroup_size(WG)
 fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
@@ -109,164 +206,116 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let lid = lane.lid;
   let team = lid / L;
   let tl = lid % L;
+  let r = team % R;
+  let slice = team / R;
+  let rw = row_of(rb * R + r, kvh);
+  let tpos = P.pos + rw.t;
+  let kc0 = min(tl, D4 - 1u);          // clamped columns: lanes past the head load a real column
+  let kc1 = min(tl + L, D4 - 1u);      // (q is zero there; their accumulators are never stored)
+  let vc0 = min(tl, DV4 - 1u);
+  let vc1 = min(tl + L, DV4 - 1u);
+  var q0 = vec4<f32>(0.0);
+  var q1 = vec4<f32>(0.0);
+  let qb = (rw.t * NH + rw.h) * D4;
+  if (rw.live && tl < D4) { q0 = q[qb + tl] * {{SCALE}}; }
+  if (NCK > 1u && rw.live && tl + L < D4) { q1 = q[qb + tl + L] * {{SCALE}}; }
 
-  var tpos: array<u32, R>;
-  var live: array<bool, R>;
-  var qr: array<array<vec4<f32>, NCK>, R>;
-  var acc: array<array<vec4<f32>, NCV>, R>;
-  var m: array<f32, R>;
-  var l: array<f32, R>;
-  for (var r = 0u; r < R; r++) {
-    let rw = row_of(rb * R + r, kvh);
-    tpos[r] = P.pos + rw.t;
-    live[r] = rw.live;
-    m[r] = NEG_BIG;
-    l[r] = 0.0;
-    for (var i = 0u; i < NCK; i++) {
-      let c = tl + i * L;
-      qr[r][i] = vec4<f32>(0.0);
-      if (rw.live && c < D4) { qr[r][i] = q[(rw.t * NH + rw.h) * D4 + c] * {{SCALE}}; }
-    }
-    for (var i = 0u; i < NCV; i++) { acc[r][i] = vec4<f32>(0.0); }
-  }
-
-  let nblk = (ke - ks + BLK - 1u) / BLK;    // workgroup-uniform: the team reductions may hold barriers
+  var st = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+  let nblk = (ke - ks + BLK - 1u) / BLK;    // workgroup-uniform: the team sums may hold barriers
+  let step = vec4<u32>(0u, 1u, 2u, 3u);
+  // software pipelined: the next pass's loads are in flight while this one computes (the pass after
+  // the last one re-reads the split's last key: clamped, harmless)
+  var cur = load_pass(ks + slice * KB, ke - 1u, kvh, kc0, kc1, vc0, vc1);
   for (var b = 0u; b < nblk; b++) {
-    let k0 = ks + b * BLK + team * KB;
-    var kv: array<array<vec4<f32>, NCK>, KB>;
-    var vv: array<array<vec4<f32>, NCV>, KB>;
-    for (var k = 0u; k < KB; k++) {
-      let j = min(k0 + k, ke - 1u);         // clamped: always a written row of the split
-      for (var i = 0u; i < NCK; i++) { kv[k][i] = cache_k[(j * NKV + kvh) * D4 + min(tl + i * L, D4 - 1u)]; }
-      for (var i = 0u; i < NCV; i++) { vv[k][i] = cache_v[(j * NKV + kvh) * DV4 + min(tl + i * L, DV4 - 1u)]; }
+    let k0 = ks + (b * KS + slice) * KB;
+    let nxt = load_pass(k0 + BLK, ke - 1u, kvh, kc0, kc1, vc0, vc1);
+    let ja = vec4<u32>(k0) + step;
+    let jb = ja + vec4<u32>(4u);
+    var sa = dot4(q0, cur.ka0);
+    var sb = vec4<f32>(0.0);
+    if (NCK > 1u) { sa += dot4(q1, cur.ka1); }
+    if (KB > 4u) {
+      sb = dot4(q0, cur.kb0);
+      if (NCK > 1u) { sb += dot4(q1, cur.kb1); }
     }
-    var sc: array<f32, NS>;
-    for (var k = 0u; k < KB; k++) {
-      for (var r = 0u; r < R; r++) {
-        var d = 0.0;
-        for (var i = 0u; i < NCK; i++) { d += dot(qr[r][i], kv[k][i]); }
-        sc[k * R + r] = d;
-      }
+    sa = team_sum4(lane, sgs, sa);
+    if (KB > 4u) { sb = team_sum4(lane, sgs, sb); }
+    let visa = visible4(ja, ke, tpos, rw.live);
+    let visb = visible4(jb, ke, tpos, rw.live) & vec4<bool>(KB > 4u);
+    sa = select(vec4<f32>(NEG_BIG), softcap4(sa), visa);
+    sb = select(vec4<f32>(NEG_BIG), softcap4(sb), visb);
+    let mn = max(st.m, max(max4(sa), max4(sb)));
+    let alpha = select(exp(st.m - mn), 1.0, mn == NEG_BIG);
+    let pa = select(vec4<f32>(0.0), exp(sa - vec4<f32>(mn)), visa);
+    let pb = select(vec4<f32>(0.0), exp(sb - vec4<f32>(mn)), visb);
+    st.l = st.l * alpha + dot(pa + pb, vec4<f32>(1.0));
+    let z = vec4<f32>(0.0);
+    var t0 = pv(z, pa, cur.va0);
+    if (KB > 4u) { t0 = t0 + pv(z, pb, cur.vb0); }
+    st.a0 = st.a0 * alpha + t0;
+    if (NCV > 1u) {
+      var t1 = pv(z, pa, cur.va1);
+      if (KB > 4u) { t1 = t1 + pv(z, pb, cur.vb1); }
+      st.a1 = st.a1 * alpha + t1;
     }
-    team_sum(lane, sgs, &sc);
-    for (var r = 0u; r < R; r++) {
-      var mb = NEG_BIG;
-      for (var k = 0u; k < KB; k++) {
-        let j = k0 + k;
-        var s = sc[k * R + r];
-        if ({{SOFTCAP}} > 0.0) { s = {{SOFTCAP}} * safe_tanh(s / {{SOFTCAP}}); }
-        s = select(NEG_BIG, s, j < ke && live[r] && key_visible(j, tpos[r]));
-        sc[k * R + r] = s;
-        mb = max(mb, s);
-      }
-      let mn = max(m[r], mb);
-      let alpha = select(exp(m[r] - mn), 1.0, mn == NEG_BIG);
-      var o: array<vec4<f32>, NCV>;
-      for (var i = 0u; i < NCV; i++) { o[i] = acc[r][i] * alpha; }
-      var ps = 0.0;
-      for (var k = 0u; k < KB; k++) {
-        let s = sc[k * R + r];
-        let p = select(exp(s - mn), 0.0, s == NEG_BIG);
-        ps += p;
-        for (var i = 0u; i < NCV; i++) { o[i] += p * vv[k][i]; }
-      }
-      for (var i = 0u; i < NCV; i++) { acc[r][i] = o[i]; }
-      l[r] = l[r] * alpha + ps;
-      m[r] = mn;
-    }
+    st.m = mn;
+    cur = nxt;
   }
-
-  // Merge the teams: statistics first, then the accumulators RPR rows per round.
-  if (tl == 0u) {
-    for (var r = 0u; r < R; r++) { tml[team * R + r] = vec2<f32>(m[r], l[r]); }
+  st = merge_slices(team, tl, st);
+  let writer = team < R && rw.valid;
+  if (nact == 1u) {
+    if (writer) { write_out(rw, tl, st); }
+    return;
   }
-  let direct = nact == 1u;
-  for (var round = 0u; round < NROUND; round++) {
-    workgroupBarrier();
-    for (var r = 0u; r < R; r++) {
-      if (r / RPR == round) {
-        for (var i = 0u; i < NCV; i++) {
-          let c = tl + i * L;
-          if (c < DV4) { tacc[(team * RPR + r % RPR) * DV4 + c] = acc[r][i]; }
-        }
-      }
-    }
-    workgroupBarrier();
-    for (var e = lid; e < RPR * DV4; e += WG) {
-      let r = round * RPR + e / DV4;
-      let c = e % DV4;
-      let rw = row_of(rb * R + r, kvh);
-      if (r < R && rw.valid) {
-        var mx = NEG_BIG;
-        for (var t = 0u; t < NT; t++) { mx = max(mx, tml[t * R + r].x); }
-        var a = vec4<f32>(0.0);
-        var ls = 0.0;
-        for (var t = 0u; t < NT; t++) {
-          let st = tml[t * R + r];
-          let w = select(exp(st.x - mx), 0.0, st.x == NEG_BIG);
-          ls += w * st.y;
-          a += w * tacc[(t * RPR + e / DV4) * DV4 + c];
-        }
-        if (direct) {
-          out[(rw.t * NH + rw.h) * DV4 + c] = select(vec4<f32>(0.0), a / ls, ls > 0.0);
-        } else {
-          let pa = part_at(blk, split, r);
-          part[pa + 1u + c] = a;
-          if (c == 0u) { part[pa] = vec4<f32>(mx, ls, 0.0, 0.0); }
-        }
-      }
-    }
-  }
-  if (direct) { return; }
 
   // Publish this split; the last of the row block's nact workgroups merges them all.
+  if (writer) {
+    let pa = part_at(blk, split, r);
+    if (tl == 0u) { part[pa] = vec4<f32>(st.m, st.l, 0.0, 0.0); }
+    if (tl < DV4) { part[pa + 1u + tl] = st.a0; }
+    if (NCV > 1u && tl + L < DV4) { part[pa + 1u + tl + L] = st.a1; }
+  }
   storageBarrier();
   if (lid == 0u) { last_w = atomicAdd(&counters[blk], 1u); }
   if (workgroupUniformLoad(&last_w) != nact - 1u) { return; }
   storageBarrier();
-  // 1. per row (a team each): the global max over the splits, each split's weight, the total sum
-  for (var r0 = 0u; r0 < R; r0 += NT) {
-    let r = r0 + team;
-    var mx = NEG_BIG;
-    for (var s0 = 0u; s0 < nact; s0 += L) {
-      let s = s0 + tl;
-      if (r < R && s < nact) { mx = max(mx, part[part_at(blk, s, r)].x); }
+  // Team (slice, r) merges splits slice, slice + KS, ... of row r, eight per step (loads in flight).
+  var o = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+  var s = slice;
+  for (; s + 7u * KS < nact; s += 8u * KS) {
+    let p0 = part_at(blk, s, r);
+    let d = KS * R * PART;               // part_at(blk, s + KS, r) - part_at(blk, s, r)
+    let e0 = part[p0];
+    let e1 = part[p0 + d];
+    let e2 = part[p0 + 2u * d];
+    let e3 = part[p0 + 3u * d];
+    let e4 = part[p0 + 4u * d];
+    let e5 = part[p0 + 5u * d];
+    let e6 = part[p0 + 6u * d];
+    let e7 = part[p0 + 7u * d];
+    let c = p0 + 1u + vc0;
+    let a0 = Rows4(part[c], part[c + d], part[c + 2u * d], part[c + 3u * d]);
+    let a1 = Rows4(part[c + 4u * d], part[c + 5u * d], part[c + 6u * d], part[c + 7u * d]);
+    var b0: Rows4;
+    var b1: Rows4;
+    if (NCV > 1u) {
+      let c1 = p0 + 1u + vc1;
+      b0 = Rows4(part[c1], part[c1 + d], part[c1 + 2u * d], part[c1 + 3u * d]);
+      b1 = Rows4(part[c1 + 4u * d], part[c1 + 5u * d], part[c1 + 6u * d], part[c1 + 7u * d]);
     }
-    mx = team_max1(lane, sgs, mx);
-    var ls = 0.0;
-    for (var s0 = 0u; s0 < nact; s0 += L) {
-      let s = s0 + tl;
-      if (r < R && s < nact) {
-        let st = part[part_at(blk, s, r)];
-        let w = select(exp(st.x - mx), 0.0, st.x == NEG_BIG);
-        wsh[s * R + r] = w;
-        ls += w * st.y;
-      }
-    }
-    ls = team_sum1(lane, sgs, ls);
-    if (tl == 0u && r < R) { lsh[r] = ls; }
+    o = merge4(o, vec4<f32>(e0.x, e1.x, e2.x, e3.x), vec4<f32>(e0.y, e1.y, e2.y, e3.y), a0, b0);
+    o = merge4(o, vec4<f32>(e4.x, e5.x, e6.x, e7.x), vec4<f32>(e4.y, e5.y, e6.y, e7.y), a1, b1);
   }
-  workgroupBarrier();
-  // 2. one thread per output vec4: the weighted sum of the splits' accumulators (four loads in flight)
-  for (var e = lid; e < R * DV4; e += WG) {
-    let r = e / DV4;
-    let c = e % DV4;
-    let rw = row_of(rb * R + r, kvh);
-    if (rw.valid) {
-      var a = vec4<f32>(0.0);
-      var s = 0u;
-      for (; s + 4u <= nact; s += 4u) {
-        let a0 = part[part_at(blk, s, r) + 1u + c];
-        let a1 = part[part_at(blk, s + 1u, r) + 1u + c];
-        let a2 = part[part_at(blk, s + 2u, r) + 1u + c];
-        let a3 = part[part_at(blk, s + 3u, r) + 1u + c];
-        a += wsh[s * R + r] * a0 + wsh[(s + 1u) * R + r] * a1 + wsh[(s + 2u) * R + r] * a2
-             + wsh[(s + 3u) * R + r] * a3;
-      }
-      for (; s < nact; s++) { a += wsh[s * R + r] * part[part_at(blk, s, r) + 1u + c]; }
-      let ls = lsh[r];
-      out[(rw.t * NH + rw.h) * DV4 + c] = select(vec4<f32>(0.0), a / ls, ls > 0.0);
-    }
+  for (; s < nact; s += KS) {
+    let p0 = part_at(blk, s, r);
+    let e0 = part[p0];
+    let z = vec4<f32>(0.0);
+    var b: Rows4;
+    if (NCV > 1u) { b = Rows4(part[p0 + 1u + vc1], z, z, z); }
+    o = merge4(o, vec4<f32>(e0.x, NEG_BIG, NEG_BIG, NEG_BIG), vec4<f32>(e0.y, 0.0, 0.0, 0.0),
+               Rows4(part[p0 + 1u + vc0], z, z, z), b);
   }
+  o = merge_slices(team, tl, o);
+  if (writer) { write_out(rw, tl, o); }
   if (lid == 0u) { atomicStore(&counters[blk], 0u); }
 }

@@ -6,8 +6,8 @@ workgroup that finishes last (an atomic counter per row block). Prefill (T > 1) 
 entry of shaders/attention.wgsl, a flash attention with K/V tiles in workgroup memory; where no prefill
 tile fits the workgroup memory (D = 256 in WebGPU's minimum 16 KiB), or the ``n_split`` attr is given,
 T > 1 runs the decode kernel too (its rows are then the T * G (token, head) pairs of a KV head).
-Test/tuning attrs: ``n_split`` (the most splits per row block) and ``split_chunk`` (the fewest keys per
-split)."""
+Test/tuning attrs: ``n_split`` (the most splits per row block), ``split_chunk`` (the fewest keys per
+split), ``key_slices`` (teams per row in a workgroup) and ``decode_rows`` (most rows per workgroup)."""
 from __future__ import annotations
 
 import math
@@ -23,11 +23,16 @@ from ._common import f32_lit, rng, workgroups_for
 PREFILL_TILES = ((32, 64), (16, 64), (16, 32), (8, 32), (8, 16))
 """(query rows, keys) per prefill tile, largest first: the first that fits the workgroup memory is used."""
 
-DECODE_WG = 128          # invocations per decode workgroup (NT teams of L lanes)
+DECODE_LANES = 256       # invocations per decode workgroup (rows x key slices x team lanes)
+DECODE_SLICES = 4        # key slices per row the row count is chosen for (fewer rows, more slices)
 DECODE_ROWS = 8          # most query rows per decode workgroup (GQA groups beyond it take several blocks)
-DECODE_CHUNK = 128       # fewest keys per split: shorter contexts run in one workgroup per row block
-DECODE_TARGET_WG = 512   # grid size the split count aims for (a big GPU's SMs a few times over)
-DECODE_MAX_SPLITS = 128
+DECODE_CHUNK_PASSES = 4  # fewest keys per split, in workgroup passes: shorter contexts run in one split
+DECODE_TARGET_WG = 256   # most workgroups long contexts spread over (~2 per SM of a 132-SM H100)
+DECODE_MAX_SPLITS = 256
+"""Tuned on the H100 (scripts/bench_attention.py): one workgroup pass of the split takes ~1 us and the
+cross-workgroup merge ~2.5 us, so a split should hold >= 4 passes; 256-invocation workgroups with 4
+slices beat 8 rows with 1-2 slices (Qwen 14/2 D64: 6.1 vs 7.2 us at 65 keys, 9.9 vs 10.5 at 4161);
+about 2 workgroups per SM at long contexts beat 3+ (Llama-8B 32/8 D128, 4161 keys: 20 vs 27 us)."""
 
 
 def prefill_tile(d: int, dv: int, limit_bytes: int) -> tuple[int, int, int] | None:
@@ -48,18 +53,20 @@ class DecodeConfig:
     R: int
     NRB: int
     L: int
-    NT: int
+    KS: int
     KB: int
     NCK: int
     NCV: int
     MAXS: int
     CHUNK: int
-    RPR: int
-    RED: int
 
     @property
     def blk(self) -> int:
-        return self.NT * self.KB
+        return self.KS * self.KB
+
+    @property
+    def wg(self) -> int:
+        return self.L * self.R * self.KS
 
     def splits(self, n_keys: int) -> tuple[int, int]:
         """(keys per split, active splits) for a row block seeing ``n_keys`` keys: the shader's rule."""
@@ -67,45 +74,38 @@ class DecodeConfig:
         return kps, max(1, -(-n_keys // kps))
 
 
-def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, subgroups: bool,
-                  limit_bytes: int, n_split: int = 0, chunk: int = 0) -> DecodeConfig:
+def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n_split: int = 0,
+                  chunk: int = 0, slices: int = 0, max_rows: int = 0) -> DecodeConfig:
     """The decode kernel's shape for head dims d/dv, GQA ratio g, T = t rows and an n_ctx cache.
 
-    Teams span the wider head (L lanes, a power of two up to 32, each lane one vec4 column per L);
-    KB keys per team pass (fewer where the columns take two vec4s per lane, to bound registers); MAXS
-    splits per row block, enough for ~DECODE_TARGET_WG workgroups when n_ctx is long. ``n_split`` fixes
-    MAXS (and lets splits shrink to one workgroup pass, for tests); ``chunk`` overrides DECODE_CHUNK."""
+    A team of L lanes (a power of two) spans the wider head in one or two vec4 columns per lane (L = 32
+    up to 256 floats); R rows per workgroup (one team each, few enough for DECODE_SLICES key slices)
+    times KS key slices, DECODE_LANES invocations; KB = 8 keys per team pass (4 where lanes hold two
+    columns, to bound registers); splits of at least DECODE_CHUNK_PASSES workgroup passes, MAXS per row
+    block, up to ~DECODE_TARGET_WG workgroups when n_ctx is long. ``n_split`` fixes
+    MAXS (and lets splits shrink to one workgroup pass, for tests); ``chunk`` overrides the split minimum,
+    ``slices`` KS and ``max_rows`` DECODE_ROWS."""
     d4, dv4 = d // 4, dv // 4
+    wide = max(d4, dv4)
+    cols = 1 if wide <= 32 else 2
+    lanes = 1 << (-(-wide // cols) - 1).bit_length()
     rows = t * g
-    r = min(rows, DECODE_ROWS)
+    r = max(1, min(rows, max_rows or DECODE_ROWS, DECODE_LANES // (lanes * DECODE_SLICES) or 1,
+                   DECODE_LANES // lanes))
     nrb = -(-rows // r)
-    lanes = min(32, 1 << (max(d4, dv4) - 1).bit_length())
-    nt = DECODE_WG // lanes
+    ks = slices or max(1, min(8, DECODE_LANES // (lanes * r)))
+    if lanes * r * ks > 256:
+        raise ValueError(f"attention: {ks} key slices of {r} rows x {lanes} lanes exceed 256 invocations")
     nck, ncv = -(-d4 // lanes), -(-dv4 // lanes)
-    kb = (4 if max(nck, ncv) == 1 else 2) if subgroups else 2
-    blk = nt * kb
-    ns = r * kb
-    red = (DECODE_WG // 4 if subgroups else DECODE_WG) * ns
-    c = chunk or (blk if n_split else DECODE_CHUNK)
+    kb = 8 if max(nck, ncv) == 1 else 4
+    blk = ks * kb
+    c = chunk or (blk if n_split else DECODE_CHUNK_PASSES * blk)
     c = -(-c // blk) * blk
     if n_split:
         maxs = n_split
     else:
         maxs = min(-(-n_ctx // c), max(1, DECODE_TARGET_WG // (n_kv_head * nrb)), DECODE_MAX_SPLITS)
-
-    def shared(rpr: int, ms: int) -> int:
-        return 4 * (2 * nt * r + 4 * nt * rpr * dv4 + ms * r + r + red + 1)
-    rpr = r
-    while rpr > 1 and (shared(rpr, maxs) > limit_bytes or 16 * nt * rpr * dv4 > 8192):
-        rpr -= 1
-    if shared(rpr, maxs) > limit_bytes:
-        if n_split:
-            raise ValueError(f"attention: n_split={n_split} needs more than {limit_bytes} bytes of "
-                             f"workgroup memory")
-        while maxs > 1 and shared(rpr, maxs) > limit_bytes:
-            maxs //= 2
-    return DecodeConfig(R=r, NRB=nrb, L=lanes, NT=nt, KB=kb, NCK=nck, NCV=ncv, MAXS=maxs, CHUNK=c, RPR=rpr,
-                        RED=red)
+    return DecodeConfig(R=r, NRB=nrb, L=lanes, KS=ks, KB=kb, NCK=nck, NCV=ncv, MAXS=maxs, CHUNK=c)
 
 
 @register
@@ -139,17 +139,17 @@ class Attention(OpKernel):
             self.pipe = self.dev.pipeline("attention.wgsl", "prefill", common | {
                 "BQ": bq, "BK": bk, "KS": ks, "PRB": prb, "PACC": -(-bq * DV // 4 // 128)})
             return
-        sg = self.dev.has_subgroups
-        cfg = decode_config(D, DV, G, T, Hkv, n_ctx, sg, limit, int(a.get("n_split", 0)),
-                            int(a.get("split_chunk", 0)))
+        cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
+                            int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)))
         self.cfg = cfg
         self.split = cfg.MAXS
         n_blocks = Hkv * cfg.NRB
         self.n_groups = n_blocks * cfg.MAXS
+        merge = cfg.KS * cfg.R if cfg.KS > 1 else 1
         self.pipe = self.dev.pipeline("attention_decode.wgsl", "main", common | {
-            "R": cfg.R, "NRB": cfg.NRB, "L": cfg.L, "NT": cfg.NT, "KB": cfg.KB, "NCK": cfg.NCK,
-            "NCV": cfg.NCV, "MAXS": cfg.MAXS, "CHUNK": cfg.CHUNK, "RPR": cfg.RPR, "RED": cfg.RED,
-            "REDUCE": "sg" if sg else "wg"})
+            "R": cfg.R, "NRB": cfg.NRB, "L": cfg.L, "KS": cfg.KS, "KB": cfg.KB, "NCK": cfg.NCK,
+            "NCV": cfg.NCV, "MAXS": cfg.MAXS, "CHUNK": cfg.CHUNK, "TML": merge,
+            "TACC": merge * DV // 4 if cfg.KS > 1 else 1, "REDUCE": "sg" if self.dev.has_subgroups else "wg"})
         part_bytes = n_blocks * cfg.MAXS * cfg.R * (DV // 4 + 1) * 16 if cfg.MAXS > 1 else 16
         self.part = self.dev.create_buffer(part_bytes, label="attention.partials")
         self.counters = self.dev.create_buffer(4 * n_blocks, label="attention.counters")   # zero-filled
@@ -240,6 +240,8 @@ def _cases() -> Iterable[Case]:
     yield attention_case("decode D=16 GQA5 n_kv=130 n_split=4 (team = 4 lanes)", 1, 1, 129, 10, 2, 16, 160,
                          n_split=4, seed=20)
     yield attention_case("decode D=4 MHA n_kv=70 (team = 1 lane)", 1, 1, 69, 3, 3, 4, 80, seed=21)
+    yield attention_case("decode D=512 GQA4 n_kv=200 softcap (team = 64 lanes, wider than a subgroup)", 1, 1,
+                         199, 8, 2, 512, 210, softcap=40.0, seed=23)
     yield attention_case("prefill D=64 GQA2 T=16 n_tokens=11 pos=5", 16, 11, 5, 4, 2, 64, 40, seed=5)
     yield attention_case("prefill D=128 GQA7 T=9 n_tokens=9", 9, 9, 0, 7, 1, 128, 9, seed=6)
     yield attention_case("prefill D=256 window=5 softcap T=12 n_tokens=10 pos=3", 12, 10, 3, 2, 1, 256,
