@@ -31,8 +31,11 @@ DECODE_TARGET_WG = 256   # most workgroups long contexts spread over (~2 per SM 
 DECODE_MAX_SPLITS = 256
 """Tuned on the H100 (scripts/bench_attention.py): one workgroup pass of the split takes ~1 us and the
 cross-workgroup merge ~2.5 us, so a split should hold >= 4 passes; 256-invocation workgroups with 4
-slices beat 8 rows with 1-2 slices (Qwen 14/2 D64: 6.1 vs 7.2 us at 65 keys, 9.9 vs 10.5 at 4161);
-about 2 workgroups per SM at long contexts beat 3+ (Llama-8B 32/8 D128, 4161 keys: 20 vs 27 us)."""
+slices beat 7-8 rows with 1-2 slices (Qwen 14/2 D64: 6.0 vs 7.2 us at 65 keys, 9.9 vs 10.5 at 4161);
+about 2 workgroups per SM at long contexts beat 3+ (Llama-8B 32/8 D128, 4161 keys: 20-23 vs 27 us).
+Per dispatch with these defaults (was: the two-dispatch kernel): Qwen 6.0 / 9.9 us at 65 / 4161 keys
+(34 / 56), Llama-8B 8.2 / 22.8 (28 / 88), Llama-1B 6.1 / 14.4 (22 / 60), Gemma-3 D256 window 512
+8.2 / 8.3 (47 / 48)."""
 
 
 def prefill_tile(d: int, dv: int, limit_bytes: int) -> tuple[int, int, int] | None:
