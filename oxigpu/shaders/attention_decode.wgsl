@@ -2,8 +2,9 @@
 // dispatch, the splits merged by the workgroup that finishes last.
 //
 // Rows: the query rows of one KV head are the (t, g) pairs flattened as rg = t * G + g (query head
-// h = kvh * G + g); a workgroup takes a block of R consecutive rows (decode: the G heads sharing a KV
-// head, so K and V come from DRAM once for the group) and one split of the keys those rows can see.
+// h = kvh * G + g); a workgroup takes a block of R consecutive rows (decode: heads sharing a KV head,
+// so they share its K/V loads; R stays small enough for several key slices, and a larger group takes
+// several row blocks, whose repeated K/V reads mostly hit L2) and one split of the keys they can see.
 // Splits: the grid holds MAXS splits per row block, but only `nact` are active, computed from P at run
 // time: keys per split = max(CHUNK, ceil(n_keys / MAXS)) rounded up to BLK (one pass of the workgroup),
 // so short contexts use one workgroup per row block and idle workgroups return at once.
@@ -18,7 +19,8 @@
 // its partial (max m, sum l, accumulator) to `part`, then storageBarrier() (device-scope release) and one
 // atomicAdd on the row block's counter; the workgroup that sees nact - 1 is last: storageBarrier()
 // (acquire), it merges every partial into the output (online, eight splits per step) and resets the
-// counter to 0 for the next run.
+// counter to 0 for the next run (the counters start zeroed; replays in one pass and across submits are
+// tested in tests/test_kernel_attention.py and stressed by scripts/bench_attention.py --stress).
 // Masking: keys outside a row's causal/window range get no weight; loads are clamped into the split's
 // range, so no cache row at or past pos + n_tokens is read. Padded rows (t >= n_tokens) write zeros.
 //
