@@ -1,197 +1,313 @@
-"""GEMV sweep: GB/s of the decode matmul per weight type, shape and split (and the pre-rewrite kernel).
+"""Decode GEMV benchmark: GB/s of the one-row matmul ops at real model shapes, per split variant.
 
-    python3 scripts/bench_gemv.py [--quick] [--out DIR] [--budget SECONDS] [--sweep NAME]
+    python3 scripts/bench_gemv.py [--set NAME] [--sweep NAME] [--out DIR] [--budget SECONDS] [--filter S]
 
-Each case uploads a weight of real shape (``distinct`` quantized rows tiled, so building it is cheap),
-checks the output against float64, then times the dispatch: N copies in one compute pass, per-dispatch
-time = GPU timestamps around a pass of N copies, median of 3 (no submit or Python encode cost; each
-copy still pays the dependent-dispatch gap a real decode step pays). GB/s = (weight + x + y bytes) / time. Results: ``gemv_sweep.jsonl``
-and a table on stdout.
+Each case is one decode node as the real model runs it: ``mm`` (matmul), ``add`` (matmul_add),
+``glu`` (matmul_glu, gate and up joined, RMS-norm prologue) or ``multi`` (matmul_multi q/k/v, weights
+of one type joined as WgpuBackend joins them, norm prologue, optional bias). Weights are ``distinct``
+quantized rows tiled to the full shape (cheap to build); every variant's output is checked against
+float64 first. Timing: N copies of the node's dispatches in one compute pass, GPU timestamps at the pass
+ends, per-copy time = median of 3 passes of ~3 ms; each copy pays the dependent-dispatch gap a decode
+step pays (no submit or Python encode cost). GB/s = (weight + x + y bytes) / time. Clocks are warmed up
+(~0.3 s of the case's default variant, submitted with the timed passes: an idle H100 sits at
+~345 MHz and compiling the variants leaves it idle). Results: ``gemv_sweep.jsonl``
+(one record per variant) and a table on stdout.
 """
 from __future__ import annotations
 
 import argparse
 import json
-import math
 import os
-import shutil
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oxigpu.backends.wgpu.device import Device, Dispatch, workgroups_for  # noqa: E402
-from oxigpu.backends.wgpu.kernel import prepare  # noqa: E402
-from oxigpu.backends.wgpu.ops.matmul import gemv_config  # noqa: E402
+from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
+from oxigpu.backends.wgpu.ops.matmul import (NORM_EPS, MatmulAddKernel, MatmulGluKernel,  # noqa: E402
+                                             MatmulKernel, MatmulMultiKernel, gemv_config)
 from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
 
-SHAPES = [(4096, 4096), (14336, 4096), (4096, 14336), (128256, 4096), (8192, 2048),
-          (896, 896), (4864, 896), (896, 4864)]
-"""(n rows, k cols): Llama-3.1-8B QKV/O, FFN up, FFN down, LM head; Llama-3.2-1B FFN up; Qwen2.5-0.5B."""
 
-TYPES = ["F16", "Q8_0", "Q4_0", "Q5_0", "Q4_K", "Q6_K"]
-LEGACY = {"Q8_0", "Q4_0", "Q5_0"}
+@dataclass(frozen=True)
+class Shape:
+    """One decode node: op, weight types, inner size k, rows per weight; ``bias`` (multi only)."""
 
-SWEEPS = {
-    "full": [dict(tpr=32, r=r, gpw=4) for r in (1, 2, 4, 8)]
-            + [dict(tpr=64, r=4, gpw=2), dict(tpr=32, r=4, gpw=8), dict(tpr=32, r=4, gpw=4, magic=False)]
-            + [dict(tpr=32, r=4, gpw=4, ppb32=pp, legacy=True) for pp in (1, 4)],
-    "none": [],
-}
+    model: str
+    op: str
+    types: tuple[str, ...]
+    k: int
+    ns: tuple[int, ...]
+    bias: bool = False
 
-
-def old_kernel(dev: Device, qt, k: int, n: int, x, w):
-    """The kernel this rewrite replaced (WG 128, 4 rows per workgroup, 8-element chunks), for 'before'."""
-    root = Path(__file__).resolve().parents[1] / "oxigpu" / "shaders"
-    src = Path(__file__).resolve().parent / "bench_gemv_old.wgsl"
-    shutil.copy(src, root / "_bench_old_gemv.wgsl")
-    try:
-        pipe = dev.pipeline("_bench_old_gemv.wgsl", defines={"QUANT": qt.name.lower(), "HAS_BIAS": False, "WG": 128,
-                                                             "ROWS": 4, "REDUCE": "sg" if dev.has_subgroups else "wg"})
-    finally:
-        (root / "_bench_old_gemv.wgsl").unlink()
-    y = dev.create_buffer(4 * n)
-    row_bytes = qt.row_bytes(k)
-    dims = dev.uniform([k, n, n, 0, row_bytes, 1, 0, 0])
-    bg = dev.bind_group(pipe, {1: dims, 2: x, 3: w, 4: x, 5: y})
-    return [Dispatch(pipe, bg, workgroups_for(-(-n // 4)))], y
+    @property
+    def name(self) -> str:
+        ts = "+".join(dict.fromkeys(self.types)) if self.op == "multi" else self.types[0]
+        return f"{self.model} {self.op} {ts} {'+'.join(map(str, self.ns))}x{self.k}"
 
 
-_TS: dict = {}
+L8 = [Shape("8B", "glu", ("Q4_K", "Q4_K"), 4096, (14336, 14336)),
+      Shape("8B", "multi", ("Q4_K", "Q4_K", "Q6_K"), 4096, (4096, 1024, 1024)),
+      Shape("8B", "multi", ("Q4_K", "Q4_K", "Q4_K"), 4096, (4096, 1024, 1024)),
+      Shape("8B", "add", ("Q4_K",), 4096, (4096,)),
+      Shape("8B", "add", ("Q4_K",), 14336, (4096,)),
+      Shape("8B", "add", ("Q6_K",), 14336, (4096,)),
+      Shape("8B", "mm", ("Q6_K",), 4096, (128256,))]
+QWEN = [Shape("qwen", "glu", ("Q5_0", "Q5_0"), 896, (4864, 4864)),
+        Shape("qwen", "multi", ("Q5_0", "Q5_0", "Q8_0"), 896, (896, 128, 128), bias=True),
+        Shape("qwen", "multi", ("Q5_0", "Q5_0", "Q5_0"), 896, (896, 128, 128), bias=True),
+        Shape("qwen", "add", ("Q5_0",), 896, (896,)),
+        Shape("qwen", "add", ("Q4_K",), 4864, (896,)),
+        Shape("qwen", "add", ("Q6_K",), 4864, (896,)),
+        Shape("qwen", "mm", ("Q8_0",), 896, (151936,))]
+SETS = {"8b": L8, "qwen": QWEN, "all": L8 + QWEN}
+
+PIECES = {"Q4_K": ["q4_k", "q4_k2"]}
+SPLITS_BIG = [(32, 2, 4), (32, 4, 4), (64, 4, 2), (128, 4, 1), (256, 4, 1), (32, 8, 4), (64, 2, 2)]
+SPLITS_SMALL = [(32, 1, 4), (64, 1, 2), (128, 1, 1), (32, 2, 4), (16, 2, 8), (64, 2, 2), (32, 4, 4), (16, 4, 8),
+                (8, 4, 16)]
+SWEEP = {"8B glu": 2, "8B multi Q4_K+Q6_K": 1, "8B add": 2, "8B mm": 1, "qwen mm": 1, "qwen multi Q5_0 ": 0,
+         "qwen": 2}
+"""Sweep level per case-name prefix (first match): 2 every piece x split x u2, 1 a few, else none."""
 
 
-def gpu_time(dev: Device, d: list, n: int) -> float:
-    """GPU seconds of one compute pass holding n copies of ``d`` (timestamps at the pass ends)."""
-    import wgpu
-    if "qs" not in _TS:
-        _TS["qs"] = dev.device.create_query_set(type="timestamp", count=2)
-        _TS["buf"] = dev.device.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+def variants(sh: Shape, sweep: str) -> list[dict]:
+    """The split variants of a case ({} = the default choice first)."""
+    level = next((v for p, v in SWEEP.items() if sh.name.startswith(p)), 0)
+    if sweep == "none" or level == 0:
+        return [{}]
+    if sweep == "check":      # the default against u2 flipped
+        cfg = gemv_config(sh.types[0], sh.k, sum(sh.ns))
+        return [{}, {"u2": not cfg.u2}]
+    t = sh.types[0]
+    out: list[dict] = [{}]
+    big = sh.k * sum(sh.ns) > 10_000_000
+    splits = SPLITS_BIG if big else SPLITS_SMALL
+    if level == 1:
+        splits = splits[:3]
+    for p in PIECES.get(t, [None]):
+        for tpr, r, gpw in splits:
+            for u2 in (False, True):
+                out.append(dict(tpr=tpr, r=r, gpw=gpw, u2=u2, **({"piece": p} if p else {})))
+    if get_type(t).block_size == 32 and level == 2:
+        out += [dict(tpr=tpr, r=r, gpw=gpw, ppb32=pp) for tpr, r, gpw in splits[:4] for pp in (1, 4)]
+    return out
+
+
+def build(dev: Device, sh: Shape, distinct: int = 64):
+    """Uploads the case's buffers: (kernel class, in_shapes, in_types, bindings, y reads, reference, nbytes)."""
+    rng = np.random.default_rng(sum(sh.ns) * 7 + sh.k)
+    k = sh.k
+    x = rng.standard_normal((1, k)).astype(np.float32)
+    xn = x.astype(np.float64)
+    nw = None
+    if sh.op in ("glu", "multi"):
+        x = (x * 3.7).astype(np.float32)
+        nw = rng.uniform(0.5, 1.5, k).astype(np.float32)
+        xd = x.astype(np.float64)
+        xn = xd / np.sqrt((xd * xd).mean() + NORM_EPS) * nw
+    raws, refs = [], []
+    for t, n in zip(sh.types, sh.ns):
+        qt = get_type(t)
+        raw = quantize(rng.standard_normal((distinct, k), np.float32), qt)
+        refs.append(np.tile(xn @ dequantize(raw, qt).astype(np.float64).T, (1, n // distinct + 1))[0, :n])
+        raws.append(np.tile(raw, (n // distinct + 1, 1))[:n])
+    wbytes = sum(r.nbytes for r in raws)
+    xb = dev.upload(x)
+    # weights of one type joined in one buffer, as WgpuBackend does
+    wb = [None] * len(raws)
+    for t in dict.fromkeys(sh.types):
+        idx = [i for i, ti in enumerate(sh.types) if ti == t]
+        buf = dev.create_buffer(sum(raws[i].nbytes for i in idx), label=f"w:{t}")
+        off = 0
+        for i in idx:
+            dev.write(buf, raws[i].reshape(-1), off)
+            wb[i] = (buf, off, raws[i].nbytes)
+            off += raws[i].nbytes
+    if sh.op == "mm":
+        n = sh.ns[0]
+        y = dev.upload(np.full(n, np.nan, np.float32))
+        return (MatmulKernel, [(1, k), (n, k)], ["f32", sh.types[0]], [xb, wb[0][0], y], [(y, 0, n)], refs,
+                wbytes + 4 * (k + n))
+    if sh.op == "add":
+        n = sh.ns[0]
+        res = rng.standard_normal((1, n)).astype(np.float32)
+        y = dev.upload(np.full(n, np.nan, np.float32))
+        return (MatmulAddKernel, [(1, k), (n, k), (1, n)], ["f32", sh.types[0], "f32"],
+                [xb, wb[0][0], dev.upload(res), y], [(y, 0, n)], [refs[0] + res[0]], wbytes + 4 * (k + 2 * n))
+    if sh.op == "glu":
+        n = sh.ns[0]
+        y = dev.upload(np.full(n, np.nan, np.float32))
+        g, u = refs
+        ref = g / (1 + np.exp(-g)) * u
+        return (MatmulGluKernel, [(1, k), (n, k), (n, k), (k,)], ["f32", *sh.types, "f32"],
+                [xb, wb[0], wb[1], dev.upload(nw), y], [(y, 0, n)], [ref], wbytes + 4 * (2 * k + n))
+    # multi: outputs in one arena at 256-byte aligned offsets; biases joined per type like the weights
+    slots = [256 * ((4 * n + 255) // 256) for n in sh.ns]
+    ybuf = dev.upload(np.full(sum(slots) // 4, np.nan, np.float32))
+    yb = [(ybuf, sum(slots[:i]), 4 * n) for i, n in enumerate(sh.ns)]
+    bb = []
+    if sh.bias:
+        bs = [rng.standard_normal(n).astype(np.float32) for n in sh.ns]
+        refs = [r + b for r, b in zip(refs, bs)]
+        bb = [None] * len(bs)
+        for t in dict.fromkeys(sh.types):
+            idx = [i for i, ti in enumerate(sh.types) if ti == t]
+            buf = dev.upload(np.concatenate([bs[i] for i in idx]))
+            off = 0
+            for i in idx:
+                bb[i] = (buf, off, bs[i].nbytes)
+                off += bs[i].nbytes
+    shapes = [(1, k), *((n, k) for n in sh.ns), *(((n,) for n in sh.ns) if sh.bias else ()), (k,)]
+    types = ["f32", *sh.types, *(["f32"] * len(sh.ns) if sh.bias else []), "f32"]
+    return (MatmulMultiKernel, shapes, types, [xb, *wb, *bb, dev.upload(nw), *yb],
+            [(ybuf, b[1], n) for b, n in zip(yb, sh.ns)], refs, wbytes + 4 * (2 * k + sum(sh.ns)))
+
+
+L2_BYTES = 50 << 20
+"""The H100's L2. A weight smaller than this stays cached between back-to-back copies of one dispatch,
+which a decode step (streaming the whole model between two uses of a weight) never sees."""
+
+
+def replicas(dev: Device, binds: list, min_bytes: int = 3 * L2_BYTES, cap: int = 256) -> list[list]:
+    """``binds`` and copies of it whose weight buffers are fresh copies, enough that cycling through them
+    streams >= min_bytes of weights (so each copy's weights come from memory, not the L2)."""
+    wbufs = list(dict.fromkeys(b[0] if isinstance(b, tuple) else b for b in binds
+                               if (b[0] if isinstance(b, tuple) else b).label.startswith("w:")))
+    total = sum(b.size for b in wbufs)
+    out = [binds]
+    for _ in range(min(cap, -(-min_bytes // max(total, 1))) - 1):
+        enc = dev.device.create_command_encoder()
+        new = {}
+        for b in wbufs:
+            c = dev.create_buffer(b.size, label=b.label)
+            enc.copy_buffer_to_buffer(b, 0, c, 0, b.size)
+            new[id(b)] = c
+        dev.queue.submit([enc.finish()])
+        out.append([(new.get(id(b[0]), b[0]), *b[1:]) if isinstance(b, tuple) else new.get(id(b), b)
+                    for b in binds])
+    return out
+
+
+def encode_pass(dev: Device, qs, q0: int, ds: list, n: int):
+    """A command buffer of one compute pass of n copies of ``ds``, timestamps at queries q0, q0 + 1."""
     enc = dev.device.create_command_encoder()
-    cp = enc.begin_compute_pass(timestamp_writes={"query_set": _TS["qs"], "beginning_of_pass_write_index": 0,
-                                                  "end_of_pass_write_index": 1})
-    for pipe, bg, wg in list(d) * n:
-        cp.set_pipeline(pipe)
-        cp.set_bind_group(0, bg)
-        cp.dispatch_workgroups(*wg)
+    cp = enc.begin_compute_pass(timestamp_writes={"query_set": qs, "beginning_of_pass_write_index": q0,
+                                                  "end_of_pass_write_index": q0 + 1} if qs else None)
+    for _ in range(n):
+        for pipe, bg, wg in ds:
+            cp.set_pipeline(pipe)
+            cp.set_bind_group(0, bg)
+            cp.dispatch_workgroups(*wg)
     cp.end()
-    enc.resolve_query_set(_TS["qs"], 0, 2, _TS["buf"], 0)
+    return enc
+
+
+def time_variants(dev: Device, dss: list[list], n: int, heat_s: float = 0.3, rounds: int = 3) -> list[float]:
+    """GPU seconds per run of each dispatch list: every pass (n copies, timestamps at its ends) is encoded
+    first, then all are submitted at once behind ~heat_s of the first list's work, so the GPU runs them
+    back to back at the clock a decode stream keeps (compiling and encoding leave it idle, and an idle
+    H100 drops to ~345 MHz within tens of ms). Rounds interleave the variants; median per variant."""
+    import wgpu
+    k = len(dss) * rounds
+    qs = dev.device.create_query_set(type="timestamp", count=2 * k)
+    rb = dev.device.create_buffer(size=16 * k, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+    est = float(np.median([gpu_once(dev, dss[0]) for _ in range(3)]))   # per copy, at the idle clock
+    heat = [encode_pass(dev, None, 0, dss[0], max(1, int(0.01 / est))).finish()
+            for _ in range(max(1, int(heat_s / 0.003)))]     # ~3 ms per pass once the clock is up
+    bufs = []
+    for r in range(rounds):
+        for v, ds in enumerate(dss):
+            bufs.append(encode_pass(dev, qs, 2 * (r * len(dss) + v), ds, n))
+    enc = dev.device.create_command_encoder()
+    enc.resolve_query_set(qs, 0, 2 * k, rb, 0)
+    dev.queue.submit(heat + [b.finish() for b in bufs] + [enc.finish()])
+    t = np.frombuffer(dev.queue.read_buffer(rb), np.uint64).reshape(rounds, len(dss), 2).astype(np.float64)
+    return (np.median(t[:, :, 1] - t[:, :, 0], axis=0) * 1e-9 / n).tolist()
+
+
+def gpu_once(dev: Device, ds: list) -> float:
+    """GPU seconds of one pass of 3 copies of ``ds`` (at whatever clock the GPU is at), per copy."""
+    import wgpu
+    qs = dev.device.create_query_set(type="timestamp", count=2)
+    rb = dev.device.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+    enc = encode_pass(dev, qs, 0, ds, 3)
+    enc.resolve_query_set(qs, 0, 2, rb, 0)
     dev.queue.submit([enc.finish()])
-    t = np.frombuffer(dev.queue.read_buffer(_TS["buf"]), np.uint64)
-    return float(t[1] - t[0]) * 1e-9
-
-
-def time_dispatches(dev: Device, d: list) -> float:
-    """GPU seconds per run of ``d`` (each copy pays the dependent-dispatch gap, as in a decode step):
-    median of 3 passes of N copies, N sized to ~3 ms; the submit and Python encode are not counted."""
-    once = gpu_time(dev, d, 3) / 3
-    n = int(min(1000, max(10, 0.003 / max(once, 1e-7))))
-    return max(float(np.median([gpu_time(dev, d, n) / n for _ in range(3)])), 1e-9)
-
-
-def warm_up(dev: Device) -> None:
-    """~0.5 s of GEMVs so clocks are up before the first timed case; prints timestamp vs wall clock."""
-    k, n = 4096, 16384
-    xh = np.ones((1, k), np.float32)
-    p = prepare("matmul", [xh, np.zeros((n, 2 * k), np.uint8)], {}, ["f32", "F16"], dev)
-    t0 = time.perf_counter()
-    g = sum(gpu_time(dev, p.dispatches, 200) for _ in range(3))
-    print(f"warm-up: gpu {g * 1e3:.1f} ms, wall {(time.perf_counter() - t0) * 1e3:.1f} ms", flush=True)
+    t = np.frombuffer(dev.queue.read_buffer(rb), np.uint64)
+    return max(float(t[1] - t[0]) * 1e-9 / 3, 1e-7)
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--budget", type=float, default=150.0, help="stop starting new cases after this many s")
-    ap.add_argument("--sweep", default="full", choices=sorted(SWEEPS))
-    ap.add_argument("--types", default=",".join(TYPES))
-    ap.add_argument("--shapes", default="", help="comma list of NxK (default: all)")
-    ap.add_argument("--old", action=argparse.BooleanOptionalAction, default=True)
+    ap.add_argument("--set", default="all", choices=sorted(SETS))
+    ap.add_argument("--sweep", default="full", choices=["full", "check", "none"])
+    ap.add_argument("--filter", default="", help="only cases whose name contains this")
     args = ap.parse_args()
     t_start = time.time()
     dev = Device.get()
     print("device:", dev.info()["name"], dev.info()["backend"], flush=True)
-    warm_up(dev)
-    shapes = [tuple(int(v) for v in s.split("x")) for s in args.shapes.split(",")] if args.shapes else SHAPES
     out = open(Path(args.out) / "gemv_sweep.jsonl", "a")
-    rows = []
-    distinct = 64
-    for (n, k) in shapes:
-        for t in args.types.split(","):
-            if time.time() - t_start > args.budget:
-                print("budget reached; stopping", flush=True)
-                break
-            qt = get_type(t)
-            if k % qt.block_size:
-                continue        # e.g. K-quants at k = 896: real files use a 32-block type there
-            rng = np.random.default_rng(n * 7 + k)
-            raw = quantize(rng.standard_normal((distinct, k), np.float32), qt)
-            xh = rng.standard_normal((1, k)).astype(np.float32)
-            want = np.tile(xh.astype(np.float64) @ dequantize(raw, qt).astype(np.float64).T, (1, n // distinct + 1))[0, :n]
-            big = np.tile(raw, (n // distinct + 1, 1))[:n]
-            nbytes = big.nbytes + 4 * (k + n)
-            variants = [("default", {})] + [(json.dumps(v, sort_keys=True), v) for v in SWEEPS[args.sweep]
-                                            if not v.get("legacy") or t in LEGACY]
-            # one upload of x and W, shared by every variant (prepare() would upload per variant)
-            first = None
-            for name, v in variants:
-                v = {a: b for a, b in v.items() if a != "legacy"}
-                try:
-                    if first is None:
-                        p = prepare("matmul", [xh, big], {"gemv": v} if v else {}, ["f32", t], dev)
-                        first = p
-                        xb, wb = p.in_bufs
-                        yb = p.out_bufs[0]
-                        disp = p.dispatches
-                        cfg = p.kernel.gemv
-                    else:
-                        from oxigpu.backends.wgpu.ops.matmul import MatmulKernel
-                        kern = MatmulKernel(dev, {"gemv": v}, [(1, k), (n, k)], ["f32", t], [(1, n)])
-                        yb = dev.create_buffer(4 * n)
-                        disp = kern.encode([xb, wb, yb])
-                        cfg = kern.gemv
-                    dev.submit(disp)
-                    got = dev.read(yb, np.float32, n)
-                    err = float(np.abs(got - want).max() / np.abs(want).max())
-                    secs = time_dispatches(dev, disp)
-                    rec = dict(type=t, n=n, k=k, variant=name, cfg=cfg.__dict__, us=secs * 1e6,
-                               gbs=nbytes / secs / 1e9, err=err)
-                except Exception as e:  # report and go on
-                    rec = dict(type=t, n=n, k=k, variant=name, error=f"{type(e).__name__}: {e}"[:300])
-                out.write(json.dumps(rec) + "\n")
-                out.flush()
-                rows.append(rec)
-            if args.old and first is not None:
-                try:
-                    d, yo = old_kernel(dev, qt, k, n, first.in_bufs[0], first.in_bufs[1])
-                    dev.submit(d)
-                    got = dev.read(yo, np.float32, n)
-                    err = float(np.abs(got - want).max() / np.abs(want).max())
-                    secs = time_dispatches(dev, d)
-                    rec = dict(type=t, n=n, k=k, variant="old", us=secs * 1e6, gbs=nbytes / secs / 1e9, err=err)
-                except Exception as e:
-                    rec = dict(type=t, n=n, k=k, variant="old", error=f"{type(e).__name__}: {e}"[:300])
-                out.write(json.dumps(rec) + "\n")
-                rows.append(rec)
-            if first is not None:
-                for b in first.in_bufs:
-                    b.destroy()
-            print(f"{t:5} {n}x{k} done at {time.time() - t_start:.0f}s", flush=True)
-    # summary: old, default, best per (type, shape)
-    print(f"\n{'type':5} {'n x k':>12} {'old GB/s':>9} {'def GB/s':>9} {'def us':>8} {'best GB/s':>9}  best variant")
-    keys = sorted({(r['type'], r['n'], r['k']) for r in rows}, key=lambda a: (TYPES.index(a[0]) if a[0] in TYPES else 9, a[1] * a[2]))
-    for key in keys:
-        rs = [r for r in rows if (r['type'], r['n'], r['k']) == key and 'gbs' in r]
-        bad = [r['variant'] for r in rows if (r['type'], r['n'], r['k']) == key and ('error' in r or r.get('err', 0) > 1e-4)]
-        old = next((r for r in rs if r['variant'] == 'old'), None)
-        dft = next((r for r in rs if r['variant'] == 'default'), None)
-        new = [r for r in rs if r['variant'] != 'old']
-        best = max(new, key=lambda r: r['gbs']) if new else None
-        f = lambda r, kk: f"{r[kk]:9.1f}" if r else f"{'-':>9}"
-        print(f"{key[0]:5} {key[1]:>6}x{key[2]:<5} {f(old, 'gbs')} {f(dft, 'gbs')} {f(dft, 'us')} {f(best, 'gbs')}  "
-              f"{best['variant'] if best else ''}{'  BAD: ' + ','.join(bad) if bad else ''}")
+    for sh in SETS[args.set]:
+        if args.filter not in sh.name:
+            continue
+        if time.time() - t_start > args.budget:
+            print("budget reached; stopping", flush=True)
+            break
+        cls, shapes, types, binds, reads, refs, nbytes = build(dev, sh)
+        attrs = {"n_w": len(sh.ns)} if sh.op == "multi" else {}
+        if sh.op in ("glu", "multi"):
+            attrs["norm_eps"] = NORM_EPS
+        if sh.op == "glu":
+            attrs["act"] = "silu"
+        recs, dss = [], []
+        reps = replicas(dev, binds)      # weights from memory, as in a decode step
+        vs = variants(sh, args.sweep)
+        if len(vs) > 1:
+            vs.append({})          # the default again, last: drift within the case shows as a difference
+        for v in vs:
+            rec = dict(case=sh.name, variant=v)
+            try:
+                kern = cls(dev, {**attrs, **({"gemv": v} if v else {})}, shapes, types,
+                           cls.output_shapes(shapes, attrs))
+                ds = kern.encode(binds)
+                dev.write_params(Params())
+                dev.submit(ds)
+                rec["err"] = max(float(np.abs(dev.read(b, np.float32, n, o) - want).max() / np.abs(want).max())
+                                 for (b, o, n), want in zip(reads, refs))
+                rec["dispatches"] = len(ds)
+                dss.append([d for bs in reps for d in (ds if bs is binds else kern.encode(bs))])
+            except Exception as e:  # report and go on
+                rec["error"] = f"{type(e).__name__}: {e}"[:300]
+            recs.append(rec)
+        timed = [r for r in recs if "error" not in r]
+        # copies of the replica cycle per pass: ~2 ms at 2 TB/s-equivalent, at least 20 dispatches
+        per = nbytes * len(reps)
+        n_copies = int(min(400, max(-(-20 // len(reps)), 0.002 / max(per / 2e12, 4e-6))))
+        for rec, secs in zip(timed, time_variants(dev, dss, n_copies) if dss else []):
+            rec |= dict(us=secs * 1e6 / len(reps), gbs=nbytes * len(reps) / secs / 1e9)
+        rec0 = recs[0] if recs else {}
+        rec0["replicas"] = len(reps)
+        for rec in recs:
+            out.write(json.dumps(rec) + "\n")
+        out.flush()
+        ok = [r for r in recs if "us" in r and r["err"] < 1e-4]
+        bad = [r for r in recs if "us" not in r or r["err"] >= 1e-4]
+        d = recs[0] if recs and "us" in recs[0] else None
+        best = sorted(ok, key=lambda r: r["us"])[:3]
+        dtxt = f"{d['us']:7.2f} us {d['gbs']:6.0f} GB/s ({d['dispatches']} disp)" if d else "FAILED"
+        if len(recs) > 1 and "us" in recs[-1]:
+            dtxt += f" (again at the end: {recs[-1]['us']:.2f})"
+        btxt = "; ".join(f"{r['us']:.2f} {json.dumps(r['variant'])}" for r in best)
+        badtxt = f"  BAD: {len(bad)} {json.dumps(bad[0])[:200]}" if bad else ""
+        print(f"{sh.name:40} {nbytes / 1e6:7.1f} MB  default {dtxt}  best: {btxt}{badtxt}  "
+              f"[{time.time() - t_start:.0f}s]", flush=True)
     print(f"total {time.time() - t_start:.0f}s")
 
 

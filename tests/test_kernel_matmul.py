@@ -8,10 +8,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from oxigpu.backends.wgpu.device import Device
+from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
 from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS
-from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, TYPES, gemv_config, matmul_add_case,
+from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, TYPES, MatmulMultiKernel, gemv_config, matmul_add_case,
                                              matmul_case, matmul_multi_case, split_rows)
 from oxigpu.errors import DeviceError
 from oxigpu.quant import dequantize, get_type, quantize
@@ -81,10 +81,33 @@ def test_gemv_variants(dev, t, v):
     _run(matmul_case(t, 1, k, 37, bias=v % 2 == 1, seed=40 + v), dev, {"gemv": _GEMV_VARIANTS[v]})
 
 
+# Piece layouts (shaders/gemv/<piece>.wgsl, PIECE_TYPES) under other splits and two pieces per loop step
+# (u2, with an odd number of steps), plain and with the norm prologue.
+_PIECE_VARIANTS = [("Q4_K", "q4_k2"), ("Q4_K", "q4_k"), ("Q6_K", "q6_k"), ("Q5_0", "q5_0"), ("Q8_0", "q8_0")]
+
+
+@pytest.mark.parametrize("t,piece", _PIECE_VARIANTS)
+@pytest.mark.parametrize("v", [dict(tpr=32, r=4, gpw=4), dict(tpr=64, r=2, gpw=1, u2=True),
+                               dict(tpr=16, r=8, gpw=2, magic=False, u2=True), dict(tpr=128, r=1, gpw=2),
+                               dict(tpr=32, r=2, gpw=4, u2=True)])
+def test_gemv_pieces(dev, t, piece, v):
+    k = _cols(t, 2)
+    _run(matmul_case(t, 1, k, 37, bias=True, seed=45), dev, {"gemv": {**v, "piece": piece}})
+    case = matmul_multi_case((t, t), 1, k, (37, 29), False, seed=46, norm=True)
+    _run(case, dev, {**case.attrs, "gemv": {**v, "piece": piece}})
+
+
+def test_gemv_piece_type_mismatch(dev):
+    with pytest.raises(DeviceError, match="does not read"):
+        _run(matmul_case("Q6_K", 1, 768, 37, bias=False), dev, {"gemv": {"piece": "q4_k2"}})
+
+
 @pytest.mark.parametrize("v", [0, 2, 3])
 def test_gemv_variants_without_subgroups(dev, v, monkeypatch):
     monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
     _run(matmul_case("Q6_K", 1, _cols("Q6_K", 2), 37, bias=True, seed=50 + v), dev, {"gemv": _GEMV_VARIANTS[v]})
+    case = matmul_multi_case(("Q4_K", "Q6_K"), 1, 768, (37, 29), True, seed=51 + v, norm=True)
+    assert _run_multi_joined(dev, case, (37, 29), {**case.attrs, "gemv": _GEMV_VARIANTS[v]}) == 1
 
 
 def test_gemv_config_shapes():
@@ -126,3 +149,79 @@ def test_gemma3_lm_head_split_for_real(dev):
     y = run_op("matmul", [x, big], in_types=["f32", "Q8_0"], dev=dev)[0]
     want = np.tile(x.astype(np.float64) @ dequantize(raw, "Q8_0").astype(np.float64).T, (1, 262144 // period))
     assert rel_error(y, want) <= 2e-7 * np.sqrt(640)
+
+
+def _run_multi_joined(dev, case, ns, attrs=None) -> int:
+    """Runs ``case`` (matmul_multi) with its weights laid out as WgpuBackend does: weights (and biases)
+    of one type back to back in one buffer per type, outputs at 256-aligned offsets of one arena. Checks
+    every output against float64; returns the number of dispatches."""
+    n_w = len(ns)
+    types = case.in_types[1:1 + n_w]
+    bias = len(case.inputs) - ("norm_eps" in case.attrs) == 1 + 2 * n_w
+    ws, bs = case.inputs[1:1 + n_w], case.inputs[1 + n_w:1 + 2 * n_w] if bias else []
+    wb, bb = [None] * n_w, [None] * n_w
+    for t in dict.fromkeys(types):
+        idx = [i for i, ti in enumerate(types) if ti == t]
+        wbuf = dev.upload(np.concatenate([ws[i].reshape(-1) for i in idx]))
+        offs = np.cumsum([0] + [ws[i].nbytes for i in idx])
+        for j, i in enumerate(idx):
+            wb[i] = (wbuf, int(offs[j]), ws[i].nbytes)
+        if bias:
+            bbuf = dev.upload(np.concatenate([bs[i] for i in idx]))
+            offs = np.cumsum([0] + [bs[i].nbytes for i in idx])
+            for j, i in enumerate(idx):
+                bb[i] = (bbuf, int(offs[j]), bs[i].nbytes)
+    m, k = case.inputs[0].shape
+    slots = [256 * ((4 * m * n + 255) // 256) for n in ns]
+    ybuf = dev.upload(np.full(sum(slots) // 4, np.nan, np.float32))
+    yb = [(ybuf, sum(slots[:i]), 4 * m * ns[i]) for i in range(n_w)]
+    nw = [case.inputs[-1]] if "norm_eps" in case.attrs else []
+    kern = MatmulMultiKernel(dev, attrs or case.attrs, [(m, k), *((n, k) for n in ns),
+                                                         *(((n,) for n in ns) if bias else ()), *(w.shape for w in nw)],
+                             case.in_types, [(m, n) for n in ns])
+    ds = kern.encode([dev.upload(case.inputs[0]), *wb, *(bb if bias else []), *map(dev.upload, nw), *yb])
+    dev.write_params(Params(pos=0, n_tokens=m))
+    dev.submit(ds)
+    for i, want in enumerate(case.reference()):
+        got = dev.read(ybuf, np.float32, (m, ns[i]), yb[i][1])
+        err = rel_error(got, want)
+        assert err <= case.tol, f"{case.name} output {i}: rel. error {err:.3g} > {case.tol:.3g}"
+    return len(ds)
+
+
+# Mixed-type q/k/v as real files have them (Qwen2.5 Q4_K_M: Q5_0 q/k + Q8_0 v; Llama Q4_K_M: Q4_K q/k +
+# Q6_K v), the odd type first, a dq8-only type (Q5_K: it must take slot 0), four weights; row counts that
+# are not multiples of any group's rows, so groups and workgroups straddle segment ends.
+_MIXED = [(("Q5_0", "Q5_0", "Q8_0"), 896, (96, 33, 33)), (("Q4_K", "Q4_K", "Q6_K"), 1024, (130, 67, 37)),
+          (("Q6_K", "Q4_K", "Q4_K"), 768, (37, 70, 33)), (("Q6_K", "Q5_K", "Q5_K"), 512, (41, 35, 29)),
+          (("Q8_0", "F16", "Q8_0", "F16"), 640, (19, 23, 17, 45)), (("Q4_0", "Q8_0"), 640, (1, 75))]
+
+
+@pytest.mark.parametrize("i", range(len(_MIXED)))
+@pytest.mark.parametrize("bias,norm", [(False, False), (True, False), (True, True)])
+def test_matmul_multi_mixed_one_dispatch(dev, i, bias, norm):
+    """Two weight types in one GEMV dispatch: every output as in float64."""
+    types, k, ns = _MIXED[i]
+    case = matmul_multi_case(types, 1, k, ns, bias, seed=70 + i, norm=norm)
+    assert _run_multi_joined(dev, case, ns) == 1
+
+
+@pytest.mark.parametrize("v", [dict(tpr=32, r=1, gpw=4), dict(tpr=64, r=4, gpw=1), dict(tpr=256, r=2, gpw=1),
+                               dict(tpr=16, r=8, gpw=4), dict(tpr=32, r=4, gpw=2, u2=True),
+                               dict(tpr=32, r=2, gpw=4, piece="q4_k2", u2=True)])
+def test_matmul_multi_mixed_splits(dev, v):
+    """The mixed GEMV under other splits (slot boundaries inside a workgroup's row range)."""
+    case = matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 1, 1024, (130, 67, 37), True, seed=80, norm=True)
+    assert _run_multi_joined(dev, case, (130, 67, 37), {**case.attrs, "gemv": v}) == 1
+
+
+def test_matmul_multi_three_types_falls_back(dev):
+    """Three weight types: one dispatch per type, still correct."""
+    case = matmul_multi_case(("Q5_0", "Q8_0", "Q4_0"), 1, 640, (40, 33, 21), True, seed=90)
+    assert _run_multi_joined(dev, case, (40, 33, 21)) == 3
+
+
+def test_matmul_multi_two_dq8_types_fall_back(dev):
+    """Two types without specialized pieces (both would need slot 0): one dispatch per type."""
+    case = matmul_multi_case(("Q5_K", "Q3_K"), 1, 512, (40, 33), False, seed=91)
+    assert _run_multi_joined(dev, case, (40, 33)) == 2

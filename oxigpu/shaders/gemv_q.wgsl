@@ -3,17 +3,22 @@
 // consecutive "pieces" of the row (gemv/<piece>.wgsl: a fixed part of a block, loaded with as few and
 // as wide loads as its layout allows), so a warp streams contiguous bytes; each lane loads the x values
 // of its piece once and applies them to all R rows. Totals: gemv/reduce_{sg,wg}.wgsl.
+// MIXED (matmul_multi over two weight types, one dispatch): slot 0 holds PIECE0's rows, slot 1
+// PIECE1's (gemv/slot1_true.wgsl); a workgroup's slot is a uniform branch on its index, and each slot
+// runs the same loop through its own piece (gemv/common.wgsl: the `s` argument).
 // GLU (matmul_glu): W holds the gate rows then the up rows (D.n each); a group's first R/2 rows are gate
 // rows c0.., its last R/2 the matching up rows, and it stores ACT(x Wg) * (x Wu) for its R/2 columns.
-// HAS_NORM: x is RMS-normalized in the prologue (each workgroup sums x^2 itself): the GEMV reads x * NW
-// and scales its totals by 1 / sqrt(mean(x^2) + EPS), so the normed row is never written.
-// Defines: QUANT, PIECE, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32, GLU, ACT, HAS_NORM, EPS
-// (see ops/matmul.py).
+// HAS_NORM: x is RMS-normalized on the fly: the GEMV multiplies x * NW and scales its totals by
+// 1 / sqrt(mean(x^2) + EPS). Each group sums x^2 over the x its lanes load anyway (between them they
+// load every element once), so no pass over x precedes the loop and the normed row is never written.
+// Bias: BIAS here (B for slot 0, B1 for slot 1); the GEMV passes HAS_BIAS false to matmul_io's store.
+// Defines: QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
+// GLU, ACT, HAS_NORM, EPS, U2 (see ops/matmul.py).
 #include "math.wgsl"
 #include "common/matmul_io.wgsl"
-#include "quant/{{QUANT}}.wgsl"
 #include "gemv/common.wgsl"
-#include "gemv/{{PIECE}}.wgsl"
+#include "gemv/{{PIECE0}}.wgsl"
+#include "gemv/{{PIECE1}}.wgsl"
 
 const TPR: u32 = {{TPR}}u;
 const R: u32 = {{R}}u;      // 1, 2, 4 or 8
@@ -21,32 +26,47 @@ const GPW: u32 = {{GPW}}u;
 const WG: u32 = TPR * GPW;
 const GLU: bool = {{GLU}};
 const RO: u32 = select(R, R / 2u, GLU);   // output columns per group
+const BIAS: bool = {{BIAS}};
+const U2: bool = {{U2}};     // two pieces per loop step
 
 var<workgroup> tot: array<f32, GPW * R>;   // GLU: the group's row totals, exchanged between lanes
 
 @group(0) @binding(8) var<storage, read> NW: array<vec4<f32>>;
 const HAS_NORM: bool = {{HAS_NORM}};
 const EPS: f32 = {{EPS}};
-var<workgroup> ssq: array<f32, WG>;
 
-// x vec4 i as the GEMV multiplies it: times the norm weights under HAS_NORM.
-fn xv(i: u32) -> vec4<f32> {
-  if (HAS_NORM) { return X[i] * NW[i]; }
-  return X[i];
+#include "gemv/reduce_{{REDUCE}}.wgsl"
+
+// Piece constants and functions of slot s (a constant at every call).
+fn qk(s: u32) -> u32 { return select({{PIECE1}}_QK, {{PIECE0}}_QK, s == 0u); }
+fn qb(s: u32) -> u32 { return select({{PIECE1}}_QB, {{PIECE0}}_QB, s == 0u); }
+fn ppb(s: u32) -> u32 { return select({{PIECE1}}_PPB, {{PIECE0}}_PPB, s == 0u); }
+fn px(s: u32) -> u32 { return select({{PIECE1}}_PX, {{PIECE0}}_PX, s == 0u); }
+fn gx(s: u32, i: u32, j: u32) -> u32 {
+  if (s == 0u) { return {{PIECE0}}_gx(i, j); }
+  return {{PIECE1}}_gx(i, j);
+}
+fn gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
+  if (s == 0u) { return {{PIECE0}}_gdot(0u, blk, i, xs); }
+  return {{PIECE1}}_gdot(1u, blk, i, xs);
 }
 
-// 1 / sqrt(mean(x^2) + EPS) (a workgroup tree over x; uniform control flow), or 1 without HAS_NORM.
-fn norm_scale(lid: u32) -> f32 {
-  if (!HAS_NORM) { return 1.0; }
-  var ss = 0.0;
-  for (var i = lid; i < D.k / 4u; i += WG) { let v = X[i]; ss += dot(v, v); }
-  ssq[lid] = ss;
-  workgroupBarrier();
-  for (var s = WG / 2u; s > 0u; s >>= 1u) {
-    if (lid < s) { ssq[lid] += ssq[lid + s]; }
-    workgroupBarrier();
-  }
-  return 1.0 / sqrt(ssq[0] / f32(D.k) + EPS);
+// Slot s's rows, bytes per row, first output column (slot 1 only when MIXED).
+fn rows_of(s: u32) -> u32 { return select(D.rows - slot1_rows0(), slot1_rows0(), s == 0u); }
+fn row_bytes(s: u32) -> u32 { return select(slot1_row_bytes(), D.row_bytes, s == 0u); }
+fn first_col(s: u32) -> u32 { return select(slot1_rows0(), D.col0, s == 0u); }
+
+// The bias of row c of slot s.
+fn bias(s: u32, c: u32) -> f32 {
+  if (!BIAS) { return 0.0; }
+  if (MIXED && s == 1u) { return bias1(c); }
+  return B[D.col0 + c];
+}
+
+// x vec4 i as the GEMV multiplies it, from the loaded v = X[i]: times the norm weights under HAS_NORM.
+fn xw(i: u32, v: vec4<f32>) -> vec4<f32> {
+  if (HAS_NORM) { return v * NW[i]; }
+  return v;
 }
 
 fn act(x: f32) -> f32 { return {{ACT}}(x); }
@@ -57,56 +77,113 @@ fn slot_row(c0: u32, j: u32) -> u32 {
   return c0 + j;
 }
 
-#include "gemv/reduce_{{REDUCE}}.wgsl"
+// The x vec4s of piece i of the block whose first element is e (times NW under HAS_NORM), and the sum
+// of their raw squares (HAS_NORM).
+struct XL { xs: XS, ss: f32 }
 
-// The x vec4s of piece i of the block whose first element is e.
-fn xload(e: u32, i: u32) -> XS {
-  var xs: XS;
-  xs[0] = xv((e + gx(i, 0u)) >> 2u);
-  if (PX > 1u) { xs[1] = xv((e + gx(i, 1u)) >> 2u); }
-  if (PX > 2u) { xs[2] = xv((e + gx(i, 2u)) >> 2u); xs[3] = xv((e + gx(i, 3u)) >> 2u); }
-  if (PX > 4u) {
-    xs[4] = xv((e + gx(i, 4u)) >> 2u); xs[5] = xv((e + gx(i, 5u)) >> 2u);
-    xs[6] = xv((e + gx(i, 6u)) >> 2u); xs[7] = xv((e + gx(i, 7u)) >> 2u);
+fn xload(s: u32, e: u32, i: u32) -> XL {
+  var r: XL;
+  let n = px(s);
+  let i0 = (e + gx(s, i, 0u)) >> 2u; let i1 = (e + gx(s, i, 1u)) >> 2u;
+  let i2 = (e + gx(s, i, 2u)) >> 2u; let i3 = (e + gx(s, i, 3u)) >> 2u;
+  let i4 = (e + gx(s, i, 4u)) >> 2u; let i5 = (e + gx(s, i, 5u)) >> 2u;
+  let i6 = (e + gx(s, i, 6u)) >> 2u; let i7 = (e + gx(s, i, 7u)) >> 2u;
+  let v0 = X[i0];
+  r.xs[0] = xw(i0, v0);
+  var q = dot(v0, v0);
+  if (n > 1u) { let v1 = X[i1]; r.xs[1] = xw(i1, v1); q += dot(v1, v1); }
+  if (n > 2u) {
+    let v2 = X[i2]; let v3 = X[i3];
+    r.xs[2] = xw(i2, v2); r.xs[3] = xw(i3, v3); q += dot(v2, v2) + dot(v3, v3);
   }
-  return xs;
+  if (n > 4u) {
+    let v4 = X[i4]; let v5 = X[i5]; let v6 = X[i6]; let v7 = X[i7];
+    r.xs[4] = xw(i4, v4); r.xs[5] = xw(i5, v5); r.xs[6] = xw(i6, v6); r.xs[7] = xw(i7, v7);
+    q += dot(v4, v4) + dot(v5, v5) + dot(v6, v6) + dot(v7, v7);
+  }
+  r.ss = select(0.0, q, HAS_NORM);
+  return r;
 }
 
-fn row_at(r: u32) -> u32 { return min(r, D.rows - 1u) * D.row_bytes; }
+fn row_at(s: u32, r: u32) -> u32 { return min(r, rows_of(s) - 1u) * row_bytes(s); }
+
+// Lane gl's partial sums of the R rows of slot s whose first output column is c0, and of x^2 (HAS_NORM).
+struct Partial { acc: array<f32, 8>, ss: f32 }
+
+fn rows_dot(s: u32, c0: u32, gl: u32) -> Partial {
+  // Rows and sums are scalars, unrolled on the constant R: no private array in the hot loop.
+  let w0 = row_at(s, slot_row(c0, 0u)); let w1 = row_at(s, slot_row(c0, 1u));
+  let w2 = row_at(s, slot_row(c0, 2u)); let w3 = row_at(s, slot_row(c0, 3u));
+  let w4 = row_at(s, slot_row(c0, 4u)); let w5 = row_at(s, slot_row(c0, 5u));
+  let w6 = row_at(s, slot_row(c0, 6u)); let w7 = row_at(s, slot_row(c0, 7u));
+  var a0 = 0.0; var a1 = 0.0; var a2 = 0.0; var a3 = 0.0; var a4 = 0.0; var a5 = 0.0; var a6 = 0.0; var a7 = 0.0;
+  var ss = 0.0;
+  let pp = ppb(s);
+  let np = D.k / qk(s) * pp;
+  var p = gl;
+  if (U2) {   // two pieces per step: both pieces' loads are issued before either is reduced
+    for (; p + TPR < np; p += 2u * TPR) {
+      let q = p + TPR;
+      let b = p / pp; let i = p % pp;
+      let c = q / pp; let j = q % pp;
+      let xl = xload(s, b * qk(s), i);
+      let xm = xload(s, c * qk(s), j);
+      let xs = xl.xs;
+      let xt = xm.xs;
+      ss += xl.ss + xm.ss;
+      let o = b * qb(s); let e = c * qb(s);
+      a0 += gdot(s, w0 + o, i, xs) + gdot(s, w0 + e, j, xt);
+      if (R > 1u) { a1 += gdot(s, w1 + o, i, xs) + gdot(s, w1 + e, j, xt); }
+      if (R > 2u) {
+        a2 += gdot(s, w2 + o, i, xs) + gdot(s, w2 + e, j, xt);
+        a3 += gdot(s, w3 + o, i, xs) + gdot(s, w3 + e, j, xt);
+      }
+      if (R > 4u) {
+        a4 += gdot(s, w4 + o, i, xs) + gdot(s, w4 + e, j, xt);
+        a5 += gdot(s, w5 + o, i, xs) + gdot(s, w5 + e, j, xt);
+        a6 += gdot(s, w6 + o, i, xs) + gdot(s, w6 + e, j, xt);
+        a7 += gdot(s, w7 + o, i, xs) + gdot(s, w7 + e, j, xt);
+      }
+    }
+  }
+  for (; p < np; p += TPR) {
+    let b = p / pp;
+    let i = p % pp;
+    let xl = xload(s, b * qk(s), i);
+    let xs = xl.xs;
+    ss += xl.ss;
+    let o = b * qb(s);
+    a0 += gdot(s, w0 + o, i, xs);
+    if (R > 1u) { a1 += gdot(s, w1 + o, i, xs); }
+    if (R > 2u) { a2 += gdot(s, w2 + o, i, xs); a3 += gdot(s, w3 + o, i, xs); }
+    if (R > 4u) {
+      a4 += gdot(s, w4 + o, i, xs); a5 += gdot(s, w5 + o, i, xs);
+      a6 += gdot(s, w6 + o, i, xs); a7 += gdot(s, w7 + o, i, xs);
+    }
+  }
+  return Partial(array<f32, 8>(a0, a1, a2, a3, a4, a5, a6, a7), ss);
+}
 
 @compute @workgroup_size(WG)
 fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let grp = lane.lid / TPR;
   let gl = lane.lid % TPR;
-  let r0 = ((wid.y * nwg.x + wid.x) * GPW + grp) * RO;
-  // Rows and sums are scalars, unrolled on the constant R: no private array in the hot loop.
-  let w0 = row_at(slot_row(r0, 0u)); let w1 = row_at(slot_row(r0, 1u)); let w2 = row_at(slot_row(r0, 2u));
-  let w3 = row_at(slot_row(r0, 3u)); let w4 = row_at(slot_row(r0, 4u)); let w5 = row_at(slot_row(r0, 5u));
-  let w6 = row_at(slot_row(r0, 6u)); let w7 = row_at(slot_row(r0, 7u));
-  var a0 = 0.0; var a1 = 0.0; var a2 = 0.0; var a3 = 0.0; var a4 = 0.0; var a5 = 0.0; var a6 = 0.0; var a7 = 0.0;
-  let scale = norm_scale(lane.lid);
-  let np = D.k / QK * PPB;
-  for (var p = gl; p < np; p += TPR) {
-    let b = p / PPB;
-    let i = p % PPB;
-    let xs = xload(b * QK, i);
-    let o = b * QB;
-    a0 += gdot(w0 + o, i, xs);
-    if (R > 1u) { a1 += gdot(w1 + o, i, xs); }
-    if (R > 2u) { a2 += gdot(w2 + o, i, xs); a3 += gdot(w3 + o, i, xs); }
-    if (R > 4u) {
-      a4 += gdot(w4 + o, i, xs); a5 += gdot(w5 + o, i, xs);
-      a6 += gdot(w6 + o, i, xs); a7 += gdot(w7 + o, i, xs);
-    }
-  }
-  // Never true (the host writes 0): keeps both views of the weights in the auto bind-group layout.
-  if (D._p0 == 0xFFFFFFFFu) { a0 += f32(W[0] ^ W4[0].x); }
-  let t = group_sum(lane, grp, gl, array<f32, 8>(a0, a1, a2, a3, a4, a5, a6, a7)) * scale;
+  var g = wid.y * nwg.x + wid.x;
+  var s = 0u;
+  if (MIXED && g >= slot1_wg0()) { s = 1u; g -= slot1_wg0(); }
+  let c0 = (g * GPW + grp) * RO;   // the group's first output column in its slot
+  var pt: Partial;
+  if (MIXED && s == 1u) { pt = rows_dot(1u, c0, gl); } else { pt = rows_dot(0u, c0, gl); }
+  // Never true (the host writes 0): keeps every view of the weights in the auto bind-group layout.
+  if (D._p0 == 0xFFFFFFFFu) { pt.acc[0] += f32(W[0] ^ W4[0].x ^ slot1_keep()) + B[0] + NW[0].x; }
+  let tq = group_sum(lane, grp, gl, pt.acc, pt.ss);
+  var t = tq.x;
+  if (HAS_NORM) { t *= 1.0 / sqrt(tq.y / f32(D.k) + EPS); }
   if (GLU) {
     if (gl < R) { tot[grp * R + gl] = t; }
     workgroupBarrier();
-    if (gl < RO && r0 + gl < D.n) { store(0u, r0 + gl, act(tot[grp * R + gl]) * tot[grp * R + gl + RO]); }
-  } else if (gl < R && r0 + gl < D.rows) {
-    store(0u, D.col0 + r0 + gl, t);
+    if (gl < RO && c0 + gl < D.n) { store(0u, c0 + gl, act(tot[grp * R + gl]) * tot[grp * R + gl + RO]); }
+  } else if (gl < R && c0 + gl < rows_of(s)) {
+    store(0u, first_col(s) + c0 + gl, t + bias(s, c0 + gl));
   }
 }

@@ -1,23 +1,44 @@
-// Helpers shared by the GEMV piece snippets (gemv/<type>.wgsl), included once by gemv_q.wgsl.
+// Helpers shared by the GEMV piece snippets (gemv/<piece>.wgsl), included once by gemv_q.wgsl.
 //
 // A piece snippet splits each weight block into PPB "pieces"; the GEMV gives consecutive lanes
 // consecutive pieces (so a warp reads contiguous bytes) and each lane reduces its piece against the
-// PX vec4s of x that `gx` names, for R rows at once (x is loaded once per piece, not once per row):
-//   const PPB: u32, const PX: u32       PX is 1, 2, 4 or 8
-//   fn gx(i: u32, j: u32) -> u32        element offset in the block of the j-th x vec4 of piece i
-//   fn gdot(blk: u32, i: u32, xs: XS) -> f32
-//                                        dot of piece i of the block at byte `blk` of W with xs[0..PX)
+// PX vec4s of x that `gx` names, for R rows at once (x is loaded once per piece, not once per row).
+// Every name a piece file declares starts with its file name, so two pieces can share one module (a
+// mixed-type matmul_multi runs weights of two types in one dispatch, one "slot" each):
+//   const <p>_QK: u32, <p>_QB: u32       elements and bytes per block
+//   const <p>_PPB: u32, <p>_PX: u32      pieces per block; x vec4s per piece (1, 2, 4 or 8)
+//   fn <p>_gx(i: u32, j: u32) -> u32     element offset in the block of the j-th x vec4 of piece i
+//   fn <p>_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32
+//                                        dot of piece i of the block at byte `blk` of slot s's weights
+//                                        with xs[0..PX)
+// Pieces read weights only through the slot loads below (wd, wq, lw1, lw2, lw4, h16), with the slot s
+// they were given: s is a constant at every call, so the branch on it folds away.
 // No loop in a piece indexes an array: pieces unroll by hand with `if (PX > n)` on constants. (On the
 // H100 a dynamically indexed private array lives in local memory: 4-10x slower GEMVs, measured.)
-// W (array<u32>) and W4 (array<vec4<u32>>, the same bytes) are both bound: 16-byte loads where the
-// block layout is 16-aligned (F32, F16, Q4_K), word loads with a 2-byte funnel where it is not.
+// Slot 0 is W (array<u32>) and W4 (array<vec4<u32>>, the same bytes); slot 1 (MIXED only) is W1/W14
+// (gemv/slot1_true.wgsl). 16-byte loads where the block layout is 16-aligned (F32, F16, Q4_K), word
+// loads with a 2-byte funnel where it is not.
 
 @group(0) @binding(6) var<storage, read> W4: array<vec4<u32>>;
 
 const MAGIC: bool = {{MAGIC}};
+const MIXED: bool = {{MIXED}};
+
+#include "gemv/slot1_{{MIXED}}.wgsl"
 
 // x values of one piece; slots PX.. are unused.
 alias XS = array<vec4<f32>, 8>;
+
+// Word i / vec4 i of slot s's weights.
+fn wd(s: u32, i: u32) -> u32 {
+  if (MIXED && s == 1u) { return wd1(i); }
+  return W[i];
+}
+
+fn wq(s: u32, i: u32) -> vec4<u32> {
+  if (MIXED && s == 1u) { return wq1(i); }
+  return W4[i];
+}
 
 // Small unsigned ints (< 2^23) to f32 minus `off`. MAGIC builds 2^23 + v from the bits and subtracts
 // exactly (an OR and a full-rate add) instead of the quarter-rate int->float conversion.
@@ -35,29 +56,29 @@ fn hsum(v: vec4<f32>) -> f32 { return v.x + v.y + v.z + v.w; }
 
 // Word loads at a 2-aligned byte address b (blocks of 18, 22, 34, 110, 210 bytes are only 2-aligned).
 // Branch-free: neighbouring blocks differ in alignment, so a branch would diverge inside a warp.
-fn lw1(b: u32) -> u32 {
+fn lw1(s: u32, b: u32) -> u32 {
   let w = b >> 2u;
-  let a = W[w];
-  return select(a, (a >> 16u) | (W[w + 1u] << 16u), (b & 2u) != 0u);
+  let a = wd(s, w);
+  return select(a, (a >> 16u) | (wd(s, w + 1u) << 16u), (b & 2u) != 0u);
 }
 
-fn lw2(b: u32) -> vec2<u32> {
+fn lw2(s: u32, b: u32) -> vec2<u32> {
   let w = b >> 2u;
-  let a = W[w]; let c = W[w + 1u]; let e = W[w + 2u];
+  let a = wd(s, w); let c = wd(s, w + 1u); let e = wd(s, w + 2u);
   return select(vec2<u32>(a, c), vec2<u32>((a >> 16u) | (c << 16u), (c >> 16u) | (e << 16u)), (b & 2u) != 0u);
 }
 
-fn lw4(b: u32) -> vec4<u32> {
+fn lw4(s: u32, b: u32) -> vec4<u32> {
   let w = b >> 2u;
-  let a = W[w]; let c = W[w + 1u]; let e = W[w + 2u]; let g = W[w + 3u]; let h = W[w + 4u];
+  let a = wd(s, w); let c = wd(s, w + 1u); let e = wd(s, w + 2u); let g = wd(s, w + 3u); let h = wd(s, w + 4u);
   return select(vec4<u32>(a, c, e, g),
                 vec4<u32>((a >> 16u) | (c << 16u), (c >> 16u) | (e << 16u), (e >> 16u) | (g << 16u),
                           (g >> 16u) | (h << 16u)), (b & 2u) != 0u);
 }
 
 // The f16 at the 2-aligned byte b.
-fn h16(b: u32) -> f32 {
-  return unpack2x16float(W[b >> 2u] >> ((b & 2u) * 8u)).x;
+fn h16(s: u32, b: u32) -> f32 {
+  return unpack2x16float(wd(s, b >> 2u) >> ((b & 2u) * 8u)).x;
 }
 
 // Q4_K / Q5_K: (d * scale, dmin * min) of sub-blocks 2j and 2j+1 (j < 4) from the 16-byte block header
@@ -69,8 +90,8 @@ fn kscales(hdr: vec4<u32>, j: u32) -> vec4<f32> {
   let sc = select(y & 0x3F3Fu, (w & 0x0F0Fu) | ((y >> 2u) & 0x3030u), hi);
   let mn = select(z & 0x3F3Fu, ((w >> 4u) & 0x0F0Fu) | ((z >> 2u) & 0x3030u), hi);
   let dm = unpack2x16float(hdr.x);
-  return vec4<f32>(dm.x * f32(sc & 0xFFu), dm.y * f32(mn & 0xFFu),
-                   dm.x * f32((sc >> 8u) & 0xFFu), dm.y * f32((mn >> 8u) & 0xFFu));
+  let f = u2f(vec4<u32>(sc, mn, sc >> 8u, mn >> 8u) & vec4<u32>(0xFFu), 0.0);
+  return vec4<f32>(dm.x, dm.y, dm.x, dm.y) * f;
 }
 
 // Bits 0..3 of x moved to bit 0 of bytes 0..3 (the four shifted copies cannot overlap, so no carries).

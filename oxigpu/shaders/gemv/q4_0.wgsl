@@ -1,19 +1,25 @@
-// Q4_0 pieces: QW words of qs; byte j holds element j (low nibble) and j + 16 (high), so a piece of
-// words [QW i, QW i + QW) covers elements 4 QW i + [0, 4 QW) and 16 + the same. PPB32: 1, 2 or 4.
-const PPB: u32 = {{PPB32}}u;
-const QW: u32 = 4u / PPB;
-const PX: u32 = 2u * QW;
+// Q4_0 pieces (18-byte blocks: d f16, qs[16]): QW words of qs; byte j holds element j (low nibble) and
+// j + 16 (high), so a piece of words [QW i, QW i + QW) covers elements 4 QW i + [0, 4 QW) and 16 + the
+// same. PPB32: 1, 2 or 4.
+const q4_0_QK: u32 = 32u;
+const q4_0_QB: u32 = 18u;
+const q4_0_PPB: u32 = {{PPB32}}u;
+const q4_0_QW: u32 = 4u / q4_0_PPB;
+const q4_0_PX: u32 = 2u * q4_0_QW;
 
-fn gx(i: u32, j: u32) -> u32 { return select(16u, 0u, j < QW) + 4u * (QW * i + j % QW); }
+fn q4_0_gx(i: u32, j: u32) -> u32 {
+  return select(16u, 0u, j < q4_0_QW) + 4u * (q4_0_QW * i + j % q4_0_QW);
+}
 
-fn q4dot(w: u32, xl: vec4<f32>, xh: vec4<f32>) -> f32 {
+fn q4_0_dot4(w: u32, xl: vec4<f32>, xh: vec4<f32>) -> f32 {
   return dot(b2f(w & 0x0F0F0F0Fu, 8.0), xl) + dot(b2f((w >> 4u) & 0x0F0F0F0Fu, 8.0), xh);
 }
 
-fn gdot(blk: u32, i: u32, xs: XS) -> f32 {
+fn q4_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
+  const QW = q4_0_QW;
   let q = blk + 2u + 4u * QW * i;
-  var s = q4dot(lw1(q), xs[0], xs[QW]);
-  if (QW > 1u) { s += q4dot(lw1(q + 4u), xs[1], xs[QW + 1u]); }
-  if (QW > 2u) { s += q4dot(lw1(q + 8u), xs[2], xs[QW + 2u]) + q4dot(lw1(q + 12u), xs[3], xs[QW + 3u]); }
-  return h16(blk) * s;
+  var t = q4_0_dot4(lw1(s, q), xs[0], xs[QW]);
+  if (QW > 1u) { t += q4_0_dot4(lw1(s, q + 4u), xs[1], xs[QW + 1u]); }
+  if (QW > 2u) { t += q4_0_dot4(lw1(s, q + 8u), xs[2], xs[QW + 2u]) + q4_0_dot4(lw1(s, q + 12u), xs[3], xs[QW + 3u]); }
+  return h16(s, blk) * t;
 }

@@ -1,25 +1,32 @@
-// Q5_0 pieces: as Q4_0 (same element order), plus bit e of the qh word as bit 4 of element e.
-const PPB: u32 = {{PPB32}}u;
-const QW: u32 = 4u / PPB;
-const PX: u32 = 2u * QW;
+// Q5_0 pieces (22-byte blocks: d f16, qh u32, qs[16]): as Q4_0 (same element order), plus bit e of the
+// qh word as bit 4 of element e.
+const q5_0_QK: u32 = 32u;
+const q5_0_QB: u32 = 22u;
+const q5_0_PPB: u32 = {{PPB32}}u;
+const q5_0_QW: u32 = 4u / q5_0_PPB;
+const q5_0_PX: u32 = 2u * q5_0_QW;
 
-fn gx(i: u32, j: u32) -> u32 { return select(16u, 0u, j < QW) + 4u * (QW * i + j % QW); }
+fn q5_0_gx(i: u32, j: u32) -> u32 {
+  return select(16u, 0u, j < q5_0_QW) + 4u * (q5_0_QW * i + j % q5_0_QW);
+}
 
 // Word w of qs holds elements e .. e + 3 (low nibbles) and e + 16 .. e + 19 (high).
-fn q5dot(w: u32, qh: u32, e: u32, xl: vec4<f32>, xh: vec4<f32>) -> f32 {
+fn q5_0_dot4(w: u32, qh: u32, e: u32, xl: vec4<f32>, xh: vec4<f32>) -> f32 {
   let lo = (w & 0x0F0F0F0Fu) | (spread4((qh >> e) & 0xFu) << 4u);
   let hi = ((w >> 4u) & 0x0F0F0F0Fu) | (spread4((qh >> (e + 16u)) & 0xFu) << 4u);
   return dot(b2f(lo, 16.0), xl) + dot(b2f(hi, 16.0), xh);
 }
 
-fn gdot(blk: u32, i: u32, xs: XS) -> f32 {
-  let qh = lw1(blk + 2u);
+fn q5_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
+  const QW = q5_0_QW;
+  let qh = lw1(s, blk + 2u);
   let q = blk + 6u + 4u * QW * i;
   let e = 4u * QW * i;
-  var s = q5dot(lw1(q), qh, e, xs[0], xs[QW]);
-  if (QW > 1u) { s += q5dot(lw1(q + 4u), qh, e + 4u, xs[1], xs[QW + 1u]); }
+  var t = q5_0_dot4(lw1(s, q), qh, e, xs[0], xs[QW]);
+  if (QW > 1u) { t += q5_0_dot4(lw1(s, q + 4u), qh, e + 4u, xs[1], xs[QW + 1u]); }
   if (QW > 2u) {
-    s += q5dot(lw1(q + 8u), qh, e + 8u, xs[2], xs[QW + 2u]) + q5dot(lw1(q + 12u), qh, e + 12u, xs[3], xs[QW + 3u]);
+    t += q5_0_dot4(lw1(s, q + 8u), qh, e + 8u, xs[2], xs[QW + 2u]) +
+         q5_0_dot4(lw1(s, q + 12u), qh, e + 12u, xs[3], xs[QW + 3u]);
   }
-  return h16(blk) * s;
+  return h16(s, blk) * t;
 }

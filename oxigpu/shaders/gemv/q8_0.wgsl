@@ -1,18 +1,25 @@
-// Q8_0 pieces: QW consecutive words of qs (4 QW elements); PPB32 (a define: 1, 2 or 4) pieces per block.
-// Bytes are biased by 128 (xor 0x80) so they convert as unsigned values.
-const PPB: u32 = {{PPB32}}u;
-const QW: u32 = 8u / PPB;
-const PX: u32 = QW;
+// Q8_0 pieces (34-byte blocks: d f16, qs[32] int8): QW consecutive words of qs (4 QW elements); PPB32
+// (a define: 1, 2 or 4) pieces per block. Bytes are biased by 128 (xor 0x80) so they convert as
+// unsigned values.
+const q8_0_QK: u32 = 32u;
+const q8_0_QB: u32 = 34u;
+const q8_0_PPB: u32 = {{PPB32}}u;
+const q8_0_QW: u32 = 8u / q8_0_PPB;
+const q8_0_PX: u32 = q8_0_QW;
 
-fn gx(i: u32, j: u32) -> u32 { return 4u * (QW * i + j); }
+fn q8_0_gx(i: u32, j: u32) -> u32 { return 4u * (q8_0_QW * i + j); }
 
-fn q8dot(b: u32, x: vec4<f32>) -> f32 { return dot(b2f(lw1(b) ^ 0x80808080u, 128.0), x); }
+fn q8_0_dot4(s: u32, b: u32, x: vec4<f32>) -> f32 { return dot(b2f(lw1(s, b) ^ 0x80808080u, 128.0), x); }
 
-fn gdot(blk: u32, i: u32, xs: XS) -> f32 {
+fn q8_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
+  const QW = q8_0_QW;
   let q = blk + 2u + 4u * QW * i;
-  var s = q8dot(q, xs[0]);
-  if (QW > 1u) { s += q8dot(q + 4u, xs[1]); }
-  if (QW > 2u) { s += q8dot(q + 8u, xs[2]) + q8dot(q + 12u, xs[3]); }
-  if (QW > 4u) { s += q8dot(q + 16u, xs[4]) + q8dot(q + 20u, xs[5]) + q8dot(q + 24u, xs[6]) + q8dot(q + 28u, xs[7]); }
-  return h16(blk) * s;
+  var t = q8_0_dot4(s, q, xs[0]);
+  if (QW > 1u) { t += q8_0_dot4(s, q + 4u, xs[1]); }
+  if (QW > 2u) { t += q8_0_dot4(s, q + 8u, xs[2]) + q8_0_dot4(s, q + 12u, xs[3]); }
+  if (QW > 4u) {
+    t += q8_0_dot4(s, q + 16u, xs[4]) + q8_0_dot4(s, q + 20u, xs[5]) + q8_0_dot4(s, q + 24u, xs[6]) +
+         q8_0_dot4(s, q + 28u, xs[7]);
+  }
+  return h16(s, blk) * t;
 }

@@ -1,7 +1,8 @@
-// Row totals of a GEMV group (TPR lanes, R rows) with subgroup shuffles: an xor butterfly inside
-// min(TPR, subgroup size) lanes, then one shared-memory hop across the group's subgroups (needed only
-// when TPR is larger than the subgroup; always compiled in, so the barrier stays uniform).
-// Groups are TPR consecutive invocation indices; subgroups are assumed to be contiguous runs of them.
+// Row totals of a GEMV group (TPR lanes, R rows, plus the x^2 sum under HAS_NORM) with subgroup
+// shuffles: an xor butterfly inside min(TPR, subgroup size) lanes, then one shared-memory hop across
+// the group's subgroups (needed only when TPR is larger than the subgroup; always compiled in, so the
+// barrier stays uniform). Groups are TPR consecutive invocation indices; subgroups are assumed to be
+// contiguous runs of them.
 
 struct Lane {
   @builtin(local_invocation_index) lid: u32,
@@ -9,22 +10,29 @@ struct Lane {
   @builtin(subgroup_size) sg_size: u32,
 }
 
-var<workgroup> red: array<f32, WG * R>;
+const NV: u32 = select(R, R + 1u, HAS_NORM);   // values reduced per group
+var<workgroup> red: array<f32, WG * NV>;
 
-// The total of row `gl` of group `grp`, valid in lanes gl < R.
-fn group_sum(lane: Lane, grp: u32, gl: u32, acc: array<f32, 8>) -> f32 {
+// (total of row `gl`, total of ss) of group `grp`, valid in lanes gl < R.
+fn group_sum(lane: Lane, grp: u32, gl: u32, acc: array<f32, 8>, ss: f32) -> vec2<f32> {
   var v = acc;
+  var q = ss;
   let c = min(TPR, lane.sg_size);
   for (var m = 1u; m < c; m <<= 1u) {
     for (var r = 0u; r < R; r++) { v[r] += subgroupShuffleXor(v[r], m); }
+    if (HAS_NORM) { q += subgroupShuffleXor(q, m); }
   }
   if (gl % c == 0u) {
-    for (var r = 0u; r < R; r++) { red[(grp * R + r) * TPR + gl / c] = v[r]; }
+    for (var r = 0u; r < R; r++) { red[(grp * NV + r) * TPR + gl / c] = v[r]; }
+    if (HAS_NORM) { red[(grp * NV + R) * TPR + gl / c] = q; }
   }
   workgroupBarrier();
-  var t = 0.0;
+  var t = vec2<f32>(0.0);
   if (gl < R) {
-    for (var s = 0u; s < TPR / c; s++) { t += red[(grp * R + gl) * TPR + s]; }
+    for (var s = 0u; s < TPR / c; s++) {
+      t.x += red[(grp * NV + gl) * TPR + s];
+      if (HAS_NORM) { t.y += red[(grp * NV + R) * TPR + s]; }
+    }
   }
   return t;
 }

@@ -34,13 +34,21 @@ GEMV_PIECES = {"F32": "f32", "F16": "f16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q5_0
                "Q4_K": "q4_k", "Q6_K": "q6_k"}
 """Types with a specialized GEMV piece file (shaders/gemv/<name>.wgsl); the rest use the dq8 one."""
 
+PIECE_TYPES = {"f32": "F32", "f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q5_0": "Q5_0",
+               "q4_k": "Q4_K", "q4_k2": "Q4_K", "q6_k": "Q6_K"}
+"""Every specialized piece file and the type it reads (variants included); dq8 reads any type."""
+
+MIXED_STORAGE = 10
+"""Storage bindings of a mixed-type GEMV (the single-type one uses 7: WebGPU's default limit is 8)."""
+
 
 @dataclass(frozen=True)
 class GemvConfig:
     """How the GEMV splits work: TPR lanes per group of R rows, GPW groups per workgroup.
 
     ``piece`` names shaders/gemv/<piece>.wgsl; ``ppb32`` is the pieces per 32-element block of the
-    Q4_0/Q5_0/Q8_0 piece files; ``magic`` converts small ints to f32 by exponent bits (gemv/common.wgsl).
+    Q4_0/Q5_0/Q8_0 piece files; ``magic`` converts small ints to f32 by exponent bits (gemv/common.wgsl);
+    ``u2`` takes two pieces per loop step (both pieces' loads in flight before either is reduced).
     """
 
     tpr: int = 32
@@ -49,31 +57,44 @@ class GemvConfig:
     piece: str = ""
     ppb32: int = 1
     magic: bool = True
+    u2: bool = False
 
 
 def gemv_config(qtype: str, k: int, n: int) -> GemvConfig:
-    """The GEMV split for a weight of n rows of k elements (H100 sweep: BENCHMARKS.md, GEMV section).
+    """The GEMV split for a weight of n rows of k elements (H100: BENCHMARKS.md, GEMV section).
 
-    Quantized rows share each x load over R rows (R = 4 wins at large n for every quant type); below
-    8192 rows there are too few lanes to cover the GPU's 132 SMs at R = 4 and 32 lanes per group, so
-    long rows (>= 256 pieces) get 64 lanes per group and short rows R = 2; below 3200 rows (Qwen2.5-0.5B's
-    896) R = 1. Float rows are cheap to convert, so they take one row per group. Every split chosen
-    here was measured on the H100 at the shapes in bench_gemv.py.
+    Chosen from two H100 measurements with warm clocks: scripts/bench_gemv.py (each split in isolation;
+    weights under the 50 MB L2 stay cached between its back-to-back copies, so it favours splits that
+    are fast on cached data) and the per-node profile of a real decode step (`oxigpu bench --profile`,
+    weights from HBM), which decides where they disagree. What was not measured is said so.
+    - n >= 8192 (8B gate+up 2 x 14336, LM heads; Qwen gate+up 2 x 4864): 32 lanes per group of R = 4
+      rows. Two pieces per loop step (u2) for Q4_K only: isolated 8B gate+up 58.3 -> 55.3 us (66 MB, over
+      the L2); in the step it moved 65.6 -> 67.8 us together with the in-loop norm, not separable with the
+      device time left. u2 hurts the Q6_K and Q8_0 LM heads (224 -> 243, 94 -> 120 us).
+    - 3200 <= n < 8192 (8B q/k/v, attn_output, ffn_down: 4096-6144 rows): 64 lanes per group. Q4_K keeps
+      the earlier rule (R = 4 for rows of >= 256 pieces, else 32 lanes and R = 2, no u2): in the step,
+      64 lanes with R = 4 and u2 made 4096x4096 17.1 -> 22.1 us and 4096x14336 36.5 -> 39.4 us, although
+      isolated (cached) they were faster. Other types R = 2 (Q6_K 4096x14336 in the step 44.0 -> 39.3
+      us); types other than Q4_K/Q6_K are not measured at these shapes (no model here has them).
+    - n < 3200 (Qwen q/k/v 1152 rows, attn_output and ffn_down 896): one row per group of 64 lanes (the
+      rows are few, so more lanes per row keep more SMs busy; in the step Q6_K 896x4864 12.9 -> 10.6 us,
+      Q5_0 896x896 7.8 -> 7.4); Q4_K takes the two-word piece q4_k2 with u2 (896x4864 11.7 -> 10.5 us).
+    Float rows (F32/F16/BF16) keep the earlier rule (one row per group), not re-measured with warm clocks.
     """
     piece = GEMV_PIECES.get(qtype, "dq8")
     if qtype in ("F32", "F16", "BF16"):
         tpr = 32 if n >= 2048 else 64
         return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece)
-    cfg = GemvConfig(piece=piece, ppb32=2)
-    qt = get_type(qtype)
-    pieces = k // qt.block_size * (cfg.ppb32 if qt.block_size == 32 else 8)
+    q4k = qtype == "Q4_K"
     if n >= 8192:
-        r, tpr = 4, 32
-    elif n >= 3200:
-        r, tpr = (4, 64) if pieces >= 256 else (2, 32)
-    else:
-        r, tpr = 1, 32
-    return replace(cfg, tpr=tpr, r=r, gpw=128 // tpr)
+        return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, u2=q4k)
+    if n >= 3200:
+        if q4k:
+            long_rows = k // 256 * 8 >= 256
+            return GemvConfig(tpr=64 if long_rows else 32, r=4 if long_rows else 2, gpw=2 if long_rows else 4,
+                              piece=piece, ppb32=2)
+        return GemvConfig(tpr=64, r=2, gpw=2, piece=piece, ppb32=2)
+    return GemvConfig(tpr=64, r=1, gpw=2, piece="q4_k2" if q4k else piece, ppb32=2, u2=q4k)
 
 
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
@@ -86,13 +107,115 @@ def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tupl
     return [(r, min(per, n_rows - r)) for r in range(0, n_rows, per)]
 
 
+def _word_span(buf: Any, off: int, nbytes: int) -> tuple[Any, int, int]:
+    """(buffer, offset, size) of nbytes at off, the size rounded up to a word where the buffer allows."""
+    return (buf, off, min((nbytes + 3) // 4 * 4, buf.size - off))
+
+
+def _span(b: Binding) -> tuple[Any, int]:
+    return (b[0], b[1]) if isinstance(b, tuple) else (b, 0)
+
+
+class Gemv:
+    """The one-row matmul (``shaders/gemv_q.wgsl``) over one weight type, or two (``mixed``).
+
+    One type: n rows, bound as several row ranges (one dispatch each) when over the binding limit.
+    Two types (``types`` = (t0, t1), ``rows`` = (n0, n1)): one dispatch whose first workgroups compute
+    the n0 rows of t0 (slot 0) and the rest the n1 rows of t1 (slot 1), output columns 0.. and n0..;
+    each slot's weights (and biases) are one contiguous binding. A type without a specialized piece file
+    (dq8) can only be slot 0: :meth:`mixable` says whether a pair fits.
+    """
+
+    def __init__(self, dev: Device, attrs: dict[str, Any], k: int, types: Sequence[str], rows: Sequence[int],
+                 has_bias: bool, has_res: bool = False, nseg: int = 1, act: str | None = None,
+                 norm_eps: float | None = None):
+        self.dev, self.k = dev, k
+        self.qts = [get_type(t) for t in types]
+        self.rows = list(rows)
+        self.mixed = len(types) == 2
+        n = sum(self.rows)
+        self.row_bytes = [qt.row_bytes(k) for qt in self.qts]
+        self.has_bias, self.act = has_bias, act
+        self.n_out = n // 2 if act else n
+        cfg = gemv_config(self.qts[0].name, k, n)
+        over = dict(attrs.get("gemv", {}))      # tests and benchmarks: override fields of the choice
+        piece1 = over.pop("piece1", None)
+        cfg = replace(cfg, **over)
+        if act:                                 # a group pairs R/2 gate rows with R/2 up rows
+            cfg = replace(cfg, r=max(2, cfg.r))
+        pieces = [cfg.piece or "dq8"]
+        if self.mixed:
+            pieces.append(piece1 or gemv_config(self.qts[1].name, k, self.rows[1]).piece)
+        for p, qt in zip(pieces, self.qts):
+            if PIECE_TYPES.get(p, qt.name) != qt.name:
+                raise DeviceError(f"matmul: GEMV piece {p!r} does not read {qt.name}")
+        if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256 \
+                or (self.mixed and (pieces[1] == "dq8" or act or has_res)):
+            raise DeviceError(f"matmul: unsupported GEMV split {cfg} (pieces {pieces})")
+        self.cfg, self.pieces = cfg, pieces
+        defines = {"QUANT": self.qts[0].name.lower(), "PIECE0": pieces[0], "PIECE1": pieces[-1],
+                   "MIXED": self.mixed, "BIAS": has_bias, "HAS_BIAS": False, "HAS_RES": has_res, "NSEG": nseg,
+                   "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": norm_eps is not None,
+                   "EPS": f32_lit(norm_eps or 0.0), "TPR": cfg.tpr, "R": cfg.r, "GPW": cfg.gpw,
+                   "PPB32": cfg.ppb32, "MAGIC": cfg.magic, "U2": cfg.u2,
+                   "REDUCE": "sg" if dev.has_subgroups else "wg"}
+        self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
+        if self.mixed:
+            self.ranges = [(0, n)]
+        else:
+            self.ranges = split_rows(n, self.row_bytes[0], dev.max_storage_binding, dev.storage_align)
+            if act and len(self.ranges) > 1:
+                raise DeviceError(f"matmul: GLU weights of {n * self.row_bytes[0]} B exceed one storage binding")
+
+    @staticmethod
+    def mixable(dev: Device, types: Sequence[str], nbytes: Sequence[int]) -> list[int] | None:
+        """The slot order (indices into ``types``) for one mixed dispatch over two types, or None."""
+        if len(types) != 2 or int(dev.limits["max-storage-buffers-per-shader-stage"]) < MIXED_STORAGE \
+                or max(nbytes) > dev.max_storage_binding:
+            return None
+        special = [get_type(t).name in GEMV_PIECES for t in types]
+        if not any(special):
+            return None
+        return [0, 1] if special[1] else [1, 0]
+
+    def encode(self, x: Binding, ws: Sequence[Binding], bs: Sequence[Binding | None], y: Binding,
+               res: Binding | None = None, seg_end: Sequence[int] = (), seg_y: Sequence[int] = (),
+               nw: Binding | None = None) -> list[Dispatch]:
+        """Dispatches writing y (one weight binding per slot, and its bias or None); ``seg_end``/``seg_y``:
+        segment end columns and element offsets in y; ``nw``: the norm weights (``norm_eps``)."""
+        seg_end = list(seg_end) or [self.n_out]
+        seg_y = list(seg_y) or [0]
+        pad = [0] * (4 - len(seg_end))
+        ro = self.cfg.r // 2 if self.act else self.cfg.r
+        per_wg = ro * self.cfg.gpw
+        out = []
+        for row0, rows in self.ranges:
+            wbuf, wbase = _span(ws[0])
+            w = _word_span(wbuf, wbase + row0 * self.row_bytes[0], rows * self.row_bytes[0])
+            dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes[0], 1, 0, 0,
+                                     *seg_end, *pad, *seg_y, *pad])
+            binds = {1: dims, 2: x, 3: w, 4: bs[0] or x, 5: y, 6: w, 7: res or x, 8: nw or x}
+            n_wg = -(-(rows // 2 if self.act else rows) // per_wg)
+            if self.mixed:
+                wg0 = -(-self.rows[0] // per_wg)
+                w1buf, w1base = _span(ws[1])
+                w1 = _word_span(w1buf, w1base, self.rows[1] * self.row_bytes[1])
+                binds |= {9: w1, 10: w1, 11: bs[1] or x,
+                          12: self.dev.uniform([self.rows[0], wg0, self.row_bytes[1], 0])}
+                n_wg = wg0 + -(-self.rows[1] // per_wg)
+            bg = self.dev.bind_group(self.pipe, binds)
+            out.append(Dispatch(self.pipe, bg, workgroups_for(n_wg)))
+        return out
+
+
 class Gemm:
     """One GEMV/GEMM pipeline over a weight of ``n`` rows of one type, and its dispatches.
 
     Shared by ``matmul``, ``matmul_add`` (``res``: the residual added in the epilogue), ``matmul_multi``
     (``nseg`` > 1: several weights stored back to back, each writing its own output) and ``matmul_glu``
     (``act``: the n rows are n/2 gate rows then n/2 up rows; GEMV only, one output of n/2 columns).
-    ``norm_eps`` (GEMV only): x is RMS-normalized in the prologue (the ``nw`` weights, this eps).
+    ``norm_eps`` (GEMV only): x is RMS-normalized on the fly (the ``nw`` weights, this eps).
+    One row runs :class:`Gemv`; more the GEMM of ``ops/gemm.py``.
     """
 
     def __init__(self, dev: Device, attrs: dict[str, Any], m: int, k: int, n: int, qtype: str,
@@ -109,54 +232,33 @@ class Gemm:
             raise DeviceError(f"matmul: {nseg} output segments (residual: {has_res}, GLU {act}, {m} rows) "
                               "unsupported")
         self.row_bytes = self.qt.row_bytes(self.k)
-        self.has_bias, self.has_res, self.act = has_bias, has_res, act
         self.n_out = n // 2 if act else n
-        self.ranges = split_rows(self.n, self.row_bytes, dev.max_storage_binding, dev.storage_align)
-        if act and len(self.ranges) > 1:
-            raise DeviceError(f"matmul: GLU weights of {self.n * self.row_bytes} B exceed one storage binding")
-        defines = {"QUANT": self.qt.name.lower(), "HAS_BIAS": has_bias, "HAS_RES": has_res, "NSEG": nseg,
-                   "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": norm_eps is not None,
-                   "EPS": f32_lit(norm_eps or 0.0)}
         if self.m == 1:
-            cfg = gemv_config(self.qt.name, self.k, self.n)
-            if "gemv" in attrs:                 # tests and benchmarks: override fields of the choice
-                cfg = replace(cfg, **attrs["gemv"])
-            if act:                             # a group pairs R/2 gate rows with R/2 up rows
-                cfg = replace(cfg, r=max(2, cfg.r))
-            if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256:
-                raise DeviceError(f"matmul: unsupported GEMV split {cfg}")
-            self.gemv = cfg
-            defines |= {"TPR": cfg.tpr, "R": cfg.r, "GPW": cfg.gpw, "PIECE": cfg.piece or "dq8",
-                        "PPB32": cfg.ppb32, "MAGIC": cfg.magic,
-                        "REDUCE": "sg" if dev.has_subgroups else "wg"}
-            self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
-        else:
-            # ops/gemm.py picks the kernel and encodes it; attrs["gemm"] (tests, benchmarks): tile overrides
-            self.gemm = GemmKernel(dev, m, self.k, self.n, self.qt.name, defines, attrs.get("gemm"))
+            self.gemv = Gemv(dev, attrs, k, [qtype], [n], has_bias, has_res, nseg, act, norm_eps)
+            return
+        self.ranges = split_rows(self.n, self.row_bytes, dev.max_storage_binding, dev.storage_align)
+        defines = {"QUANT": self.qt.name.lower(), "HAS_BIAS": has_bias, "HAS_RES": has_res, "NSEG": nseg,
+                   "GLU": False, "ACT": "silu", "HAS_NORM": False, "EPS": f32_lit(0.0)}
+        # ops/gemm.py picks the kernel and encodes it; attrs["gemm"] (tests, benchmarks): tile overrides
+        self.gemm = GemmKernel(dev, m, self.k, self.n, self.qt.name, defines, attrs.get("gemm"))
 
     def encode(self, x: Binding, w: Binding, bias: Binding | None, y: Binding, res: Binding | None = None,
                seg_end: Sequence[int] = (), seg_y: Sequence[int] = (), nw: Binding | None = None) -> list[Dispatch]:
         """Dispatches writing y; ``seg_end``/``seg_y``: segment end columns and element offsets in y;
-        ``nw``: the prologue's norm weights."""
+        ``nw``: the norm weights (``norm_eps``)."""
+        if self.m == 1:
+            return self.gemv.encode(x, [w], [bias], y, res, seg_end, seg_y, nw)
         seg_end = list(seg_end) or [self.n_out]
         seg_y = list(seg_y) or [0]
         pad = [0] * (4 - len(seg_end))
-        wbuf, wbase = (w[0], w[1]) if isinstance(w, tuple) else (w, 0)
+        wbuf, wbase = _span(w)
         out = []
         for row0, rows in self.ranges:
-            off = wbase + row0 * self.row_bytes
-            size = min((rows * self.row_bytes + 3) // 4 * 4, wbuf.size - off)
+            ws = _word_span(wbuf, wbase + row0 * self.row_bytes, rows * self.row_bytes)
             dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes, self.m, 0, 0,
                                      *seg_end, *pad, *seg_y, *pad])
-            binds = {1: dims, 2: x, 3: (wbuf, off, size), 4: bias or x, 5: y, 7: res or x}
-            if self.m > 1:
-                out += self.gemm.encode(binds, rows)
-                continue
-            binds[6] = (wbuf, off, size)        # the same bytes as array<vec4<u32>>
-            binds[8] = nw or x
-            grid = workgroups_for(-(-rows // (self.gemv.r * self.gemv.gpw)))
-            bg = self.dev.bind_group(self.pipe, binds)
-            out.append(Dispatch(self.pipe, bg, grid))
+            binds = {1: dims, 2: x, 3: ws, 4: bias or x, 5: y, 7: res or x}
+            out += self.gemm.encode(binds, rows)
         return out
 
 
@@ -239,29 +341,65 @@ class MatmulMultiKernel(OpKernel):
         bs = buffers[1 + self.n_w:1 + 2 * self.n_w] if self.has_bias else [None] * self.n_w
         ys = buffers[len(buffers) - self.n_w:]
         nw = buffers[len(self.in_shapes) - 1] if self.norm_eps is not None else None
+        groups = [[i for i, ti in enumerate(self.types) if ti == t] for t in dict.fromkeys(self.types)]
+        joined = [self._joined(g, ws, bs) for g in groups]
+        if self.m == 1 and len(groups) == 2 and all(joined) and _one_buffer(list(ys)) and self.n_w <= 4:
+            order = Gemv.mixable(self.dev, [self.types[g[0]] for g in groups],
+                                 [sum(self.rows[i] for i in g) * get_type(self.types[g[0]]).row_bytes(self.k)
+                                  for g in groups])
+            if order is not None:
+                return self._mixed([groups[o] for o in order], x, ws, bs, ys, nw)
         out: list[Dispatch] = []
-        for t in dict.fromkeys(self.types):
-            idx = [i for i, ti in enumerate(self.types) if ti == t]
+        for idx in groups:
             for part in (idx[j:j + 4] for j in range(0, len(idx), 4)):
-                row_bytes = get_type(t).row_bytes(self.k)
-                joined = (_contiguous([ws[i] for i in part], [self.rows[i] * row_bytes for i in part])
-                          and (not self.has_bias or _contiguous([bs[i] for i in part],
-                                                                [4 * self.rows[i] for i in part]))
-                          and _one_buffer([ys[i] for i in part]))
-                if not joined or len(part) == 1:
+                if not self._joined(part, ws, bs) or len(part) == 1 or not _one_buffer([ys[i] for i in part]):
                     for i in part:
-                        out += self._gemm(t, self.rows[i], 1).encode(x, ws[i], bs[i], ys[i], nw=nw)
+                        out += self._gemm(self.types[i], self.rows[i], 1).encode(x, ws[i], bs[i], ys[i], nw=nw)
                     continue
-                y0 = min(ys[i][1] for i in part)
-                y_end = max(ys[i][1] + ys[i][2] for i in part)
+                t = self.types[part[0]]
+                row_bytes = get_type(t).row_bytes(self.k)
+                y0, seg_y = _segments(part, ys)
                 ends = np.cumsum([self.rows[i] for i in part]).tolist()
                 w0, b0 = ws[part[0]], bs[part[0]]
-                span = (w0[0], w0[1], sum(self.rows[i] for i in part) * row_bytes)
+                span = (w0[0], w0[1], ends[-1] * row_bytes)
                 bias = None if b0 is None else (b0[0], b0[1], 4 * ends[-1])
-                out += self._gemm(t, ends[-1], len(part)).encode(
-                    x, span, bias, (ys[part[0]][0], y0, y_end - y0), seg_end=ends,
-                    seg_y=[(ys[i][1] - y0) // 4 for i in part], nw=nw)
+                out += self._gemm(t, ends[-1], len(part)).encode(x, span, bias, y0, seg_end=ends, seg_y=seg_y, nw=nw)
         return out
+
+    def _joined(self, part: list[int], ws: Sequence[Binding], bs: Sequence[Binding | None]) -> bool:
+        """Whether the weights ``part`` (one type) lie back to back in one buffer, their biases likewise."""
+        if len(part) == 1:
+            return True
+        row_bytes = get_type(self.types[part[0]]).row_bytes(self.k)
+        return (_contiguous([ws[i] for i in part], [self.rows[i] * row_bytes for i in part])
+                and (not self.has_bias or _contiguous([bs[i] for i in part], [4 * self.rows[i] for i in part])))
+
+    def _mixed(self, slots: list[list[int]], x: Binding, ws: Sequence[Binding], bs: Sequence[Binding | None],
+               ys: Sequence[Binding], nw: Binding | None) -> list[Dispatch]:
+        """One GEMV over two weight types: slot s runs the joined weights ``slots[s]``."""
+        order = slots[0] + slots[1]
+        n_s = [sum(self.rows[i] for i in g) for g in slots]
+        types = [self.types[g[0]] for g in slots]
+        gemv = Gemv(self.dev, self.attrs, self.k, types, n_s, self.has_bias, nseg=len(order), norm_eps=self.norm_eps)
+        wspan, bspan = [], []
+        for g, n, qt in zip(slots, n_s, gemv.qts):
+            buf, off = _span(ws[g[0]])
+            wspan.append((buf, off, n * qt.row_bytes(self.k)))
+            b = bs[g[0]]
+            bspan.append(None if b is None else (*_span(b), 4 * n))
+        y0, seg_y = _segments(order, ys)
+        ends = np.cumsum([self.rows[i] for i in order]).tolist()
+        return gemv.encode(x, wspan, bspan, y0, seg_end=ends, seg_y=seg_y, nw=nw)
+
+
+def _segments(part: Sequence[int], ys: Sequence[Binding]) -> tuple[Binding, list[int]]:
+    """The one binding spanning the outputs ``part`` (in one buffer) and each one's element offset in it."""
+    buf, start = _span(ys[part[0]])
+    if not isinstance(ys[part[0]], tuple):
+        return ys[part[0]], [0]
+    y0 = min(ys[i][1] for i in part)
+    y_end = max(ys[i][1] + ys[i][2] for i in part)
+    return (buf, y0, y_end - y0), [(ys[i][1] - y0) // 4 for i in part]
 
 
 @register
