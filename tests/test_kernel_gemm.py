@@ -1,9 +1,9 @@
 """The register-tiled prefill GEMM (``shaders/gemm_tiled.wgsl``, ``ops/gemm.py``) vs float64 references.
 
-Every register tile (TM x TN outputs per thread, BK per step), split-k with its reduction pass, every
-weight type, bias, the residual and multi-output epilogues and the binding split. Shapes leave partial
-tiles in every dimension: m and n are not tile multiples, and k is not a multiple of BK where the block
-size allows (F32/F16/BF16 at k = 200; 32-element blocks at k = 224 against BK = 32). Tolerance as in
+Every register tile (TM x TN outputs per thread, BK per step), with and without loader threads, split-k
+with its reduction pass, every weight type, bias, the residual and multi-output epilogues and the binding
+split. Shapes leave partial tiles in every dimension: m and n are not tile multiples, and k is not a
+multiple of BK where the block size allows (F32/F16/BF16 at k = 200; 32-element blocks at k = 224 against BK = 32). Tolerance as in
 test_kernel_matmul.py: max |err| / max |ref| <= 2e-7 sqrt(k) (f32 weights, f32 accumulation); inputs are
 random and non-zero, outputs NaN-poisoned.
 """
@@ -22,7 +22,11 @@ from oxigpu.quant import get_type
 pytestmark = pytest.mark.gpu
 
 TILES = [dict(tm=8, tn=8, bk=16), dict(tm=8, tn=4, bk=16), dict(tm=4, tn=8, bk=16), dict(tm=4, tn=4, bk=16),
-         dict(tm=4, tn=4, bk=32)]
+         dict(tm=4, tn=4, bk=32), dict(tm=8, tn=8, bk=16, loaders=0), dict(tm=4, tn=8, bk=16, loaders=0),
+         dict(tm=4, tn=4, bk=32, loaders=128), dict(tm=8, tn=4, bk=16, loaders=128)]
+"""Register tiles (TM x TN per thread, BK), with the default 256 loader threads, none (the FMA threads
+load) or 128 (one to four chunks per loader)."""
+NOSPLIT = {"splits": 1, "loaders": 256}
 
 
 def _k(t: str) -> int:
@@ -54,7 +58,7 @@ def test_every_type_default_tile(dev, t):
 @pytest.mark.parametrize("tile", range(len(TILES)))
 @pytest.mark.parametrize("t", ["Q4_K", "Q5_0", "Q6_K", "Q8_0", "F16", "F32"])
 def test_every_tile(dev, t, tile):
-    _run(matmul_case(t, 150, _k(t), 203, bias=tile % 2 == 0, seed=10 + tile), dev, TILES[tile])
+    _run(matmul_case(t, 150, _k(t), 203, bias=tile % 2 == 0, seed=10 + tile), dev, {**NOSPLIT, **TILES[tile]})
 
 
 @pytest.mark.parametrize("splits", [2, 3, 4, 7])
@@ -62,7 +66,7 @@ def test_every_tile(dev, t, tile):
 def test_split_k(dev, t, splits):
     """Split-k partial GEMMs and the reduction: uneven splits, bias added once, not per split."""
     tile = TILES[(splits + len(t)) % len(TILES)]
-    _run(matmul_case(t, 70, 2 * _k(t), 131, bias=True, seed=20 + splits), dev, {**tile, "splits": splits})
+    _run(matmul_case(t, 70, 2 * _k(t), 131, bias=True, seed=20 + splits), dev, {**NOSPLIT, **tile, "splits": splits})
 
 
 def test_split_k_with_empty_splits(dev):
@@ -80,14 +84,15 @@ def test_epilogues(dev, gemm):
 
 
 @pytest.mark.parametrize("t,k", [("F16", 200), ("F16", 1024)])
-def test_f16_weights_in_f16_and_f32_tiles(dev, t, k):
+def test_f16_weights_in_f32_and_f16_tiles(dev, t, k):
+    """F16 weights take f32 tiles; f16 tiles (on request, with shader-f16) hold them exactly too."""
     _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=40), dev, {})
-    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=40), dev, {"f16": False})
+    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=40), dev, {"f16": True})
 
 
 def test_few_rows_forced_tiled(dev):
     """An override forces the tiled kernel below TILED_MIN_ROWS (3 rows of a 128-row tile)."""
-    _run(matmul_case("Q4_K", 3, 512, 70, bias=True, seed=41), dev, dict(tm=8, tn=8, bk=16))
+    _run(matmul_case("Q4_K", 3, 512, 70, bias=True, seed=41), dev, dict(NOSPLIT, tm=8, tn=8, bk=16))
 
 
 def test_a_wrong_result_fails(dev):
@@ -114,7 +119,7 @@ def test_tile_choice_is_valid(m):
 
 
 def test_bad_tiles_are_refused(dev):
-    for bad in [dict(tm=2), dict(tn=16), dict(bk=8), dict(bk=32, tm=8), dict(splits=0)]:
+    for bad in [dict(tm=2), dict(tn=16), dict(bk=8), dict(bk=32, tm=8), dict(splits=0), dict(loaders=64)]:
         with pytest.raises(DeviceError):
             GemmKernel(dev, 64, 512, 70, "Q4_K", {}, bad)
     assert TileConfig(tm=8, tn=8, bk=16).smem_bytes() == 32768

@@ -380,8 +380,8 @@ def _profile_prefill(engine: Engine, chunk: list[int]) -> dict[str, Any]:
     mm = [row for row in prof["nodes"] if row["flops"]]
     matmul_s = sum(row["seconds"] for row in mm)
     matmul_flops = sum(row["flops"] for row in mm)
-    prof.update(n_tokens=len(chunk), chunk_rows=plan.T, gpu_pass_s=one_pass, matmul_s=matmul_s, matmul_flops=matmul_flops,
-                matmul_tflops=matmul_flops / matmul_s / 1e12 if matmul_s > 0 else None)
+    prof.update(n_tokens=len(chunk), chunk_rows=plan.T, gpu_pass_s=one_pass, matmul_s=matmul_s,
+                matmul_flops=matmul_flops, matmul_tflops=matmul_flops / matmul_s / 1e12 if matmul_s > 0 else None)
     return prof
 
 

@@ -1,20 +1,27 @@
 // Register-tiled GEMM for prefill chunks (R > 32 rows): Y[m, n] = sum_k X[m, k] * W[n, k] (+ bias,
 // + residual, multi-output segments: common/matmul_io.wgsl's store), W raw GGUF blocks.
 //
-// A 256-thread workgroup computes a BM x BN = 16 TM x 16 TN tile (TM, TN: 4 or 8; ops/gemm.py picks them
-// per shape). Thread (ty, tx) owns rows 4 ty + 64 a + (0..3) and columns 4 tx + 64 b + (0..3), a < TM / 4,
-// b < TN / 4: per k one vec4 of x per a and one vec4 of W per b from workgroup memory feed TM x TN FMAs
-// (8 x 8: 4 vec4 loads per 64 FMAs). A warp holds 4 ty x 8 tx, so its vec4 reads cover 4 and 8 distinct
-// 16-byte slots (one wavefront each).
+// A workgroup computes a BM x BN = 16 TM x 16 TN tile (TM, TN: 4 or 8; ops/gemm.py picks them per shape)
+// with 256 FMA threads: thread (ty, tx) owns rows 4 ty + 64 a + (0..3) and columns 4 tx + 64 b + (0..3),
+// a < TM / 4, b < TN / 4, so per k one vec4 of x per a and one vec4 of W per b from workgroup memory feed
+// TM x TN FMAs (8 x 8: 4 vec4 loads per 64 FMAs). A warp holds 4 ty x 8 tx, so its vec4 reads cover 4
+// and 8 distinct 16-byte slots.
 //
 // Each BK step (16 or 32) dequantizes the BN x BK weights once (8-element chunks, BK / 8 threads per row,
 // so a warp reads few rows) and copies BM x BK of x, both stored k-major in workgroup memory: ws as WT
-// (f16 for F16 weights, which it holds exactly, where the adapter has shader-f16; f32 otherwise, so results
-// match the f32 numpy backend), xs as f32. Those transposing stores would hit one bank per k row; the
-// 16-byte slot of k row kk is XOR-swizzled by a constant of kk (sw, sx below: 0..7, so vec4 reads stay
-// whole and conflict-free), which spreads each store over all 32 banks. Workgroup memory is double
-// buffered: step t computes from buffer t % 2 while its threads store step t + 1's tiles (loaded from
-// global memory before the FMAs) into the other, one barrier per step. Accumulation is f32.
+// (f32; f16 only on request, for F16 weights, which it holds exactly), xs as f32, so results match the
+// f32 numpy backend. Those transposing stores would hit one bank per k row; the 16-byte slot of k row kk
+// is XOR-swizzled by a constant of kk (sw, sx below: 0..7, so vec4 reads stay whole and conflict-free),
+// which spreads each store over all 32 banks. Workgroup memory is double buffered: step t computes from
+// buffer t % 2 while step t + 1's tiles go into the other, one barrier per step. Accumulation is f32.
+//
+// Who loads: with NL loader threads (128 or 256; the default 256) the workgroup has 256 + NL threads and
+// the loaders alone touch global memory: during step t they store step t + 1's tiles (loaded during step
+// t - 1, held in registers) and then issue step t + 2's loads, so a load's latency and its dequantization
+// overlap a whole step of the FMA warps' work. H100: 8x8 tiles went from ~16 TFLOP/s with the FMA threads
+// loading (prefetched into registers; NL = 0, kept for adapters allowing only 256 invocations) to ~21
+// with 256 loaders. An experiment (scripts/bench_gemm_exp.wgsl) had shown the FMA loop and the load /
+// dequantize / store work adding up instead of overlapping.
 //
 // Split-k (SPLITS > 1, for outputs too narrow to fill the GPU): workgroup z of the grid covers inner
 // elements [z kper, (z + 1) kper) (kper: k / SPLITS rounded up to BK) and writes its raw partial sums to
@@ -33,6 +40,8 @@ const BM: u32 = 16u * TM;
 const BN: u32 = 16u * TN;
 const BK: u32 = {{BK}}u;
 const SPLITS: u32 = {{SPLITS}}u;
+const NL: u32 = {{NL}}u;           // loader threads (0: the 256 FMA threads load too)
+const NL1: u32 = max(NL, 1u);
 const CPB: u32 = QK / 8u;
 const LW: u32 = BK / 8u;          // threads per weight row of a tile (one 8-element chunk each)
 const LX: u32 = BK / 4u;          // threads per x row (one vec4 each)
@@ -103,7 +112,34 @@ fn store_row(z: u32, m: u32, n: u32, v0: vec4<f32>, v1: vec4<f32>) {
   }
 }
 
-@compute @workgroup_size(256)
+// Loader role (NL > 0): loader l (0 .. NL-1) holds weight chunks l + i NL (i < 2) and x vec4s l + i NL
+// (i < 4) of a step's tiles in registers between loading and storing them.
+struct Stage { w0: V8, w1: V8, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32> }
+
+fn load_stage(m0: u32, n0: u32, k0: u32, l: u32) -> Stage {
+  let z8 = V8(vec4<f32>(0.0), vec4<f32>(0.0));
+  let z4 = vec4<f32>(0.0);
+  var st = Stage(z8, z8, z4, z4, z4, z4);
+  // x first: its loads need no arithmetic before the weights' are issued
+  if (l < NXC) { st.x0 = load_x(m0, k0, l); }
+  if (l + NL1 < NXC) { st.x1 = load_x(m0, k0, l + NL1); }
+  if (l + 2u * NL1 < NXC) { st.x2 = load_x(m0, k0, l + 2u * NL1); }
+  if (l + 3u * NL1 < NXC) { st.x3 = load_x(m0, k0, l + 3u * NL1); }
+  if (l < NWC) { st.w0 = load_w(n0, k0, l); }
+  if (l + NL1 < NWC) { st.w1 = load_w(n0, k0, l + NL1); }
+  return st;
+}
+
+fn put_stage(buf: u32, l: u32, st: Stage) {
+  if (l < NXC) { put_x(buf, l, st.x0); }
+  if (l + NL1 < NXC) { put_x(buf, l + NL1, st.x1); }
+  if (l + 2u * NL1 < NXC) { put_x(buf, l + 2u * NL1, st.x2); }
+  if (l + 3u * NL1 < NXC) { put_x(buf, l + 3u * NL1, st.x3); }
+  if (l < NWC) { put_w(buf, l, st.w0); }
+  if (l + NL1 < NWC) { put_w(buf, l + NL1, st.w1); }
+}
+
+@compute @workgroup_size(256u + NL)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = wid.x * BN;
   let m0 = wid.y * BM;
@@ -133,44 +169,63 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var pw = V8(vec4<f32>(0.0), vec4<f32>(0.0));
   var px0 = vec4<f32>(0.0);
   var px1 = vec4<f32>(0.0);
-  if (lid < NWC) { put_w(0u, lid, load_w(n0, kbeg, lid)); }
-  if (lid < NXC) { put_x(0u, lid, load_x(m0, kbeg, lid)); }
-  if (lid + 256u < NXC) { put_x(0u, lid + 256u, load_x(m0, kbeg, lid + 256u)); }
+  let l = lid - 256u;              // loader index (loader threads only)
+  var st: Stage;
+  if (NL > 0u) {
+    if (lid >= 256u) {
+      put_stage(0u, l, load_stage(m0, n0, kbeg, l));
+      if (steps > 1u) { st = load_stage(m0, n0, kbeg + BK, l); }
+    }
+  } else {
+    if (lid < NWC) { put_w(0u, lid, load_w(n0, kbeg, lid)); }
+    if (lid < NXC) { put_x(0u, lid, load_x(m0, kbeg, lid)); }
+    if (lid + 256u < NXC) { put_x(0u, lid + 256u, load_x(m0, kbeg, lid + 256u)); }
+  }
   workgroupBarrier();
   for (var t = 0u; t < steps; t++) {
     let more = t + 1u < steps;
-    if (more) {             // the next step's global loads, in flight during the FMAs
-      let k1 = kbeg + (t + 1u) * BK;
-      if (lid < NWC) { pw = load_w(n0, k1, lid); }
-      if (lid < NXC) { px0 = load_x(m0, k1, lid); }
-      if (lid + 256u < NXC) { px1 = load_x(m0, k1, lid + 256u); }
-    }
-    let xb = (t % 2u) * XS;
-    let wb = (t % 2u) * WS;
-    for (var kk = 0u; kk < BK; kk++) {
-      let xo = xb + kk * (BM / 4u) + (ty ^ sx(kk));
-      let wo = wb + kk * (BN / 4u) + (tx ^ sw(kk));
-      let x0 = xs[xo];
-      let x1 = xs[select(xo, xo + 16u, TM == 8u)];
-      let w0 = vec4<f32>(ws[wo]);
-      let w1 = vec4<f32>(ws[select(wo, wo + 16u, TN == 8u)]);
-      c0_0 += x0.x * w0; c0_1 += x0.x * w1;
-      c1_0 += x0.y * w0; c1_1 += x0.y * w1;
-      c2_0 += x0.z * w0; c2_1 += x0.z * w1;
-      c3_0 += x0.w * w0; c3_1 += x0.w * w1;
-      c4_0 += x1.x * w0; c4_1 += x1.x * w1;
-      c5_0 += x1.y * w0; c5_1 += x1.y * w1;
-      c6_0 += x1.z * w0; c6_1 += x1.z * w1;
-      c7_0 += x1.w * w0; c7_1 += x1.w * w1;
-    }
-    if (more) {             // buffer (t + 1) % 2 was last read in step t - 1, before the last barrier
-      let nb = (t + 1u) % 2u;
-      if (lid < NWC) { put_w(nb, lid, pw); }
-      if (lid < NXC) { put_x(nb, lid, px0); }
-      if (lid + 256u < NXC) { put_x(nb, lid + 256u, px1); }
+    let k1 = kbeg + (t + 1u) * BK;
+    let nb = (t + 1u) % 2u;
+    if (NL > 0u && lid >= 256u) {
+      // loader warps, while the others run this step's FMAs: store the next step's tiles (loaded during
+      // the previous step), then load the one after
+      if (more) {
+        put_stage(nb, l, st);
+        if (t + 2u < steps) { st = load_stage(m0, n0, k1 + BK, l); }
+      }
+    } else {
+      if (NL == 0u && more) {   // the next step's global loads, in flight during the FMAs
+        if (lid < NWC) { pw = load_w(n0, k1, lid); }
+        if (lid < NXC) { px0 = load_x(m0, k1, lid); }
+        if (lid + 256u < NXC) { px1 = load_x(m0, k1, lid + 256u); }
+      }
+      let xb = (t % 2u) * XS;
+      let wb = (t % 2u) * WS;
+      for (var kk = 0u; kk < BK; kk++) {
+        let xo = xb + kk * (BM / 4u) + (ty ^ sx(kk));
+        let wo = wb + kk * (BN / 4u) + (tx ^ sw(kk));
+        let x0 = xs[xo];
+        let x1 = xs[select(xo, xo + 16u, TM == 8u)];
+        let w0 = vec4<f32>(ws[wo]);
+        let w1 = vec4<f32>(ws[select(wo, wo + 16u, TN == 8u)]);
+        c0_0 += x0.x * w0; c0_1 += x0.x * w1;
+        c1_0 += x0.y * w0; c1_1 += x0.y * w1;
+        c2_0 += x0.z * w0; c2_1 += x0.z * w1;
+        c3_0 += x0.w * w0; c3_1 += x0.w * w1;
+        c4_0 += x1.x * w0; c4_1 += x1.x * w1;
+        c5_0 += x1.y * w0; c5_1 += x1.y * w1;
+        c6_0 += x1.z * w0; c6_1 += x1.z * w1;
+        c7_0 += x1.w * w0; c7_1 += x1.w * w1;
+      }
+      if (NL == 0u && more) {   // buffer nb was last read in step t - 1, before the last barrier
+        if (lid < NWC) { put_w(nb, lid, pw); }
+        if (lid < NXC) { put_x(nb, lid, px0); }
+        if (lid + 256u < NXC) { put_x(nb, lid + 256u, px1); }
+      }
     }
     workgroupBarrier();
   }
+  if (lid >= 256u) { return; }
   let m = m0 + 4u * ty;
   let n = n0 + 4u * tx;
   let z = wid.z;

@@ -1,0 +1,249 @@
+"""Prefill GEMM sweep: TFLOP/s of the tiled GEMM per real prefill shape, weight type and tile variant.
+
+    python3 scripts/bench_gemm.py [--m 512] [--out DIR] [--budget SECONDS] [--shapes NAME,...]
+        [--variants V,...] [--narrow V,...] [--splits 2,4] [--split-tiles T,...] [--exp BITS,...]
+
+Each case multiplies x [m, k] by a weight of real shape (``distinct`` quantized rows tiled, so building it
+is cheap) with one variant: ``default`` (what ops/gemm.py picks), ``old`` (the 64x128 kernel of commit
+854b7c9, before this rewrite: scripts/bench_gemm_old.wgsl, f32 tiles), TileConfig overrides ("8x8/16 s2
+L128": TM x TN per thread / BK, split-k 2, 128 loader threads; unnamed fields as the default choice has
+them), ``f16tiles`` (F16 weights in f16 tiles), or with ``--exp`` "8x8/16 e<bits>": scripts/
+bench_gemm_exp.wgsl, the kernel before loader threads with parts switched off (see its header; most
+bits give wrong results, timing only). ``--narrow`` variants and the split-k ones run only where the
+unsplit 128x128 grid has fewer than 264 workgroups. It checks each output against float64
+(max |err| / max |ref| <= 2e-7 sqrt(k)), then times the dispatches: after 0.25 s of the same passes
+(clock warm-up: an H100 drops its clock within a fraction of a second of host work), N copies in one
+compute pass between GPU timestamps, median of 3 passes, N sized to ~20 ms. TFLOP/s = 2 m n k / time.
+Results: ``gemm_sweep.jsonl`` and a table on stdout. The ``test.*`` shapes are small, for a lavapipe run
+(``--m 70 --shapes test.q4k,test.f16``).
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import shutil
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from oxigpu.backends.wgpu.device import Device, Dispatch  # noqa: E402
+from oxigpu.backends.wgpu.ops.gemm import TileConfig, tile_config  # noqa: E402
+from oxigpu.backends.wgpu.ops.matmul import MatmulKernel  # noqa: E402
+from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
+
+SHAPES = {   # name: (n, k, weight type) of one prefill GEMM (q/k/v and gate/up joined as the backend runs them)
+    "llama8b.qkv": (6144, 4096, "Q4_K"), "llama8b.o": (4096, 4096, "Q4_K"),
+    "llama8b.gateup": (28672, 4096, "Q4_K"), "llama8b.down": (4096, 14336, "Q6_K"),
+    "qwen0.5b.qkv": (1152, 896, "Q5_0"), "qwen0.5b.o": (896, 896, "Q5_0"),
+    "qwen0.5b.gateup": (9728, 896, "Q5_0"), "qwen0.5b.down": (896, 4864, "Q4_K"),
+    "llama1b.qkv": (3072, 2048, "Q4_K"), "llama1b.o": (2048, 2048, "Q4_K"),
+    "llama1b.gateup": (16384, 2048, "Q4_K"), "llama1b.down": (2048, 8192, "Q6_K"),
+    "llama8b.o.f16": (4096, 4096, "F16"), "llama8b.o.q8": (4096, 4096, "Q8_0"),
+    "qwen0.5b.down6": (896, 4864, "Q6_K"), "llama8b.o.q40": (4096, 4096, "Q4_0"),
+    "test.q4k": (200, 512, "Q4_K"), "test.f16": (200, 512, "F16"),
+}
+
+TILES = ["8x8/16", "8x4/16", "4x8/16", "4x4/16", "4x4/32"]
+
+
+def parse_variant(v: str) -> dict | None:
+    """'8x4/16 s2 L128' -> TileConfig fields (split-k 2, 128 loader threads); 'default' -> {}; 'f16tiles'
+    -> default with F16 weights in f16 tiles."""
+    if v == "default":
+        return {}
+    if v == "f16tiles":
+        return {"f16": True}
+    tile, *rest = v.split()
+    tm, tn = (int(a) for a in tile.split("/")[0].split("x"))
+    out = {"tm": tm, "tn": tn, "bk": int(tile.split("/")[1])}
+    for r in rest:
+        if r.startswith("s"):
+            out["splits"] = int(r[1:])
+        if r.startswith("L"):
+            out["loaders"] = int(r[1:])
+    return out
+
+
+_TS: dict = {}
+
+
+def gpu_time(dev: Device, d: list, n: int) -> float:
+    """GPU seconds of one compute pass holding n copies of ``d`` (timestamps at the pass ends)."""
+    import wgpu
+    if "qs" not in _TS:
+        _TS["qs"] = dev.device.create_query_set(type="timestamp", count=2)
+        _TS["buf"] = dev.device.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+    enc = dev.device.create_command_encoder()
+    dev.encode(enc, list(d) * n, {"query_set": _TS["qs"], "beginning_of_pass_write_index": 0,
+                                  "end_of_pass_write_index": 1})
+    enc.resolve_query_set(_TS["qs"], 0, 2, _TS["buf"], 0)
+    dev.queue.submit([enc.finish()])
+    t = np.frombuffer(dev.queue.read_buffer(_TS["buf"]), np.uint64)
+    return float(t[1] - t[0]) * 1e-9
+
+
+def time_dispatches(dev: Device, d: list) -> float:
+    """GPU seconds per run of ``d``: after WARM_CASE_S of the same passes (the H100's clock drops within
+    a fraction of a second of host-side work between cases), median of 3 passes of N copies (~20 ms)."""
+    once = gpu_time(dev, d, 1)
+    n = int(min(50, max(2, 0.02 / max(once, 1e-7))))
+    t_end = time.perf_counter() + float(os.environ.get("WARM_CASE_S", "0.25"))
+    while time.perf_counter() < t_end:
+        gpu_time(dev, d, n)
+    return max(float(np.median([gpu_time(dev, d, n) / n for _ in range(3)])), 1e-9)
+
+
+def old_kernel(dev: Device, qt, m: int, k: int, n: int, xb, wb, f16: bool):
+    """The 64x128 kernel of commit 854b7c9 (before this rewrite), for 'old'."""
+    root = Path(__file__).resolve().parents[1] / "oxigpu" / "shaders"
+    shutil.copy(Path(__file__).resolve().parent / "bench_gemm_old.wgsl", root / "_bench_old_gemm.wgsl")
+    try:
+        pipe = dev.pipeline("_bench_old_gemm.wgsl", defines={
+            "QUANT": qt.name.lower(), "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1,
+            "WT": "f16" if f16 else "f32", "WT_ENABLE": "enable f16;" if f16 else ""})
+    finally:
+        (root / "_bench_old_gemm.wgsl").unlink()
+    y = dev.create_buffer(4 * m * n)
+    dims = dev.uniform([k, n, n, 0, qt.row_bytes(k), m, 0, 0, n, 0, 0, 0, 0, 0, 0, 0])
+    bg = dev.bind_group(pipe, {1: dims, 2: xb, 3: wb, 4: xb, 5: y, 7: xb})
+    return [Dispatch(pipe, bg, (-(-n // 128), -(-m // 64), 1))], y
+
+
+def exp_kernel(dev: Device, qt, m: int, k: int, n: int, xb, wb, v: str):
+    """'8x8/16 e<bits>': scripts/bench_gemm_exp.wgsl (gemm_tiled.wgsl with parts switched off or changed;
+    see its header), for finding what limits the kernel. Bits 1/2/4/8/16 give wrong results."""
+    tile, e = v.split()
+    tm, tn = (int(a) for a in tile.split("/")[0].split("x"))
+    bk = int(tile.split("/")[1])
+    root = Path(__file__).resolve().parents[1] / "oxigpu" / "shaders"
+    shutil.copy(Path(__file__).resolve().parent / "bench_gemm_exp.wgsl", root / "_bench_exp_gemm.wgsl")
+    try:
+        pipe = dev.pipeline("_bench_exp_gemm.wgsl", defines={
+            "QUANT": qt.name.lower(), "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "WT": "f32", "WT_ENABLE": "",
+            "TM": tm, "TN": tn, "BK": bk, "SPLITS": 1, "EXP": int(e[1:]),
+            "RAWQ": {"F16": 1, "Q4_K": 2}.get(qt.name, 0)})
+    finally:
+        (root / "_bench_exp_gemm.wgsl").unlink()
+    y = dev.create_buffer(4 * m * n)
+    dims = dev.uniform([k, n, n, 0, qt.row_bytes(k), m, 0, 0, n, 0, 0, 0, 0, 0, 0, 0])
+    bg = dev.bind_group(pipe, {1: dims, 2: xb, 3: wb, 4: xb, 5: y, 7: xb})
+    return [Dispatch(pipe, bg, (-(-n // (16 * tn)), -(-m // (16 * tm)), 1))], y
+
+
+def warm_up(dev: Device) -> None:
+    """~1 s of GEMMs so the clock is up before the first timed case (an idle H100 sits at ~345 MHz)."""
+    m, k, n = (512, 4096, 4096) if not dev.is_software else (64, 256, 256)
+    xh = np.ones((m, k), np.float32)
+    kern = MatmulKernel(dev, {}, [(m, k), (n, k)], ["f32", "F16"], [(m, n)])
+    xb, wb, yb = dev.upload(xh), dev.upload(np.zeros((n, 2 * k), np.uint8)), dev.create_buffer(4 * m * n)
+    d = kern.encode([xb, wb, yb])
+    t0 = time.perf_counter()
+    g = 0.0
+    while time.perf_counter() - t0 < float(os.environ.get("WARM_S", "1.0")):
+        g += gpu_time(dev, d, 10)
+    print(f"warm-up: gpu {g * 1e3:.0f} ms in {(time.perf_counter() - t0) * 1e3:.0f} ms wall", flush=True)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--budget", type=float, default=150.0, help="stop starting new shapes after this many s")
+    ap.add_argument("--m", type=int, default=512)
+    ap.add_argument("--shapes", default=",".join(SHAPES))
+    ap.add_argument("--variants", default="default,old," + ",".join(TILES),
+                    help="comma list; each shape also gets split-k variants where --splits says")
+    ap.add_argument("--splits", default="2,4", help="split-k counts tried with --split-tiles where the unsplit "
+                                                      "8x8 grid has < 264 workgroups")
+    ap.add_argument("--split-tiles", default="8x8/16,8x4/16,4x4/32")
+    ap.add_argument("--narrow", default="", help="comma list of variants tried only where the 8x8 grid has "
+                                                 "< 264 workgroups")
+    ap.add_argument("--exp", default="", help="comma list of bench_gemm_exp.wgsl EXP bit sets to try")
+    ap.add_argument("--exp-tiles", default="8x8/16", help="comma list of tiles for the --exp variants")
+    args = ap.parse_args()
+    t_start = time.time()
+    dev = Device.get()
+    print("device:", dev.info()["name"], dev.info()["backend"], flush=True)
+    warm_up(dev)
+    out = open(Path(args.out) / "gemm_sweep.jsonl", "a")
+    rows = []
+    m = args.m
+    distinct = 32
+    for name in args.shapes.split(","):
+        if time.time() - t_start > args.budget:
+            print("budget reached; stopping", flush=True)
+            break
+        n, k, t = SHAPES[name]
+        qt = get_type(t)
+        rng = np.random.default_rng(n * 7 + k)
+        raw = quantize(rng.standard_normal((distinct, k), np.float32), qt)
+        xh = rng.standard_normal((m, k)).astype(np.float32)
+        ref_d = xh.astype(np.float64) @ dequantize(raw, qt).astype(np.float64).T
+        want = np.tile(ref_d, (1, n // distinct + 1))[:, :n]
+        big = np.tile(raw, (n // distinct + 1, 1))[:n]
+        xb, wb = dev.upload(xh), dev.upload(big.reshape(-1).view(np.uint8))
+        flops = 2 * m * n * k
+        tol = 2e-7 * math.sqrt(k)
+        variants = args.variants.split(",")
+        if args.exp:
+            variants += [f"{tile} e{e}" for tile in args.exp_tiles.split(",") for e in args.exp.split(",")]
+        if -(-n // 128) * -(-m // 128) < 264:
+            variants += [v for v in args.narrow.split(",") if v]
+            if args.splits:
+                variants += [f"{tile} s{s}" for tile in args.split_tiles.split(",") for s in args.splits.split(",")]
+        if t == "F16":
+            variants.append("f16tiles")
+        for v in variants:
+            try:
+                if v == "old":
+                    d, yb = old_kernel(dev, qt, m, k, n, xb, wb, f16=False)
+                    cfg = "64x128 old"
+                elif " e" in v:
+                    if int(v.split()[1][1:]) & 32 and t not in ("F16", "Q4_K"):   # raw split: F16, Q4_K only
+                        continue
+                    d, yb = exp_kernel(dev, qt, m, k, n, xb, wb, v)
+                    cfg = v
+                else:
+                    over = parse_variant(v)
+                    kern = MatmulKernel(dev, {"gemm": over}, [(m, k), (n, k)], ["f32", t], [(m, n)])
+                    yb = dev.create_buffer(4 * m * n)
+                    d = kern.encode([xb, wb, yb])
+                    c = kern.gemm.gemm.cfg
+                    cfg = f"{c.tm}x{c.tn}/{c.bk} s{c.splits} L{c.loaders}"
+                dev.submit(d)
+                got = dev.read(yb, np.float32, (m, n))
+                err = float(np.abs(got - want).max() / np.abs(want).max())
+                secs = time_dispatches(dev, d)
+                rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, cfg=cfg, us=secs * 1e6,
+                           tflops=flops / secs / 1e12, err=err, ok=err <= tol)
+                yb.destroy()
+            except Exception as e:  # report and go on
+                rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, error=f"{type(e).__name__}: {e}"[:300])
+            out.write(json.dumps(rec) + "\n")
+            out.flush()
+            rows.append(rec)
+        xb.destroy()
+        wb.destroy()
+        print(f"{name:16} {t:5} {n}x{k} done at {time.time() - t_start:.0f}s", flush=True)
+    print(f"\n{'shape':16} {'type':5} {'n x k':>11} {'old':>6} {'default':>8} {'best':>6}  best variant (TFLOP/s; "
+          f"default = {tile_config.__name__})")
+    for name in dict.fromkeys(r["shape"] for r in rows):
+        rs = [r for r in rows if r["shape"] == name and "tflops" in r]
+        bad = [r["variant"] for r in rows if r["shape"] == name and ("error" in r or not r.get("ok"))]
+        get = lambda v: next((f"{r['tflops']:.2f}" for r in rs if r["variant"] == v), "-")
+        best = max(rs, key=lambda r: r["tflops"]) if rs else None
+        r0 = rows[[r["shape"] for r in rows].index(name)]
+        print(f"{name:16} {r0['type']:5} {r0['n']:>5}x{r0['k']:<5} {get('old'):>6} {get('default'):>8} "
+              f"{best['tflops'] if best else 0:6.2f}  {best['variant'] if best else ''}"
+              f"{'  BAD: ' + ', '.join(bad) if bad else ''}")
+        print("    " + "  ".join(f"{r['variant']}: {r['tflops']:.2f}" for r in rs))
+    print(f"total {time.time() - t_start:.0f}s")
+
+
+if __name__ == "__main__":
+    main()
