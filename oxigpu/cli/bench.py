@@ -35,7 +35,7 @@ def _depths(text: str) -> list[int]:
               help="tg sampling temperature; 0 is greedy (>0 uses `oxigpu run`'s default filters).")
 @click.option("--roofline-gbs", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_ROOFLINE_GBS,
               show_default=True, help="Read bandwidth that tg's GB/s is a percentage of.")
-@click.option("--profile", is_flag=True, help="Split a decode step's time by kernel family.")
+@click.option("--profile", is_flag=True, help="Split a prefill chunk's and a decode step's GPU time by kernel family and node.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of markdown.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Of the token ids.")
 @verbose_option
