@@ -55,7 +55,7 @@ def compile(graph: Graph) -> Plan:
         for v in node.inputs:
             if v in live:
                 live[v] = (live[v][0], max(live[v][1], i))
-    offsets, size = _pack(live)
+    offsets, size = pack_arena(live)
     return Plan(graph, nodes, offsets, size, list(graph.weights.values()), list(graph.states.values()), live)
 
 
@@ -83,8 +83,14 @@ def _check_dataflow(graph: Graph, nodes: list[Node]) -> None:
             raise ValueError(f"graph output {name!r} ({v!r}) is never written")
 
 
-def _pack(live: dict[Value, tuple[int, int]]) -> tuple[dict[Value, int], int]:
-    """First-fit packing in birth order: a block is freed once the node after its last reader starts."""
+def pack_arena(live: dict[Value, tuple[int, int]]) -> tuple[dict[Value, int], int]:
+    """Byte offsets (``ALIGN``-aligned) and total size of an arena holding ``live``'s values.
+
+    First-fit packing in birth order: a block is freed once the node after its last reader starts.
+    :func:`compile` packs all of a plan's values into one arena with it; it is public because a backend
+    may split the values over several buffers and pack each one the same way (the wgpu backend does:
+    wgpu forbids one buffer bound read-only and read-write in one dispatch).
+    """
     offsets: dict[Value, int] = {}
     active: list[tuple[int, int, int]] = []  # (offset, size, last) sorted by offset
     size = 0

@@ -33,7 +33,7 @@ import numpy as np
 
 from ...errors import ContextLengthError, DeviceError, InvalidParameterError, OutOfMemoryError
 from ...graph.ir import Node, Value
-from ...graph.plan import ALIGN, Plan, _pack
+from ...graph.plan import ALIGN, Plan, pack_arena
 from ...quant import dequantize, get_type
 from ...runtime.sampling import SamplerConfig
 from .. import step_inputs
@@ -125,7 +125,7 @@ class WgpuBackend:
         if id(plan) in self._plans:
             return
         raw = _raw_weights(plan)
-        arenas = [_pack(live) for live in _banks(plan)]
+        arenas = [pack_arena(live) for live in _banks(plan)]
         self._check_memory(plan, raw, sum(size for _, size in arenas))
         for node in plan.nodes:
             if node.op in ("matmul_multi", "matmul_glu"):
