@@ -5,10 +5,12 @@ Parity tolerance: max |wgpu - numpy| <= 1e-3 x max |logit| (measured: ~1.5e-6 on
 """
 from __future__ import annotations
 
+import gc
 import json
 import os
 import subprocess
 import sys
+import weakref
 
 import numpy as np
 import pytest
@@ -169,6 +171,46 @@ def test_trace_reset_and_memory(dev, synth_files):
     k = next(v for v in plan.states)
     assert not dev.read(wb._states[k.name][0], np.float32, k.shape).any()
 
+
+@pytest.mark.parametrize("backend", ["numpy", "wgpu"])
+def test_loaded_plans_are_held_and_matched_by_identity(dev, synth_files, backend):
+    """Loaded plans are keyed by id(): the backend holds each one, so a dropped plan's id cannot come back for
+    another plan, and an entry under a plan's id that belongs to another plan (id reuse, simulated) is not
+    used: the plan is bound afresh."""
+    model = GGUFFile(synth_files["tiny-llama"])
+    be = NumpyBackend(model, N_CTX) if backend == "numpy" else WgpuBackend(model, N_CTX, dev)
+    a = compile(build_graph(model, None, 1, N_CTX, "last"))
+    be.load(a)
+    held = weakref.ref(a)
+    del a
+    gc.collect()
+    assert held() is not None
+    b = compile(build_graph(model, None, 8, N_CTX, "all"))
+    be._plans[id(b)] = be._plans.pop(id(held()))      # b finds the decode plan's entry under its own id
+    ins = {"tokens": np.asarray(tokens_for(model, 8), np.int32)}
+    got = be.run(b, ins, 0, 8)["logits"]
+    ref = NumpyBackend(model, N_CTX).run(compile(build_graph(model, None, 8, N_CTX, "all")), ins, 0, 8)["logits"]
+    assert got.shape == ref.shape and rel_err(got, ref) <= REL
+
+
+def test_resident_variants_follow_the_plan_not_its_id(dev, synth_files):
+    """GPU-resident variants are cached by id(plan) too: when a plan finds another plan's entry under its id
+    (id reuse, simulated), that plan's cached variants are dropped with it, not replayed."""
+    model = GGUFFile(synth_files["tiny-llama"])
+    wb = WgpuBackend(model, N_CTX, dev)
+    a = compile(build_graph(model, None, 1, N_CTX, "last"))
+    wb.resident_step(a)
+    b = compile(build_graph(model, None, 1, N_CTX, "last"))
+    wb._plans[id(b)] = wb._plans.pop(id(a))
+    wb._resident = {(id(b) if k == id(a) else k, *rest): r for (k, *rest), r in wb._resident.items()}
+    assert wb._plans[id(b)].plan is not b
+    groups = wb.resident_step(b)
+    assert wb._plans[id(b)].plan is b
+    own = wb._plans[id(b)].node_dispatches
+    tokens = b.inputs["tokens"]
+    assert [n for n, _ in groups[:-1]] == b.nodes
+    assert all(len(ds) == len(mine) and all(d is e for d, e in zip(ds, mine))
+               for (node, ds), mine in zip(groups, own) if tokens not in node.inputs)
 
 def test_memory_guard(dev, synth_files):
     """A KV cache bigger than a storage binding is refused before anything is allocated, with numbers."""

@@ -122,7 +122,7 @@ class WgpuBackend:
     # -- loading ------------------------------------------------------------------------------------
     def load(self, plan: Plan) -> None:
         """Upload the plan's weights (once per tensor), allocate its states and arena, encode it."""
-        if id(plan) in self._plans:
+        if self._loaded(plan) is not None:
             return
         raw = _raw_weights(plan)
         arenas = [pack_arena(live) for live in _banks(plan)]
@@ -142,6 +142,13 @@ class WgpuBackend:
                     raise InvalidParameterError(f"plan was built for n_ctx={v.shape[0]}, backend has {self.n_ctx}")
                 self._states[v.name] = (self.dev.create_buffer(v.nbytes, label=v.name), v.shape)
         self._plans[id(plan)] = self._bind(plan, arenas)
+        self._resident = {k: r for k, r in self._resident.items() if k[0] != id(plan)}   # another plan's, same id
+
+    def _loaded(self, plan: Plan) -> _Loaded | None:
+        """``plan``'s entry: keyed by id(), so an entry whose plan is not ``plan`` does not count (as in
+        NumpyBackend; entries hold their plans, so an id is not reused while loaded)."""
+        loaded = self._plans.get(id(plan))
+        return loaded if loaded is not None and loaded.plan is plan else None
 
     def _upload_joined(self, node: Node) -> None:
         """A ``matmul_multi``'s (or ``matmul_glu``'s) weights of one type back to back in one buffer (their
@@ -259,7 +266,7 @@ class WgpuBackend:
         and its outputs (for ``kv_store``: the two caches) are read back and passed to ``trace``."""
         padded = step_inputs(plan, inputs, pos, n_tokens, self.n_ctx)
         self.load(plan)
-        loaded = self._plans[id(plan)]
+        loaded = self._loaded(plan)
         for name, host in padded.items():
             self.dev.write(loaded.inputs[name], host)
         self.dev.write_params(Params(pos=pos, n_tokens=n_tokens))
@@ -324,7 +331,7 @@ class WgpuBackend:
         :meth:`decode_stream`'s logit bias, ``greedy`` its temperature-0 sampler."""
         res = self._resident_for(plan, n_bias, greedy)
         flat, groups, i = res.variants[0], [], 0
-        for node, ds in zip(plan.nodes, self._plans[id(plan)].node_dispatches):
+        for node, ds in zip(plan.nodes, self._loaded(plan).node_dispatches):
             groups.append((node, flat[i:i + len(ds)]))
             i += len(ds)
         groups.append((None, flat[i:]))
@@ -415,10 +422,10 @@ class WgpuBackend:
         152k vocabulary, no sorts)."""
         nb = max(16, 1 << math.ceil(math.log2(max(1, n_bias))))
         key = (id(plan), nb, greedy)
+        self.load(plan)                 # first: it drops variants left by another plan with this id
         if key in self._resident:
             return self._resident[key]
-        self.load(plan)
-        loaded = self._plans[id(plan)]
+        loaded = self._loaded(plan)
         logits = plan.outputs["logits"]
         tokens = plan.inputs["tokens"]
         if self._ring is None:
