@@ -1,4 +1,5 @@
-"""Shared fixtures: real model files (skipped with a reason when their packages are absent)."""
+"""Shared fixtures: synthetic tiny models, real model files (skipped with a reason when their packages are
+absent) and the wgpu device."""
 from __future__ import annotations
 
 import os
@@ -6,6 +7,16 @@ import os
 import pytest
 
 os.environ.setdefault("LP_NUM_THREADS", "1")
+
+
+@pytest.fixture(scope="session")
+def tiny_models(tmp_path_factory) -> dict[str, str]:
+    """One synthetic GGUF file per supported architecture (random weights, real vocab machinery), by shape
+    name (tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3)."""
+    from oxigpu.synth import SHAPES, synthesize
+    out = tmp_path_factory.mktemp("tiny")
+    return {name: str(synthesize(name, out / f"{name}.gguf", seed=7).path)
+            for name in SHAPES if name.startswith("tiny-")}
 
 
 @pytest.fixture(scope="session")

@@ -19,17 +19,9 @@ from oxigpu import LLM, SamplingParams
 from oxigpu.errors import ContextLengthError, InvalidParameterError, ModelNotFoundError
 
 BACKEND = os.environ.get("OXIGPU_TEST_BACKEND", "numpy")
-TINY = ("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3")
+TINY = ("tiny-llama", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3")    # the keys of conftest.py's tiny_models
 GREEDY = {"temperature": 0.0, "max_tokens": 12}
 SAMPLED = {"temperature": 1.5, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "max_tokens": 16}
-
-
-@pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory) -> dict[str, str]:
-    """One synthetic GGUF file per supported architecture (random weights, real vocab machinery)."""
-    from oxigpu.synth import synthesize
-    out = tmp_path_factory.mktemp("tiny")
-    return {name: str(synthesize(name, out / f"{name}.gguf", seed=7).path) for name in TINY}
 
 
 @pytest.fixture(scope="module")

@@ -8,7 +8,6 @@ from click.testing import CliRunner
 from oxigpu import LLM
 from oxigpu.cli.main import cli
 from oxigpu.errors import ModelNotFoundError
-from test_api import tiny_models  # noqa: F401  (session fixture: synthetic GGUF files)
 
 
 @pytest.fixture(scope="module")

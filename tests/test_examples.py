@@ -7,8 +7,6 @@ from pathlib import Path
 
 import pytest
 
-from test_api import tiny_models  # noqa: F401  (session fixture: synthetic GGUF files)
-
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
 SCRIPTS = ("generate.py", "stream.py", "chat.py", "sampling.py", "perplexity.py")
 

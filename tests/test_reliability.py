@@ -22,7 +22,6 @@ from click.testing import CliRunner
 from oxigpu import LLM
 from oxigpu.cli.main import cli
 from oxigpu.errors import DeviceError, InvalidParameterError, OutOfMemoryError, OxigpuError, TemplateError
-from test_api import tiny_models  # noqa: F401  (session fixture: synthetic GGUF files)
 from test_tokenizer import _random_texts
 
 SAMPLED = {"temperature": 1.2, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "max_tokens": 20}

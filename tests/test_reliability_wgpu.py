@@ -14,7 +14,6 @@ from oxigpu.backends.wgpu import device as devmod
 from oxigpu.backends.wgpu.device import Device, Dispatch
 from oxigpu.cli.main import cli
 from oxigpu.errors import DeviceError
-from test_api import tiny_models  # noqa: F401  (session fixture: synthetic GGUF files)
 
 pytestmark = pytest.mark.gpu
 SAMPLED = {"temperature": 1.2, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "max_tokens": 8}

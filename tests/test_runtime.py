@@ -9,7 +9,6 @@ from oxigpu.errors import ContextLengthError, InvalidParameterError
 from oxigpu.runtime.engine import Engine, _TextDecoder, resolve_n_ctx, select_backend
 from oxigpu.runtime.params import SamplingParams
 from oxigpu.runtime.stops import StopMatcher
-from test_api import tiny_models  # noqa: F401  (session fixture: synthetic GGUF files)
 
 
 def feed_all(m: StopMatcher, pieces: list[str]) -> list[str]:
