@@ -109,3 +109,44 @@ def test_opengl_fallback_is_refused_with_install_hint():
 def test_discrete_gpu_preferred():
     a = [_adapter("Vulkan", "CPU"), _adapter("Vulkan", "DiscreteGPU"), _adapter("OpenGL", "IntegratedGPU")]
     assert devmod._pick_adapter(_fake_wgpu(*a), "high-performance") is a[1]
+
+
+def _copy_to(dev, src, dst, nbytes):
+    enc = dev.device.create_command_encoder()
+    enc.copy_buffer_to_buffer(src, 0, dst, 0, nbytes)
+    return enc.finish()
+
+
+def test_read_submitted_reads_its_own_submission_while_a_later_one_is_queued(dev):
+    """Decode batch b is read while batch b+1 is queued: each read sees its own submission's bytes."""
+    src = dev.upload(np.arange(16, dtype=np.int32))
+    rb = [dev.create_buffer(64, 0x0001 | 0x0008, f"readback {i}") for i in range(2)]   # MAP_READ | COPY_DST
+    first = dev.submit_indexed(_copy_to(dev, src, rb[0], 64))
+    dev.write(src, np.arange(100, 116, dtype=np.int32))   # queued after the first copy
+    second = dev.submit_indexed(_copy_to(dev, src, rb[1], 64))
+    assert second > first
+    assert np.frombuffer(dev.read_submitted(rb[0], 64, first), np.int32).tolist() == list(range(16))
+    assert np.frombuffer(dev.read_submitted(rb[1], 32, second), np.int32).tolist() == list(range(100, 108))
+    assert all(b.map_state == "unmapped" for b in rb)
+
+
+def test_read_submitted_unmaps_on_interrupt_and_names_unmappable_buffers(dev, monkeypatch):
+    src = dev.upload(np.arange(4, dtype=np.int32))
+    rb = dev.create_buffer(16, 0x0001 | 0x0008, "readback")
+    ffi, lib, libf, from_view = devmod._NATIVE
+
+    class InterruptedCopy:   # Ctrl-C landing while the buffer is mapped
+        def __getattr__(self, name):
+            return getattr(ffi, name)
+
+        def buffer(self, *args):
+            raise KeyboardInterrupt
+    monkeypatch.setattr(devmod, "_NATIVE", (InterruptedCopy(), lib, libf, from_view))
+    with pytest.raises(KeyboardInterrupt):
+        dev.read_submitted(rb, 16, dev.submit_indexed(_copy_to(dev, src, rb, 16)))
+    monkeypatch.undo()
+    assert np.frombuffer(dev.read_submitted(rb, 16, dev.submit_indexed(_copy_to(dev, src, rb, 16))),
+                         np.int32).tolist() == [0, 1, 2, 3]           # it was unmapped: maps again
+    with pytest.raises(Exception, match="storage-only"):
+        dev.read_submitted(dev.create_buffer(16, label="storage-only"), 16,
+                           dev.submit_indexed(dev.device.create_command_encoder().finish()))

@@ -51,7 +51,6 @@ def _raw_slot(node: Node, i: int) -> bool:
 
 _COPY = 0x0004 | 0x0008           # COPY_SRC | COPY_DST
 _READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
-_MAP_READ = 1
 _MAX_BATCH = 64
 
 log = logging.getLogger("oxigpu")
@@ -375,12 +374,12 @@ class WgpuBackend:
             sizes.append(min(n_steps - done, min(self.resident_batch, _MAX_BATCH), 2 << len(sizes)))
             done += sizes[-1]
         step = 0
-        pending = self._encode_batch(res, base, pos0, counter, step, sizes[0], 0)
-        self._submit(pending)
+        index = [self._submit(self._encode_batch(res, base, pos0, counter, step, sizes[0], 0)), None]
         for b, k in enumerate(sizes):
             if b + 1 < len(sizes):   # queued before this batch is read back: the GPU never waits on the host
-                self._submit(self._encode_batch(res, base, pos0, counter, step + k, sizes[b + 1], (b + 1) % 2))
-            tokens = self._read_tokens(b % 2, k)
+                index[(b + 1) % 2] = self._submit(
+                    self._encode_batch(res, base, pos0, counter, step + k, sizes[b + 1], (b + 1) % 2))
+            tokens = self._read_tokens(b % 2, k, index[b % 2])
             step += k
             yield tokens
 
@@ -399,22 +398,18 @@ class WgpuBackend:
         enc.copy_buffer_to_buffer(self._ring, (pos0 + step0 + 1) * 4, self._readback[slot], 0, k * 4)
         return enc.finish()
 
-    def _submit(self, command_buffer: Any) -> None:
+    def _submit(self, command_buffer: Any) -> int | None:
         try:
-            self.dev.queue.submit([command_buffer])
+            return self.dev.submit_indexed(command_buffer)
         except Exception as e:
             raise self.dev.error("submitting a GPU-resident decode batch", e) from e
 
-    def _read_tokens(self, slot: int, k: int) -> list[int]:
-        buf = self._readback[slot]
-        try:   # map inside the try: a Ctrl-C landing right after the map must not leave the buffer mapped
-            buf.map_sync(_MAP_READ)
-            return np.frombuffer(buf.read_mapped(0, k * 4), np.int32).tolist()
+    def _read_tokens(self, slot: int, k: int, index: int | None) -> list[int]:
+        """Batch ``index``'s ``k`` ids from readback ``slot``; waits for that batch only, not the next."""
+        try:
+            return np.frombuffer(self.dev.read_submitted(self._readback[slot], k * 4, index), np.int32).tolist()
         except Exception as e:
             raise self.dev.error(f"reading {k} decoded token ids", e) from e
-        finally:
-            if buf.map_state != "unmapped":
-                buf.unmap()
 
     def _resident_for(self, plan: Plan, n_bias: int, greedy: bool = False) -> _Resident:
         """The resident variant of ``plan`` for up to ``n_bias`` logit-bias entries (built once); ``greedy``
