@@ -1,9 +1,11 @@
 """Decode attention: GPU time per dispatch at real model shapes, before (the two-dispatch kernel this
 replaced) vs after (attention_decode.wgsl), a sweep of the split size, and a stress test of the
-cross-workgroup merge.
+cross-workgroup merge. ``--prefill``: the prefill kernel (attention.wgsl) instead, a whole chunk per
+dispatch, the default tile and ``--tiles`` beside the kernel it replaced (bench_attention_prefill_old.wgsl).
 
     python3 scripts/bench_attention.py [--positions 64,4160] [--configs 32:0,128:2] [--old/--no-old]
                                        [--stress N] [--shapes qwen,llama8b]
+    python3 scripts/bench_attention.py --prefill [--chunk 512] [--positions 0] [--tiles 16:4:4,16:1:4]
 
 ``--configs``: extra CHUNK:SLICES[:ROWS] points timed beside the default (0 = the default of that knob).
 
@@ -103,6 +105,83 @@ def old_kernel(dev: Device, H, Hkv, D, n_ctx, window, q, ck, cv, out):
     return ds
 
 
+def old_prefill_kernel(dev: Device, H, Hkv, D, T, window, q, ck, cv, out):
+    """The prefill kernel this replaced (one thread per key, 32 x 64 tiles), as it was configured."""
+    root = Path(__file__).resolve().parents[1] / "oxigpu" / "shaders"
+    shutil.copy(Path(__file__).resolve().parent / "bench_attention_prefill_old.wgsl", root / "_bench_old_prefill.wgsl")
+    limit = int(dev.limits["max-compute-workgroup-storage-size"])
+    ks = D // 4 | 1
+    for bq, bk in ((32, 64), (16, 64), (16, 32), (8, 32), (8, 16)):
+        if 4 * (4 * (bq * D // 4 + bk * ks) + bq * bk + 2 * 128 + 2 * bq) <= limit:
+            break
+    G = H // Hkv
+    prb = -(-T * G // bq)
+    defines = {"D": D, "DV": D, "G": G, "NH": H, "NKV": Hkv, "T": T, "SCALE": f32_lit(1 / math.sqrt(D)),
+               "SOFTCAP": f32_lit(0.0), "WINDOW": window, "BQ": bq, "BK": bk, "KS": ks, "PRB": prb,
+               "PACC": -(-bq * D // 4 // 128)}
+    try:
+        pipe = dev.pipeline("_bench_old_prefill.wgsl", "prefill", defines)
+    finally:
+        (root / "_bench_old_prefill.wgsl").unlink()
+    return [Dispatch(pipe, dev.bind_group(pipe, {0: dev.params_buffer, 1: q, 2: ck, 3: cv, 4: out}),
+                     workgroups_for(Hkv * prb))]
+
+
+def prefill_flops(H, D, T, pos, window):
+    """2 FLOP per multiply-add of QK^T and PV over the (row, key) pairs the causal/window mask keeps."""
+    keys = sum(min(pos + t + 1, window) if window else pos + t + 1 for t in range(T))
+    return 2 * H * 2 * D * keys
+
+
+def prefill_bench(dev: Device, args, rows: list) -> None:
+    t_start = time.time()
+    T = args.chunk
+    for shape in args.shapes.split(","):
+        H, Hkv, D, window = SHAPES[shape]
+        g = np.random.default_rng(1)
+        for pos in (int(p) for p in args.positions.split(",")):
+            if time.time() - t_start > args.budget:
+                print("budget spent; stopping", flush=True)
+                return
+            n_ctx = pos + T
+            q = g.standard_normal((T, H * D)).astype(np.float32)
+            ck = (g.standard_normal((n_ctx, Hkv * D)) * 2).astype(np.float32)
+            cv = g.standard_normal((n_ctx, Hkv * D)).astype(np.float32)
+            attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=1 / math.sqrt(D),
+                         window=window, softcap=0.0)
+            f = lambda a: np.asarray(a, np.float64)   # noqa: E731
+            want = numpy_ops.attention(f(q), f(ck), f(cv), **attrs, pos=pos, n_tokens=T)
+            flops = prefill_flops(H, D, T, pos, window)
+            dev.write_params(Params(pos=pos, n_tokens=T))
+            line = [f"{shape:8s} T={T} pos={pos}"]
+            for tile in ["default"] + [x for x in args.tiles.split(",") if x]:
+                a = dict(attrs, **({} if tile == "default" else {"prefill_tile": tile}))
+                try:
+                    p = prepare("attention", [q, ck, cv], a, dev=dev)
+                except Exception as e:   # a tile this shape / device cannot take
+                    line.append(f"{tile}: skipped ({str(e)[:80]})")
+                    continue
+                dev.write_params(Params(pos=pos, n_tokens=T))
+                dev.submit(p.dispatches)
+                err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
+                t = time_dispatches(dev, p.dispatches)
+                name = f"default={p.kernel.cfg.spec}" if tile == "default" else tile
+                line.append(f"{name}: {t * 1e6:7.1f} us {flops / t * 1e-12:5.2f} TFLOP/s (err {err:.1e})")
+                rows.append({"prefill": shape, "T": T, "pos": pos, "tile": name, "us": t * 1e6,
+                             "tflops": flops / t * 1e-12, "err": err})
+            if args.old:
+                p = prepare("attention", [q, ck, cv], attrs, dev=dev)
+                ds = old_prefill_kernel(dev, H, Hkv, D, T, window, *p.in_bufs, p.out_bufs[0])
+                dev.write_params(Params(pos=pos, n_tokens=T))
+                dev.submit(ds)
+                err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
+                t = time_dispatches(dev, ds)
+                line.append(f"old: {t * 1e6:7.1f} us {flops / t * 1e-12:5.2f} TFLOP/s (err {err:.1e})")
+                rows.append({"prefill": shape, "T": T, "pos": pos, "tile": "old", "us": t * 1e6,
+                             "tflops": flops / t * 1e-12, "err": err})
+            print(" | ".join(line), flush=True)
+
+
 def make(shape: str, seed: int = 0):
     H, Hkv, D, window = SHAPES[shape]
     g = np.random.default_rng(seed)
@@ -176,12 +255,23 @@ def main() -> None:
     ap.add_argument("--old", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--stress", type=int, default=0)
     ap.add_argument("--budget", type=float, default=120.0)
+    ap.add_argument("--prefill", action="store_true", help="time the prefill kernel (a chunk per dispatch)")
+    ap.add_argument("--chunk", type=int, default=512, help="--prefill: chunk length T")
+    ap.add_argument("--tiles", default="", help="--prefill: NRG:RT:KT tiles to time besides the default")
     args = ap.parse_args()
+    if args.prefill and args.positions == "64,4160":
+        args.positions = "0"
     t_start = time.time()
     dev = Device.get()
     print("device:", dev.info()["name"], dev.info()["backend"], "subgroups:", dev.has_subgroups, flush=True)
     warm_up(dev)
     rows: list = []
+    if args.prefill:
+        prefill_bench(dev, args, rows)
+        with open(Path(args.out) / "attention_bench.jsonl", "a") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+        return
     configs = [(0, 0, 0)] + [tuple(int(v) for v in (c + ":0:0").split(":")[:3]) for c in args.configs.split(",") if c]
     for shape in args.shapes.split(","):
         q, ck, cv, attrs = make(shape)

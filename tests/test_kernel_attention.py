@@ -120,3 +120,49 @@ def test_a_stuck_counter_is_caught(dev):
     want = _ref(case, case.inputs[0], 300)
     assert not rel_error(got[:, :4 * 64], want[:, :4 * 64]) < 2e-5     # KV head 0: broken
     assert rel_error(got[:, 4 * 64:], want[:, 4 * 64:]) < 2e-5         # KV head 1: fine
+
+
+def _prefill_cases():
+    load_kernels()
+    return [c for c in CHECKS["attention"]() if c.name.startswith("prefill") and "decode kernel" not in c.name
+            and "split" not in c.name]
+
+
+@pytest.mark.parametrize("case", _prefill_cases(), ids=lambda c: c.name)
+def test_prefill_without_subgroups(dev, case, monkeypatch):
+    """The flash prefill kernel's workgroup-memory row reductions (REDUCE = wg)."""
+    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    got = run_op("attention", case.inputs, case.attrs, case.pos, case.n_tokens, dev=dev)
+    err = rel_error(got[0], case.reference()[0])
+    assert err <= case.tol, f"{case.name}: rel. error {err:.3g}"
+
+
+def test_prefill_replay_across_positions(dev):
+    """One prefill plan replayed over chunks at growing positions with fewer live rows (as a prompt's
+    chunks run): nothing of one run leaks into the next."""
+    case = attention_case("prefill replay", 64, 64, 236, 14, 2, 64, 300, seed=12)   # every cache row finite
+    p = prepare("attention", case.inputs, case.attrs, dev=dev)
+    assert p.kernel.prefill
+    q = case.inputs[0]
+    for pos, n in ((0, 64), (64, 64), (128, 40), (200, 1), (201, 64), (0, 3)):
+        dev.write_params(Params(pos=pos, n_tokens=n))
+        dev.write(p.out_bufs[0], np.full(p.out_shapes[0], np.nan, np.float32))
+        dev.submit(p.dispatches)
+        got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
+        _, ck, cv = case.inputs
+        want = numpy_ops.attention(*(np.asarray(a, np.float64) for a in (q, ck, cv)), **case.attrs, pos=pos,
+                                   n_tokens=n)
+        assert rel_error(got, want) < 2e-5, (pos, n)
+
+
+@pytest.mark.parametrize("d,dv,limit", [(64, 64, 49152), (128, 128, 49152), (256, 256, 49152), (64, 64, 32768),
+                                        (128, 128, 32768), (256, 256, 32768), (64, 64, 16384), (96, 64, 32768)])
+def test_prefill_tile_fits(d, dv, limit):
+    """The chosen tile fits the workgroup memory and its register estimate; only D = 256 in 16 KiB has none."""
+    from oxigpu.backends.wgpu.ops.attention_prefill import REG_BUDGET, prefill_config
+    cfg = prefill_config(d, dv, limit)
+    if d == 256 and limit == 16384:
+        assert cfg is None
+        return
+    assert cfg.smem_bytes() <= limit and cfg.registers() <= REG_BUDGET
+    assert cfg.CV * cfg.NKL == dv // 4 and cfg.BK % 4 == 0

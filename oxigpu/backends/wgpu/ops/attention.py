@@ -7,7 +7,9 @@ entry of shaders/attention.wgsl, a flash attention with K/V tiles in workgroup m
 tile fits the workgroup memory (D = 256 in WebGPU's minimum 16 KiB), or the ``n_split`` attr is given,
 T > 1 runs the decode kernel too (its rows are then the T * G (token, head) pairs of a KV head).
 Test/tuning attrs: ``n_split`` (the most splits per row block), ``split_chunk`` (the fewest keys per
-split), ``key_slices`` (teams per row in a workgroup) and ``decode_rows`` (most rows per workgroup)."""
+split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most rows per workgroup) and
+``prefill_tile`` (the prefill kernel's tile, "NRG:RT:KT" with an "s" where K and V share a buffer; see
+ops/attention_prefill.py)."""
 from __future__ import annotations
 
 import math
@@ -19,9 +21,7 @@ import numpy as np
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, rng, workgroups_for
-
-PREFILL_TILES = ((32, 64), (16, 64), (16, 32), (8, 32), (8, 16))
-"""(query rows, keys) per prefill tile, largest first: the first that fits the workgroup memory is used."""
+from .attention_prefill import PrefillConfig, prefill_config, prefill_defines
 
 DECODE_LANES = 256       # invocations per decode workgroup (rows x key slices x team lanes)
 DECODE_SLICES = 4        # key slices per row the row count is chosen for (fewer rows, more slices)
@@ -38,15 +38,10 @@ Per dispatch with these defaults (was: the two-dispatch kernel): Qwen 6.0 / 9.9 
 8.2 / 8.3 (47 / 48)."""
 
 
-def prefill_tile(d: int, dv: int, limit_bytes: int) -> tuple[int, int, int] | None:
-    """(BQ, BK, KS) of the prefill kernel for head dims d/dv within ``limit_bytes`` of workgroup memory;
-    None when no tile fits (e.g. D = 256 in WebGPU's minimum 16 KiB): the decode kernel runs prefill then."""
-    ks = max(d, dv) // 4 | 1          # odd vec4 stride: consecutive keys in distinct banks
-    for bq, bk in PREFILL_TILES:
-        floats = 4 * (bq * d // 4 + bk * ks) + bq * bk + 2 * 128 + 2 * bq
-        if 4 * floats <= limit_bytes:
-            return bq, bk, ks
-    return None
+def prefill_tile(d: int, dv: int, limit_bytes: int) -> PrefillConfig | None:
+    """The prefill kernel's tile for head dims d/dv within ``limit_bytes`` of workgroup memory (see
+    attention_prefill.prefill_config); None when none fits: the decode kernel runs prefill then."""
+    return prefill_config(d, dv, limit_bytes)
 
 
 @dataclass(frozen=True)
@@ -131,16 +126,16 @@ class Attention(OpKernel):
         limit = int(self.dev.limits["max-compute-workgroup-storage-size"])
         common = {"D": D, "DV": DV, "G": G, "NH": H, "NKV": Hkv, "T": T, "SCALE": f32_lit(a["scale"]),
                   "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0))}
-        tile = prefill_tile(D, DV, limit)
-        self.prefill = T > 1 and not a.get("n_split") and tile is not None
+        tile = prefill_config(D, DV, limit, a.get("prefill_tile")) if T > 1 and not a.get("n_split") else None
+        self.prefill = tile is not None
         self.part = self.counters = None
         if self.prefill:
-            bq, bk, ks = tile
-            prb = -(-T * G // bq)
+            self.cfg = tile
+            prb = -(-T * G // tile.BQ)
             self.n_groups = Hkv * prb
             self.split = 1
-            self.pipe = self.dev.pipeline("attention.wgsl", "prefill", common | {
-                "BQ": bq, "BK": bk, "KS": ks, "PRB": prb, "PACC": -(-bq * DV // 4 // 128)})
+            self.pipe = self.dev.pipeline("attention.wgsl", "prefill", common | prefill_defines(tile, common["SCALE"]) | {
+                "PRB": prb, "REDUCE": "sg" if self.dev.has_subgroups else "wg"})
             return
         cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
                             int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)))
@@ -189,7 +184,7 @@ def reference(q, ck, cv, n_head, n_head_kv, head_dim, v_head_dim, scale, window=
 
 def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int, D: int, n_ctx: int,
                    window: int = 0, softcap: float = 0.0, n_split: int = 0, seed: int = 0, dv: int = 0,
-                   split_chunk: int = 0) -> Case:
+                   split_chunk: int = 0, prefill_tile: str = "") -> Case:
     """Random q and caches; cache rows at or past pos + n_tokens hold NaN (must never be read)."""
     dv = dv or D
     g = rng(seed)
@@ -205,6 +200,8 @@ def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int,
         attrs["n_split"] = n_split
     if split_chunk:
         attrs["split_chunk"] = split_chunk
+    if prefill_tile:
+        attrs["prefill_tile"] = prefill_tile
     n_kv = pos + n_tokens
     return Case("attention", name, [q, ck, cv], ["f32"] * 3,
                 lambda: [reference(q, ck, cv, **attrs, pos=pos, n_tokens=n_tokens)], 2e-5, attrs=attrs,
@@ -257,6 +254,33 @@ def _cases() -> Iterable[Case]:
                          window=90, softcap=30.0, seed=10)
     yield attention_case("prefill by the decode kernel n_split=6 T=7 n_tokens=6 pos=300 window=200 softcap",
                          7, 6, 300, 6, 2, 64, 320, window=200, softcap=25.0, n_split=6, seed=22)
+    # the flash kernel at model shapes: whole 512-token chunks, chunks after earlier ones, ragged ends
+    yield attention_case("prefill qwen D=64 GQA7 T=512 n_tokens=512 pos=0", 512, 512, 0, 14, 2, 64, 512, seed=30)
+    yield attention_case("prefill llama D=64 GQA4 T=512 n_tokens=301 pos=700 (cache holds 700)", 512, 301, 700,
+                         8, 2, 64, 1024, seed=31)
+    yield attention_case("prefill D=128 GQA4 T=512 n_tokens=512 pos=512", 512, 512, 512, 8, 2, 128, 1024,
+                         seed=32)
+    yield attention_case("prefill D=128 MHA T=100 n_tokens=77 pos=0", 100, 77, 0, 3, 3, 128, 80, seed=33)
+    yield attention_case("prefill gemma3 D=256 GQA4 T=200 n_tokens=199 pos=60 window=128 softcap", 200, 199, 60,
+                         4, 1, 256, 260, window=128, softcap=30.0, seed=34)
+    yield attention_case("prefill D=64 GQA7 T=16 n_tokens=1 pos=0 (one live row)", 16, 1, 0, 7, 1, 64, 16, seed=35)
+    yield attention_case("prefill D=64 GQA7 T=2 n_tokens=2 pos=37", 2, 2, 37, 14, 2, 64, 40, seed=36)
+    yield attention_case("prefill D=64 GQA1 T=65 n_tokens=65 pos=31 window=40 (window inside the chunk)", 65, 65,
+                         31, 2, 2, 64, 96, window=40, softcap=10.0, seed=37)
+    yield attention_case("prefill D=64 GQA4 T=33 n_tokens=33 pos=1 window=1 (each row sees itself)", 33, 33, 1,
+                         4, 1, 64, 34, window=1, seed=38)
+    yield attention_case("prefill D=96 Dv=64 GQA3 T=20 n_tokens=19 pos=9 (K and V widths differ)", 20, 19, 9, 6,
+                         2, 96, 28, dv=64, seed=39)
+    yield attention_case("prefill D=16 GQA2 T=24 n_tokens=24 pos=4 (4 key lanes)", 24, 24, 4, 4, 2, 16, 28,
+                         seed=40)
+    # every tile shape of the candidate list (NRG:RT:KT), at sizes that are not multiples of the tiles
+    for i, tile in enumerate(("16:4:4", "32:2:4", "16:2:4", "16:2:4s", "32:1:4", "16:1:4", "16:2:2", "16:1:2",
+                              "16:1:2s", "16:1:1", "8:1:1", "4:1:1")):
+        d = 32 if tile in ("16:4:4", "32:2:4", "32:1:4") else 64    # these exceed lavapipe's 32 KiB at D=64
+        yield attention_case(f"prefill tile {tile} D={d} GQA7 T=150 n_tokens=141 pos=93 window=120 softcap",
+                             150, 141, 93, 14, 2, d, 240, window=120, softcap=25.0, seed=50 + i, prefill_tile=tile)
+    yield attention_case("prefill tile 16:1:2 D=128 GQA4 T=70 n_tokens=70 pos=0", 70, 70, 0, 8, 2, 128, 70,
+                         seed=60, prefill_tile="16:1:2")
 
 
 @check("attention.bench", bench=True)
