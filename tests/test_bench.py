@@ -72,7 +72,7 @@ def _check(r: dict, backend: str, profiled: bool) -> None:
         assert math.isclose(sum(n["seconds"] for n in p["nodes"]), p["step_s"])
         assert {n["family"] for n in p["nodes"]} == {row["family"] for row in p["rows"]}
         families = {row["family"] for row in p["rows"]}
-        assert {"sample", "attention", "rms_norm", "embed"} <= families
+        assert {"sample", "rope_kv_attention", "rms_norm", "embed"} <= families   # decode: rope + attention fused
         assert any(f.startswith("matmul ") for f in families) and any(f.startswith("lm_head ") for f in families)
         if backend == "wgpu":
             assert p["source"] in ("timestamp", "wall")

@@ -3,8 +3,8 @@
 - graph level: which nodes each tiny architecture's graph fuses into, and that the fused graph's logits on
   the numpy backend equal the unfused graph's (bit for bit in practice; asserted to 1e-5 of max |logit|);
 - the fused ops' numpy references vs float64 compositions of the originals;
-- the fused kernels (matmul_add, matmul_multi, matmul_glu, rope_kv_store) vs float64 (registered checks,
-  also run by ``oxigpu kernels``), including the joined paths of ``matmul_multi`` and ``matmul_glu``
+- the fused kernels (matmul_add, matmul_multi, matmul_glu, rope_kv_store, rope_kv_attention) vs float64
+  (registered checks, also run by ``oxigpu kernels``), including the joined paths of ``matmul_multi`` and ``matmul_glu``
   (weights of one type back to back in one buffer: one dispatch);
 - wgpu == numpy on the fused graphs is ``tests/test_wgpu_backend.py`` (build_graph fuses by default).
 """
@@ -41,20 +41,24 @@ def _ops(g) -> list[str]:
 def test_fused_ops_per_layer(synth_files, shape):
     """q/k/v become matmul_multi, gate/up + glu matmul_glu, both with the norm before them in their
     prologue (decode only; prefill keeps the norms, gate/up as a matmul_multi and the glu); residual adds fold into their matmul except where gemma3's post-norms sit
-    between them; rope q, rope k and kv_store become one node; no new values appear."""
+    between them; rope q, rope k, kv_store and (decode only) the attention become one node: 5 dispatching
+    nodes a decode layer where no post-norm or q/k norm sits between; no new values appear."""
     model = GGUFFile(synth_files[shape])
     plain, fused = build_graph(model, None, 1, N_CTX, fuse=False), build_graph(model, None, 1, N_CTX)
     ops = _ops(fused)
     assert ops.count("matmul_multi") == 1 and ops.count("matmul_glu") == 1 and "glu" not in ops
-    assert ops.count("rope_kv_store") == 1 and "rope" not in ops and "kv_store" not in ops
+    assert ops.count("rope_kv_attention") == 1
+    assert not {"rope", "kv_store", "rope_kv_store", "attention"} & set(ops)
     # attn_norm and ffn_norm moved into the GEMVs' prologue; per-head q/k norms and post-norms stay
     assert ops.count("rms_norm") == {"tiny-qwen3": 2, "tiny-gemma3": 4}.get(shape, 0)
     assert all("norm_eps" in n.attrs for n in fused.nodes if n.op in ("matmul_multi", "matmul_glu"))
     assert ops.count("matmul_add") == (0 if shape == "tiny-gemma3" else 2)
     assert "matmul" not in ops or shape == "tiny-gemma3"
+    assert len(ops) == {"tiny-qwen3": 7, "tiny-gemma3": 11}.get(shape, 5)
     assert len(fused.nodes) < len(plain.nodes)
-    prefill = _ops(build_graph(model, None, 8, N_CTX))           # the GLU epilogue is GEMV-only
-    assert prefill.count("matmul_multi") == 2 and "glu" in prefill and "matmul_glu" not in prefill
+    prefill = _ops(build_graph(model, None, 8, N_CTX))           # the GLU epilogue and the fused attention
+    assert prefill.count("matmul_multi") == 2 and "glu" in prefill and "matmul_glu" not in prefill   # are decode-only
+    assert prefill.count("rope_kv_store") == 1 and prefill.count("attention") == 1 and "rope_kv_attention" not in prefill
     names = lambda g: {v.name for n in g.nodes for v in n.outputs}  # noqa: E731
     assert names(fused) <= names(plain)
 
@@ -112,9 +116,24 @@ def test_rope_kv_store_reference_is_the_composition():
     assert np.array_equal(cv[9:12], v[:3]) and not cv[:9].any()
 
 
+def test_rope_kv_attention_reference_is_the_composition():
+    rng = np.random.default_rng(2)
+    q, k, v = (rng.standard_normal((1, n), np.float32) for n in (6 * 32, 2 * 32, 2 * 48))
+    caches = [rng.standard_normal((16, n), np.float32) for n in (64, 96)]
+    caches += [c.copy() for c in caches]
+    ra = dict(n_head=6, n_head_kv=2, head_dim=32, n_rot=16, base=1e4, neox=False, freq_scale=0.5, pos=9, n_tokens=1)
+    aa = dict(v_head_dim=48, scale=0.2, window=5, softcap=30.0)
+    got = numpy_ops.rope_kv_attention(q, k, v, *caches[:2], **ra, **aa)
+    qr = numpy_ops.rope_kv_store(q, k, v, *caches[2:], **ra)
+    want = numpy_ops.attention(qr, *caches[2:], **{a: ra[a] for a in ("n_head", "n_head_kv", "head_dim", "pos",
+                                                                      "n_tokens")}, **aa)
+    assert np.array_equal(got, want) and all(np.array_equal(a, b) for a, b in zip(caches[:2], caches[2:]))
+
+
 def _registered() -> list[Case]:
     load_kernels()
-    return [c for name in ("matmul_add", "matmul_multi", "matmul_glu", "rope_kv_store") for c in CHECKS[name]()]
+    return [c for name in ("matmul_add", "matmul_multi", "matmul_glu", "rope_kv_store", "rope_kv_attention")
+            for c in CHECKS[name]()]
 
 
 @pytest.mark.gpu

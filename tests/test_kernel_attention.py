@@ -5,6 +5,10 @@ here: the same checks without subgroups (workgroup-memory team reductions), the 
 claim, and the cross-workgroup merge under replay: one plan at changing positions over many submits, N
 copies of the dispatch in one pass (distinct queries and outputs, the same counters and partials), and
 the counters back at zero after every run. References are float64; outputs start NaN-poisoned.
+
+The same kernel with rope and the cache write fused in (``rope_kv_attention``; its registered checks run
+in test_fuse.py): here without subgroups, with every cache row from the step's on NaN (none may be read),
+and as a decode sequence whose steps read the rows the steps before wrote.
 """
 from __future__ import annotations
 
@@ -15,6 +19,8 @@ from oxigpu.backends import numpy_ops
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import CHECKS, load_kernels, prepare, rel_error, run_op
 from oxigpu.backends.wgpu.ops.attention import attention_case, decode_config
+from oxigpu.backends.wgpu.ops.rope import reference as rope_reference
+from oxigpu.backends.wgpu.ops.rope_attention import rope_kv_attention_case
 
 pytestmark = pytest.mark.gpu
 
@@ -55,6 +61,11 @@ def test_split_counts_of_the_cases():
     assert cfg.splits(300)[1] == 5
     cfg = decode_config(128, 128, 1, 1, 2, 128, n_split=32)
     assert cfg.splits(100)[1] == -(-100 // cfg.blk) > 1 and cfg.KS > 1
+    # rope_kv_attention's cases (n_keys = pos + 1)
+    cfg = decode_config(64, 64, 7, 1, 2, 1024, n_split=8, chunk=64)
+    assert [cfg.splits(n) for n in (63, 64, 65, 66, 256, 257, 448, 1000)] == \
+        [(64, 1), (64, 1), (64, 2), (64, 2), (64, 4), (64, 5), (64, 7), (128, 8)]
+    assert decode_config(128, 128, 16, 1, 1, 720).NRB == 8
 
 
 @pytest.mark.parametrize("d,g", [(4, 3), (16, 5), (32, 2), (64, 7), (96, 3), (128, 16), (256, 8), (512, 4)])
@@ -120,6 +131,66 @@ def test_a_stuck_counter_is_caught(dev):
     want = _ref(case, case.inputs[0], 300)
     assert not rel_error(got[:, :4 * 64], want[:, :4 * 64]) < 2e-5     # KV head 0: broken
     assert rel_error(got[:, 4 * 64:], want[:, 4 * 64:]) < 2e-5         # KV head 1: fine
+
+
+def _rope_cases():
+    load_kernels()
+    return list(CHECKS["rope_kv_attention"]())
+
+
+@pytest.mark.parametrize("case", _rope_cases(), ids=lambda c: c.name)
+def test_rope_kv_attention_without_subgroups(dev, case, monkeypatch):
+    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    got = run_op(case.op, case.inputs, case.attrs, case.pos, case.n_tokens, case.in_types, dev)
+    err = max(rel_error(g, w) for g, w in zip(got, case.reference()))
+    assert err <= case.tol, f"{case.name}: rel. error {err:.3g}"
+
+
+@pytest.mark.parametrize("case", [c for c in _rope_cases() if any(w in c.name for w in (
+    "pos=0 ", "alone in split 1", "gemma3", "row blocks", "neox rot=12"))], ids=lambda c: c.name)
+def test_rope_kv_attention_reads_no_row_from_the_step_on(dev, case):
+    """Cache rows pos .. n_ctx-1 all NaN: the output is still right, row pos gets rope(k) and v, the
+    rows after it stay NaN and the rows before it untouched."""
+    pos, (q, k, v, ck, cv, *ff) = case.pos, case.inputs
+    ck, cv = ck.copy(), cv.copy()
+    ck[pos:] = cv[pos:] = np.nan
+    out, got_k, got_v = run_op(case.op, [q, k, v, ck, cv, *ff], case.attrs, pos, 1, case.in_types, dev)
+    want_out, want_k, want_v = case.reference()
+    assert rel_error(out, want_out) <= case.tol
+    for got, want, before in ((got_k, want_k, ck), (got_v, want_v, cv)):
+        assert np.array_equal(got[:pos], before[:pos]) and np.isnan(got[pos + 1:]).all()
+        assert rel_error(got[pos], want[pos]) <= 1e-6
+
+
+@pytest.mark.parametrize("subgroups", [True, False])
+def test_rope_kv_attention_decode_sequence(dev, subgroups, monkeypatch):
+    """Steps at positions 0 .. 69 on one kernel and one pair of caches (GQA over two row blocks, splits
+    of 16 keys): each step attends over the rows the steps before it wrote; every output and the final
+    caches against float64 (rope of each step's q and k, attention over the rows so far)."""
+    if not subgroups:
+        monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    H, Hkv, D, n_ctx, n = 16, 2, 64, 80, 70
+    case = rope_kv_attention_case("sequence", 0, H, Hkv, D, n_ctx, neox=False, n_split=8, split_chunk=16)
+    a = case.attrs
+    p = prepare(case.op, case.inputs, a, case.in_types, dev)
+    assert p.kernel.cfg.NRB == 2
+    g = np.random.default_rng(3)
+    ra = dict(head_dim=D, n_rot=D, base=a["base"], neox=False, freq_scale=1.0)
+    ck, cv = np.zeros((n_ctx, Hkv * D)), np.zeros((n_ctx, Hkv * D))
+    for pos in range(n):
+        q, k, v = (g.standard_normal(x.shape).astype(np.float32) for x in case.inputs[:3])
+        for buf, x in zip(p.in_bufs, (q, k, v)):
+            dev.write(buf, x)
+        dev.write_params(Params(pos=pos, n_tokens=1))
+        dev.submit(p.dispatches)
+        ck[pos], cv[pos] = rope_reference(k, Hkv, **ra, pos=pos)[0], v[0]
+        want = numpy_ops.attention(rope_reference(q, H, **ra, pos=pos), ck, cv, n_head=H, n_head_kv=Hkv,
+                                   head_dim=D, v_head_dim=D, scale=a["scale"], pos=pos, n_tokens=1)
+        got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
+        assert rel_error(got, want) < 2e-5, pos
+        assert not _counters(dev, p.kernel).any(), pos
+    assert rel_error(dev.read(p.in_bufs[3], np.float32, ck.shape)[:n], ck[:n]) < 1e-6
+    assert rel_error(dev.read(p.in_bufs[4], np.float32, cv.shape)[:n], cv[:n]) == 0
 
 
 def _prefill_cases():

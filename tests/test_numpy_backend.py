@@ -84,7 +84,7 @@ def test_prefill_then_decode_matches_one_shot(synth_files, shape):
 def test_rope_frequency_factors_are_used(synth_files):
     model = GGUFFile(synth_files["tiny-llama3"])
     plan = compile(build_graph(model, None, 1, N_CTX))
-    ropes = [n for n in plan.nodes if n.op == "rope_kv_store"]   # rope q + rope k + kv_store, fused
+    ropes = [n for n in plan.nodes if n.op == "rope_kv_attention"]   # rope q/k + kv_store + attention, fused
     assert ropes and all(n.inputs[5].tensor == "rope_freqs.weight" for n in ropes)
     ff = NumpyBackend(model, N_CTX)
     ff.load(plan)

@@ -6,7 +6,7 @@ where the op depends on the step, the step parameters ``pos`` (position of row 0
 (valid rows; rows past it are padding) as keywords, so a caller can always invoke
 ``op(*inputs, **node.attrs, pos=..., n_tokens=...)`` (passing only the step params the op takes).
 All return new float32 arrays, except ``kv_store`` which writes the cache state in place (that is its
-meaning). Padded rows come out as zeros where an op would otherwise read out of range (``embed``,
+meaning; so do the fused ``rope_kv_store`` and ``rope_kv_attention``). Padded rows come out as zeros where an op would otherwise read out of range (``embed``,
 ``attention``); elsewhere they are computed like any row and ignored downstream.
 """
 from __future__ import annotations
@@ -172,6 +172,19 @@ def attention(q: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, *, n_head
     out = np.zeros((T, n_head * v_head_dim), F32)
     out[:n] = o.transpose(2, 0, 1, 3).reshape(n, n_head * v_head_dim)
     return out
+
+
+def rope_kv_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray,
+                      freq_factors: np.ndarray | None = None, *, n_head: int, n_head_kv: int, head_dim: int,
+                      n_rot: int, base: float, neox: bool, freq_scale: float = 1.0, v_head_dim: int,
+                      scale: float, window: int = 0, softcap: float = 0.0, pos: int, n_tokens: int) -> np.ndarray:
+    """``attention(rope_kv_store(q, k, v, cache_k, cache_v), cache_k, cache_v)``: a decode layer's rope,
+    cache write and attention as one op (the caches are written in place)."""
+    qr = rope_kv_store(q, k, v, cache_k, cache_v, freq_factors, n_head=n_head, n_head_kv=n_head_kv,
+                       head_dim=head_dim, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale, pos=pos,
+                       n_tokens=n_tokens)
+    return attention(qr, cache_k, cache_v, n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
+                     v_head_dim=v_head_dim, scale=scale, window=window, softcap=softcap, pos=pos, n_tokens=n_tokens)
 
 
 def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:

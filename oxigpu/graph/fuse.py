@@ -15,7 +15,11 @@ the same numbers as the unfused one on the numpy backend:
   ``matmul_glu`` moves into it (attr ``norm_eps``, the norm weight as its last input): each GEMV
   workgroup recomputes the row's sum of squares, cheap for d <= 4096;
 - ``rope_kv_store``: ``rope(q)``, ``rope(k)`` and the ``kv_store`` of that k become one node (one
-  dispatch rotates q, rotates k straight into the cache and copies v).
+  dispatch rotates q, rotates k straight into the cache and copies v);
+- ``rope_kv_attention`` (decode graphs): that ``rope_kv_store`` and the ``attention`` reading its q
+  become one node (the decode attention kernel rotates q and the step's key itself and writes the cache
+  rows), so a decode layer is 5 dispatches. Prefill graphs keep the two: there every query row needs
+  the keys of the rows before it in the chunk, so the keys must be in the cache first.
 """
 from __future__ import annotations
 
@@ -29,7 +33,8 @@ def fuse(graph: Graph) -> Graph:
     nodes = _multi_matmul(graph.nodes)
     if graph.T == 1:
         nodes = _norm_prologue(graph, _glu_epilogue(graph, nodes))
-    graph.nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
+    nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
+    graph.nodes = _rope_kv_attention(graph, nodes) if graph.T == 1 else nodes
     return graph
 
 
@@ -151,4 +156,24 @@ def _rope_kv_store(graph: Graph, nodes: list[Node]) -> list[Node]:
         ins = (rq.inputs[0], rk.inputs[0], v_val, cache_k, cache_v, *rk.inputs[1:])
         replace[n] = Node("rope_kv_store", ins, rq.outputs, attrs, f"{rq.name}+{rk.name}+{n.name}")
         drop |= {rq, rk}
+    return [replace.get(n, n) for n in nodes if n not in drop]
+
+
+def _rope_kv_attention(graph: Graph, nodes: list[Node]) -> list[Node]:
+    """``attention(rope_kv_store(q, k, v, K, V), K, V)`` whose rotated q feeds nothing else ->
+    ``rope_kv_attention`` at the attention (decode graphs only: its kernel handles one query row)."""
+    readers = _readers(nodes)
+    outputs = set(graph.outputs.values())
+    producer = {v: n for n in nodes for v in n.outputs}
+    drop: set[Node] = set()
+    replace: dict[Node, Node] = {}
+    for n in nodes:
+        rkv = producer.get(n.inputs[0]) if n.op == "attention" else None
+        if rkv is None or rkv.op != "rope_kv_store" or rkv.inputs[3:5] != n.inputs[1:3] \
+                or len(readers[n.inputs[0]]) != 1 or n.inputs[0] in outputs \
+                or any(rkv.attrs[a] != n.attrs[a] for a in ("n_head", "n_head_kv", "head_dim")):
+            continue
+        replace[n] = Node("rope_kv_attention", rkv.inputs, n.outputs, {**rkv.attrs, **n.attrs},
+                          f"{rkv.name}+{n.name}")
+        drop.add(rkv)
     return [replace.get(n, n) for n in nodes if n not in drop]

@@ -38,21 +38,27 @@ last_row       x[T, n] -> [1, n]                              (none) row n_token
 
 Fused ops, made only by ``oxigpu.graph.fuse`` (each is exactly the composition of the ops it replaces):
 
-=============  =============================================  ===========================================
-op             inputs -> outputs                              attrs
-=============  =============================================  ===========================================
-matmul_add     x[R, k], W[n, k], res[R, n] (, bias[n])        (none) add(res, matmul(x, W, bias))
-               -> [R, n]
-matmul_multi   x[R, k], W_0[n_0, k] .. W_{m-1}                n_w = m; y_i = matmul(x, W_i, bias_i)
-               (, bias_0[n_0] .. bias_{m-1}) -> m outputs
-               y_i[R, n_i]
-matmul_glu     x[1, k], W_gate[n, k], W_up[n, k] -> [1, n]      act; glu(matmul(x, W_gate), matmul(x, W_up))
-                                                              (decode graphs only: T == 1)
-(prologue)     matmul_multi / matmul_glu with attr norm_eps   x replaced by rms_norm(x, w_norm, norm_eps)
-               take one more input, w_norm[k], last           (whole-row norm; decode graphs only)
-rope_kv_store  q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv], K, V      n_head, n_head_kv and rope's other attrs;
-               (state) (, freq_factors) -> [T, H*D]           kv_store(rope(k), v, K, V); returns rope(q)
-=============  =============================================  ===========================================
+=================  =============================================  =======================================
+op                 inputs -> outputs                              attrs
+=================  =============================================  =======================================
+matmul_add         x[R, k], W[n, k], res[R, n] (, bias[n])        (none) add(res, matmul(x, W, bias))
+                   -> [R, n]
+matmul_multi       x[R, k], W_0[n_0, k] .. W_{m-1}                n_w = m; y_i = matmul(x, W_i, bias_i)
+                   (, bias_0[n_0] .. bias_{m-1}) -> m outputs
+                   y_i[R, n_i]
+matmul_glu         x[1, k], W_gate[n, k], W_up[n, k] -> [1, n]    act; glu(matmul(x, W_gate),
+                                                                  matmul(x, W_up)) (decode graphs only:
+                                                                  T == 1)
+(prologue)         matmul_multi / matmul_glu with attr norm_eps   x replaced by rms_norm(x, w_norm,
+                   take one more input, w_norm[k], last           norm_eps) (whole-row norm; decode
+                                                                  graphs only)
+rope_kv_store      q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv], K, V     n_head, n_head_kv and rope's other
+                   (state) (, freq_factors) -> [T, H*D]           attrs; kv_store(rope(k), v, K, V);
+                                                                  returns rope(q)
+rope_kv_attention  q[1, H*D], k[1, Hkv*D], v[1, Hkv*Dv], K, V     rope_kv_store's and attention's attrs;
+                   (state) (, freq_factors) -> [1, H*Dv]          attention(rope_kv_store(q, k, v, K, V),
+                                                                  K, V) (decode graphs only: T == 1)
+=================  =============================================  =======================================
 
 Changes since the first version (additive): ``rope`` takes an optional second input, llama 3.1+'s
 ``rope_freqs.weight`` frequency divisors.

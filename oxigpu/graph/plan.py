@@ -66,7 +66,7 @@ def _check_dataflow(graph: Graph, nodes: list[Node]) -> None:
     """
     written: set[Value] = set()
     state_writes = {v: i for i, n in enumerate(nodes) for v in n.inputs if v.kind == "state"
-                    and n.op in ("kv_store", "rope_kv_store")}
+                    and n.op in ("kv_store", "rope_kv_store", "rope_kv_attention")}
     for i, node in enumerate(nodes):
         for v in node.inputs:
             if v.kind in ("temp", "output") and v not in written:

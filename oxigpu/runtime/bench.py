@@ -184,8 +184,8 @@ def _kv_bytes(plan: Plan, n_kv: float) -> float:
     sliding-window layer reads at most its window)."""
     total = 0.0
     for node in plan.nodes:
-        if node.op == "attention":
-            k, v = node.inputs[1], node.inputs[2]
+        if node.op in ("attention", "rope_kv_attention"):
+            k, v = node.inputs[1:3] if node.op == "attention" else node.inputs[3:5]
             window = node.attrs.get("window", 0)
             total += (min(n_kv, window) if window else n_kv) * (k.shape[1] + v.shape[1]) * 4
     return total

@@ -23,17 +23,20 @@
 // tested in tests/test_kernel_attention.py and stressed by scripts/bench_attention.py --stress).
 // Masking: keys outside a row's causal/window range get no weight; loads are clamped into the split's
 // range, so no cache row at or past pos + n_tokens is read. Padded rows (t >= n_tokens) write zeros.
+// Key sources (attention/kv_cache.wgsl or kv_rope.wgsl, by KV): `cache` (the attention op): q as given,
+// every key from the cache. `rope` (rope_kv_attention, T == 1: rope and the KV-cache write fused in, one
+// dispatch fewer per decode layer): q rotated as it is loaded; the step's own key, rotated in registers,
+// is the first state (first_state) of the split holding it and never read from the cache; one workgroup
+// per KV head writes the new K and V rows.
 //
 // Defines: D, DV (head dims, multiples of 4), G, NH, NKV, T, R, NRB (row blocks per KV head), L, KS, KB
 // (4 or 8), NCK (= ceil(D / 4 / L), 1 or 2), NCV (likewise for DV), MAXS, CHUNK (a multiple of KS * KB),
 // TML, TACC (workgroup arrays of the slice merge; 1 when KS == 1), REDUCE (sg | wg), SCALE, SOFTCAP
-// (0: none), WINDOW (0: none).
+// (0: none), WINDOW (0: none), KV (cache | rope; rope adds common/rope.wgsl's defines).
 #include "common/params.wgsl"
 #include "math.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> cache_k: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> cache_v: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
 @group(0) @binding(5) var<storage, read_write> part: array<vec4<f32>>;
 @group(0) @binding(6) var<storage, read_write> counters: array<atomic<u32>>;
@@ -59,6 +62,7 @@ const SOFTCAP: f32 = {{SOFTCAP}};
 const PART: u32 = DV4 + 1u;      // vec4s per partial row: (m, l, 0, 0), then the DV accumulator
 
 #include "attention/team_{{REDUCE}}.wgsl"
+#include "attention/kv_{{KV}}.wgsl"
 
 var<workgroup> tml: array<vec2<f32>, {{TML}}>;     // slice merge: (m, l) per team
 var<workgroup> tacc: array<vec4<f32>, {{TACC}}>;   // slice merge: accumulator per team
@@ -219,18 +223,20 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   var q0 = vec4<f32>(0.0);
   var q1 = vec4<f32>(0.0);
   let qb = (rw.t * NH + rw.h) * D4;
-  if (rw.live && tl < D4) { q0 = q[qb + tl] * {{SCALE}}; }
-  if (NCK > 1u && rw.live && tl + L < D4) { q1 = q[qb + tl + L] * {{SCALE}}; }
+  if (rw.live && tl < D4) { q0 = q_col(tpos, qb, tl) * {{SCALE}}; }
+  if (NCK > 1u && rw.live && tl + L < D4) { q1 = q_col(tpos, qb, tl + L) * {{SCALE}}; }
 
-  var st = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
-  let nblk = (ke - ks + BLK - 1u) / BLK;    // workgroup-uniform: the team sums may hold barriers
+  var st = first_state(lane, sgs, rw, team, tl, kvh, rb, ke, q0, q1);
+  let kend = cache_end(ke);                 // keys ks .. kend - 1 come from the cache
+  let nblk = (kend - ks + BLK - 1u) / BLK;  // workgroup-uniform: the team sums may hold barriers
   let step = vec4<u32>(0u, 1u, 2u, 3u);
   // software pipelined: the next pass's loads are in flight while this one computes (the pass after
-  // the last one re-reads the split's last key: clamped, harmless)
-  var cur = load_pass(ks + slice * KB, ke - 1u, kvh, kc0, kc1, vc0, vc1);
+  // the last one re-reads the split's last cached key: clamped, harmless)
+  var cur: Pass;
+  if (nblk > 0u) { cur = load_pass(ks + slice * KB, kend - 1u, kvh, kc0, kc1, vc0, vc1); }
   for (var b = 0u; b < nblk; b++) {
     let k0 = ks + (b * KS + slice) * KB;
-    let nxt = load_pass(k0 + BLK, ke - 1u, kvh, kc0, kc1, vc0, vc1);
+    let nxt = load_pass(k0 + BLK, kend - 1u, kvh, kc0, kc1, vc0, vc1);
     let ja = vec4<u32>(k0) + step;
     let jb = ja + vec4<u32>(4u);
     var sa = dot4(q0, cur.ka0);
@@ -242,8 +248,8 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     }
     sa = team_sum4(lane, sgs, sa);
     if (KB > 4u) { sb = team_sum4(lane, sgs, sb); }
-    let visa = visible4(ja, ke, tpos, rw.live);
-    let visb = visible4(jb, ke, tpos, rw.live) & vec4<bool>(KB > 4u);
+    let visa = visible4(ja, kend, tpos, rw.live);
+    let visb = visible4(jb, kend, tpos, rw.live) & vec4<bool>(KB > 4u);
     sa = select(vec4<f32>(NEG_BIG), softcap4(sa), visa);
     sb = select(vec4<f32>(NEG_BIG), softcap4(sb), visb);
     let mn = max(st.m, max(max4(sa), max4(sb)));

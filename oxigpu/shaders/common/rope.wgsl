@@ -1,4 +1,5 @@
-// Rotary position embedding of one pair of a head, shared by rope.wgsl and rope_kv.wgsl.
+// Rotary position embedding of one pair of a head, shared by rope.wgsl, rope_kv.wgsl and
+// attention/kv_rope.wgsl (which rotates whole vec4 columns: rope_col).
 // Normal (GPT-J) rotates pairs (2i, 2i+1), NEOX rotates (i, i + NROT/2); dims >= NROT pass through.
 //
 // Angles are formed in fixed point, exactly, with u32 ops only: TURN_HI/TURN_LO hold
@@ -51,4 +52,33 @@ fn rope_rotate(p: u32, j: u32, x: vec2<f32>) -> vec2<f32> {
   let c = cos(a);
   let s = sin(a);
   return vec2<f32>(x.x * c - x.y * s, x.x * s + x.y * c);
+}
+
+// The elements that the four elements of vec4 column c of a head are rotated with (each itself in the
+// pass-through tail).
+fn rope_partners(c: u32) -> vec4<u32> {
+  let e = vec4<u32>(4u * c) + vec4<u32>(0u, 1u, 2u, 3u);
+  var p = e ^ vec4<u32>(1u);
+  if ({{NEOX}}) { p = select(e - vec4<u32>(HALF), e + vec4<u32>(HALF), e < vec4<u32>(HALF)); }
+  return select(p, e, e >= vec4<u32>({{NROT}}u));
+}
+
+// Element e of a head after the rotation at position p, from its value x and its partner's xp: the
+// component of rope_rotate's result that is e (the arithmetic of rope.wgsl and rope_kv.wgsl).
+fn rope_elem(p: u32, e: u32, x: f32, xp: f32) -> f32 {
+  if (e >= {{NROT}}u) { return x; }
+  if ({{NEOX}}) {
+    if (e < HALF) { return rope_rotate(p, e, vec2<f32>(x, xp)).x; }
+    return rope_rotate(p, e - HALF, vec2<f32>(xp, x)).y;
+  }
+  if (e % 2u == 0u) { return rope_rotate(p, e / 2u, vec2<f32>(x, xp)).x; }
+  return rope_rotate(p, e / 2u, vec2<f32>(xp, x)).y;
+}
+
+// Vec4 column c of a head (elements 4c .. 4c+3) after the rotation at position p; xp holds the values
+// of their partners (rope_partners).
+fn rope_col(p: u32, c: u32, x: vec4<f32>, xp: vec4<f32>) -> vec4<f32> {
+  let e = 4u * c;
+  return vec4<f32>(rope_elem(p, e, x.x, xp.x), rope_elem(p, e + 1u, x.y, xp.y),
+                   rope_elem(p, e + 2u, x.z, xp.z), rope_elem(p, e + 3u, x.w, xp.w));
 }

@@ -6,6 +6,7 @@ workgroup that finishes last (an atomic counter per row block). Prefill (T > 1) 
 entry of shaders/attention.wgsl, a flash attention with K/V tiles in workgroup memory; where no prefill
 tile fits the workgroup memory (D = 256 in WebGPU's minimum 16 KiB), or the ``n_split`` attr is given,
 T > 1 runs the decode kernel too (its rows are then the T * G (token, head) pairs of a KV head).
+``rope_kv_attention`` (ops/rope_attention.py) runs the decode kernel with rope and the cache write fused in.
 Test/tuning attrs: ``n_split`` (the most splits per row block), ``split_chunk`` (the fewest keys per
 split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most rows per workgroup) and
 ``prefill_tile`` (the prefill kernel's tile, "NRG:RT:KT" with an "s" where K and V share a buffer; see
@@ -109,6 +110,8 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
 @register
 class Attention(OpKernel):
     op = "attention"
+    k_cache = 1
+    """Input index of the K cache (V follows); rope_kv_attention's caches come after q, k, v."""
 
     @classmethod
     def output_shapes(cls, in_shapes, attrs):
@@ -121,7 +124,7 @@ class Attention(OpKernel):
         D, DV = a["head_dim"], a["v_head_dim"]
         if D % 4 or DV % 4:
             raise ValueError(f"attention: head dims {D}/{DV} must be multiples of 4")
-        n_ctx = self.in_shapes[1][0]
+        n_ctx = self.in_shapes[self.k_cache][0]
         G = H // Hkv
         limit = int(self.dev.limits["max-compute-workgroup-storage-size"])
         common = {"D": D, "DV": DV, "G": G, "NH": H, "NKV": Hkv, "T": T, "SCALE": f32_lit(a["scale"]),
@@ -147,10 +150,15 @@ class Attention(OpKernel):
         self.pipe = self.dev.pipeline("attention_decode.wgsl", "main", common | {
             "R": cfg.R, "NRB": cfg.NRB, "L": cfg.L, "KS": cfg.KS, "KB": cfg.KB, "NCK": cfg.NCK,
             "NCV": cfg.NCV, "MAXS": cfg.MAXS, "CHUNK": cfg.CHUNK, "TML": merge,
-            "TACC": merge * DV // 4 if cfg.KS > 1 else 1, "REDUCE": "sg" if self.dev.has_subgroups else "wg"})
+            "TACC": merge * DV // 4 if cfg.KS > 1 else 1, "REDUCE": "sg" if self.dev.has_subgroups else "wg",
+            **self.key_source()})
         part_bytes = n_blocks * cfg.MAXS * cfg.R * (DV // 4 + 1) * 16 if cfg.MAXS > 1 else 16
         self.part = self.dev.create_buffer(part_bytes, label="attention.partials")
         self.counters = self.dev.create_buffer(4 * n_blocks, label="attention.counters")   # zero-filled
+
+    def key_source(self) -> dict:
+        """Defines of the decode kernel's attention/kv_*.wgsl hooks: q and every key from the buffers."""
+        return {"KV": "cache"}
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         q, k, v, out = buffers

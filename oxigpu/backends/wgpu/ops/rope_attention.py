@@ -1,0 +1,122 @@
+"""rope_kv_attention: a decode step's rope of q and k, KV-cache write and attention in ONE dispatch.
+
+The decode attention kernel (attention_decode.wgsl, Attention's launch shape and tuning) with the hooks
+of attention/kv_rope.wgsl: q is rotated as it is loaded, the step's own key is rotated in registers by
+the workgroups whose split holds it (never read back from the cache, so no workgroup waits for another's
+write) and one workgroup per KV head stores the k and v rows. A decode layer saves the rope_kv_store
+dispatch (~7.5 us of fixed latency on the H100). Decode graphs only (T == 1): prefill graphs keep
+rope_kv_store and the prefill attention (graph/fuse.py)."""
+from __future__ import annotations
+
+import math
+from typing import Iterable
+
+import numpy as np
+
+from ..device import Binding, Dispatch
+from ..kernel import Case, check, register
+from ._common import rng, workgroups_for
+from .attention import Attention
+from .attention import reference as attention_reference
+from .rope import reference as rope_reference
+from .rope import rope_defines
+
+
+@register
+class RopeKvAttention(Attention):
+    """Inputs q, k, v, K, V (, freq_factors); output the attention of rope(q) over the caches with
+    row pos = rope(k), v, which it writes in place."""
+
+    op = "rope_kv_attention"
+    writes = (3, 4)
+    k_cache = 3
+
+    def __init__(self, dev, attrs, in_shapes, in_types, out_shapes):
+        if in_shapes[0][0] != 1:
+            raise ValueError(f"rope_kv_attention runs decode steps only (T == 1), got T = {in_shapes[0][0]}")
+        super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
+
+    def key_source(self) -> dict:
+        return {"KV": "rope", "HAS_FF": len(self.in_shapes) == 6, **rope_defines(self.attrs)}
+
+    def encode(self, buffers: list[Binding]) -> list[Dispatch]:
+        q, k, v, ck, cv, *ff, out = buffers
+        # without factors the shader never reads `ff`, but the binding exists: q stands in for it
+        binds = {0: self.dev.params_buffer, 1: q, 2: ck, 3: cv, 4: out, 5: self.part, 6: self.counters,
+                 7: k, 8: v, 9: ff[0] if ff else q}
+        return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), workgroups_for(self.n_groups))]
+
+
+def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx: int, *, dv: int = 0,
+                           n_rot: int = 0, neox: bool = True, base: float = 10000.0, freq_scale: float = 1.0,
+                           with_ff: bool = False, window: int = 0, softcap: float = 0.0, n_split: int = 0,
+                           split_chunk: int = 0, seed: int = 0) -> Case:
+    """One decode step at ``pos``: random q, k, v and caches whose row ``pos`` is NaN (the kernel must
+    write it and never read it); expected: the output, then both caches with row pos = rope(k), v
+    (every other row unchanged)."""
+    dv, n_rot = dv or D, n_rot or D
+    g = rng(seed)
+    q = g.standard_normal((1, H * D)).astype(np.float32)
+    k = (g.standard_normal((1, Hkv * D)) * 2).astype(np.float32)
+    v = g.standard_normal((1, Hkv * dv)).astype(np.float32)
+    ck = (g.standard_normal((n_ctx, Hkv * D)) * 2).astype(np.float32)
+    cv = g.standard_normal((n_ctx, Hkv * dv)).astype(np.float32)
+    ck[pos] = cv[pos] = np.nan
+    ff = np.where(np.arange(n_rot // 2) < n_rot // 4, 1.0, 8.0).astype(np.float32) if with_ff else None
+    attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale,
+                 v_head_dim=dv, scale=1.0 / math.sqrt(D), window=window, softcap=softcap)
+    if n_split:
+        attrs["n_split"] = n_split
+    if split_chunk:
+        attrs["split_chunk"] = split_chunk
+
+    def ref():
+        ra = dict(head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale, pos=pos, ff=ff)
+        ck2, cv2 = ck.astype(np.float64), cv.astype(np.float64)
+        ck2[pos], cv2[pos] = rope_reference(k, Hkv, **ra)[0], v[0]
+        out = attention_reference(rope_reference(q, H, **ra), ck2, cv2, H, Hkv, D, dv, attrs["scale"], window,
+                                  softcap, pos=pos, n_tokens=1)
+        return [out, ck2, cv2]
+    n_kv = min(pos + 1, window) if window else pos + 1
+    return Case("rope_kv_attention", name, [q, k, v, ck, cv] + ([ff] if with_ff else []),
+                ["f32"] * (6 if with_ff else 5), ref, 2e-5, attrs=attrs, pos=pos, n_tokens=1,
+                nbytes=4 * n_kv * Hkv * (D + dv), flops=2 * H * (D + dv) * n_kv)
+
+
+@check("rope_kv_attention")
+def _cases() -> Iterable[Case]:
+    """Head layouts (GQA, MHA, several row blocks, D 4 .. 256, Dv != D), normal and NEOX rope (partial,
+    halves that split a vec4, factors, freq_scale), windows and softcap, and the step's key at position 0,
+    inside a split, ending one and alone in the last split."""
+    c = rope_kv_attention_case
+    yield c("qwen 14/2 D64 neox pos=0 (the step's key alone)", 0, 14, 2, 64, 64, seed=1)
+    yield c("qwen 14/2 D64 neox pos=299", 299, 14, 2, 64, 320, base=1e6, seed=2)
+    yield c("llama3 8/2 D64 normal ff pos=100", 100, 8, 2, 64, 128, neox=False, base=5e5, with_ff=True, seed=3)
+    # split bookkeeping: split_chunk=64 with n_split=8 gives 64-key splits up to 512 keys on every device
+    for pos, what in ((62, "inside split 0"), (63, "ending split 0"), (64, "alone in split 1"),
+                      (65, "second key of split 1"), (255, "ending split 3"), (256, "alone in split 4"),
+                      (447, "ending split 6"), (999, "inside the last of 8 splits of 128")):
+        yield c(f"qwen 14/2 D64 n_split=8 chunk=64 pos={pos}: {what}", pos, 14, 2, 64, 1024, n_split=8,
+                split_chunk=64, seed=20 + pos % 7)
+    yield c("MHA 4/4 D128 normal rot=64 freq_scale=0.25 pos=776", 776, 4, 4, 128, 800, n_rot=64, neox=False,
+            freq_scale=0.25, seed=4)
+    yield c("gemma3 4/2 D256 neox window=50 softcap pos=200", 200, 4, 2, 256, 256, base=1e6, window=50,
+            softcap=30.0, seed=5)
+    yield c("8/2 D64 window=300 softcap n_split=16 chunk=64 pos=900", 900, 8, 2, 64, 960, window=300,
+            softcap=20.0, n_split=16, split_chunk=64, seed=6)
+    yield c("16/1 D128 (8 row blocks, one writes) neox ff pos=699", 699, 16, 1, 128, 720, with_ff=True, seed=7)
+    yield c("6/2 D96 Dv64 normal pos=332", 332, 6, 2, 96, 400, dv=64, neox=False, seed=8)
+    yield c("10/2 D16 neox rot=12 (halves split a vec4) n_split=4 pos=129", 129, 10, 2, 16, 160, n_rot=12,
+            n_split=4, seed=9)
+    yield c("10/2 D16 normal rot=12 pos=57", 57, 10, 2, 16, 64, n_rot=12, neox=False, seed=10)
+    yield c("3/3 D4 normal (team = 1 lane) pos=69", 69, 3, 3, 4, 80, neox=False, seed=11)
+    yield c("qwen 14/2 D64 neox max context pos=n_ctx-1=4095", 4095, 14, 2, 64, 4096, seed=12)
+
+
+@check("rope_kv_attention.bench", bench=True)
+def _bench() -> Iterable[Case]:
+    """Real decode shapes, short and long contexts (compare with attention.bench + rope_kv_store)."""
+    yield rope_kv_attention_case("qwen-0.5B H14/2 D64 n_kv=65", 64, 14, 2, 64, 4096, base=1e6, seed=1)
+    yield rope_kv_attention_case("qwen-0.5B H14/2 D64 n_kv=4096", 4095, 14, 2, 64, 4096, base=1e6, seed=2)
+    yield rope_kv_attention_case("llama-8B H32/8 D128 n_kv=4096", 4095, 32, 8, 128, 4096, neox=False,
+                                 base=5e5, with_ff=True, seed=3)

@@ -1,0 +1,17 @@
+// The `attention` op's hooks of attention_decode.wgsl (kv_rope.wgsl has rope_kv_attention's): q as
+// given, every key and value read from the cache.
+
+@group(0) @binding(2) var<storage, read> cache_k: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read> cache_v: array<vec4<f32>>;
+
+// Vec4 column c of the query head at vec4 qb (a row at position p).
+fn q_col(p: u32, qb: u32, c: u32) -> vec4<f32> { return q[qb + c]; }
+
+// End of the keys a split ending at ke reads from the cache: all of them.
+fn cache_end(ke: u32) -> u32 { return ke; }
+
+// The online-softmax state a team starts its split with: empty.
+fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, rb: u32, ke: u32,
+               q0: vec4<f32>, q1: vec4<f32>) -> St {
+  return St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+}

@@ -1,0 +1,58 @@
+// rope_kv_attention's hooks of attention_decode.wgsl (T == 1): the step's q, k and v rows arrive
+// unrotated and uncached. Each team rotates its q columns as it loads them; the step's own key (position
+// P.pos, in the last active split) never comes from the cache: the workgroups of that split rotate k in
+// registers and take v from `v`, and row block 0's workgroup of each KV head stores both rows in the
+// caches. No workgroup reads cache row P.pos, so none waits for another's write.
+// Defines: common/rope.wgsl's.
+#include "common/rope.wgsl"
+
+@group(0) @binding(2) var<storage, read_write> cache_k: array<vec4<f32>>;
+@group(0) @binding(3) var<storage, read_write> cache_v: array<vec4<f32>>;
+@group(0) @binding(7) var<storage, read> k: array<vec4<f32>>;
+@group(0) @binding(8) var<storage, read> v: array<vec4<f32>>;
+@group(0) @binding(9) var<storage, read> ff: array<f32>;
+
+// Vec4 column c of the query head at vec4 qb, rotated at position p.
+fn q_col(p: u32, qb: u32, c: u32) -> vec4<f32> {
+  let e = rope_partners(c);
+  return rope_col(p, c, q[qb + c], vec4<f32>(q[qb + e.x / 4u][e.x % 4u], q[qb + e.y / 4u][e.y % 4u],
+                                            q[qb + e.z / 4u][e.z % 4u], q[qb + e.w / 4u][e.w % 4u]));
+}
+
+// Vec4 column c of the step's key head at vec4 kb, rotated at position P.pos.
+fn k_col(kb: u32, c: u32) -> vec4<f32> {
+  let e = rope_partners(c);
+  return rope_col(P.pos, c, k[kb + c], vec4<f32>(k[kb + e.x / 4u][e.x % 4u], k[kb + e.y / 4u][e.y % 4u],
+                                                k[kb + e.z / 4u][e.z % 4u], k[kb + e.w / 4u][e.w % 4u]));
+}
+
+// End of the keys a split ending at ke reads from the cache: all but the step's own.
+fn cache_end(ke: u32) -> u32 { return min(ke, P.pos); }
+
+// The online-softmax state a team starts its split with: in the split holding key P.pos, slice 0's team
+// of each live row starts with that key (score from k rotated in registers, value from v); row block 0's
+// first team writes the rotated k and the v row to cache row P.pos. Elsewhere empty. Call in
+// workgroup-uniform control flow (team_sum4 may hold barriers).
+fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, rb: u32, ke: u32,
+               q0: vec4<f32>, q1: vec4<f32>) -> St {
+  var st = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+  if (ke <= P.pos) { return st; }          // workgroup-uniform: not the last split
+  var k0 = vec4<f32>(0.0);
+  var k1 = vec4<f32>(0.0);
+  if (tl < D4) { k0 = k_col(kvh * D4, tl); }
+  if (NCK > 1u && tl + L < D4) { k1 = k_col(kvh * D4, tl + L); }
+  let s = team_sum4(lane, sgs, vec4<f32>(dot(q0, k0) + dot(q1, k1), 0.0, 0.0, 0.0)).x;
+  let vb = kvh * DV4;
+  if (rb == 0u && team == 0u && rw.live) {
+    let kr = (P.pos * NKV + kvh) * D4;
+    let vr = (P.pos * NKV + kvh) * DV4;
+    if (tl < D4) { cache_k[kr + tl] = k0; }
+    if (NCK > 1u && tl + L < D4) { cache_k[kr + tl + L] = k1; }
+    if (tl < DV4) { cache_v[vr + tl] = v[vb + tl]; }
+    if (NCV > 1u && tl + L < DV4) { cache_v[vr + tl + L] = v[vb + tl + L]; }
+  }
+  if (team < R && rw.live) {
+    st = St(softcap4(vec4<f32>(s)).x, 1.0, v[vb + min(tl, DV4 - 1u)], v[vb + min(tl + L, DV4 - 1u)]);
+  }
+  return st;
+}
