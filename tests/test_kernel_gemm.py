@@ -123,3 +123,17 @@ def test_bad_tiles_are_refused(dev):
         with pytest.raises(DeviceError):
             GemmKernel(dev, 64, 512, 70, "Q4_K", {}, bad)
     assert TileConfig(tm=8, tn=8, bk=16).smem_bytes() == 32768
+
+
+@pytest.mark.parametrize("gemm", [None, dict(tm=4, tn=4, bk=16, splits=3)])
+def test_row_tiles_past_n_tokens_are_skipped(dev, gemm):
+    """A short prompt in a longer prefill plan: rows below n_tokens as in float64, and row tiles wholly at
+    or past n_tokens never written (they keep the NaN poison): their work was skipped, not just masked."""
+    case = matmul_case("Q4_K", 300, 768, 203, bias=True, seed=3)
+    n_tokens = 20
+    got = run_op(case.op, case.inputs, {**case.attrs, **({"gemm": gemm} if gemm else {})}, n_tokens=n_tokens,
+                 in_types=case.in_types, dev=dev)[0]
+    want = case.reference()[0][:n_tokens]
+    assert np.abs(want).max() > 1 and rel_error(got[:n_tokens], want) <= case.tol
+    bm = TileConfig(**{**tile_config(300, 203, 768).__dict__, **(gemm or {})}).tile[0]
+    assert bm < 300 and np.isnan(got[bm:]).all()

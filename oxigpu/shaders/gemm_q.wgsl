@@ -1,7 +1,9 @@
 // Tiled GEMM for prefill: Y[m, n] = sum_k X[m, k] * W[n, k] (+ bias), W raw GGUF blocks.
 // A 256-thread workgroup computes a BM x BN tile; per BK step it dequantizes BN x BK weights (one
 // 8-element chunk per thread) and copies BM x BK of x into workgroup memory, then each thread
-// accumulates a TM x TN micro-tile (rows ty + 16 i, columns tx + 16 j).
+// accumulates a TM x TN micro-tile (rows ty + 16 i, columns tx + 16 j). Row tiles at or past the step's
+// n_tokens (padding) return at once.
+#include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
 #include "quant/{{QUANT}}.wgsl"
 
@@ -19,6 +21,7 @@ var<workgroup> ws: array<f32, BN * (BK + 1u)>;           // [n][k], padded row
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = wid.x * BN;
   let m0 = wid.y * BM;
+  if (m0 >= P.n_tokens) { return; }
   let tx = lid % 16u;
   let ty = lid / 16u;
   let kv4 = D.k / 4u;

@@ -27,6 +27,10 @@
 // elements [z kper, (z + 1) kper) (kper: k / SPLITS rounded up to BK) and writes its raw partial sums to
 // Y = a scratch buffer [SPLITS][m][rows]; gemm_reduce.wgsl adds them up in z order (deterministic) and
 // stores through store().
+//
+// Row tiles at or past the step's n_tokens (P) return at once: a short prompt in a 512-row prefill plan
+// costs its own rows, not the plan's (the rows past n_tokens are padding, which nothing reads).
+#include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
 #include "quant/{{QUANT}}.wgsl"
 // WT_ENABLE: "enable f16;" when WT is f16 (hoisted by the preprocessor), else empty
@@ -143,6 +147,7 @@ fn put_stage(buf: u32, l: u32, st: Stage) {
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = wid.x * BN;
   let m0 = wid.y * BM;
+  if (m0 >= P.n_tokens) { return; }   // padding rows only (uniform per workgroup: no barrier skipped)
   let warp = lid / 32u;
   let lane = lid % 32u;
   let ty = (warp / 2u) * 4u + lane / 8u;

@@ -12,7 +12,7 @@ from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
 from ....errors import DeviceError
-from ..device import Binding, Device, Dispatch
+from ..device import PARAMS_BINDING, Binding, Device, Dispatch
 
 GEMM_BM, GEMM_BN = 32, 64   # must match gemm_q.wgsl
 TILED_MIN_ROWS = 33
@@ -152,10 +152,11 @@ class GemmKernel:
         """Dispatches for one weight row range: ``binds`` as matmul_io.wgsl declares them (1 dims, 2 x,
         3 W, 4 bias, 5 y, 7 res), ``rows`` the range's weight rows."""
         grid = gemm_grid(self.tile, self.m, rows, self.splits)
+        binds = {PARAMS_BINDING: self.dev.params_buffer, **binds}   # n_tokens: padding row tiles exit
         if self.splits == 1:
-            return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, dict(binds)), grid)]
+            return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid)]
         nbytes = 4 * self.splits * self.m * rows
         part = (_scratch(self.dev, nbytes), 0, nbytes)
         gemm = Dispatch(self.pipe, self.dev.bind_group(self.pipe, {**binds, 5: part}), grid)
-        red = {i: binds[i] for i in (1, 4, 5, 7)} | {6: part}
+        red = {i: binds[i] for i in (PARAMS_BINDING, 1, 4, 5, 7)} | {6: part}
         return [gemm, Dispatch(self.reduce, self.dev.bind_group(self.reduce, red), (-(-rows // 256), self.m, 1))]
