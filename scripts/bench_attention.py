@@ -69,12 +69,12 @@ def gpu_time(dev: Device, d: list, n: int) -> float:
     return float(t[1] - t[0]) * 1e-9
 
 
-def time_dispatches(dev: Device, d: list) -> float:
-    """GPU seconds per run of ``d``: median of 3 passes of N copies (~3 ms each), after ~30 ms of the same
-    passes (the host work between cases lets an H100's clock sag within milliseconds)."""
+def time_dispatches(dev: Device, d: list, warm: float = 0.03) -> float:
+    """GPU seconds per run of ``d``: median of 3 passes of N copies (~3 ms each), after ``warm`` seconds of
+    the same passes (the host work between cases lets an H100's clock sag within milliseconds)."""
     once = gpu_time(dev, d, 3) / 3
     t0 = time.perf_counter()
-    while time.perf_counter() - t0 < 0.03:
+    while time.perf_counter() - t0 < warm:
         gpu_time(dev, d, int(min(2000, max(10, 0.005 / max(once, 1e-7)))))
     n = int(min(2000, max(10, 0.003 / max(once, 1e-7))))
     return max(float(np.median([gpu_time(dev, d, n) / n for _ in range(3)])), 1e-9)
@@ -164,7 +164,7 @@ def prefill_bench(dev: Device, args, rows: list) -> None:
                 dev.write_params(Params(pos=pos, n_tokens=T))
                 dev.submit(p.dispatches)
                 err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
-                t = time_dispatches(dev, p.dispatches)
+                t = time_dispatches(dev, p.dispatches, 0.25)
                 name = f"default={p.kernel.cfg.spec}" if tile == "default" else tile
                 line.append(f"{name}: {t * 1e6:7.1f} us {flops / t * 1e-12:5.2f} TFLOP/s (err {err:.1e})")
                 rows.append({"prefill": shape, "T": T, "pos": pos, "tile": name, "us": t * 1e6,
@@ -175,7 +175,7 @@ def prefill_bench(dev: Device, args, rows: list) -> None:
                 dev.write_params(Params(pos=pos, n_tokens=T))
                 dev.submit(ds)
                 err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
-                t = time_dispatches(dev, ds)
+                t = time_dispatches(dev, ds, 0.25)
                 line.append(f"old: {t * 1e6:7.1f} us {flops / t * 1e-12:5.2f} TFLOP/s (err {err:.1e})")
                 rows.append({"prefill": shape, "T": T, "pos": pos, "tile": "old", "us": t * 1e6,
                              "tflops": flops / t * 1e-12, "err": err})

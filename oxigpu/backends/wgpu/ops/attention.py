@@ -129,7 +129,8 @@ class Attention(OpKernel):
         limit = int(self.dev.limits["max-compute-workgroup-storage-size"])
         common = {"D": D, "DV": DV, "G": G, "NH": H, "NKV": Hkv, "T": T, "SCALE": f32_lit(a["scale"]),
                   "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0))}
-        tile = prefill_config(D, DV, limit, a.get("prefill_tile")) if T > 1 and not a.get("n_split") else None
+        tile = prefill_config(D, DV, limit, a.get("prefill_tile"), T * G, Hkv) if T > 1 and not a.get("n_split") \
+            else None
         self.prefill = tile is not None
         self.part = self.counters = None
         if self.prefill:
