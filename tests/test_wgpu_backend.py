@@ -268,3 +268,15 @@ def test_without_a_vulkan_driver(synth_files):
     assert res.stdout.split() == ["numpy", "numpy"]
     warnings = [line for line in res.stderr.splitlines() if "numpy backend" in line]
     assert len(warnings) == 1 and "no usable GPU adapter" in warnings[0], res.stderr
+
+
+@pytest.mark.parametrize("n", [3, 70, 140])
+def test_short_prompt_in_a_long_prefill_plan(dev, synth_files, n):
+    """A prompt far shorter than the prefill plan (the GPU default is 512 rows): the GEMMs skip the row
+    tiles past n_tokens; every real row's logits still agree with numpy's."""
+    model = GGUFFile(synth_files["tiny-llama"])
+    toks = np.asarray(tokens_for(model, n, seed=n), np.int32)
+    plan = compile(build_graph(model, None, 160, 192, "all"))
+    ref = NumpyBackend(model, 192).run(plan, {"tokens": toks}, 0, n)["logits"][:n]
+    assert np.isfinite(ref).all() and ref.std() > 0.05
+    assert rel_err(WgpuBackend(model, 192, dev).run(plan, {"tokens": toks}, 0, n)["logits"][:n], ref) <= REL
