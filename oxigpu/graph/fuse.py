@@ -24,13 +24,14 @@ the same numbers as the unfused one on the numpy backend:
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Callable, Iterable
 
 from .ir import Graph, Node, Value
 
 
 def fuse(graph: Graph) -> Graph:
     """Apply every pattern in order of value; returns ``graph`` with its node list rewritten."""
-    nodes = _multi_matmul(graph.nodes)
+    nodes = _multi_matmul(graph, graph.nodes)
     if graph.T == 1:
         nodes = _norm_prologue(graph, _glu_epilogue(graph, nodes))
     nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
@@ -38,142 +39,127 @@ def fuse(graph: Graph) -> Graph:
     return graph
 
 
-def _readers(nodes: list[Node]) -> dict[Value, list[Node]]:
-    readers: dict[Value, list[Node]] = defaultdict(list)
-    for n in nodes:
-        for v in n.inputs:
-            readers[v].append(n)
-    return readers
+class _View:
+    """Who makes and who reads each value of a node list: what the patterns match on."""
+
+    def __init__(self, graph: Graph, nodes: list[Node]):
+        self.nodes = nodes
+        self.producer = {v: n for n in nodes for v in n.outputs}
+        self.readers: dict[Value, list[Node]] = defaultdict(list)
+        for n in nodes:
+            for v in n.inputs:
+                self.readers[v].append(n)
+        self._outputs = set(graph.outputs.values())
+
+    def made_by(self, v: Value, op: str) -> Node | None:
+        """The node computing ``v`` if it is an ``op``."""
+        n = self.producer.get(v)
+        return n if n is not None and n.op == op else None
+
+    def single_use(self, v: Value) -> bool:
+        """``v`` feeds one node and is no graph output, so a fusion into that node may never write it."""
+        return len(self.readers[v]) == 1 and v not in self._outputs
 
 
-def _multi_matmul(nodes: list[Node]) -> list[Node]:
+_Fused = tuple[Node, Iterable[Node]]   # the fused node, the nodes it absorbs
+_Match = Callable[[Node, _View], _Fused | None]
+_Pass = Callable[[Graph, list[Node]], list[Node]]
+
+
+def _pattern(*ops: str) -> Callable[[_Match], _Pass]:
+    """A pass over a node list from ``match(node, view)``, tried on each node whose op is in ``ops``: where it
+    returns ``(fused, absorbed)``, ``fused`` takes that node's place and ``absorbed`` goes: a pattern must
+    match at a node where every input of the fused node is ready and none of its outputs is read yet."""
+    def make(match: _Match) -> _Pass:
+        def run(graph: Graph, nodes: list[Node]) -> list[Node]:
+            view = _View(graph, nodes)
+            replace: dict[Node, Node] = {}
+            drop: set[Node] = set()
+            for n in nodes:
+                if n.op in ops and (m := match(n, view)) is not None:
+                    replace[n], absorbed = m
+                    drop.update(absorbed)
+            return [replace.get(n, n) for n in nodes if n not in drop]
+        return run
+    return make
+
+
+@_pattern("matmul")
+def _multi_matmul(n: Node, view: _View) -> _Fused | None:
     """Matmuls sharing one input x (all with biases or all without) -> one ``matmul_multi`` at the first."""
-    groups: dict[tuple[Value, bool], list[Node]] = defaultdict(list)
-    for n in nodes:
-        if n.op == "matmul":
-            groups[(n.inputs[0], len(n.inputs) > 2)].append(n)
-    fused: dict[Node, Node | None] = {}
-    for (x, _), mms in groups.items():
-        if len(mms) < 2:
-            continue
-        ins = (x, *(m.inputs[1] for m in mms), *(b for m in mms for b in m.inputs[2:]))
-        node = Node("matmul_multi", ins, tuple(m.outputs[0] for m in mms), {"n_w": len(mms)},
-                    "+".join(m.name for m in mms))
-        fused |= {m: None for m in mms}
-        fused[mms[0]] = node
-    return [fused.get(n, n) for n in nodes if fused.get(n, n) is not None]
+    x, bias = n.inputs[0], len(n.inputs) > 2
+    mms = [m for m in view.readers[x] if m.op == "matmul" and m.inputs[0] is x and (len(m.inputs) > 2) == bias]
+    if len(mms) < 2 or mms[0] is not n:
+        return None
+    ins = (x, *(m.inputs[1] for m in mms), *(b for m in mms for b in m.inputs[2:]))
+    return Node("matmul_multi", ins, tuple(m.outputs[0] for m in mms), {"n_w": len(mms)},
+                "+".join(m.name for m in mms)), mms[1:]
 
 
-def _glu_epilogue(graph: Graph, nodes: list[Node]) -> list[Node]:
+@_pattern("glu")
+def _glu_epilogue(n: Node, view: _View) -> _Fused | None:
     """``glu(gate, up)`` where gate and up are the two outputs of a bias-free ``matmul_multi`` of one
     weight type, read by nothing else -> ``matmul_glu`` at the glu."""
-    readers = _readers(nodes)
-    outputs = set(graph.outputs.values())
-    producer = {v: n for n in nodes for v in n.outputs}
-    drop: set[Node] = set()
-    replace: dict[Node, Node] = {}
-    for n in nodes:
-        mm = producer.get(n.inputs[0]) if n.op == "glu" else None
-        if mm is None or mm.op != "matmul_multi" or len(mm.inputs) != 3 or set(mm.outputs) != set(n.inputs) \
-                or mm.inputs[1].ggml_type != mm.inputs[2].ggml_type \
-                or any(len(readers[v]) != 1 or v in outputs for v in mm.outputs):
-            continue
-        w = dict(zip(mm.outputs, mm.inputs[1:]))
-        replace[n] = Node("matmul_glu", (mm.inputs[0], w[n.inputs[0]], w[n.inputs[1]]), n.outputs,
-                          dict(n.attrs), f"{mm.name}+{n.name}")
-        drop.add(mm)
-    return [replace.get(n, n) for n in nodes if n not in drop]
+    mm = view.made_by(n.inputs[0], "matmul_multi")
+    if mm is None or len(mm.inputs) != 3 or set(mm.outputs) != set(n.inputs) \
+            or mm.inputs[1].ggml_type != mm.inputs[2].ggml_type or not all(map(view.single_use, mm.outputs)):
+        return None
+    w = dict(zip(mm.outputs, mm.inputs[1:]))
+    return Node("matmul_glu", (mm.inputs[0], w[n.inputs[0]], w[n.inputs[1]]), n.outputs, dict(n.attrs),
+                f"{mm.name}+{n.name}"), (mm,)
 
 
-def _norm_prologue(graph: Graph, nodes: list[Node]) -> list[Node]:
+@_pattern("matmul_multi", "matmul_glu")
+def _norm_prologue(n: Node, view: _View) -> _Fused | None:
     """``rms_norm`` (whole rows) whose output only a ``matmul_multi``/``matmul_glu`` reads (as x) -> that
     node with attr ``norm_eps``, the norm's input as x and its weight appended."""
-    readers = _readers(nodes)
-    outputs = set(graph.outputs.values())
-    producer = {v: n for n in nodes for v in n.outputs}
-    drop: set[Node] = set()
-    replace: dict[Node, Node] = {}
-    for n in nodes:
-        if n.op not in ("matmul_multi", "matmul_glu") or "norm_eps" in n.attrs:
-            continue
-        norm = producer.get(n.inputs[0])
-        h = n.inputs[0]
-        if norm is None or norm.op != "rms_norm" or norm.attrs["group"] != h.shape[1] \
-                or len(readers[h]) != 1 or h in outputs:
-            continue
-        replace[n] = Node(n.op, (norm.inputs[0], *n.inputs[1:], norm.inputs[1]), n.outputs,
-                          {**n.attrs, "norm_eps": norm.attrs["eps"]}, f"{norm.name}+{n.name}")
-        drop.add(norm)
-    return [replace.get(n, n) for n in nodes if n not in drop]
+    h = n.inputs[0]
+    norm = view.made_by(h, "rms_norm")
+    if norm is None or "norm_eps" in n.attrs or norm.attrs["group"] != h.shape[1] or not view.single_use(h):
+        return None
+    return Node(n.op, (norm.inputs[0], *n.inputs[1:], norm.inputs[1]), n.outputs,
+                {**n.attrs, "norm_eps": norm.attrs["eps"]}, f"{norm.name}+{n.name}"), (norm,)
 
 
-def _residual_epilogue(graph: Graph, nodes: list[Node]) -> list[Node]:
+@_pattern("add")
+def _residual_epilogue(n: Node, view: _View) -> _Fused | None:
     """``add(r, matmul(h, W))`` whose matmul output feeds only that add -> ``matmul_add`` at the add."""
-    readers = _readers(nodes)
-    outputs = set(graph.outputs.values())
-    producer = {v: n for n in nodes for v in n.outputs}
-    drop: set[Node] = set()
-    replace: dict[Node, Node] = {}
-    for n in nodes:
-        if n.op != "add":
-            continue
-        for mm_val, res in ((n.inputs[1], n.inputs[0]), (n.inputs[0], n.inputs[1])):
-            mm = producer.get(mm_val)
-            if mm is not None and mm.op == "matmul" and mm not in drop and len(readers[mm_val]) == 1 \
-                    and mm_val not in outputs:
-                x, w, *bias = mm.inputs
-                replace[n] = Node("matmul_add", (x, w, res, *bias), n.outputs, {}, f"{mm.name}+{n.name}")
-                drop.add(mm)
-                break
-    return [replace.get(n, n) for n in nodes if n not in drop]
+    for mm_val, res in ((n.inputs[1], n.inputs[0]), (n.inputs[0], n.inputs[1])):
+        mm = view.made_by(mm_val, "matmul")
+        if mm is not None and view.single_use(mm_val):
+            x, w, *bias = mm.inputs
+            return Node("matmul_add", (x, w, res, *bias), n.outputs, {}, f"{mm.name}+{n.name}"), (mm,)
+    return None
 
 
 _ROPE_ATTRS = ("head_dim", "n_rot", "base", "neox", "freq_scale")
 
 
-def _rope_kv_store(graph: Graph, nodes: list[Node]) -> list[Node]:
+@_pattern("kv_store")
+def _rope_kv_store(n: Node, view: _View) -> _Fused | None:
     """``kv_store(rope(k), v)`` plus a ``rope(q)`` with the same settings (q the one attention reads with
     that cache) -> one ``rope_kv_store`` at the kv_store; the rotated k must feed nothing else."""
-    readers = _readers(nodes)
-    outputs = set(graph.outputs.values())
-    producer = {v: n for n in nodes for v in n.outputs}
-    drop: set[Node] = set()
-    replace: dict[Node, Node] = {}
-    for n in nodes:
-        if n.op != "kv_store":
-            continue
-        k_val, v_val, cache_k, cache_v = n.inputs
-        rk = producer.get(k_val)
-        att = [a for a in readers[cache_k] if a.op == "attention"]
-        rq = producer.get(att[0].inputs[0]) if len(att) == 1 else None
-        if rk is None or rq is None or rk.op != "rope" or rq.op != "rope" or len(readers[k_val]) != 1 \
-                or k_val in outputs or rk.inputs[1:] != rq.inputs[1:] \
-                or any(rk.attrs[a] != rq.attrs[a] for a in _ROPE_ATTRS) \
-                or nodes.index(rq) > nodes.index(n):
-            continue
-        attrs = {"n_head": rq.attrs["n_head"], "n_head_kv": rk.attrs["n_head"],
-                 **{a: rk.attrs[a] for a in _ROPE_ATTRS}}
-        ins = (rq.inputs[0], rk.inputs[0], v_val, cache_k, cache_v, *rk.inputs[1:])
-        replace[n] = Node("rope_kv_store", ins, rq.outputs, attrs, f"{rq.name}+{rk.name}+{n.name}")
-        drop |= {rq, rk}
-    return [replace.get(n, n) for n in nodes if n not in drop]
+    k_val, v_val, cache_k, cache_v = n.inputs
+    rk = view.made_by(k_val, "rope")
+    att = [a for a in view.readers[cache_k] if a.op == "attention"]
+    rq = view.made_by(att[0].inputs[0], "rope") if len(att) == 1 else None
+    if rk is None or rq is None or not view.single_use(k_val) or rk.inputs[1:] != rq.inputs[1:] \
+            or any(rk.attrs[a] != rq.attrs[a] for a in _ROPE_ATTRS) \
+            or view.nodes.index(rq) > view.nodes.index(n):
+        return None
+    attrs = {"n_head": rq.attrs["n_head"], "n_head_kv": rk.attrs["n_head"],
+             **{a: rk.attrs[a] for a in _ROPE_ATTRS}}
+    ins = (rq.inputs[0], rk.inputs[0], v_val, cache_k, cache_v, *rk.inputs[1:])
+    return Node("rope_kv_store", ins, rq.outputs, attrs, f"{rq.name}+{rk.name}+{n.name}"), (rq, rk)
 
 
-def _rope_kv_attention(graph: Graph, nodes: list[Node]) -> list[Node]:
+@_pattern("attention")
+def _rope_kv_attention(n: Node, view: _View) -> _Fused | None:
     """``attention(rope_kv_store(q, k, v, K, V), K, V)`` whose rotated q feeds nothing else ->
     ``rope_kv_attention`` at the attention (decode graphs only: its kernel handles one query row)."""
-    readers = _readers(nodes)
-    outputs = set(graph.outputs.values())
-    producer = {v: n for n in nodes for v in n.outputs}
-    drop: set[Node] = set()
-    replace: dict[Node, Node] = {}
-    for n in nodes:
-        rkv = producer.get(n.inputs[0]) if n.op == "attention" else None
-        if rkv is None or rkv.op != "rope_kv_store" or rkv.inputs[3:5] != n.inputs[1:3] \
-                or len(readers[n.inputs[0]]) != 1 or n.inputs[0] in outputs \
-                or any(rkv.attrs[a] != n.attrs[a] for a in ("n_head", "n_head_kv", "head_dim")):
-            continue
-        replace[n] = Node("rope_kv_attention", rkv.inputs, n.outputs, {**rkv.attrs, **n.attrs},
-                          f"{rkv.name}+{n.name}")
-        drop.add(rkv)
-    return [replace.get(n, n) for n in nodes if n not in drop]
+    rkv = view.made_by(n.inputs[0], "rope_kv_store")
+    if rkv is None or rkv.inputs[3:5] != n.inputs[1:3] or not view.single_use(n.inputs[0]) \
+            or any(rkv.attrs[a] != n.attrs[a] for a in ("n_head", "n_head_kv", "head_dim")):
+        return None
+    return Node("rope_kv_attention", rkv.inputs, n.outputs, {**rkv.attrs, **n.attrs},
+                f"{rkv.name}+{n.name}"), (rkv,)
