@@ -16,7 +16,8 @@ import pytest
 from oxigpu.backends import numpy_ops
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import CHECKS, Case, load_kernels, prepare, rel_error, run_op
-from oxigpu.backends.wgpu.ops.attention import attention_case, prefill_tile
+from oxigpu.backends.wgpu.ops.attention import attention_case
+from oxigpu.backends.wgpu.ops.attention_prefill import prefill_config
 from oxigpu.backends.wgpu.ops.embed import table_case
 
 pytestmark = pytest.mark.gpu
@@ -61,7 +62,7 @@ def test_attention_grid(dev, D, H, Hkv, mode):
 def test_attention_prefill_in_16k(dev, D, monkeypatch):
     """WebGPU's minimum 16 KiB of workgroup memory: a smaller flash tile for D = 64, ``main`` for D = 256."""
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 16384)
-    assert (prefill_tile(D, D, 16384) is None) == (D == 256)
+    assert (prefill_config(D, D, 16384) is None) == (D == 256)
     _check(attention_case(f"D={D} 16k", 40, 37, 30, 4, 2, D, 80, window=50, softcap=20.0, seed=D), dev)
 
 

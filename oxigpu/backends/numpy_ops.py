@@ -6,8 +6,9 @@ where the op depends on the step, the step parameters ``pos`` (position of row 0
 (valid rows; rows past it are padding) as keywords, so a caller can always invoke
 ``op(*inputs, **node.attrs, pos=..., n_tokens=...)`` (passing only the step params the op takes).
 All return new float32 arrays, except ``kv_store`` which writes the cache state in place (that is its
-meaning; so do the fused ``rope_kv_store`` and ``rope_kv_attention``). Padded rows come out as zeros where an op would otherwise read out of range (``embed``,
-``attention``); elsewhere they are computed like any row and ignored downstream.
+meaning; so do the fused ``rope_kv_store`` and ``rope_kv_attention``). Padded rows come out as zeros where
+an op would otherwise read out of range (``embed``, ``attention``); elsewhere they are computed like any row
+and ignored downstream.
 """
 from __future__ import annotations
 

@@ -93,25 +93,6 @@ class Dispatch(NamedTuple):
 Binding = Any  # a GPUBuffer, or (buffer, offset, size) for a sub-range
 
 
-def _raw_pass_calls() -> tuple[Any, Any, Any, Any] | None:
-    """wgpu-native's C entry points for the three per-dispatch pass calls, or None if not importable.
-
-    wgpu-py's wrappers cost ~3 us per dispatch (error capture and argument handling) against ~1 us for the
-    bare calls, and a decode step encodes ~130-250 dispatches, so the bare calls halve the host's encode
-    time. Nothing is lost: wgpu-core records a bad command on the pass and the (wrapped) ``finish()`` of
-    the encoder raises it as a GPUValidationError (tests/test_wgpu_device.py).
-    """
-    try:
-        from wgpu.backends.wgpu_native import ffi, lib
-        return (lib.wgpuComputePassEncoderSetPipeline, lib.wgpuComputePassEncoderSetBindGroup,
-                lib.wgpuComputePassEncoderDispatchWorkgroups, ffi.NULL)
-    except (ImportError, AttributeError):   # pragma: no cover - another wgpu-py backend
-        return None
-
-
-_RAW = _raw_pass_calls()
-
-
 def _native_calls() -> tuple[Any, Any, Any, Any] | None:
     """wgpu-native's cffi handles (ffi, raw lib, error-raising lib, string-view decoder), or None."""
     try:
@@ -122,6 +103,16 @@ def _native_calls() -> tuple[Any, Any, Any, Any] | None:
 
 
 _NATIVE = _native_calls()
+
+_RAW = None if _NATIVE is None else (
+    _NATIVE[1].wgpuComputePassEncoderSetPipeline, _NATIVE[1].wgpuComputePassEncoderSetBindGroup,
+    _NATIVE[1].wgpuComputePassEncoderDispatchWorkgroups, _NATIVE[0].NULL)
+"""The bare C calls for the three per-dispatch pass calls (set pipeline, set bind group, dispatch) and NULL.
+
+wgpu-py's wrappers cost ~3 us per dispatch (error capture and argument handling) against ~1 us for the bare
+calls, and a decode step encodes ~130-250 dispatches, so the bare calls halve the host's encode time.
+Nothing is lost: wgpu-core records a bad command on the pass and the (wrapped) ``finish()`` of the encoder
+raises it as a GPUValidationError (tests/test_wgpu_device.py)."""
 
 
 def _shader_root() -> Path:
@@ -405,7 +396,7 @@ class Device:
         batch b+1, and the GPU idled while the host encoded b+2 (0.4-0.8 ms per token on the H100).
         Here the map resolves on this thread by polling for ``index`` alone.
         """
-        if _NATIVE is None or index is None:   # pragma: no cover - another wgpu-py backend
+        if index is None:   # pragma: no cover - another wgpu-py backend (submit_indexed gave None)
             try:
                 buffer.map_sync(1)   # MAP_READ; waits for all submitted work
                 return bytes(buffer.read_mapped(0, nbytes))

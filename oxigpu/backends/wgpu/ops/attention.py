@@ -22,7 +22,7 @@ import numpy as np
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, rng, workgroups_for
-from .attention_prefill import PrefillConfig, prefill_config, prefill_defines
+from .attention_prefill import prefill_config, prefill_defines
 
 DECODE_LANES = 256       # invocations per decode workgroup (rows x key slices x team lanes)
 DECODE_SLICES = 4        # key slices per row the row count is chosen for (fewer rows, more slices)
@@ -37,12 +37,6 @@ about 2 workgroups per SM at long contexts beat 3+ (Llama-8B 32/8 D128, 4161 key
 Per dispatch with these defaults (was: the two-dispatch kernel): Qwen 6.0 / 9.9 us at 65 / 4161 keys
 (34 / 56), Llama-8B 8.2 / 22.8 (28 / 88), Llama-1B 6.1 / 14.4 (22 / 60), Gemma-3 D256 window 512
 8.2 / 8.3 (47 / 48)."""
-
-
-def prefill_tile(d: int, dv: int, limit_bytes: int) -> PrefillConfig | None:
-    """The prefill kernel's tile for head dims d/dv within ``limit_bytes`` of workgroup memory (see
-    attention_prefill.prefill_config); None when none fits: the decode kernel runs prefill then."""
-    return prefill_config(d, dv, limit_bytes)
 
 
 @dataclass(frozen=True)
