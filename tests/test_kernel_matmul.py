@@ -5,14 +5,17 @@ cases in ``ops/matmul.py`` use the same bound). Inputs are random and non-zero, 
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
 
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
 from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS
-from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, TYPES, MatmulMultiKernel, gemv_config, matmul_add_case,
-                                             matmul_case, matmul_multi_case, split_rows)
+from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, NORM_EPS, PIECE_TYPES, Q8X_PIECES, TYPES, MatmulMultiKernel,
+                                             gemv_config, matmul_add_case, matmul_case, matmul_glu_checks,
+                                             matmul_multi_case, q8x_round, split_rows)
 from oxigpu.errors import DeviceError
 from oxigpu.quant import dequantize, get_type, quantize
 
@@ -95,6 +98,72 @@ def test_gemv_pieces(dev, t, piece, v):
     _run(matmul_case(t, 1, k, 37, bias=True, seed=45), dev, {"gemv": {**v, "piece": piece}})
     case = matmul_multi_case((t, t), 1, k, (37, 29), False, seed=46, norm=True)
     _run(case, dev, {**case.attrs, "gemv": {**v, "piece": piece}})
+
+
+# The integer-dot GEMV (q8x): x quantized to int8 per piece. Against its numpy twin (ops/matmul.py
+# q8x_round: the same int8 x, float64 products) the f32 tolerance holds; against the exact float
+# reference the error is that of 8-bit activations (~1e-2 of the largest output on random data).
+def _q8x_case(case, pieces):
+    """``case`` with its reference recomputed from q8x_round's x (one piece per weight)."""
+    x, n_w = case.inputs[0], len(pieces)
+    ws = case.inputs[1:1 + n_w] if case.op != "matmul_add" else case.inputs[1:2]
+    types = case.in_types[1:1 + len(ws)]
+    extra = case.inputs[1 + len(ws):]
+    norm = "norm_eps" in case.attrs
+    xw, rs = x, 1.0
+    if norm:
+        xw = x * extra[-1]
+        rs = 1 / np.sqrt((x.astype(np.float64) ** 2).mean() + NORM_EPS)
+        extra = extra[:-1]
+
+    def reference():
+        ys = [rs * q8x_round(xw, p) @ dequantize(w, get_type(t)).astype(np.float64).T
+              for p, w, t in zip(pieces, ws, types)]
+        if case.op == "matmul_glu":
+            g, u = ys
+            return [g / (1 + np.exp(-g)) * u]
+        if case.op == "matmul_add":
+            return [ys[0] + extra[0] + (extra[1] if len(extra) > 1 else 0)]
+        return [y + (b if extra else 0) for y, b in zip(ys, extra or [0] * len(ys))]
+    return replace(case, reference=reference)
+
+
+_Q8X_SPLITS = [dict(tpr=32, r=8, gpw=4), dict(tpr=64, r=4, gpw=2, u2=True), dict(tpr=64, r=1, gpw=2),
+               dict(tpr=16, r=2, gpw=4, u2=True)]
+
+
+@pytest.mark.parametrize("piece", sorted(Q8X_PIECES))
+@pytest.mark.parametrize("v", range(len(_Q8X_SPLITS)))
+def test_gemv_q8x(dev, piece, v):
+    t = PIECE_TYPES[piece]
+    attrs = {"gemv": {**_Q8X_SPLITS[v], "piece": piece, "q8x": True}}
+    case = matmul_case(t, 1, _cols(t, 2), 37, bias=True, seed=120 + v)
+    _run(_q8x_case(case, [piece]), dev, attrs)
+    assert rel_error(run_op(case.op, case.inputs, attrs, in_types=case.in_types, dev=dev)[0],
+                     case.reference()[0]) < 2e-2      # 8-bit x: near the float result, not equal to it
+    _run(_q8x_case(matmul_add_case(t, 1, _cols(t, 1), 67, bias=True, seed=130 + v), [piece]), dev, attrs)
+
+
+@pytest.mark.parametrize("v", range(len(_Q8X_SPLITS)))
+def test_gemv_q8x_fused(dev, v):
+    """Mixed q/k/v (Q4_K + Q6_K in one dispatch, each slot its own x pieces) and gate+up with the norm."""
+    gv = {**_Q8X_SPLITS[v], "q8x": True}
+    case = matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 1, 1024, (130, 67, 37), True, seed=140 + v, norm=True)
+    assert _run_multi_joined(dev, _q8x_case(case, ["q4_k"] * 2 + ["q6_k"]), (130, 67, 37),
+                             {**case.attrs, "gemv": {**gv, "piece": "q4_k"}}) == 1
+    glu = matmul_glu_checks()[2]                      # Q4_K, silu, norm prologue
+    _run(_q8x_case(glu, ["q4_k"] * 2), dev, {**glu.attrs, "gemv": {**gv, "piece": "q4_k"}})
+
+
+def test_gemv_q8x_choice(dev):
+    """q8x is chosen only where every slot's piece has integer dots; asked for elsewhere, it is refused."""
+    assert gemv_config("Q4_K", 4096, 28672).q8x and not gemv_config("Q8_0", 4096, 28672).q8x
+    assert not gemv_config("Q6_K", 4096, 128256).q8x
+    with pytest.raises(DeviceError, match="unsupported GEMV split"):
+        _run(matmul_case("Q8_0", 1, 640, 37, bias=False), dev, {"gemv": {"q8x": True}})
+    # a Q4_K slot 0 big enough for q8x with a Q8_0 slot 1: float dots for both, still one dispatch
+    case = matmul_multi_case(("Q4_K", "Q8_0"), 1, 1024, (3200, 67), False, seed=150)
+    assert _run_multi_joined(dev, case, (3200, 67)) == 1
 
 
 def test_gemv_piece_type_mismatch(dev):

@@ -12,8 +12,9 @@
 // 1 / sqrt(mean(x^2) + EPS). Each group sums x^2 over the x its lanes load anyway (between them they
 // load every element once), so no pass over x precedes the loop and the normed row is never written.
 // Bias: BIAS here (B for slot 0, B1 for slot 1); the GEMV passes HAS_BIAS false to matmul_io's store.
+// Q8X: x is quantized to int8 per piece and the rows are reduced by integer dots (gemv/q8x_true.wgsl).
 // Defines: QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
-// GLU, ACT, HAS_NORM, EPS, U2 (see ops/matmul.py).
+// GLU, ACT, HAS_NORM, EPS, U2, Q8X (see ops/matmul.py).
 #include "math.wgsl"
 #include "common/matmul_io.wgsl"
 #include "gemv/common.wgsl"
@@ -50,6 +51,8 @@ fn gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
   if (s == 0u) { return {{PIECE0}}_gdot(0u, blk, i, xs); }
   return {{PIECE1}}_gdot(1u, blk, i, xs);
 }
+
+#include "gemv/q8x_{{Q8X}}.wgsl"
 
 // Slot s's rows, bytes per row, first output column (slot 1 only when MIXED).
 fn rows_of(s: u32) -> u32 { return select(D.rows - slot1_rows0(), slot1_rows0(), s == 0u); }
@@ -130,19 +133,21 @@ fn rows_dot(s: u32, c0: u32, gl: u32) -> Partial {
       let xm = xload(s, c * qk(s), j);
       let xs = xl.xs;
       let xt = xm.xs;
+      let ys = xprep(s, xs);
+      let yt = xprep(s, xt);
       ss += xl.ss + xm.ss;
       let o = b * qb(s); let e = c * qb(s);
-      a0 += gdot(s, w0 + o, i, xs) + gdot(s, w0 + e, j, xt);
-      if (R > 1u) { a1 += gdot(s, w1 + o, i, xs) + gdot(s, w1 + e, j, xt); }
+      a0 += rdot(s, w0 + o, i, xs, ys) + rdot(s, w0 + e, j, xt, yt);
+      if (R > 1u) { a1 += rdot(s, w1 + o, i, xs, ys) + rdot(s, w1 + e, j, xt, yt); }
       if (R > 2u) {
-        a2 += gdot(s, w2 + o, i, xs) + gdot(s, w2 + e, j, xt);
-        a3 += gdot(s, w3 + o, i, xs) + gdot(s, w3 + e, j, xt);
+        a2 += rdot(s, w2 + o, i, xs, ys) + rdot(s, w2 + e, j, xt, yt);
+        a3 += rdot(s, w3 + o, i, xs, ys) + rdot(s, w3 + e, j, xt, yt);
       }
       if (R > 4u) {
-        a4 += gdot(s, w4 + o, i, xs) + gdot(s, w4 + e, j, xt);
-        a5 += gdot(s, w5 + o, i, xs) + gdot(s, w5 + e, j, xt);
-        a6 += gdot(s, w6 + o, i, xs) + gdot(s, w6 + e, j, xt);
-        a7 += gdot(s, w7 + o, i, xs) + gdot(s, w7 + e, j, xt);
+        a4 += rdot(s, w4 + o, i, xs, ys) + rdot(s, w4 + e, j, xt, yt);
+        a5 += rdot(s, w5 + o, i, xs, ys) + rdot(s, w5 + e, j, xt, yt);
+        a6 += rdot(s, w6 + o, i, xs, ys) + rdot(s, w6 + e, j, xt, yt);
+        a7 += rdot(s, w7 + o, i, xs, ys) + rdot(s, w7 + e, j, xt, yt);
       }
     }
   }
@@ -151,14 +156,15 @@ fn rows_dot(s: u32, c0: u32, gl: u32) -> Partial {
     let i = p % pp;
     let xl = xload(s, b * qk(s), i);
     let xs = xl.xs;
+    let ys = xprep(s, xs);
     ss += xl.ss;
     let o = b * qb(s);
-    a0 += gdot(s, w0 + o, i, xs);
-    if (R > 1u) { a1 += gdot(s, w1 + o, i, xs); }
-    if (R > 2u) { a2 += gdot(s, w2 + o, i, xs); a3 += gdot(s, w3 + o, i, xs); }
+    a0 += rdot(s, w0 + o, i, xs, ys);
+    if (R > 1u) { a1 += rdot(s, w1 + o, i, xs, ys); }
+    if (R > 2u) { a2 += rdot(s, w2 + o, i, xs, ys); a3 += rdot(s, w3 + o, i, xs, ys); }
     if (R > 4u) {
-      a4 += gdot(s, w4 + o, i, xs); a5 += gdot(s, w5 + o, i, xs);
-      a6 += gdot(s, w6 + o, i, xs); a7 += gdot(s, w7 + o, i, xs);
+      a4 += rdot(s, w4 + o, i, xs, ys); a5 += rdot(s, w5 + o, i, xs, ys);
+      a6 += rdot(s, w6 + o, i, xs, ys); a7 += rdot(s, w7 + o, i, xs, ys);
     }
   }
   return Partial(array<f32, 8>(a0, a1, a2, a3, a4, a5, a6, a7), ss);

@@ -11,6 +11,8 @@
 //   fn <p>_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32
 //                                        dot of piece i of the block at byte `blk` of slot s's weights
 //                                        with xs[0..PX)
+//   fn <p>_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32   (pieces in Q8X_PIECES only)
+//                                        the same dot with x as int8 (xq), by packed 4x8-bit integer dots
 // Pieces read weights only through the slot loads below (wd, wq, lw1, lw2, lw4, h16), with the slot s
 // they were given: s is a constant at every call, so the branch on it folds away.
 // No loop in a piece indexes an array: pieces unroll by hand with `if (PX > n)` on constants. (On the
@@ -53,6 +55,47 @@ fn b2f(w: u32, off: f32) -> vec4<f32> {
 }
 
 fn hsum(v: vec4<f32>) -> f32 { return v.x + v.y + v.z + v.w; }
+
+// x of one piece as int8 for the integer-dot GEMV (Q8X): q[j] packs xs[j] / d rounded (byte 0 = .x),
+// one scale d = max |x| / 127 over the piece's PX vec4s (at most 32 values: the granularity of the
+// q8_1 activations llama.cpp's CUDA GEMV multiplies). Computed once per piece, shared by its R rows;
+// a row then reduces 4 products per dot4I8Packed instead of converting every weight to f32.
+struct XQ { q: array<u32, 8>, d: f32 }
+
+// 1.5 * 2^23 + v rounds v (|v| <= 127) to the nearest integer in the low mantissa bits, in two's
+// complement in the low byte: no float-to-int conversion.
+fn q8pack(v: vec4<f32>, inv: f32) -> u32 {
+  return pack4xI8(bitcast<vec4<i32>>(v * inv + 12582912.0));
+}
+
+fn xquant(xs: XS, n: u32) -> XQ {
+  var a = abs(xs[0]);
+  if (n > 1u) { a = max(a, abs(xs[1])); }
+  if (n > 2u) { a = max(a, max(abs(xs[2]), abs(xs[3]))); }
+  if (n > 4u) { a = max(max(a, max(abs(xs[4]), abs(xs[5]))), max(abs(xs[6]), abs(xs[7]))); }
+  let m = max(max(a.x, a.y), max(a.z, a.w));
+  let inv = select(0.0, 127.0 / m, m > 0.0);
+  var r: XQ;
+  r.d = m * (1.0 / 127.0);
+  r.q[0] = q8pack(xs[0], inv);
+  if (n > 1u) { r.q[1] = q8pack(xs[1], inv); }
+  if (n > 2u) { r.q[2] = q8pack(xs[2], inv); r.q[3] = q8pack(xs[3], inv); }
+  if (n > 4u) {
+    r.q[4] = q8pack(xs[4], inv); r.q[5] = q8pack(xs[5], inv);
+    r.q[6] = q8pack(xs[6], inv); r.q[7] = q8pack(xs[7], inv);
+  }
+  return r;
+}
+
+// The integer dot of 4 bytes of w (values < 128) with 4 int8 of x.
+fn idot(w: u32, x: u32) -> i32 { return dot4I8Packed(w, x); }
+
+// The sum of the int8 x in xq.q[j0 .. j0 + n) (n = 2 or 4; the same for every row, so computed once).
+fn xsum(xq: XQ, j0: u32, n: u32) -> i32 {
+  var t = idot(0x01010101u, xq.q[j0]) + idot(0x01010101u, xq.q[j0 + 1u]);
+  if (n > 2u) { t += idot(0x01010101u, xq.q[j0 + 2u]) + idot(0x01010101u, xq.q[j0 + 3u]); }
+  return t;
+}
 
 // Word loads at a 2-aligned byte address b (blocks of 18, 22, 34, 110, 210 bytes are only 2-aligned).
 // Branch-free: neighbouring blocks differ in alignment, so a branch would diverge inside a warp.

@@ -9,15 +9,30 @@ const q4_k_PX: u32 = 8u;
 
 fn q4_k_gx(i: u32, j: u32) -> u32 { return 64u * (i >> 1u) + 16u * (i & 1u) + 32u * (j >> 2u) + 4u * (j & 3u); }
 
-fn q4_k_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
-  let b4 = blk >> 4u;
-  let sm = kscales(wq(s, b4), i >> 1u);
-  let q = wq(s, b4 + 1u + i);
-  let lo = dot(b2f(q.x & 0x0F0F0F0Fu, 0.0), xs[0]) + dot(b2f(q.y & 0x0F0F0F0Fu, 0.0), xs[1]) +
-           dot(b2f(q.z & 0x0F0F0F0Fu, 0.0), xs[2]) + dot(b2f(q.w & 0x0F0F0F0Fu, 0.0), xs[3]);
-  let hi = dot(b2f((q.x >> 4u) & 0x0F0F0F0Fu, 0.0), xs[4]) + dot(b2f((q.y >> 4u) & 0x0F0F0F0Fu, 0.0), xs[5]) +
-           dot(b2f((q.z >> 4u) & 0x0F0F0F0Fu, 0.0), xs[6]) + dot(b2f((q.w >> 4u) & 0x0F0F0F0Fu, 0.0), xs[7]);
-  let xl = hsum(xs[0] + xs[1] + xs[2] + xs[3]);
-  let xh = hsum(xs[4] + xs[5] + xs[6] + xs[7]);
+// The piece's 16 bytes of qs as low nibbles (elements 0..15 of the piece) and high ones (16..31).
+fn q4_k_nib(s: u32, blk: u32, i: u32) -> array<vec4<u32>, 2> {
+  let q = wq(s, (blk >> 4u) + 1u + i);
+  return array<vec4<u32>, 2>(q & vec4<u32>(0x0F0F0F0Fu), (q >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu));
+}
+
+// d sc * dot - dmin m * sum x for the two sub-blocks, from the dots and the x sums of each.
+fn q4_k_comb(s: u32, blk: u32, i: u32, lo: f32, hi: f32, xl: f32, xh: f32) -> f32 {
+  let sm = kscales(wq(s, blk >> 4u), i >> 1u);
   return sm.x * lo - sm.y * xl + sm.z * hi - sm.w * xh;
+}
+
+fn q4_k_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
+  let q = q4_k_nib(s, blk, i);
+  let lo = dot(b2f(q[0].x, 0.0), xs[0]) + dot(b2f(q[0].y, 0.0), xs[1]) +
+           dot(b2f(q[0].z, 0.0), xs[2]) + dot(b2f(q[0].w, 0.0), xs[3]);
+  let hi = dot(b2f(q[1].x, 0.0), xs[4]) + dot(b2f(q[1].y, 0.0), xs[5]) +
+           dot(b2f(q[1].z, 0.0), xs[6]) + dot(b2f(q[1].w, 0.0), xs[7]);
+  return q4_k_comb(s, blk, i, lo, hi, hsum(xs[0] + xs[1] + xs[2] + xs[3]), hsum(xs[4] + xs[5] + xs[6] + xs[7]));
+}
+
+fn q4_k_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
+  let q = q4_k_nib(s, blk, i);
+  let lo = idot(q[0].x, xq.q[0]) + idot(q[0].y, xq.q[1]) + idot(q[0].z, xq.q[2]) + idot(q[0].w, xq.q[3]);
+  let hi = idot(q[1].x, xq.q[4]) + idot(q[1].y, xq.q[5]) + idot(q[1].z, xq.q[6]) + idot(q[1].w, xq.q[7]);
+  return xq.d * q4_k_comb(s, blk, i, f32(lo), f32(hi), f32(xsum(xq, 0u, 4u)), f32(xsum(xq, 4u, 4u)));
 }
