@@ -103,7 +103,7 @@ def test_gemv_pieces(dev, t, piece, v):
 # The integer-dot GEMV (q8x): x quantized to int8 per piece. Against its numpy twin (ops/matmul.py
 # q8x_round: the same int8 x, float64 products) the f32 tolerance holds; against the exact float
 # reference the error is that of 8-bit activations (~1e-2 of the largest output on random data).
-def _q8x_case(case, pieces):
+def _q8x_case(case, pieces, ppb32=2):
     """``case`` with its reference recomputed from q8x_round's x (one piece per weight)."""
     x, n_w = case.inputs[0], len(pieces)
     ws = case.inputs[1:1 + n_w] if case.op != "matmul_add" else case.inputs[1:2]
@@ -117,7 +117,7 @@ def _q8x_case(case, pieces):
         extra = extra[:-1]
 
     def reference():
-        ys = [rs * q8x_round(xw, p) @ dequantize(w, get_type(t)).astype(np.float64).T
+        ys = [rs * q8x_round(xw, p, ppb32) @ dequantize(w, get_type(t)).astype(np.float64).T
               for p, w, t in zip(pieces, ws, types)]
         if case.op == "matmul_glu":
             g, u = ys
@@ -128,8 +128,8 @@ def _q8x_case(case, pieces):
     return replace(case, reference=reference)
 
 
-_Q8X_SPLITS = [dict(tpr=32, r=8, gpw=4), dict(tpr=64, r=4, gpw=2, u2=True), dict(tpr=64, r=1, gpw=2),
-               dict(tpr=16, r=2, gpw=4, u2=True)]
+_Q8X_SPLITS = [dict(tpr=32, r=8, gpw=4, ppb32=2), dict(tpr=64, r=4, gpw=2, u2=True, ppb32=1),
+               dict(tpr=64, r=1, gpw=2, ppb32=4), dict(tpr=16, r=2, gpw=4, u2=True, ppb32=2)]
 
 
 @pytest.mark.parametrize("piece", sorted(Q8X_PIECES))
@@ -138,10 +138,11 @@ def test_gemv_q8x(dev, piece, v):
     t = PIECE_TYPES[piece]
     attrs = {"gemv": {**_Q8X_SPLITS[v], "piece": piece, "q8x": True}}
     case = matmul_case(t, 1, _cols(t, 2), 37, bias=True, seed=120 + v)
-    _run(_q8x_case(case, [piece]), dev, attrs)
+    _run(_q8x_case(case, [piece], _Q8X_SPLITS[v]["ppb32"]), dev, attrs)
     assert rel_error(run_op(case.op, case.inputs, attrs, in_types=case.in_types, dev=dev)[0],
                      case.reference()[0]) < 2e-2      # 8-bit x: near the float result, not equal to it
-    _run(_q8x_case(matmul_add_case(t, 1, _cols(t, 1), 67, bias=True, seed=130 + v), [piece]), dev, attrs)
+    _run(_q8x_case(matmul_add_case(t, 1, _cols(t, 1), 67, bias=True, seed=130 + v), [piece],
+                   _Q8X_SPLITS[v]["ppb32"]), dev, attrs)
 
 
 @pytest.mark.parametrize("v", range(len(_Q8X_SPLITS)))
@@ -157,12 +158,12 @@ def test_gemv_q8x_fused(dev, v):
 
 def test_gemv_q8x_choice(dev):
     """q8x is chosen only where every slot's piece has integer dots; asked for elsewhere, it is refused."""
-    assert gemv_config("Q4_K", 4096, 28672).q8x and not gemv_config("Q8_0", 4096, 28672).q8x
-    assert not gemv_config("Q6_K", 4096, 128256).q8x
+    assert all(gemv_config(t, 4096, n).q8x for t in ("Q4_K", "Q6_K", "Q8_0", "Q5_0") for n in (4096, 128256))
+    assert not gemv_config("Q4_K", 896, 1152).q8x and not gemv_config("Q5_K", 4096, 4096).q8x
     with pytest.raises(DeviceError, match="unsupported GEMV split"):
-        _run(matmul_case("Q8_0", 1, 640, 37, bias=False), dev, {"gemv": {"q8x": True}})
-    # a Q4_K slot 0 big enough for q8x with a Q8_0 slot 1: float dots for both, still one dispatch
-    case = matmul_multi_case(("Q4_K", "Q8_0"), 1, 1024, (3200, 67), False, seed=150)
+        _run(matmul_case("Q5_K", 1, 512, 37, bias=False), dev, {"gemv": {"q8x": True}})
+    # a Q4_K slot 0 big enough for q8x with an F16 slot 1 (float pieces only): float dots for both
+    case = matmul_multi_case(("Q4_K", "F16"), 1, 1024, (3200, 67), False, seed=150)
     assert _run_multi_joined(dev, case, (3200, 67)) == 1
 
 

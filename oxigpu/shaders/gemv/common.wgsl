@@ -87,13 +87,19 @@ fn xquant(xs: XS, n: u32) -> XQ {
   return r;
 }
 
-// The integer dot of 4 bytes of w (values < 128) with 4 int8 of x.
+// The integer dot of the 4 bytes of w (as int8: unsigned pieces keep values < 128) with 4 int8 of x.
 fn idot(w: u32, x: u32) -> i32 { return dot4I8Packed(w, x); }
 
-// The sum of the int8 x in xq.q[j0 .. j0 + n) (n = 2 or 4; the same for every row, so computed once).
+// The sum of the int8 x in xq.q[j0 .. j0 + n) (n = 1, 2, 4 or 8; the same for every row, so the
+// compiler computes it once per piece): offset-coded weights (q - 8, q - 32) subtract it times the offset.
 fn xsum(xq: XQ, j0: u32, n: u32) -> i32 {
-  var t = idot(0x01010101u, xq.q[j0]) + idot(0x01010101u, xq.q[j0 + 1u]);
+  var t = idot(0x01010101u, xq.q[j0]);
+  if (n > 1u) { t += idot(0x01010101u, xq.q[j0 + 1u]); }
   if (n > 2u) { t += idot(0x01010101u, xq.q[j0 + 2u]) + idot(0x01010101u, xq.q[j0 + 3u]); }
+  if (n > 4u) {
+    t += idot(0x01010101u, xq.q[j0 + 4u]) + idot(0x01010101u, xq.q[j0 + 5u]) +
+         idot(0x01010101u, xq.q[j0 + 6u]) + idot(0x01010101u, xq.q[j0 + 7u]);
+  }
   return t;
 }
 

@@ -23,3 +23,21 @@ fn q4_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
   if (QW > 2u) { t += q4_0_dot4(lw1(s, q + 8u), xs[2], xs[QW + 2u]) + q4_0_dot4(lw1(s, q + 12u), xs[3], xs[QW + 3u]); }
   return h16(s, blk) * t;
 }
+
+// Low nibbles against xq.q[0..QW), high ones against xq.q[QW..2 QW); the -8 offset via the x sum.
+fn q4_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
+  const QW = q4_0_QW;
+  let q = blk + 2u + 4u * QW * i;
+  let w0 = lw1(s, q);
+  var t = idot(w0 & 0x0F0F0F0Fu, xq.q[0]) + idot((w0 >> 4u) & 0x0F0F0F0Fu, xq.q[QW]);
+  if (QW > 1u) {
+    let w1 = lw1(s, q + 4u);
+    t += idot(w1 & 0x0F0F0F0Fu, xq.q[1]) + idot((w1 >> 4u) & 0x0F0F0F0Fu, xq.q[QW + 1u]);
+  }
+  if (QW > 2u) {
+    let w2 = lw1(s, q + 8u); let w3 = lw1(s, q + 12u);
+    t += idot(w2 & 0x0F0F0F0Fu, xq.q[2]) + idot((w2 >> 4u) & 0x0F0F0F0Fu, xq.q[QW + 2u]) +
+         idot(w3 & 0x0F0F0F0Fu, xq.q[3]) + idot((w3 >> 4u) & 0x0F0F0F0Fu, xq.q[QW + 3u]);
+  }
+  return h16(s, blk) * xq.d * f32(t - 8 * xsum(xq, 0u, 2u * QW));
+}

@@ -10,11 +10,15 @@ fn q5_0_gx(i: u32, j: u32) -> u32 {
   return select(16u, 0u, j < q5_0_QW) + 4u * (q5_0_QW * i + j % q5_0_QW);
 }
 
-// Word w of qs holds elements e .. e + 3 (low nibbles) and e + 16 .. e + 19 (high).
+// Word w of qs holds elements e .. e + 3 (low nibbles) and e + 16 .. e + 19 (high): their 5-bit values.
+fn q5_0_bytes(w: u32, qh: u32, e: u32) -> vec2<u32> {
+  return vec2<u32>((w & 0x0F0F0F0Fu) | (spread4((qh >> e) & 0xFu) << 4u),
+                   ((w >> 4u) & 0x0F0F0F0Fu) | (spread4((qh >> (e + 16u)) & 0xFu) << 4u));
+}
+
 fn q5_0_dot4(w: u32, qh: u32, e: u32, xl: vec4<f32>, xh: vec4<f32>) -> f32 {
-  let lo = (w & 0x0F0F0F0Fu) | (spread4((qh >> e) & 0xFu) << 4u);
-  let hi = ((w >> 4u) & 0x0F0F0F0Fu) | (spread4((qh >> (e + 16u)) & 0xFu) << 4u);
-  return dot(b2f(lo, 16.0), xl) + dot(b2f(hi, 16.0), xh);
+  let v = q5_0_bytes(w, qh, e);
+  return dot(b2f(v.x, 16.0), xl) + dot(b2f(v.y, 16.0), xh);
 }
 
 fn q5_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
@@ -29,4 +33,24 @@ fn q5_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
          q5_0_dot4(lw1(s, q + 12u), qh, e + 12u, xs[3], xs[QW + 3u]);
   }
   return h16(s, blk) * t;
+}
+
+fn q5_0_idot4(w: u32, qh: u32, e: u32, xl: u32, xh: u32) -> i32 {
+  let v = q5_0_bytes(w, qh, e);
+  return idot(v.x, xl) + idot(v.y, xh);
+}
+
+// As gdot, on int8 x; the -16 offset via the x sum.
+fn q5_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
+  const QW = q5_0_QW;
+  let qh = lw1(s, blk + 2u);
+  let q = blk + 6u + 4u * QW * i;
+  let e = 4u * QW * i;
+  var t = q5_0_idot4(lw1(s, q), qh, e, xq.q[0], xq.q[QW]);
+  if (QW > 1u) { t += q5_0_idot4(lw1(s, q + 4u), qh, e + 4u, xq.q[1], xq.q[QW + 1u]); }
+  if (QW > 2u) {
+    t += q5_0_idot4(lw1(s, q + 8u), qh, e + 8u, xq.q[2], xq.q[QW + 2u]) +
+         q5_0_idot4(lw1(s, q + 12u), qh, e + 12u, xq.q[3], xq.q[QW + 3u]);
+  }
+  return h16(s, blk) * xq.d * f32(t - 16 * xsum(xq, 0u, 2u * QW));
 }

@@ -38,21 +38,26 @@ PIECE_TYPES = {"f32": "F32", "f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q5_0
                "q4_k": "Q4_K", "q4_k2": "Q4_K", "q6_k": "Q6_K"}
 """Every specialized piece file and the type it reads (variants included); dq8 reads any type."""
 
-Q8X_PIECES = {"q4_k": lambda r: 2 * (r // 64) + r % 32 // 16,
-              "q4_k2": lambda r: 4 * (r // 64) + r % 32 // 8,
-              "q6_k": lambda r: 4 * (r // 128) + r % 32 // 8}
+Q8X_PIECES = {"q4_k": lambda r, p: 2 * (r // 64) + r % 32 // 16,
+              "q4_k2": lambda r, p: 4 * (r // 64) + r % 32 // 8,
+              "q6_k": lambda r, p: 4 * (r // 128) + r % 32 // 8,
+              "q8_0": lambda r, p: r // 32 * p + r % 32 // (32 // p),
+              "q4_0": lambda r, p: r // 32 * p + r % 16 // (16 // p),
+              "q5_0": lambda r, p: r // 32 * p + r % 16 // (16 // p)}
 """Piece files with an integer-dot form (``<piece>_qdot``: x quantized to int8 per piece), and the piece
-(x quantization group) of element r of a 256-block, from the piece file's ``gx``."""
+(x quantization group) of element r of a 256-block with p = PPB32 pieces per 32-block, from the piece
+file's ``gx``."""
 
 
-def q8x_round(x: np.ndarray, piece: str) -> np.ndarray:
+def q8x_round(x: np.ndarray, piece: str, ppb32: int = 2) -> np.ndarray:
     """The numpy twin of the q8x GEMV's x (gemv/common.wgsl ``xquant``), float64: each piece's values
     rounded to the nearest multiple of d = max |x| / 127 over the piece (x * (127 / max) rounded once,
     as the shader's fused multiply-add does; ties to even)."""
     x = np.asarray(x, np.float32)
     e = np.arange(x.shape[-1])
-    order = np.argsort(e // 256 * 64 + Q8X_PIECES[piece](e % 256), kind="stable")
-    per = 256 // (int(Q8X_PIECES[piece](np.arange(256)).max()) + 1)      # values per piece
+    group = Q8X_PIECES[piece]
+    order = np.argsort(e // 256 * 64 + group(e % 256, ppb32), kind="stable")
+    per = 256 // (int(group(np.arange(256), ppb32).max()) + 1)      # values per piece
     g = x[..., order].reshape(*x.shape[:-1], -1, per)
     m = np.abs(g).max(axis=-1, keepdims=True)
     inv = np.divide(np.float32(127), m, out=np.zeros_like(m), where=m > 0)
@@ -92,42 +97,37 @@ def gemv_config(qtype: str, k: int, n: int) -> GemvConfig:
     weights under the 50 MB L2 stay cached between its back-to-back copies, so it favours splits that
     are fast on cached data) and the per-node profile of a real decode step (`oxigpu bench --profile`,
     weights from HBM), which decides where they disagree. What was not measured is said so.
-    - n >= 8192 (8B gate+up 2 x 14336, LM heads; Qwen gate+up 2 x 4864): 32 lanes per group of R = 4
-      rows. Two pieces per loop step (u2) for Q4_K only: isolated 8B gate+up 58.3 -> 55.3 us (66 MB, over
-      the L2); in the step it moved 65.6 -> 67.8 us together with the in-loop norm, not separable with the
-      device time left. u2 hurts the Q6_K and Q8_0 LM heads (224 -> 243, 94 -> 120 us).
-    - 3200 <= n < 8192 (8B q/k/v, attn_output, ffn_down: 4096-6144 rows): 64 lanes per group. Q4_K keeps
-      the earlier rule (R = 4 for rows of >= 256 pieces, else 32 lanes and R = 2, no u2): in the step,
-      64 lanes with R = 4 and u2 made 4096x4096 17.1 -> 22.1 us and 4096x14336 36.5 -> 39.4 us, although
-      isolated (cached) they were faster. Other types R = 2 (Q6_K 4096x14336 in the step 44.0 -> 39.3
-      us); types other than Q4_K/Q6_K are not measured at these shapes (no model here has them).
+    - Integer dots (q8x: x as int8 per piece) wherever n >= 3200 and the piece has them. Q4_K/Q6_K,
+      isolated (`bench_gemv.py --sweep q8x`): 8B gate+up 51.3 -> 43.5 us with R = 8 (q8x alone: 50.0);
+      q/k/v (Q4_K+Q6_K) 22.5 -> 18.3 and ffn_down Q4_K 4096x14336 26.4 -> 22.3 with 64 lanes, R = 4 and
+      u2 on long rows; ffn_down Q6_K 29.4 -> 27.3 with R = 2; the Q6_K LM head 224.5 -> 176.4 us with u2.
+      In the 8B step (before the LM-head and Q6_K R = 2 rules) tg128 went 222 -> 248 tok/s, gate+up
+      61.3 -> 49.9 us; the 1B's gate+up 38.2 -> 25.2 us. Q8_0/Q4_0/Q5_0 keep their float splits with q8x
+      (an integer dot is one instruction per 4 weights against ~10 float ones): not measured alone.
+    - Float dots, n >= 8192: 32 lanes per group of R = 4 rows (u2 hurt the Q8_0 LM head, 94 -> 120 us).
+    - Float dots, 3200 <= n < 8192: 64 lanes per group, R = 2.
     - n < 3200 (Qwen q/k/v 1152 rows, attn_output and ffn_down 896): one row per group of 64 lanes (the
       rows are few, so more lanes per row keep more SMs busy; in the step Q6_K 896x4864 12.9 -> 10.6 us,
       Q5_0 896x896 7.8 -> 7.4); Q4_K takes the two-word piece q4_k2 with u2 (896x4864 11.7 -> 10.5 us).
-    Float rows (F32/F16/BF16) keep the earlier rule (one row per group), not re-measured with warm clocks.
-    - Integer dots (q8x) for Q4_K/Q6_K at 3200 <= n < 65536 (the 8B's projections, the 1B's gate+up),
-      isolated: 8B gate+up 51.3 -> 43.5 us with R = 8 (q8x with the old split: 50.0), q/k/v (Q4_K+Q6_K)
-      22.5 -> 18.3 and ffn_down (Q4_K, 4096x14336) 26.4 -> 22.3 with 64 lanes, R = 4, and u2 for the
-      long rows. LM heads (n >= 65536) keep float dots: not measured with q8x.
+    - Float rows (F32/F16/BF16): one row per group, not re-measured with warm clocks.
     """
     piece = GEMV_PIECES.get(qtype, "dq8")
     if qtype in ("F32", "F16", "BF16"):
         tpr = 32 if n >= 2048 else 64
         return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece)
-    q4k = qtype == "Q4_K"
-    if piece in Q8X_PIECES and 3200 <= n < 65536:
+    if n < 3200:
+        q4k = qtype == "Q4_K"
+        return GemvConfig(tpr=64, r=1, gpw=2, piece="q4_k2" if q4k else piece, ppb32=2, u2=q4k)
+    q8x = piece in Q8X_PIECES
+    if qtype in ("Q4_K", "Q6_K"):
+        if n >= 65536:
+            return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, u2=True, q8x=True)
         if n >= 8192:
             return GemvConfig(tpr=32, r=8, gpw=4, piece=piece, q8x=True)
-        return GemvConfig(tpr=64, r=4, gpw=2, piece=piece, u2=k >= 8192, q8x=True)
+        return GemvConfig(tpr=64, r=2 if qtype == "Q6_K" else 4, gpw=2, piece=piece, u2=k >= 8192, q8x=True)
     if n >= 8192:
-        return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, u2=q4k)
-    if n >= 3200:
-        if q4k:
-            long_rows = k // 256 * 8 >= 256
-            return GemvConfig(tpr=64 if long_rows else 32, r=4 if long_rows else 2, gpw=2 if long_rows else 4,
-                              piece=piece, ppb32=2)
-        return GemvConfig(tpr=64, r=2, gpw=2, piece=piece, ppb32=2)
-    return GemvConfig(tpr=64, r=1, gpw=2, piece="q4_k2" if q4k else piece, ppb32=2, u2=q4k)
+        return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, q8x=q8x)
+    return GemvConfig(tpr=64, r=2, gpw=2, piece=piece, ppb32=2, q8x=q8x)
 
 
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
