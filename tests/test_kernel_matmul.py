@@ -12,6 +12,7 @@ import pytest
 
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
+from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS
 from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, NORM_EPS, PIECE_TYPES, Q8X_PIECES, TYPES, MatmulMultiKernel,
                                              gemv_config, matmul_add_case, matmul_case, matmul_glu_checks,
                                              matmul_multi_case, q8x_round, split_rows)
@@ -46,7 +47,26 @@ def test_gemv_without_subgroups(dev, t, monkeypatch):
     _run(matmul_case(t, 1, _cols(t, 1), 130, bias=True, seed=7), dev)
 
 
-# The register-tiled prefill GEMM (m >= TILED_MIN_ROWS, f16 or f32 math): tests/test_kernel_gemm.py.
+# The register-tiled prefill GEMM (m >= TILED_MIN_ROWS): partial 64x128 tiles in both dimensions, k
+# not a multiple of its 32-element step (F32/F16 at k = 200); F16 weights in f16 tiles and (forced) in f32.
+@pytest.mark.parametrize("t", TYPES)
+def test_tiled_gemm_every_type(dev, t):
+    _run(matmul_case(t, 70, _cols(t, 1), 130, bias=True, seed=60), dev)
+
+
+@pytest.mark.parametrize("t,k", [("F16", 200), ("F32", 200)])
+def test_tiled_gemm_f32_tiles(dev, t, k, monkeypatch):
+    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=61), dev)
+    monkeypatch.setattr(Device, "has_f16", property(lambda self: False))
+    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=61), dev)
+
+
+def test_tiled_gemm_epilogues(dev):
+    """Residual and multi-output stores, and a binding split, through the tiled kernel."""
+    _run(matmul_add_case("Q6_K", 65, 1024, 129, bias=True, seed=62), dev)
+    _run(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 40, 1024, (70, 130, 67), True, seed=63), dev)
+    with dev.binding_limit(20000):
+        _run(matmul_case("Q8_0", 64, 640, 203, bias=True, seed=64), dev)
 
 
 # GEMV splits: lanes per group (TPR), rows per group (R), groups per workgroup (GPW), pieces per

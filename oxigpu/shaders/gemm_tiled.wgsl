@@ -8,19 +8,13 @@
 // and 8 distinct 16-byte slots.
 //
 // Each BK step (16 or 32) dequantizes the BN x BK weights once (8-element chunks, BK / 8 threads per row,
-// so a warp reads few rows) and copies BM x BK of x, both stored k-major in workgroup memory in the math
-// type MT. Those transposing stores would hit one bank per k row; the 16-byte slot of k row kk
+// so a warp reads few rows) and copies BM x BK of x, both stored k-major in workgroup memory: ws as WT
+// (f32; f16 only on request, for F16 weights, which it holds exactly), xs as f32, so results match the
+// f32 numpy backend. Those transposing stores would hit one bank per k row; the 16-byte slot of k row kk
 // is XOR-swizzled by a constant of kk (sw, sx below: 0..7, so vec4 reads stay whole and conflict-free),
 // which spreads each store over all 32 banks. Workgroup memory is double buffered: step t computes from
-// buffer t % 2 while step t + 1's tiles go into the other, one barrier per step.
+// buffer t % 2 while step t + 1's tiles go into the other, one barrier per step. Accumulation is f32.
 //
-// Math (MT): f32 (results match the f32 numpy backend), or f16 where the adapter has shader-f16: x and W
-// rounded to f16 in the tiles, vec4<f16> multiply-adds (packed HFMA2 on NVIDIA: twice the f32 rate, half
-// the workgroup-memory bytes per FMA) into f16 step accumulators h, which are added into f32 accumulators c
-// and cleared every FLUSH steps (FLUSH BK products each), so f16 rounding never compounds past one flush:
-// |y - x.w| <= ((FLUSH BK + 2) 2^-11 + k 2^-24) sum_k |x_k w_k| + k 2^-25 (two f16 roundings of the
-// inputs, at most FLUSH BK f16 additions per partial sum, f32 additions of the partial sums, subnormal
-// products; tests/test_kernel_gemm.py checks it element-wise). x beyond f16's range (65504) overflows.
 // Who loads: with NL loader threads (128 or 256; the default 256) the workgroup has 256 + NL threads and
 // the loaders alone touch global memory: during step t they store step t + 1's tiles (loaded during step
 // t - 1, held in registers) and then issue step t + 2's loads, so a load's latency and its dequantization
@@ -39,12 +33,10 @@
 #include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
 #include "quant/{{QUANT}}.wgsl"
-// MT_ENABLE: "enable f16;" when MT is f16 (hoisted by the preprocessor), else empty
-{{MT_ENABLE}}
+// WT_ENABLE: "enable f16;" when WT is f16 (hoisted by the preprocessor), else empty
+{{WT_ENABLE}}
 
-alias MT = {{MT}};
-const MIXED: bool = {{MIXED}};    // MT is f16: flush h into the f32 accumulators c every FLUSH steps
-const FLUSH: u32 = {{FLUSH}}u;
+alias WT = {{WT}};
 
 const TM: u32 = {{TM}}u;
 const TN: u32 = {{TN}}u;
@@ -62,8 +54,8 @@ const NXC: u32 = BM * LX;         // x vec4s per tile (<= 512)
 const XS: u32 = BK * BM / 4u;     // vec4 slots of one x buffer: [k][m / 4]
 const WS: u32 = BK * BN / 4u;     // vec4 slots of one weight buffer: [k][n / 4]
 
-var<workgroup> xs: array<vec4<MT>, 2u * XS>;
-var<workgroup> ws: array<vec4<MT>, 2u * WS>;
+var<workgroup> xs: array<vec4<f32>, 2u * XS>;
+var<workgroup> ws: array<vec4<WT>, 2u * WS>;
 
 // Slot swizzles of k row kk (0 .. BK-1): a store instruction's lanes cover 32 / L rows of one chunk
 // column, i.e. 8 / L slots, and the L chunk columns move to disjoint slot groups.
@@ -86,8 +78,8 @@ fn put_w(buf: u32, c: u32, v: V8) {
   let base = buf * WS + kc * 8u * (BN / 4u) + ((n / 4u) ^ (kc * (8u / LW)));
   let j = n % 4u;
   for (var e = 0u; e < 4u; e++) {
-    ws[base + e * (BN / 4u)][j] = MT(v.a[e]);
-    ws[base + (4u + e) * (BN / 4u)][j] = MT(v.b[e]);
+    ws[base + e * (BN / 4u)][j] = WT(v.a[e]);
+    ws[base + (4u + e) * (BN / 4u)][j] = WT(v.b[e]);
   }
 }
 
@@ -104,7 +96,7 @@ fn put_x(buf: u32, c: u32, v: vec4<f32>) {
   let kq = c % LX;
   let base = buf * XS + kq * 4u * (BM / 4u) + ((m / 4u) ^ (kq * (8u / LX)));
   let j = m % 4u;
-  for (var e = 0u; e < 4u; e++) { xs[base + e * (BM / 4u)][j] = MT(v[e]); }
+  for (var e = 0u; e < 4u; e++) { xs[base + e * (BM / 4u)][j] = v[e]; }
 }
 
 // Column n (of this chunk's rows) of row m: through store(), or as split z's partial sum.
@@ -160,17 +152,16 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let lane = lid % 32u;
   let ty = (warp / 2u) * 4u + lane / 8u;
   let tx = (warp % 2u) * 8u + lane % 8u;
-  // h<r>_<b> (MT) and c<r>_<b> (f32): row 4 ty + r (r < 4) or 64 + 4 ty + r - 4, columns 4 tx + 64 b ..;
-  // named, not arrays, so they stay in registers. With TM or TN 4 the second halves are dead code, and in
-  // f32 math (MIXED false) h accumulates all of k and c is dead code.
-  var h0_0 = vec4<MT>(0.0); var h0_1 = vec4<MT>(0.0); var c0_0 = vec4<f32>(0.0); var c0_1 = vec4<f32>(0.0);
-  var h1_0 = vec4<MT>(0.0); var h1_1 = vec4<MT>(0.0); var c1_0 = vec4<f32>(0.0); var c1_1 = vec4<f32>(0.0);
-  var h2_0 = vec4<MT>(0.0); var h2_1 = vec4<MT>(0.0); var c2_0 = vec4<f32>(0.0); var c2_1 = vec4<f32>(0.0);
-  var h3_0 = vec4<MT>(0.0); var h3_1 = vec4<MT>(0.0); var c3_0 = vec4<f32>(0.0); var c3_1 = vec4<f32>(0.0);
-  var h4_0 = vec4<MT>(0.0); var h4_1 = vec4<MT>(0.0); var c4_0 = vec4<f32>(0.0); var c4_1 = vec4<f32>(0.0);
-  var h5_0 = vec4<MT>(0.0); var h5_1 = vec4<MT>(0.0); var c5_0 = vec4<f32>(0.0); var c5_1 = vec4<f32>(0.0);
-  var h6_0 = vec4<MT>(0.0); var h6_1 = vec4<MT>(0.0); var c6_0 = vec4<f32>(0.0); var c6_1 = vec4<f32>(0.0);
-  var h7_0 = vec4<MT>(0.0); var h7_1 = vec4<MT>(0.0); var c7_0 = vec4<f32>(0.0); var c7_1 = vec4<f32>(0.0);
+  // c<r>_<b>: row 4 ty + r (r < 4) or 64 + 4 ty + r - 4, columns 4 tx + 64 b ..; named, not an array, so
+  // they stay in registers. With TM or TN 4 the second halves are dead code.
+  var c0_0 = vec4<f32>(0.0); var c0_1 = vec4<f32>(0.0);
+  var c1_0 = vec4<f32>(0.0); var c1_1 = vec4<f32>(0.0);
+  var c2_0 = vec4<f32>(0.0); var c2_1 = vec4<f32>(0.0);
+  var c3_0 = vec4<f32>(0.0); var c3_1 = vec4<f32>(0.0);
+  var c4_0 = vec4<f32>(0.0); var c4_1 = vec4<f32>(0.0);
+  var c5_0 = vec4<f32>(0.0); var c5_1 = vec4<f32>(0.0);
+  var c6_0 = vec4<f32>(0.0); var c6_1 = vec4<f32>(0.0);
+  var c7_0 = vec4<f32>(0.0); var c7_1 = vec4<f32>(0.0);
 
   var kbeg = 0u;
   var kend = D.k;
@@ -220,26 +211,16 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         let wo = wb + kk * (BN / 4u) + (tx ^ sw(kk));
         let x0 = xs[xo];
         let x1 = xs[select(xo, xo + 16u, TM == 8u)];
-        let w0 = ws[wo];
-        let w1 = ws[select(wo, wo + 16u, TN == 8u)];
-        h0_0 += x0.x * w0; h0_1 += x0.x * w1;
-        h1_0 += x0.y * w0; h1_1 += x0.y * w1;
-        h2_0 += x0.z * w0; h2_1 += x0.z * w1;
-        h3_0 += x0.w * w0; h3_1 += x0.w * w1;
-        h4_0 += x1.x * w0; h4_1 += x1.x * w1;
-        h5_0 += x1.y * w0; h5_1 += x1.y * w1;
-        h6_0 += x1.z * w0; h6_1 += x1.z * w1;
-        h7_0 += x1.w * w0; h7_1 += x1.w * w1;
-      }
-      if (MIXED && (t % FLUSH == FLUSH - 1u || t + 1u == steps)) {
-        c0_0 += vec4<f32>(h0_0); c0_1 += vec4<f32>(h0_1); h0_0 = vec4<MT>(0.0); h0_1 = vec4<MT>(0.0);
-        c1_0 += vec4<f32>(h1_0); c1_1 += vec4<f32>(h1_1); h1_0 = vec4<MT>(0.0); h1_1 = vec4<MT>(0.0);
-        c2_0 += vec4<f32>(h2_0); c2_1 += vec4<f32>(h2_1); h2_0 = vec4<MT>(0.0); h2_1 = vec4<MT>(0.0);
-        c3_0 += vec4<f32>(h3_0); c3_1 += vec4<f32>(h3_1); h3_0 = vec4<MT>(0.0); h3_1 = vec4<MT>(0.0);
-        c4_0 += vec4<f32>(h4_0); c4_1 += vec4<f32>(h4_1); h4_0 = vec4<MT>(0.0); h4_1 = vec4<MT>(0.0);
-        c5_0 += vec4<f32>(h5_0); c5_1 += vec4<f32>(h5_1); h5_0 = vec4<MT>(0.0); h5_1 = vec4<MT>(0.0);
-        c6_0 += vec4<f32>(h6_0); c6_1 += vec4<f32>(h6_1); h6_0 = vec4<MT>(0.0); h6_1 = vec4<MT>(0.0);
-        c7_0 += vec4<f32>(h7_0); c7_1 += vec4<f32>(h7_1); h7_0 = vec4<MT>(0.0); h7_1 = vec4<MT>(0.0);
+        let w0 = vec4<f32>(ws[wo]);
+        let w1 = vec4<f32>(ws[select(wo, wo + 16u, TN == 8u)]);
+        c0_0 += x0.x * w0; c0_1 += x0.x * w1;
+        c1_0 += x0.y * w0; c1_1 += x0.y * w1;
+        c2_0 += x0.z * w0; c2_1 += x0.z * w1;
+        c3_0 += x0.w * w0; c3_1 += x0.w * w1;
+        c4_0 += x1.x * w0; c4_1 += x1.x * w1;
+        c5_0 += x1.y * w0; c5_1 += x1.y * w1;
+        c6_0 += x1.z * w0; c6_1 += x1.z * w1;
+        c7_0 += x1.w * w0; c7_1 += x1.w * w1;
       }
       if (NL == 0u && more) {   // buffer nb was last read in step t - 1, before the last barrier
         if (lid < NWC) { put_w(nb, lid, pw); }
@@ -253,16 +234,6 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let m = m0 + 4u * ty;
   let n = n0 + 4u * tx;
   let z = wid.z;
-  if (!MIXED) {   // f32 math: h holds the sums
-    c0_0 = vec4<f32>(h0_0); c0_1 = vec4<f32>(h0_1);
-    c1_0 = vec4<f32>(h1_0); c1_1 = vec4<f32>(h1_1);
-    c2_0 = vec4<f32>(h2_0); c2_1 = vec4<f32>(h2_1);
-    c3_0 = vec4<f32>(h3_0); c3_1 = vec4<f32>(h3_1);
-    c4_0 = vec4<f32>(h4_0); c4_1 = vec4<f32>(h4_1);
-    c5_0 = vec4<f32>(h5_0); c5_1 = vec4<f32>(h5_1);
-    c6_0 = vec4<f32>(h6_0); c6_1 = vec4<f32>(h6_1);
-    c7_0 = vec4<f32>(h7_0); c7_1 = vec4<f32>(h7_1);
-  }
   store_row(z, m, n, c0_0, c0_1);
   store_row(z, m + 1u, n, c1_0, c1_1);
   store_row(z, m + 2u, n, c2_0, c2_1);
