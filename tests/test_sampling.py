@@ -146,3 +146,57 @@ def test_device_sampler_full_gemma_vocab(dev):
         got = int(dev.read(p.out_bufs[0], np.int32, 1)[0])
         assert got == sample(ins[0], cfg, [1] * 20, counter=c)
     assert math.isfinite(float(ins[0].max()))
+
+
+GREEDY_CONFIGS = [
+    SamplerConfig(),
+    SamplerConfig(repeat_penalty=1.3, penalty_last_n=6, logit_bias={5: 4.0, 17: -1e9}),
+    # bias ids inside the penalty window (biased, then penalized), a banned top token, a boost
+    SamplerConfig(repeat_penalty=0.5, penalty_last_n=30, frequency_penalty=-0.7, presence_penalty=0.2,
+                  logit_bias={3: 2.0, 11: float("-inf"), 2000: 0.5}),
+    # penalties that lift: the window's tokens compete from below
+    SamplerConfig(repeat_penalty=0.2, penalty_last_n=31, presence_penalty=-3.0, logit_bias={1: -2.0}),
+]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("vocab,T,n_tokens", [(3001, 1, 1), (40000, 4, 2), (5, 1, 1)])
+def test_device_greedy_equals_numpy(dev, vocab, T, n_tokens):
+    """The greedy sampler (one dispatch where its bitmap fits: every vocabulary here) against the numpy
+    sampler at temperature 0 over 12-token generations: ties at the top, NaN logits, bias and penalty
+    ids overlapping, a vocabulary that is not a multiple of 4 (the tail ids) and one of 5 ids."""
+    cap = 32
+    g = np.random.default_rng(vocab + 1)
+    for ci, cfg in enumerate(GREEDY_CONFIGS):
+        history = [int(t) for t in g.integers(0, min(vocab, 20), 40)]
+        pos = 40 - T
+        bias = {t: b for t, b in cfg.logit_bias.items() if t < vocab}
+        cfg = SamplerConfig(**{**cfg.__dict__, "logit_bias": bias})
+        ins = sample_inputs(vocab, T, cap, bias, history, pos, seed=ci)
+        p = prepare("sample", ins, {"greedy": True}, in_types=["f32", "i32", "i32", "i32", "f32"], dev=dev)
+        assert len(p.dispatches) == 1
+        seq = history[:pos + n_tokens]
+        for step in range(12):
+            n = n_tokens if step == 0 else 1
+            start = len(seq) - n
+            if step:
+                dev.write(p.in_bufs[1], np.array([seq[-1]] + [0] * (T - 1), np.int32))
+            logits = (ins[0] + np.float32(0.37 * step) * np.cos(np.arange(vocab, dtype=np.float32) * step))
+            logits = logits.astype(np.float32)
+            top = logits.max()
+            w = min(vocab, 20)                                   # the window's ids straddle the top
+            logits[0, :w] = top + 3.0 + g.random(w).astype(np.float32) * 2.0
+            logits[0, g.integers(0, vocab, 3)] = top + 4.0       # exact ties, in and off the window
+            if step % 3 == 1:
+                logits[0, g.integers(0, vocab, 4)] = np.nan
+            if step == 5:
+                logits[0, vocab - 1] = top + 100.0               # the best id is the last (a tail id)
+            dev.write(p.in_bufs[0], logits)
+            dev.write_params(_params(cfg, start, n, step))
+            dev.submit(p.dispatches)
+            got = int(dev.read(p.out_bufs[0], np.int32, 1)[0])
+            want = sample(logits, cfg, seq, counter=step)
+            assert got == want, (ci, step, got, want)
+            seq.append(want)
+        ring = dev.read(p.in_bufs[2], np.int32, cap)
+        assert all(ring[q % cap] == seq[q] for q in range(len(seq) - cap, len(seq)))

@@ -11,28 +11,17 @@
 // With K == 1 (the greedy variant, for temperature 0) the sorts become max-reductions.
 // Defines: V (vocab), CH (sort size, power of two), K (candidates, power of two <= CH), T (ids),
 // CAP (ring size), NB (bias entries; ids < 0 are unused), N_IN (select_merge: entries in), K_MAX.
-#include "common/params.wgsl"
+// (Greedy decode steps take sample/greedy.wgsl, one dispatch, where its bitmap fits the device.)
+#include "sample/common.wgsl"
 
-@group(0) @binding(1) var<storage, read> logits: array<f32>;
-@group(0) @binding(2) var<storage, read> ids: array<i32>;
-@group(0) @binding(3) var<storage, read_write> hist: array<i32>;
-@group(0) @binding(4) var<storage, read> bias_ids: array<i32>;
-@group(0) @binding(5) var<storage, read> bias_vals: array<f32>;
 @group(0) @binding(6) var<storage, read> cand_in: array<vec2<u32>>;      // (bitcast logit, id)
 @group(0) @binding(7) var<storage, read_write> cand_out: array<vec2<u32>>;
-@group(0) @binding(8) var<storage, read_write> token: array<i32>;
 
 const WG: u32 = 1024u;     // the sorts: one compare-exchange per thread per stage (CH = 2048)
-const PAD_ID: u32 = 0xFFFFFFFFu;
 const PAD_VAL: f32 = -3.4028234e38;
 
 var<workgroup> kv: array<f32, {{CH}}>;
 var<workgroup> ki: array<u32, {{CH}}>;
-
-// a sorts before b: larger logit first, lower id first on ties (a strict total order).
-fn before(va: f32, ia: u32, vb: f32, ib: u32) -> bool {
-  return va > vb || (va == vb && ia < ib);
-}
 
 // Bitonic sort of kv/ki (best first), from phase `k0`: 2 for arbitrary data; 2 * K when the data is
 // already runs of K sorted alternately best-first and best-last (the merge rounds load it that way).
@@ -57,8 +46,6 @@ fn bitonic_sort(lid: u32, k0: u32) {
 // tree reduction into kv[0]/ki[0]: 11 barriers for CH = 2048 instead of the sort's 66.
 const GREEDY: bool = {{K}}u == 1u;
 
-fn is_nan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7FFFFFFFu) > 0x7F800000u; }
-
 fn reduce_best(lid: u32) {
   for (var s = {{CH}}u / 2u; s > 0u; s >>= 1u) {
     for (var p = lid; p < s; p += WG) {
@@ -81,12 +68,6 @@ fn write_top(group: u32, lid: u32) {
   }
 }
 
-// The token at absolute position q (q < pos + n_tokens).
-fn token_at(q: u32) -> i32 {
-  if (q >= P.pos) { return ids[q - P.pos]; }
-  return hist[q % {{CAP}}u];
-}
-
 @compute @workgroup_size(1024)
 fn select_first(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let c0 = wid.x * {{CH}}u;
@@ -105,24 +86,12 @@ fn select_first(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
   }
   workgroupBarrier();
   // 2. penalties: one thread per distinct token (its first occurrence) of the window
-  let end = P.pos + P.n_tokens;
-  let n = min(min(P.penalty_last_n, {{CAP}}u), end);
-  for (var e = lid; e < n; e += WG) {
-    let t = token_at(end - n + e);
+  let w = penalty_window();
+  for (var e = lid; e < w.y; e += WG) {
+    let t = token_at(w.x - w.y + e);
     if (t >= 0 && u32(t) >= c0 && u32(t) < c0 + {{CH}}u && u32(t) < {{V}}u) {
-      var first = true;
-      var count = 0u;
-      for (var f = 0u; f < n; f++) {
-        if (token_at(end - n + f) == t) {
-          count++;
-          if (f < e) { first = false; }
-        }
-      }
-      if (first) {
-        var v = kv[u32(t) - c0];
-        if (v > 0.0) { v = v / P.repeat_penalty; } else { v = v * P.repeat_penalty; }
-        kv[u32(t) - c0] = v - (f32(count) * P.frequency_penalty + P.presence_penalty);
-      }
+      let count = first_count(e, w, t);
+      if (count > 0u) { kv[u32(t) - c0] = penalize(kv[u32(t) - c0], count); }
     }
   }
   workgroupBarrier();
@@ -213,9 +182,5 @@ fn finish(@builtin(local_invocation_index) i: u32) {
     let goal = uniform01(P.seed, P.counter) * sv[n - 1u];
     tok = cand_in[first_index(i, n, goal, true, n - 1u)].y;
   }
-  if (i == 0u) {
-    token[0] = i32(tok);
-    hist[(P.pos + P.n_tokens) % {{CAP}}u] = i32(tok);
-  }
-  for (var t = i; t < P.n_tokens; t += {{K}}u) { hist[(P.pos + t) % {{CAP}}u] = ids[t]; }
+  record(i, {{K}}u, tok);
 }
