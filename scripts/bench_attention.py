@@ -3,11 +3,14 @@ replaced) vs after (attention_decode.wgsl), a sweep of the split size, and a str
 cross-workgroup merge. ``--prefill``: the prefill kernel (attention.wgsl) instead, a whole chunk per
 dispatch, the default tile and ``--tiles`` beside the kernel it replaced (bench_attention_prefill_old.wgsl).
 
-    python3 scripts/bench_attention.py [--positions 64,4160] [--configs 32:0,128:2] [--old/--no-old]
-                                       [--stress N] [--shapes qwen,llama8b]
+    python3 scripts/bench_attention.py [--positions 64,4160] [--configs 32:0,128:2:0:64] [--old/--no-old]
+                                       [--stress N] [--shapes qwen,llama8b] [--layers 16]
     python3 scripts/bench_attention.py --prefill [--chunk 512] [--positions 0] [--tiles 16:4:4,16:1:4]
 
-``--configs``: extra CHUNK:SLICES[:ROWS] points timed beside the default (0 = the default of that knob).
+``--configs``: extra CHUNK:SLICES[:ROWS[:MAXS]] points timed beside the default (0 = the default of that
+knob; MAXS: the most splits per row block, the ``n_split`` attr). ``--layers N``: each timed run walks N
+distinct K/V caches, as a decode step's layers do, so at long contexts the keys come from HBM (one
+llama-1B layer's 4224-row cache, 17 MB, would otherwise stay in the 50 MB L2 across copies).
 
 Timing as scripts/bench_gemv.py: N copies of the dispatch(es) in one compute pass, GPU timestamps at the
 pass ends, median of 3 (no submit or Python encode cost; every copy pays the dependent-dispatch gap a
@@ -254,6 +257,8 @@ def main() -> None:
     ap.add_argument("--configs", default="", help="CHUNK:SLICES pairs to time besides the default")
     ap.add_argument("--old", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--stress", type=int, default=0)
+    ap.add_argument("--layers", type=int, default=1, help="distinct K/V caches each timed run walks")
+    ap.add_argument("--warm", type=float, default=0.03, help="seconds of warm passes before each timing")
     ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--prefill", action="store_true", help="time the prefill kernel (a chunk per dispatch)")
     ap.add_argument("--chunk", type=int, default=512, help="--prefill: chunk length T")
@@ -272,9 +277,12 @@ def main() -> None:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
         return
-    configs = [(0, 0, 0)] + [tuple(int(v) for v in (c + ":0:0").split(":")[:3]) for c in args.configs.split(",") if c]
+    configs = [(0, 0, 0, 0)] + [tuple(int(v) for v in (c + ":0:0:0").split(":")[:4])
+                                for c in args.configs.split(",") if c]
     for shape in args.shapes.split(","):
         q, ck, cv, attrs = make(shape)
+        layers = [make(shape, seed=1 + i)[1:3] for i in range(args.layers - 1)]
+        layers = [(dev.upload(k), dev.upload(v)) for k, v in layers]
         for pos in (int(p) for p in args.positions.split(",")):
             if time.time() - t_start > args.budget:
                 print("budget spent; stopping", flush=True)
@@ -282,9 +290,9 @@ def main() -> None:
             want = ref64(q, ck, cv, attrs, pos)
             dev.write_params(Params(pos=pos, n_tokens=1))
             line = [f"{shape:8s} pos={pos:5d}"]
-            for chunk, slices, rws in configs:
+            for chunk, slices, rws, maxs in configs:
                 a = dict(attrs, **({"split_chunk": chunk} if chunk else {}), **({"key_slices": slices} if slices else {}),
-                         **({"decode_rows": rws} if rws else {}))
+                         **({"decode_rows": rws} if rws else {}), **({"n_split": maxs} if maxs else {}))
                 try:
                     p = prepare("attention", [q, ck, cv], a, dev=dev)
                 except ValueError as e:   # a sweep point the shape cannot take
@@ -292,13 +300,14 @@ def main() -> None:
                     continue
                 dev.submit(p.dispatches)
                 err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
-                t = time_dispatches(dev, p.dispatches)
+                ds = p.dispatches + [d for k, v in layers for d in p.kernel.encode([p.in_bufs[0], k, v, p.out_bufs[0]])]
+                t = time_dispatches(dev, ds, args.warm) / len(ds)
                 cfg = p.kernel.cfg
                 kps, nact = cfg.splits(pos + 1 if not attrs["window"] else min(pos + 1, attrs["window"]))
                 tag = f"chunk={cfg.CHUNK} ks={cfg.KS} R={cfg.R}"
                 line.append(f"{tag}: {t * 1e6:6.2f} us ({nact} splits of {kps}, maxs {cfg.MAXS}, err {err:.1e})")
                 rows.append({"shape": shape, "pos": pos, "kernel": "new", "chunk": cfg.CHUNK, "ks": cfg.KS, "rows": cfg.R, "us": t * 1e6,
-                             "err": err, "nact": nact, "maxs": cfg.MAXS})
+                             "err": err, "nact": nact, "maxs": cfg.MAXS, "layers": args.layers})
             if args.old:
                 p = prepare("attention", [q, ck, cv], attrs, dev=dev)
                 H, Hkv, D, window = SHAPES[shape]

@@ -163,8 +163,9 @@ GREEDY_CONFIGS = [
 @pytest.mark.parametrize("vocab,T,n_tokens", [(3001, 1, 1), (40000, 4, 2), (5, 1, 1)])
 def test_device_greedy_equals_numpy(dev, vocab, T, n_tokens):
     """The greedy sampler (one dispatch where its bitmap fits: every vocabulary here) against the numpy
-    sampler at temperature 0 over 12-token generations: ties at the top, NaN logits, bias and penalty
-    ids overlapping, a vocabulary that is not a multiple of 4 (the tail ids) and one of 5 ids."""
+    sampler at temperature 0 over 12-token generations: ties at the top (across and inside one
+    invocation's ids), NaN logits, bias and penalty ids overlapping, a vocabulary that is not a multiple
+    of 4 (the tail ids) and one of 5 ids."""
     cap = 32
     g = np.random.default_rng(vocab + 1)
     for ci, cfg in enumerate(GREEDY_CONFIGS):
@@ -191,6 +192,10 @@ def test_device_greedy_equals_numpy(dev, vocab, T, n_tokens):
                 logits[0, g.integers(0, vocab, 4)] = np.nan
             if step == 5:
                 logits[0, vocab - 1] = top + 100.0               # the best id is the last (a tail id)
+            if step == 2 and vocab > 104:                        # ties inside one invocation's ids:
+                logits[0, 100:104] = top + 50.0                  # one vec4,
+            if step == 3 and vocab > 4 * 1024 + 40:              # and two vec4s a workgroup apart
+                logits[0, [4 * 7 + 2, 4 * (7 + 1024) + 2]] = top + 60.0
             dev.write(p.in_bufs[0], logits)
             dev.write_params(_params(cfg, start, n, step))
             dev.submit(p.dispatches)

@@ -22,13 +22,11 @@ var<workgroup> ri: array<u32, WG>;
 
 struct Best { v: f32, i: u32 }
 
-// (v, i) goes before b: sampling.py's order, NaN after every number and lowest id first among NaNs (as
-// numpy's stable sort leaves them); anything goes before the empty entry (id PAD_ID).
+// (v, i) goes before b: sampling.py's order; a NaN goes before nothing, anything else before the empty
+// entry (id PAD_ID; it stays only where every logit is NaN, and then id 0 is sampling.py's token).
 fn beats(v: f32, i: u32, b: Best) -> bool {
-  if (i == PAD_ID) { return false; }
-  if (b.i == PAD_ID) { return true; }
-  if (is_nan(v)) { return is_nan(b.v) && i < b.i; }
-  return is_nan(b.v) || before(v, i, b.v, b.i);
+  if (b.i == PAD_ID) { return i != PAD_ID && !is_nan(v); }
+  return before(v, i, b.v, b.i);
 }
 
 fn take(b: Best, v: f32, i: u32) -> Best {
@@ -36,12 +34,20 @@ fn take(b: Best, v: f32, i: u32) -> Best {
   return b;
 }
 
-// b with the unmarked ones of ids 4q .. 4q+3 (values x).
+// b with ids 4q .. 4q+3 (values x) but the marked ones. An invocation sweeps its ids in increasing
+// order, so a strict > keeps the lowest id of equal logits, as before() would.
 fn take4(b: Best, x: vec4<f32>, q: u32) -> Best {
-  let m = atomicLoad(&marks[q / 8u]) >> ((q % 8u) * 4u);
+  let m = (atomicLoad(&marks[q / 8u]) >> ((q % 8u) * 4u)) & 0xFu;
   var o = b;
-  for (var k = 0u; k < 4u; k++) {
-    if ((m & (1u << k)) == 0u) { o = take(o, x[k], 4u * q + k); }
+  if (m == 0u) {
+    if (x.x > o.v || (o.i == PAD_ID && !is_nan(x.x))) { o = Best(x.x, 4u * q); }
+    if (x.y > o.v || (o.i == PAD_ID && !is_nan(x.y))) { o = Best(x.y, 4u * q + 1u); }
+    if (x.z > o.v || (o.i == PAD_ID && !is_nan(x.z))) { o = Best(x.z, 4u * q + 2u); }
+    if (x.w > o.v || (o.i == PAD_ID && !is_nan(x.w))) { o = Best(x.w, 4u * q + 3u); }
+  } else {
+    for (var k = 0u; k < 4u; k++) {
+      if ((m & (1u << k)) == 0u) { o = take(o, x[k], 4u * q + k); }
+    }
   }
   return o;
 }
@@ -58,7 +64,7 @@ fn bias_of(t: i32) -> f32 {
 fn main(@builtin(local_invocation_index) lid: u32) {
   for (var w = lid; w < {{NW}}u; w += WG) { atomicStore(&marks[w], 0u); }
   workgroupBarrier();
-  var best = Best(0.0, PAD_ID);
+  var best = Best(0.0, PAD_ID);     // of the scored ids (1., 2.)
   // 1. penalized tokens (biased first), scored at their first occurrence in the window
   let w = penalty_window();
   for (var e = lid; e < w.y; e += WG) {
@@ -82,14 +88,16 @@ fn main(@builtin(local_invocation_index) lid: u32) {
   }
   workgroupBarrier();
   // 3. every other id (clamped loads past the end repeat the last vec4: taking it twice changes nothing)
+  var sweep = Best(0.0, PAD_ID);
   for (var q = lid; q < V4; q += 4u * WG) {
     let j = min(vec4<u32>(q) + vec4<u32>(0u, WG, 2u * WG, 3u * WG), vec4<u32>(V4 - 1u));
     let x0 = logits4[j.x];
     let x1 = logits4[j.y];
     let x2 = logits4[j.z];
     let x3 = logits4[j.w];
-    best = take4(take4(take4(take4(best, x0, j.x), x1, j.y), x2, j.z), x3, j.w);
+    sweep = take4(take4(take4(take4(sweep, x0, j.x), x1, j.y), x2, j.z), x3, j.w);
   }
+  best = take(best, sweep.v, sweep.i);
   let tail = 4u * V4 + lid;             // the last V % 4 ids
   if (tail < {{V}}u && (atomicLoad(&marks[tail / 32u]) & (1u << (tail % 32u))) == 0u) {
     best = take(best, logits[tail], tail);
@@ -106,5 +114,5 @@ fn main(@builtin(local_invocation_index) lid: u32) {
     workgroupBarrier();
   }
   storageBarrier();
-  record(lid, WG, ri[0]);
+  record(lid, WG, select(ri[0], 0u, ri[0] == PAD_ID));
 }
