@@ -7,8 +7,8 @@ dispatch, the default tile and ``--tiles`` beside the kernel it replaced (bench_
                                        [--stress N] [--shapes qwen,llama8b] [--layers 16]
     python3 scripts/bench_attention.py --prefill [--chunk 512] [--positions 0] [--tiles 16:4:4,16:1:4]
 
-``--configs``: extra CHUNK:SLICES[:ROWS[:MAXS]] points timed beside the default (0 = the default of that
-knob; MAXS: the most splits per row block, the ``n_split`` attr). ``--layers N``: each timed run walks N
+``--configs``: extra CHUNK:SLICES[:ROWS[:MAXS[:KB]]] points timed beside the default (0 = the default of that
+knob; MAXS: the most splits per row block, the ``n_split`` attr; KB: keys per team pass). ``--layers N``: each timed run walks N
 distinct K/V caches, as a decode step's layers do, so at long contexts the keys come from HBM (one
 llama-1B layer's 4224-row cache, 17 MB, would otherwise stay in the 50 MB L2 across copies).
 
@@ -50,7 +50,7 @@ N_CTX = 4224
 
 def ref64(q, ck, cv, attrs, pos):
     f = lambda a: np.asarray(a, np.float64)   # noqa: E731
-    a = {k: v for k, v in attrs.items() if k not in ("n_split", "split_chunk", "key_slices", "decode_rows")}
+    a = {k: v for k, v in attrs.items() if k not in ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys")}
     return numpy_ops.attention(f(q), f(ck), f(cv), **a, pos=pos, n_tokens=1)
 
 
@@ -277,7 +277,7 @@ def main() -> None:
             for r in rows:
                 f.write(json.dumps(r) + "\n")
         return
-    configs = [(0, 0, 0, 0)] + [tuple(int(v) for v in (c + ":0:0:0").split(":")[:4])
+    configs = [(0, 0, 0, 0, 0)] + [tuple(int(v) for v in (c + ":0:0:0:0").split(":")[:5])
                                 for c in args.configs.split(",") if c]
     for shape in args.shapes.split(","):
         q, ck, cv, attrs = make(shape)
@@ -290,9 +290,9 @@ def main() -> None:
             want = ref64(q, ck, cv, attrs, pos)
             dev.write_params(Params(pos=pos, n_tokens=1))
             line = [f"{shape:8s} pos={pos:5d}"]
-            for chunk, slices, rws, maxs in configs:
+            for chunk, slices, rws, maxs, kb in configs:
                 a = dict(attrs, **({"split_chunk": chunk} if chunk else {}), **({"key_slices": slices} if slices else {}),
-                         **({"decode_rows": rws} if rws else {}), **({"n_split": maxs} if maxs else {}))
+                         **({"decode_rows": rws} if rws else {}), **({"n_split": maxs} if maxs else {}), **({"team_keys": kb} if kb else {}))
                 try:
                     p = prepare("attention", [q, ck, cv], a, dev=dev)
                 except ValueError as e:   # a sweep point the shape cannot take
@@ -304,7 +304,7 @@ def main() -> None:
                 t = time_dispatches(dev, ds, args.warm) / len(ds)
                 cfg = p.kernel.cfg
                 kps, nact = cfg.splits(pos + 1 if not attrs["window"] else min(pos + 1, attrs["window"]))
-                tag = f"chunk={cfg.CHUNK} ks={cfg.KS} R={cfg.R}"
+                tag = f"chunk={cfg.CHUNK} ks={cfg.KS} R={cfg.R} kb={cfg.KB}"
                 line.append(f"{tag}: {t * 1e6:6.2f} us ({nact} splits of {kps}, maxs {cfg.MAXS}, err {err:.1e})")
                 rows.append({"shape": shape, "pos": pos, "kernel": "new", "chunk": cfg.CHUNK, "ks": cfg.KS, "rows": cfg.R, "us": t * 1e6,
                              "err": err, "nact": nact, "maxs": cfg.MAXS, "layers": args.layers})

@@ -8,10 +8,10 @@
 //                 writes the token to `token` and the chunk's ids plus the token into the history ring.
 // The history ring holds the token at absolute position p in hist[p % CAP]; this step's own input ids
 // (positions pos .. pos+n_tokens-1) are read from `ids`, since the ring gets them only in `finish`.
-// With K == 1 (the greedy variant, for temperature 0) the sorts become max-reductions.
+// With K == 1 (the greedy variant, for temperature 0) the sorts become max-reductions, and the round
+// that leaves one list (FINAL: one workgroup) records its best token itself, without `finish`.
 // Defines: V (vocab), CH (sort size, power of two), K (candidates, power of two <= CH), T (ids),
-// CAP (ring size), NB (bias entries; ids < 0 are unused), N_IN (select_merge: entries in), K_MAX.
-// (Greedy decode steps take sample/greedy.wgsl, one dispatch, where its bitmap fits the device.)
+// CAP (ring size), NB (bias entries; ids < 0 are unused), N_IN (select_merge: entries in), K_MAX, FINAL.
 #include "sample/common.wgsl"
 
 @group(0) @binding(6) var<storage, read> cand_in: array<vec2<u32>>;      // (bitcast logit, id)
@@ -62,9 +62,16 @@ fn select_top(lid: u32, k0: u32) {
   if (GREEDY) { reduce_best(lid); } else { bitonic_sort(lid, k0); }
 }
 
+// The round's result: the K-list of this workgroup, or (FINAL, K == 1) the token and the ring updates
+// (storageBarrier: select_first's penalties read the ring before it is written).
 fn write_top(group: u32, lid: u32) {
-  for (var i = lid; i < {{K}}u; i += WG) {
-    cand_out[group * {{K}}u + i] = vec2<u32>(bitcast<u32>(kv[i]), ki[i]);
+  if ({{FINAL}}) {
+    storageBarrier();
+    record(lid, WG, ki[0]);
+  } else {
+    for (var i = lid; i < {{K}}u; i += WG) {
+      cand_out[group * {{K}}u + i] = vec2<u32>(bitcast<u32>(kv[i]), ki[i]);
+    }
   }
 }
 

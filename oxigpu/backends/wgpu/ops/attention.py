@@ -8,7 +8,8 @@ tile fits the workgroup memory (D = 256 in WebGPU's minimum 16 KiB), or the ``n_
 T > 1 runs the decode kernel too (its rows are then the T * G (token, head) pairs of a KV head).
 ``rope_kv_attention`` (ops/rope_attention.py) runs the decode kernel with rope and the cache write fused in.
 Test/tuning attrs: ``n_split`` (the most splits per row block), ``split_chunk`` (the fewest keys per
-split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most rows per workgroup) and
+split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most rows per workgroup),
+``team_keys`` (keys per team pass, 4 or 8) and
 ``prefill_tile`` (the prefill kernel's tile, "NRG:RT:KT" with an "s" where K and V share a buffer; see
 ops/attention_prefill.py)."""
 from __future__ import annotations
@@ -68,7 +69,7 @@ class DecodeConfig:
 
 
 def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n_split: int = 0,
-                  chunk: int = 0, slices: int = 0, max_rows: int = 0) -> DecodeConfig:
+                  chunk: int = 0, slices: int = 0, max_rows: int = 0, team_keys: int = 0) -> DecodeConfig:
     """The decode kernel's shape for head dims d/dv, GQA ratio g, T = t rows and an n_ctx cache.
 
     A team of L lanes (a power of two) spans the wider head in one or two vec4 columns per lane (L = 32
@@ -77,7 +78,7 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
     columns, to bound registers); splits of at least DECODE_CHUNK_PASSES workgroup passes, MAXS per row
     block, up to ~DECODE_TARGET_WG workgroups when n_ctx is long. ``n_split`` fixes
     MAXS (and lets splits shrink to one workgroup pass, for tests); ``chunk`` overrides the split minimum,
-    ``slices`` KS and ``max_rows`` DECODE_ROWS."""
+    ``slices`` KS, ``max_rows`` DECODE_ROWS and ``team_keys`` KB."""
     d4, dv4 = d // 4, dv // 4
     wide = max(d4, dv4)
     cols = 1 if wide <= 32 else 2
@@ -90,7 +91,7 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
     if lanes * r * ks > 256:
         raise ValueError(f"attention: {ks} key slices of {r} rows x {lanes} lanes exceed 256 invocations")
     nck, ncv = -(-d4 // lanes), -(-dv4 // lanes)
-    kb = 8 if max(nck, ncv) == 1 else 4
+    kb = team_keys or (8 if max(nck, ncv) == 1 else 4)
     blk = ks * kb
     c = chunk or (blk if n_split else DECODE_CHUNK_PASSES * blk)
     c = -(-c // blk) * blk
@@ -136,7 +137,7 @@ class Attention(OpKernel):
                 "PRB": prb, "REDUCE": "sg" if self.dev.has_subgroups else "wg"})
             return
         cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
-                            int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)))
+                            int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)))
         self.cfg = cfg
         self.split = cfg.MAXS
         n_blocks = Hkv * cfg.NRB

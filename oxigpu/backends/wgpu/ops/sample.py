@@ -9,10 +9,9 @@ step params (temperature, top_k, top_p, min_p, penalties, penalty_last_n, seed, 
 The top-K candidates come from rounds of bitonic sorts of CH entries in workgroup memory: the first
 round over the vocabulary (with bias and penalties applied on the fly), later rounds over the previous
 round's K-lists, until one list remains (262,144 logits: 128 -> 16 -> 2 -> 1 workgroups). Attr ``greedy``
-(for temperature 0 only): the same token as the full sampler at temperature 0 from ONE dispatch of one
-workgroup (shaders/sample/greedy.wgsl: each dependent dispatch costs ~7.5 us of a decode step on the
-H100), where its bitmap of the vocabulary fits the workgroup memory (152k ids: 19 KiB); elsewhere K = 1
-on the sort path (the sorts become max-reductions, rounds 128 -> 1 workgroups, then ``finish``)."""
+(for temperature 0 only): K = 1, the sorts become max-reductions and the rounds 128 -> 1 workgroups, the
+last of which records the token (no ``finish``: 2 dispatches for any vocabulary over CH, 1 below), the
+same token as the full sampler at temperature 0."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -25,7 +24,6 @@ from ..kernel import Case, OpKernel, check, register
 from ._common import rng
 
 CH = 2048
-GREEDY_WG = 1024     # sample/greedy.wgsl's workgroup (its reduction arrays: 8 bytes per invocation)
 
 
 @register
@@ -43,20 +41,15 @@ class Sample(OpKernel):
         greedy = bool(self.attrs.get("greedy"))
         K = 1 if greedy else sampling.K_MAX   # greedy: only the best token is needed
         base = {"V": V, "CH": CH, "K": K, "K_MAX": K, "T": self.in_shapes[1][0],
-                "CAP": self.in_shapes[2][0], "NB": self.in_shapes[3][0], "N_IN": 1}
-        nw = -(-V // 32)
-        self.one = None
-        if greedy and V >= 4 and 4 * nw + 8 * GREEDY_WG <= int(self.dev.limits["max-compute-workgroup-storage-size"]):
-            self.one = self.dev.pipeline("sample/greedy.wgsl", "main", {
-                "V": V, "V4": V // 4, "NW": nw, "CAP": base["CAP"], "NB": base["NB"]})
-            return
-        self.rounds = [(self.dev.pipeline("sample.wgsl", "select_first", base), -(-V // CH))]
-        n = self.rounds[0][1] * K
-        while self.rounds[-1][1] > 1:
-            self.rounds.append((self.dev.pipeline("sample.wgsl", "select_merge", dict(base, N_IN=n)),
-                                -(-n // CH)))
-            n = self.rounds[-1][1] * K
-        self.finish = self.dev.pipeline("sample.wgsl", "finish", base)
+                "CAP": self.in_shapes[2][0], "NB": self.in_shapes[3][0], "N_IN": 1, "FINAL": False}
+        rounds = [("select_first", 1, -(-V // CH))]     # (entry, entries in, workgroups)
+        n = rounds[0][2] * K
+        while rounds[-1][2] > 1:
+            rounds.append(("select_merge", n, -(-n // CH)))
+            n = rounds[-1][2] * K
+        self.rounds = [(self.dev.pipeline("sample.wgsl", entry, dict(base, N_IN=n_in, FINAL=greedy and i == len(rounds) - 1)),
+                        groups) for i, (entry, n_in, groups) in enumerate(rounds)]
+        self.finish = None if greedy else self.dev.pipeline("sample.wgsl", "finish", base)
         size = self.rounds[0][1] * K * 8
         self.scratch = [self.dev.create_buffer(size, label="sample.cand0"),
                         self.dev.create_buffer(size, label="sample.cand1")]
@@ -64,19 +57,17 @@ class Sample(OpKernel):
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         logits, ids, hist, bias_ids, bias_vals, token = buffers
         P = self.dev.params_buffer
-        if self.one is not None:
-            buf, off, _ = logits if isinstance(logits, tuple) else (logits, 0, logits.size)
-            binds = {0: P, 1: logits, 2: ids, 3: hist, 4: bias_ids, 5: bias_vals, 8: token,
-                     9: (buf, off, self.in_shapes[0][-1] // 4 * 16)}
-            return [Dispatch(self.one, self.dev.bind_group(self.one, binds), (1, 1, 1))]
         out = []
         for i, (pipe, groups) in enumerate(self.rounds):
-            binds = {7: self.scratch[i % 2]}
+            # every round's shader names the list out and the token/ring (write_top), whichever it writes
+            binds = {0: P, 2: ids, 3: hist, 7: self.scratch[i % 2], 8: token}
             if i == 0:
-                binds.update({0: P, 1: logits, 2: ids, 3: hist, 4: bias_ids, 5: bias_vals})
+                binds.update({1: logits, 4: bias_ids, 5: bias_vals})
             else:
                 binds[6] = self.scratch[(i - 1) % 2]
             out.append(Dispatch(pipe, self.dev.bind_group(pipe, binds), (groups, 1, 1)))
+        if self.finish is None:
+            return out
         last = self.scratch[(len(self.rounds) - 1) % 2]
         bg = self.dev.bind_group(self.finish, {0: P, 2: ids, 3: hist, 6: last, 8: token})
         out.append(Dispatch(self.finish, bg, (1, 1, 1)))
