@@ -66,6 +66,11 @@ def test_split_counts_of_the_cases():
     assert [cfg.splits(n) for n in (63, 64, 65, 66, 256, 257, 448, 1000)] == \
         [(64, 1), (64, 1), (64, 2), (64, 2), (64, 4), (64, 5), (64, 7), (128, 8)]
     assert decode_config(128, 128, 16, 1, 1, 720).NRB == 8
+    # the tuned long-context shape: Llama-1B (32/8 heads) at depth 4096 spreads over 2 workgroups per SM of
+    # the H100's 132 (33 splits of 128 keys x 8 KV heads), not 27 of 160 (216, unevenly placed)
+    cfg = decode_config(64, 64, 4, 1, 8, 4225)
+    assert [cfg.splits(n) for n in (4097, 4161, 4224)] == [(128, 33)] * 3 and cfg.MAXS * 8 == 264
+    assert decode_config(64, 64, 4, 1, 8, 4225, team_keys=4).blk == 16
 
 
 @pytest.mark.parametrize("d,g", [(4, 3), (16, 5), (32, 2), (64, 7), (96, 3), (128, 16), (256, 8), (512, 4)])

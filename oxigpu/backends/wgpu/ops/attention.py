@@ -29,7 +29,7 @@ DECODE_LANES = 256       # invocations per decode workgroup (rows x key slices x
 DECODE_SLICES = 4        # key slices per row the row count is chosen for (fewer rows, more slices)
 DECODE_ROWS = 8          # most query rows per decode workgroup (GQA groups beyond it take several blocks)
 DECODE_CHUNK_PASSES = 4  # fewest keys per split, in workgroup passes: shorter contexts run in one split
-DECODE_TARGET_WG = 256   # most workgroups long contexts spread over (~2 per SM of a 132-SM H100)
+DECODE_TARGET_WG = 264   # most workgroups long contexts spread over (2 per SM of a 132-SM H100)
 DECODE_MAX_SPLITS = 256
 """Tuned on the H100 (scripts/bench_attention.py): one workgroup pass of the split takes ~1 us and the
 cross-workgroup merge ~2.5 us, so a split should hold >= 4 passes; 256-invocation workgroups with 4
@@ -37,7 +37,9 @@ slices beat 7-8 rows with 1-2 slices (Qwen 14/2 D64: 6.0 vs 7.2 us at 65 keys, 9
 about 2 workgroups per SM at long contexts beat 3+ (Llama-8B 32/8 D128, 4161 keys: 20-23 vs 27 us).
 Per dispatch with these defaults (was: the two-dispatch kernel): Qwen 6.0 / 9.9 us at 65 / 4161 keys
 (34 / 56), Llama-8B 8.2 / 22.8 (28 / 88), Llama-1B 6.1 / 14.4 (22 / 60), Gemma-3 D256 window 512
-8.2 / 8.3 (47 / 48)."""
+8.2 / 8.3 (47 / 48). 264 rather than 256: Llama-1B (8 KV heads) then gets 33 splits of 128 keys at
+depth 4096 (264 workgroups, 2 per SM) instead of 27 of 160 (216: 84 SMs hold 2, 48 hold 1), 16.8 ->
+14.3 us with 16 layers' caches read from HBM; the whole decode step -25 us (BENCHMARKS.md)."""
 
 
 @dataclass(frozen=True)
@@ -188,7 +190,7 @@ def reference(q, ck, cv, n_head, n_head_kv, head_dim, v_head_dim, scale, window=
 
 def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int, D: int, n_ctx: int,
                    window: int = 0, softcap: float = 0.0, n_split: int = 0, seed: int = 0, dv: int = 0,
-                   split_chunk: int = 0, prefill_tile: str = "") -> Case:
+                   split_chunk: int = 0, prefill_tile: str = "", team_keys: int = 0) -> Case:
     """Random q and caches; cache rows at or past pos + n_tokens hold NaN (must never be read)."""
     dv = dv or D
     g = rng(seed)
@@ -206,6 +208,8 @@ def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int,
         attrs["split_chunk"] = split_chunk
     if prefill_tile:
         attrs["prefill_tile"] = prefill_tile
+    if team_keys:
+        attrs["team_keys"] = team_keys
     n_kv = pos + n_tokens
     return Case("attention", name, [q, ck, cv], ["f32"] * 3,
                 lambda: [reference(q, ck, cv, **attrs, pos=pos, n_tokens=n_tokens)], 2e-5, attrs=attrs,
@@ -244,6 +248,8 @@ def _cases() -> Iterable[Case]:
     yield attention_case("decode D=16 GQA5 n_kv=130 n_split=4 (team = 4 lanes)", 1, 1, 129, 10, 2, 16, 160,
                          n_split=4, seed=20)
     yield attention_case("decode D=4 MHA n_kv=70 (team = 1 lane)", 1, 1, 69, 3, 3, 4, 80, seed=21)
+    yield attention_case("decode llama D=64 GQA4 team_keys=4 n_split=16 chunk=64 n_kv=700 (KB 4 at one column)", 1,
+                         1, 699, 8, 2, 64, 720, n_split=16, split_chunk=64, team_keys=4, seed=24)
     yield attention_case("decode D=512 GQA4 n_kv=200 softcap (team = 64 lanes, wider than a subgroup)", 1, 1,
                          199, 8, 2, 512, 210, softcap=40.0, seed=23)
     yield attention_case("prefill D=64 GQA2 T=16 n_tokens=11 pos=5", 16, 11, 5, 4, 2, 64, 40, seed=5)
