@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -183,3 +184,24 @@ def test_cli_json_and_markdown(models):
     assert "pp20: run 2/2" in res.stderr
     bad = CliRunner().invoke(cli, [*base, "-d", "0,x"])
     assert bad.exit_code == 1 and "--depth takes comma-separated integers" in bad.output
+
+
+def test_warmup_lasts_until_the_clock_is_up():
+    """Short warm-ups repeat for at least WARMUP_S before the timed runs (an idle GPU's clock needs it);
+    a long one runs once."""
+    from oxigpu.runtime import bench
+
+    calls: list[int] = []
+
+    def once(n: int) -> float:
+        calls.append(n)
+        time.sleep(0.01)
+        return 1.0
+
+    out = bench._repeat("t", once, 8, 2, 3, lambda _: None)
+    warm = calls[:-3]
+    assert calls[-3:] == [8, 8, 8] and set(warm) == {2} and len(out["runs"]) == 3
+    assert bench.WARMUP_S / 0.01 / 2 <= len(warm) <= bench.WARMUP_S / 0.01 + 1
+    calls.clear()
+    bench._repeat("t", lambda n: (calls.append(n), time.sleep(bench.WARMUP_S))[1] or 1.0, 8, 2, 1, lambda _: None)
+    assert calls == [2, 8]

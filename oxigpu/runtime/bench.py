@@ -9,8 +9,11 @@ What is measured (token ids are random valid ids, so the tokenizer plays no part
   N - 1 drawn ones. End-of-generation ids are banned so every run yields N tokens; sampling is greedy
   unless ``temperature > 0`` (then ``oxigpu run``'s default filters apply).
 
-Each figure is the median of ``reps`` runs after one warm-up run, shortened to two prefill chunks or 16
-tokens (it compiles nothing: pipelines are built at load, the resident loop on its first batch).
+Each figure is the median of ``reps`` runs after warm-up runs, shortened to two prefill chunks or 16
+tokens (they compile nothing: pipelines are built at load, the resident loop on its first batch), repeated
+for at least ``WARMUP_S``: an idle GPU runs at a low clock (an H100 at ~345 MHz) and a single warm-up of a
+small model (pp512 of a 0.5B: ~30 ms) can end before the clock is up, which once left two of three timed
+pp512 runs at 40 % of the third.
 
 Effective bandwidth of a tg run: bytes read per token, i.e. the decode plan's weights as the backend
 stores them (raw GGUF blocks on wgpu, float32 matrices on numpy; an embedding table that is only gathered
@@ -168,9 +171,18 @@ def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: Sampling
     return out
 
 
+WARMUP_S = 0.3
+"""Least wall time of warm-up runs before a test's timed runs."""
+
+
 def _repeat(name: str, once: Callable[[int], float], n: int, warmup: int, reps: int, say: Log) -> dict[str, Any]:
-    """One warm-up of ``warmup`` tokens, then ``reps`` timed runs of ``n``: median, min, max tokens/s."""
-    once(warmup)
+    """Warm-ups of ``warmup`` tokens for at least ``WARMUP_S`` (one at least, 50 at most), then ``reps``
+    timed runs of ``n``: median, min, max tokens/s."""
+    t = time.perf_counter()
+    for _ in range(50):
+        once(warmup)
+        if time.perf_counter() - t >= WARMUP_S:
+            break
     runs = []
     for i in range(reps):
         runs.append(once(n))
