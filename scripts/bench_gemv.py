@@ -285,7 +285,7 @@ def main() -> None:
         if len(vs) > 1:
             vs.append({})          # the default again, last: drift within the case shows as a difference
         for v in vs:
-            q8x = v.get("q8x", gemv_config(sh.types[0], sh.k, sum(sh.ns)).q8x)
+            q8x = v.get("q8x", gemv_config(sh.types[0], sh.k, sum(sh.ns), dev.int8_dots).q8x)
             rec = dict(case=sh.name, variant=v, q8x=q8x)
             try:
                 kern = cls(dev, {**attrs, **({"gemv": v} if v else {})}, shapes, types,

@@ -16,7 +16,7 @@ from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS
 from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, NORM_EPS, PIECE_TYPES, Q8X_PIECES, TYPES, MatmulMultiKernel,
                                              gemv_config, matmul_add_case, matmul_case, matmul_glu_checks,
                                              matmul_multi_case, q8x_round, split_rows)
-from oxigpu.errors import DeviceError
+from oxigpu.errors import DeviceError, InvalidParameterError
 from oxigpu.quant import dequantize, get_type, quantize
 
 pytestmark = pytest.mark.gpu
@@ -156,15 +156,33 @@ def test_gemv_q8x_fused(dev, v):
     _run(_q8x_case(glu, ["q4_k"] * 2), dev, {**glu.attrs, "gemv": {**gv, "piece": "q4_k"}})
 
 
-def test_gemv_q8x_choice(dev):
-    """q8x is chosen only where every slot's piece has integer dots; asked for elsewhere, it is refused."""
+def test_gemv_q8x_choice(dev, monkeypatch):
+    """q8x is chosen only where integer dots are allowed (Device.int8_dots) and every slot's piece has
+    them; asked for elsewhere, it is refused."""
     assert all(gemv_config(t, 4096, n).q8x for t in ("Q4_K", "Q6_K", "Q8_0", "Q5_0") for n in (4096, 128256))
     assert not gemv_config("Q4_K", 896, 1152).q8x and not gemv_config("Q5_K", 4096, 4096).q8x
+    assert not any(gemv_config(t, 4096, 28672, int8=False).q8x for t in ("Q4_K", "Q6_K", "Q8_0"))
     with pytest.raises(DeviceError, match="unsupported GEMV split"):
         _run(matmul_case("Q5_K", 1, 512, 37, bias=False), dev, {"gemv": {"q8x": True}})
     # a Q4_K slot 0 big enough for q8x with an F16 slot 1 (float pieces only): float dots for both
+    monkeypatch.setattr(Device, "int8_dots", property(lambda self: True))
     case = matmul_multi_case(("Q4_K", "F16"), 1, 1024, (3200, 67), False, seed=150)
     assert _run_multi_joined(dev, case, (3200, 67)) == 1
+
+
+@pytest.mark.parametrize("env,want", [("0", False), ("1", True), (None, None)])
+def test_int8_dots_switch(dev, monkeypatch, env, want):
+    """On by default on hardware adapters, off on CPU ones; OXIGPU_INT8_DOTS overrides; a bad value is
+    an error that names the variable."""
+    if env is None:
+        monkeypatch.delenv("OXIGPU_INT8_DOTS", raising=False)
+        want = not dev.is_software
+    else:
+        monkeypatch.setenv("OXIGPU_INT8_DOTS", env)
+    assert dev.int8_dots is want
+    monkeypatch.setenv("OXIGPU_INT8_DOTS", "yes")
+    with pytest.raises(InvalidParameterError, match="OXIGPU_INT8_DOTS"):
+        dev.int8_dots
 
 
 def test_gemv_piece_type_mismatch(dev):
@@ -217,7 +235,9 @@ def test_gemma3_lm_head_split_for_real(dev):
     x = rng.standard_normal((1, 640)).astype(np.float32)
     big = np.tile(raw, (262144 // period, 1))
     y = run_op("matmul", [x, big], in_types=["f32", "Q8_0"], dev=dev)[0]
-    want = np.tile(x.astype(np.float64) @ dequantize(raw, "Q8_0").astype(np.float64).T, (1, 262144 // period))
+    cfg = gemv_config("Q8_0", 640, 262144, dev.int8_dots)
+    xr = q8x_round(x, cfg.piece, cfg.ppb32) if cfg.q8x else x.astype(np.float64)   # integer dots: its int8 x
+    want = np.tile(xr @ dequantize(raw, "Q8_0").astype(np.float64).T, (1, 262144 // period))
     assert rel_error(y, want) <= 2e-7 * np.sqrt(640)
 
 

@@ -90,8 +90,9 @@ class GemvConfig:
     q8x: bool = False
 
 
-def gemv_config(qtype: str, k: int, n: int) -> GemvConfig:
-    """The GEMV split for a weight of n rows of k elements (H100: BENCHMARKS.md, GEMV section).
+def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
+    """The GEMV split for a weight of n rows of k elements (H100: BENCHMARKS.md, GEMV section); ``int8``:
+    integer dots allowed (``Device.int8_dots``).
 
     Chosen from two H100 measurements with warm clocks: scripts/bench_gemv.py (each split in isolation;
     weights under the 50 MB L2 stay cached between its back-to-back copies, so it favours splits that
@@ -104,8 +105,11 @@ def gemv_config(qtype: str, k: int, n: int) -> GemvConfig:
       In the 8B step (before the LM-head and Q6_K R = 2 rules) tg128 went 222 -> 248 tok/s, gate+up
       61.3 -> 49.9 us; the 1B's gate+up 38.2 -> 25.2 us. Q8_0/Q4_0/Q5_0 keep their float splits with q8x
       (an integer dot is one instruction per 4 weights against ~10 float ones): not measured alone.
-    - Float dots, n >= 8192: 32 lanes per group of R = 4 rows (u2 hurt the Q8_0 LM head, 94 -> 120 us).
-    - Float dots, 3200 <= n < 8192: 64 lanes per group, R = 2.
+    - Float dots, n >= 8192: 32 lanes per group of R = 4 rows; two pieces per loop step (u2) for Q4_K
+      only (isolated 8B gate+up 58.3 -> 55.3 us; it hurt the Q6_K and Q8_0 LM heads, 224 -> 243 and
+      94 -> 120 us).
+    - Float dots, 3200 <= n < 8192: 64 lanes per group, R = 2; Q4_K with R = 4 for rows of >= 256
+      pieces, else 32 lanes and R = 2 (in the step, u2 made 4096x4096 17.1 -> 22.1 us).
     - n < 3200 (Qwen q/k/v 1152 rows, attn_output and ffn_down 896): one row per group of 64 lanes (the
       rows are few, so more lanes per row keep more SMs busy; in the step Q6_K 896x4864 12.9 -> 10.6 us,
       Q5_0 896x896 7.8 -> 7.4); Q4_K takes the two-word piece q4_k2 with u2 (896x4864 11.7 -> 10.5 us).
@@ -115,18 +119,22 @@ def gemv_config(qtype: str, k: int, n: int) -> GemvConfig:
     if qtype in ("F32", "F16", "BF16"):
         tpr = 32 if n >= 2048 else 64
         return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece)
+    q4k = qtype == "Q4_K"
     if n < 3200:
-        q4k = qtype == "Q4_K"
         return GemvConfig(tpr=64, r=1, gpw=2, piece="q4_k2" if q4k else piece, ppb32=2, u2=q4k)
-    q8x = piece in Q8X_PIECES
-    if qtype in ("Q4_K", "Q6_K"):
+    if int8 and qtype in ("Q4_K", "Q6_K"):
         if n >= 65536:
             return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, u2=True, q8x=True)
         if n >= 8192:
             return GemvConfig(tpr=32, r=8, gpw=4, piece=piece, q8x=True)
         return GemvConfig(tpr=64, r=2 if qtype == "Q6_K" else 4, gpw=2, piece=piece, u2=k >= 8192, q8x=True)
+    q8x = int8 and piece in Q8X_PIECES
     if n >= 8192:
-        return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, q8x=q8x)
+        return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, u2=q4k, q8x=q8x)
+    if q4k:
+        long_rows = k // 256 * 8 >= 256
+        return GemvConfig(tpr=64 if long_rows else 32, r=4 if long_rows else 2, gpw=2 if long_rows else 4,
+                          piece=piece, ppb32=2)
     return GemvConfig(tpr=64, r=2, gpw=2, piece=piece, ppb32=2, q8x=q8x)
 
 
@@ -170,7 +178,7 @@ class Gemv:
         self.row_bytes = [qt.row_bytes(k) for qt in self.qts]
         self.has_bias, self.act = has_bias, act
         self.n_out = n // 2 if act else n
-        cfg = gemv_config(self.qts[0].name, k, n)
+        cfg = gemv_config(self.qts[0].name, k, n, dev.int8_dots)
         over = dict(attrs.get("gemv", {}))      # tests and benchmarks: override fields of the choice
         piece1 = over.pop("piece1", None)
         cfg = replace(cfg, **over)
@@ -178,7 +186,7 @@ class Gemv:
             cfg = replace(cfg, r=max(2, cfg.r))
         pieces = [cfg.piece or "dq8"]
         if self.mixed:
-            pieces.append(piece1 or gemv_config(self.qts[1].name, k, self.rows[1]).piece)
+            pieces.append(piece1 or gemv_config(self.qts[1].name, k, self.rows[1], dev.int8_dots).piece)
         for p, qt in zip(pieces, self.qts):
             if PIECE_TYPES.get(p, qt.name) != qt.name:
                 raise DeviceError(f"matmul: GEMV piece {p!r} does not read {qt.name}")
