@@ -99,6 +99,23 @@ def _params(cfg: SamplerConfig, pos: int, n_tokens: int, counter: int) -> Params
                   presence_penalty=cfg.presence_penalty, frequency_penalty=cfg.frequency_penalty)
 
 
+def _step_matches_numpy(dev, p, cfg, seq, logits, start, n, step, ci):
+    """One step of the prepared sample kernel ``p`` on ``logits``: its id is numpy's, then appended to seq."""
+    dev.write(p.in_bufs[0], logits)
+    dev.write_params(_params(cfg, start, n, step))
+    dev.submit(p.dispatches)
+    got = int(dev.read(p.out_bufs[0], np.int32, 1)[0])
+    want = sample(logits, cfg, seq, counter=step)
+    assert got == want, (ci, step, got, want)
+    seq.append(want)
+
+
+def _ring_holds(dev, p, cap, seq):
+    """The kernel's history ring holds the last ``cap`` ids of seq."""
+    ring = dev.read(p.in_bufs[2], np.int32, cap)
+    assert all(ring[q % cap] == seq[q] for q in range(len(seq) - cap, len(seq)))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("vocab,T,n_tokens", [(3000, 1, 1), (40000, 4, 2)])
 def test_device_draws_equal_numpy(dev, vocab, T, n_tokens):
@@ -120,15 +137,8 @@ def test_device_draws_equal_numpy(dev, vocab, T, n_tokens):
             if step:
                 dev.write(p.in_bufs[1], np.array([seq[-1]] + [0] * (T - 1), np.int32))
             logits = ins[0] + np.float32(0.37 * step) * np.cos(np.arange(vocab, dtype=np.float32) * step)
-            dev.write(p.in_bufs[0], logits.astype(np.float32))
-            dev.write_params(_params(cfg, start, n, step))
-            dev.submit(p.dispatches)
-            got = int(dev.read(p.out_bufs[0], np.int32, 1)[0])
-            want = sample(logits, cfg, seq, counter=step)
-            assert got == want, (ci, step, got, want)
-            seq.append(want)
-        ring = dev.read(p.in_bufs[2], np.int32, cap)
-        assert all(ring[q % cap] == seq[q] for q in range(len(seq) - cap, len(seq)))
+            _step_matches_numpy(dev, p, cfg, seq, logits.astype(np.float32), start, n, step, ci)
+        _ring_holds(dev, p, cap, seq)
 
 
 @pytest.mark.gpu
@@ -196,12 +206,5 @@ def test_device_greedy_equals_numpy(dev, vocab, T, n_tokens):
                 logits[0, 100:104] = top + 50.0                  # one vec4,
             if step == 3 and vocab > 4 * 1024 + 40:              # and two vec4s a workgroup apart
                 logits[0, [4 * 7 + 2, 4 * (7 + 1024) + 2]] = top + 60.0
-            dev.write(p.in_bufs[0], logits)
-            dev.write_params(_params(cfg, start, n, step))
-            dev.submit(p.dispatches)
-            got = int(dev.read(p.out_bufs[0], np.int32, 1)[0])
-            want = sample(logits, cfg, seq, counter=step)
-            assert got == want, (ci, step, got, want)
-            seq.append(want)
-        ring = dev.read(p.in_bufs[2], np.int32, cap)
-        assert all(ring[q % cap] == seq[q] for q in range(len(seq) - cap, len(seq)))
+            _step_matches_numpy(dev, p, cfg, seq, logits.astype(np.float32), start, n, step, ci)
+        _ring_holds(dev, p, cap, seq)
