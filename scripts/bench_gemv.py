@@ -64,7 +64,11 @@ QWEN = [Shape("qwen", "glu", ("Q5_0", "Q5_0"), 896, (4864, 4864)),
         Shape("qwen", "add", ("Q4_K",), 4864, (896,)),
         Shape("qwen", "add", ("Q6_K",), 4864, (896,)),
         Shape("qwen", "mm", ("Q8_0",), 896, (151936,))]
-SETS = {"8b": L8, "qwen": QWEN, "all": L8 + QWEN}
+L8_LEGACY = [Shape("8B", op, (t,) * len(ns), k, ns) for t in ("Q8_0", "Q4_0")
+             for op, k, ns in [("glu", 4096, (14336, 14336)), ("multi", 4096, (4096, 1024, 1024)),
+                               ("add", 4096, (4096,)), ("add", 14336, (4096,))]]
+"""The 8B's Q8_0 and Q4_0 files: integer dots run there with the float splits, not yet swept."""
+SETS = {"8b": L8, "qwen": QWEN, "8b-legacy": L8_LEGACY, "all": L8 + QWEN}
 
 PIECES = {"Q4_K": ["q4_k", "q4_k2"]}
 SPLITS_BIG = [(32, 2, 4), (32, 4, 4), (64, 4, 2), (128, 4, 1), (256, 4, 1), (32, 8, 4), (64, 2, 2)]
@@ -78,18 +82,18 @@ SWEEP = {"8B glu": 2, "8B multi Q4_K+Q6_K": 1, "8B add": 2, "8B mm": 1, "qwen mm
 
 def variants(sh: Shape, sweep: str) -> list[dict]:
     """The split variants of a case ({} = the default choice first)."""
-    level = next((v for p, v in SWEEP.items() if sh.name.startswith(p)), 0)
-    if sweep == "none" or level == 0:
-        return [{}]
-    if sweep == "check":      # the default against u2 flipped
-        cfg = gemv_config(sh.types[0], sh.k, sum(sh.ns))
-        return [{}, {"u2": not cfg.u2}]
     if sweep == "q8x":        # float and integer dots under the default and a few other splits
         if any(GEMV_PIECES.get(t) not in Q8X_PIECES for t in sh.types):
             return [{}]
         cfg = gemv_config(sh.types[0], sh.k, sum(sh.ns))
         return [{}, {"q8x": not cfg.q8x}, {"q8x": True, "u2": not cfg.u2}] + [
             dict(q8x=True, tpr=tpr, r=r, gpw=gpw, u2=u2) for tpr, r, gpw in SPLITS_Q8X for u2 in (False, True)]
+    level = next((v for p, v in SWEEP.items() if sh.name.startswith(p)), 0)
+    if sweep == "none" or level == 0:
+        return [{}]
+    if sweep == "check":      # the default against u2 flipped
+        cfg = gemv_config(sh.types[0], sh.k, sum(sh.ns))
+        return [{}, {"u2": not cfg.u2}]
     t = sh.types[0]
     out: list[dict] = [{}]
     big = sh.k * sum(sh.ns) > 10_000_000
