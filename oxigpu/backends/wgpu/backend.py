@@ -25,7 +25,9 @@ from __future__ import annotations
 import functools
 import logging
 import math
+import os
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -69,6 +71,17 @@ def auto_backend() -> str:
     return "numpy" if adapter.info["adapter_type"] == "CPU" else "wgpu"
 
 
+def default_compile_threads(dev: Device) -> int:
+    """Kernel-building threads for ``dev``: 8 (at most one per CPU core) on a hardware adapter, 0 on a
+    software one.
+
+    The driver compiles each pipeline on the calling thread and wgpu-py's cffi calls release the GIL, so
+    on the H100 (16 cores) a cold load's ~5 s of driver compiles spread over the threads (BENCHMARKS.md,
+    "Load time"). A CPU adapter's compiles contend with everything else for the same cores (2-core
+    lavapipe: slower), so it builds on one thread."""
+    return 0 if dev.is_software else min(8, os.cpu_count() or 1)
+
+
 @dataclass
 class _Loaded:
     """One plan bound to buffers: kernels, their dispatches per node, and where values live."""
@@ -99,6 +112,10 @@ class WgpuBackend:
     name = "wgpu"
     resident_batch = 8
     """Decode steps per GPU-resident batch (the first batches are shorter, so streaming starts at once)."""
+    compile_threads: int | None = None
+    """Worker threads that build a plan's kernels (the driver compiling their pipelines) while the loading
+    thread uploads its weights; 0 builds them after the upload on the loading thread. None (the default) is
+    :func:`default_compile_threads` of the device, set at construction."""
 
     @property
     def prefill_chunk(self) -> int:
@@ -109,6 +126,8 @@ class WgpuBackend:
     def __init__(self, model, n_ctx: int, device: Device | None = None):
         self.model, self.n_ctx = model, int(n_ctx)
         self.dev = device or Device.get()
+        if self.compile_threads is None:
+            self.compile_threads = default_compile_threads(self.dev)
         load_kernels()
         self._weights: dict[str, tuple[Any, str]] = {}       # tensor -> (buffer, kernel type name)
         self._states: dict[str, tuple[Any, tuple[int, ...]]] = {}
@@ -120,12 +139,33 @@ class WgpuBackend:
 
     # -- loading ------------------------------------------------------------------------------------
     def load(self, plan: Plan) -> None:
-        """Upload the plan's weights (once per tensor), allocate its states and arena, encode it."""
+        """Upload the plan's weights (once per tensor), allocate its states and arena, build its kernels
+        (with ``compile_threads`` workers, while the weights upload) and encode it."""
         if self._loaded(plan) is not None:
             return
         raw = _raw_weights(plan)
         arenas = [pack_arena(live) for live in _banks(plan)]
         self._check_memory(plan, raw, sum(size for _, size in arenas))
+        types: dict[Value, str] = {v: v.dtype for v in (*plan.offsets, *plan.inputs.values())}
+        types.update({v: "f32" for v in plan.states})
+        types.update({v: self._weight_type(v, v in raw) for v in plan.weights})
+        jobs = [(node, [types[v] for v in node.inputs]) for node in plan.nodes]
+        if self.compile_threads:
+            pool = ThreadPoolExecutor(self.compile_threads, thread_name_prefix="oxigpu-compile")
+            try:
+                futures = [pool.submit(self._kernel, *job) for job in jobs]
+                self._upload(plan, raw)
+                kernels = [f.result() for f in futures]   # the first failing node in plan order raises
+            finally:
+                pool.shutdown(cancel_futures=True)
+        else:
+            self._upload(plan, raw)
+            kernels = [self._kernel(*job) for job in jobs]
+        self._plans[id(plan)] = self._bind(plan, arenas, kernels)
+        self._resident = {k: r for k, r in self._resident.items() if k[0] != id(plan)}   # another plan's, same id
+
+    def _upload(self, plan: Plan, raw: set[Value]) -> None:
+        """The plan's weights not yet on the device, and its states not yet allocated."""
         for node in plan.nodes:
             if node.op in ("matmul_multi", "matmul_glu"):
                 self._upload_joined(node)
@@ -140,8 +180,6 @@ class WgpuBackend:
                 if v.shape[0] != self.n_ctx:
                     raise InvalidParameterError(f"plan was built for n_ctx={v.shape[0]}, backend has {self.n_ctx}")
                 self._states[v.name] = (self.dev.create_buffer(v.nbytes, label=v.name), v.shape)
-        self._plans[id(plan)] = self._bind(plan, arenas)
-        self._resident = {k: r for k, r in self._resident.items() if k[0] != id(plan)}   # another plan's, same id
 
     def _loaded(self, plan: Plan) -> _Loaded | None:
         """``plan``'s entry: keyed by id(), so an entry whose plan is not ``plan`` does not count (as in
@@ -187,12 +225,13 @@ class WgpuBackend:
         info = self.model.tensors[tensor]
         return info.data if get_type(info.ggml_type).name == "F32" else dequantize(info.data, info.ggml_type)
 
+    def _weight_type(self, v: Value, raw: bool) -> str:
+        """The type a kernel sees for weight ``v``: its GGUF type as raw blocks, else ``"f32"``."""
+        return get_type(self.model.tensors[v.tensor].ggml_type).name if raw else "f32"
+
     def _upload_weight(self, v: Value, raw: bool) -> tuple[Any, str]:
-        info = self.model.tensors[v.tensor]
-        qt = get_type(info.ggml_type)
-        if raw:
-            return self.dev.upload(info.data, label=v.tensor), qt.name
-        return self.dev.upload(np.ascontiguousarray(self._f32(v.tensor)).view(np.uint8), label=v.tensor), "f32"
+        data = self.model.tensors[v.tensor].data if raw else np.ascontiguousarray(self._f32(v.tensor)).view(np.uint8)
+        return self.dev.upload(data, label=v.tensor), self._weight_type(v, raw)
 
     def _check_memory(self, plan: Plan, raw: set[Value], arena: int) -> None:
         """OutOfMemoryError, before any allocation, when a buffer or the total cannot fit this adapter."""
@@ -226,7 +265,19 @@ class WgpuBackend:
     def _weight_bytes(self, v: Value, raw: bool) -> int:
         return self.model.tensors[v.tensor].nbytes if raw else v.nbytes
 
-    def _bind(self, plan: Plan, packed: list[tuple[dict[Value, int], int]]) -> _Loaded:
+    def _kernel(self, node: Node, in_types: list[str]) -> OpKernel:
+        """``node``'s kernel (its pipelines compiled); runs on a ``compile_threads`` worker when there are any."""
+        if node.op not in KERNELS:
+            raise DeviceError(f"no wgpu kernel for op {node.op!r} (node {node.name})")
+        try:
+            return KERNELS[node.op](self.dev, node.attrs, [v.shape for v in node.inputs], in_types,
+                                    [v.shape for v in node.outputs])
+        except DeviceError as e:
+            raise DeviceError(f"{_describe(node, in_types)} (kernel {KERNELS[node.op].__name__}): {e}") from e
+
+    def _bind(self, plan: Plan, packed: list[tuple[dict[Value, int], int]], kernels: list[OpKernel]) -> _Loaded:
+        """Buffers for the plan's values and its kernels' dispatches, encoded on this thread in plan order
+        (bind groups and the GEMMs' shared split-k scratch are created here, never concurrently)."""
         if ALIGN % self.dev.storage_align:
             raise DeviceError(f"plan offsets are {ALIGN}-aligned; the adapter needs {self.dev.storage_align}")
         bindings: dict[Value, Binding] = {}
@@ -234,27 +285,19 @@ class WgpuBackend:
         for i, (offsets, size) in enumerate(packed):
             arenas.append(self.dev.create_buffer(size, label=f"arena {i}"))
             bindings.update({v: (arenas[-1], off, v.nbytes) for v, off in offsets.items()})
-        types: dict[Value, str] = {v: v.dtype for v in plan.offsets}
         for v in plan.weights:
-            bindings[v], types[v] = self._weights[v.tensor]
+            bindings[v] = self._weights[v.tensor][0]
         for v in plan.states:
-            bindings[v], types[v] = self._states[v.name][0], "f32"
+            bindings[v] = self._states[v.name][0]
         inputs = {}
         for name, v in plan.inputs.items():
             inputs[name] = bindings[v] = self.dev.create_buffer(v.nbytes, label=name)
-            types[v] = v.dtype
-        kernels, node_dispatches = [], []
-        for node in plan.nodes:
-            if node.op not in KERNELS:
-                raise DeviceError(f"no wgpu kernel for op {node.op!r} (node {node.name})")
-            in_types = [types[v] for v in node.inputs]
+        node_dispatches = []
+        for node, k in zip(plan.nodes, kernels):
             try:
-                k = KERNELS[node.op](self.dev, node.attrs, [v.shape for v in node.inputs], in_types,
-                                     [v.shape for v in node.outputs])
-                kernels.append(k)
                 node_dispatches.append(k.encode([bindings[v] for v in (*node.inputs, *node.outputs)]))
             except DeviceError as e:
-                raise DeviceError(f"{_describe(node, in_types)} (kernel {KERNELS[node.op].__name__}): {e}") from e
+                raise DeviceError(f"{_describe(node, k.in_types)} (kernel {type(k).__name__}): {e}") from e
         return _Loaded(plan, arenas, bindings, inputs, kernels, node_dispatches,
                        [d for ds in node_dispatches for d in ds])
 

@@ -28,6 +28,7 @@ import struct
 import threading
 import time
 import weakref
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
@@ -45,6 +46,8 @@ STORAGE = 0x0080 | 0x0004 | 0x0008    # wgpu.BufferUsage.STORAGE | COPY_SRC | CO
 UNIFORM = 0x0040 | 0x0008             # UNIFORM | COPY_DST
 PARAMS_BINDING = 0
 _MAX_QUERIES = 4096   # wgpu's limit on queries in one query set
+WRITE_PART = 32 << 20
+"""Smallest part of a :meth:`Device.write` that gets its own thread (see :attr:`Device.write_threads`)."""
 
 
 def one_line(e: BaseException) -> str:
@@ -130,6 +133,11 @@ class Device:
 
     _cache: dict[str, "Device"] = {}
     _lock = threading.Lock()
+    write_threads: int | None = None
+    """Threads that share one large :meth:`write` (the weights at load), a part of at least
+    :data:`WRITE_PART` bytes each. ``queue.write_buffer`` copies into a fresh staging buffer at ~3 GB/s on
+    the H100 machine (page faults on the new memory) with the GIL released, so parts on several threads
+    copy at once. None (the default): 4 on a hardware adapter, 1 on a software one."""
 
     @classmethod
     def get(cls, prefer: str = "high-performance") -> "Device":
@@ -160,7 +168,11 @@ class Device:
                                            self.limits["max-buffer-size"]))
         """Largest storage binding in bytes; kernels split bigger tensors. Tests lower it."""
         self.storage_align = int(self.limits["min-storage-buffer-offset-alignment"])
-        self._pipelines: dict[tuple, Any] = {}
+        if self.write_threads is None:
+            self.write_threads = 1 if self.is_software else min(4, os.cpu_count() or 1)
+        self._writers: ThreadPoolExecutor | None = None
+        self._pipelines: dict[tuple, Future] = {}
+        self._pipeline_lock = threading.Lock()
         self._buffers: weakref.WeakSet[Any] = weakref.WeakSet()   # every buffer created and not yet freed
         self.lost = False
         """Set once an error says the device is lost (driver reset, GPU removed, ``device.destroy()``)."""
@@ -250,11 +262,20 @@ class Device:
             raise DeviceError(f"write offset {offset} is not a multiple of 4")
         if raw.size % 4:
             raw = np.concatenate([raw, np.zeros(4 - raw.size % 4, np.uint8)])
-        if raw.size:
-            try:
+        if not raw.size:
+            return
+        parts = min(self.write_threads, raw.size // WRITE_PART)
+        try:
+            if parts <= 1:
                 self.queue.write_buffer(buffer, offset, raw)
-            except Exception as e:
-                raise self.error(f"writing {raw.size} bytes to buffer {buffer.label!r}", e) from e
+            else:
+                step = -(-raw.size // parts + 3) // 4 * 4
+                if self._writers is None:
+                    self._writers = ThreadPoolExecutor(self.write_threads, thread_name_prefix="oxigpu-write")
+                list(self._writers.map(lambda a: self.queue.write_buffer(buffer, offset + a, raw[a:a + step]),
+                                       range(0, raw.size, step)))
+        except Exception as e:
+            raise self.error(f"writing {raw.size} bytes to buffer {buffer.label!r}", e) from e
 
     def read(self, buffer: Any, dtype: Any = np.float32, shape: Sequence[int] | int | None = None,
              offset: int = 0) -> np.ndarray:
@@ -328,10 +349,20 @@ class Device:
         return "\n".join(enables + [body])
 
     def pipeline(self, file: str, entry: str = "main", defines: Mapping[str, Any] | None = None) -> Any:
-        """A compute pipeline (auto layout), compiled once per (file, entry, defines)."""
+        """A compute pipeline (auto layout), compiled once per (file, entry, defines).
+
+        Thread-safe, for kernels built in parallel (``WgpuBackend.compile_threads``): the first caller of
+        a key compiles it, later ones (on any thread) wait for that one Future; a failed compile is
+        raised to all of them and dropped from the cache, so a later call tries again."""
         key = (file, entry, tuple(sorted((k, str(v)) for k, v in (defines or {}).items())))
-        pipe = self._pipelines.get(key)
-        if pipe is None:
+        with self._pipeline_lock:
+            future = self._pipelines.get(key)
+            mine = future is None
+            if mine:
+                future = self._pipelines[key] = Future()
+        if not mine:
+            return future.result()
+        try:
             src = self.shader_source(file, defines)
             try:
                 module = self.device.create_shader_module(code=src, label=f"{file}:{entry}")
@@ -340,8 +371,18 @@ class Device:
             except Exception as e:
                 raise self.error(f"compiling shader {file!r} entry {entry!r} defines {dict(defines or {})}",
                                  e) from e
-            self._pipelines[key] = pipe
+        except BaseException as e:
+            with self._pipeline_lock:
+                del self._pipelines[key]
+            future.set_exception(e)
+            raise
+        future.set_result(pipe)
         return pipe
+
+    @property
+    def pipeline_count(self) -> int:
+        """Distinct pipelines compiled (or compiling) on this device."""
+        return len(self._pipelines)
 
     def bind_group(self, pipeline: Any, bindings: Mapping[int, Binding], group: int = 0) -> Any:
         """A bind group for ``pipeline``: binding index -> buffer or (buffer, offset, size). Create once."""
