@@ -150,3 +150,58 @@ def test_read_submitted_unmaps_on_interrupt_and_names_unmappable_buffers(dev, mo
     with pytest.raises(Exception, match="storage-only"):
         dev.read_submitted(dev.create_buffer(16, label="storage-only"), 16,
                            dev.submit_indexed(dev.device.create_command_encoder().finish()))
+
+
+def test_concurrent_pipeline_calls_compile_once(dev, shader_dir, monkeypatch):
+    """Threads asking for one new key while it compiles all get the one pipeline, compiled once; a failed
+    compile reaches every waiting thread and is not cached, so a later call compiles again."""
+    import threading
+    import time
+    from concurrent.futures import ThreadPoolExecutor
+
+    (shader_dir / "k.wgsl").write_text("@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n"
+                                       "@compute @workgroup_size(1) fn main() { y[0] = {{V}}; }\n")
+    sources = []
+    start = threading.Barrier(6)
+    real = dev.shader_source
+
+    def slow_source(file, defines=None):
+        sources.append(file)
+        time.sleep(0.3)                   # the other threads ask while this compile is in flight
+        return real(file, defines)
+
+    monkeypatch.setattr(dev, "shader_source", slow_source)
+    before = dev.pipeline_count
+
+    def ask(v):
+        start.wait()
+        return dev.pipeline("k.wgsl", defines={"V": v})
+
+    with ThreadPoolExecutor(6) as ex:
+        pipes = list(ex.map(ask, ["1.0"] * 6))
+    assert len(sources) == 1 and all(p is pipes[0] for p in pipes)
+    assert dev.pipeline_count == before + 1
+    with ThreadPoolExecutor(6) as ex:
+        errors = [f.exception() for f in [ex.submit(ask, "oops") for _ in range(6)]]
+    assert len(sources) == 2 and all(isinstance(e, DeviceError) and "'V': 'oops'" in str(e) for e in errors)
+    assert dev.pipeline_count == before + 1            # the failed key was dropped
+    with pytest.raises(DeviceError, match="oops"):
+        dev.pipeline("k.wgsl", defines={"V": "oops"})
+    assert len(sources) == 3
+
+
+def test_write_split_over_threads(dev, monkeypatch):
+    """A write larger than WRITE_PART goes out in parts on write_threads threads: every byte lands, at an
+    offset, with an odd length (the last part padded)."""
+    monkeypatch.setattr(devmod, "WRITE_PART", 256)
+    monkeypatch.setattr(dev, "write_threads", 3)
+    writes = []
+    real = dev.queue.write_buffer
+    monkeypatch.setattr(dev.queue, "write_buffer", lambda b, off, part: writes.append((off, part.size)) or
+                        real(b, off, part))
+    data = np.random.default_rng(0).integers(0, 256, 4001, dtype=np.uint8)
+    buf = dev.create_buffer(8 + data.size)
+    dev.write(buf, data, offset=8)
+    assert sorted(writes) == [(8, 1336), (1344, 1336), (2680, 1332)]   # 4004 bytes padded
+    assert np.array_equal(dev.read(buf, np.uint8, (data.size,), offset=8), data)
+    assert not dev.read(buf, np.uint8, (8,)).any()

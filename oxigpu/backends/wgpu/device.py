@@ -269,7 +269,7 @@ class Device:
             if parts <= 1:
                 self.queue.write_buffer(buffer, offset, raw)
             else:
-                step = -(-raw.size // parts + 3) // 4 * 4
+                step = (-(-raw.size // parts) + 3) // 4 * 4     # ceil(size / parts), 4-byte aligned
                 if self._writers is None:
                     self._writers = ThreadPoolExecutor(self.write_threads, thread_name_prefix="oxigpu-write")
                 list(self._writers.map(lambda a: self.queue.write_buffer(buffer, offset + a, raw[a:a + step]),
