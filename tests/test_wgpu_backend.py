@@ -19,8 +19,9 @@ from click.testing import CliRunner
 from oxigpu.backends.numpy_backend import NumpyBackend
 from oxigpu.backends.wgpu.backend import WgpuBackend
 from oxigpu.backends.wgpu.device import Device
+from oxigpu.backends.wgpu.kernel import KERNELS
 from oxigpu.cli.main import cli
-from oxigpu.errors import OutOfMemoryError
+from oxigpu.errors import DeviceError, OutOfMemoryError
 from oxigpu.gguf import GGUFFile
 from oxigpu.graph.plan import compile
 from oxigpu.models import build_graph
@@ -280,3 +281,35 @@ def test_short_prompt_in_a_long_prefill_plan(dev, synth_files, n):
     ref = NumpyBackend(model, 192).run(plan, {"tokens": toks}, 0, n)["logits"][:n]
     assert np.isfinite(ref).all() and ref.std() > 0.05
     assert rel_err(WgpuBackend(model, 192, dev).run(plan, {"tokens": toks}, 0, n)["logits"][:n], ref) <= REL
+
+
+def test_parallel_build_matches_the_serial_one(dev, synth_files, monkeypatch):
+    """Kernels built on compile_threads workers during the weight upload (each load on a fresh device, so
+    every pipeline compiles there) give the serial build's pipelines, kernels, dispatch grids and logits;
+    a node failing on a worker (compile_threads is still 3) raises its own error, naming the node."""
+    model = GGUFFile(synth_files["tiny-qwen2"])
+    ins = {"tokens": np.asarray(tokens_for(model, 8), np.int32)}
+    built = []
+    for threads in (0, 3):
+        monkeypatch.setattr(WgpuBackend, "compile_threads", threads)
+        plans = [compile(build_graph(model, None, t, N_CTX, "last")) for t in (8, 1)]
+        wb = WgpuBackend(model, N_CTX, Device())
+        assert wb.compile_threads == threads
+        for p in plans:
+            wb.load(p)
+        loaded = [wb._loaded(p) for p in plans]
+        built.append((set(wb.dev._pipelines),
+                      [[(type(k).__name__, [(d.pipeline.label, d.workgroups) for d in ds])
+                        for k, ds in zip(ld.kernels, ld.node_dispatches)] for ld in loaded],
+                      wb.run(plans[0], ins, 0, 8)["logits"]))
+    (keys0, kernels0, logits0), (keys1, kernels1, logits1) = built
+    assert keys0 == keys1 and kernels0 == kernels1
+    assert rel_err(logits1, logits0) <= 1e-6          # same pipelines and data: equal up to rounding
+    broken = type("Broken", (KERNELS["attention"],), {"__init__": lambda self, *a: _raise(DeviceError("boom"))})
+    monkeypatch.setitem(KERNELS, "attention", broken)
+    with pytest.raises(DeviceError, match=r"node '.*' \(op attention, .*\(kernel Broken\): boom"):
+        WgpuBackend(model, N_CTX, dev).load(compile(build_graph(model, None, 8, N_CTX, "last")))
+
+
+def _raise(e: Exception):
+    raise e
