@@ -8,7 +8,9 @@ header), ``device_start`` (tokenizer built), ``device`` (Vulkan instance, adapte
 (one token evaluated and sampled, as ``oxigpu bench`` times its load). Also the pipelines compiled and
 the seconds spent inside ``Device.pipeline`` summed over threads (more than the wall time when compiles
 overlap). ``--threads`` sets ``WgpuBackend.compile_threads``, ``--write-threads`` ``Device.write_threads``
-(default: their own choice).
+(default: their own choice). ``--trace`` adds a second line: each driver call that compiles (name, label,
+start, seconds); with ``--gil-probe`` a Python thread counts meanwhile (its rate during the calls stays near
+its idle rate only when the calls release the GIL; it slows the load's own Python work).
 
 The NVIDIA driver keeps compiled shaders on disk; for a cold load point ``__GL_SHADER_DISK_CACHE_PATH``
 at an empty folder (and keep it for the warm load after it).
@@ -40,6 +42,8 @@ def main() -> None:
     ap.add_argument("--n-ctx", type=int, default=512)
     ap.add_argument("--threads", type=int, default=None)
     ap.add_argument("--write-threads", type=int, default=None)
+    ap.add_argument("--trace", action="store_true", help="time each driver compile call")
+    ap.add_argument("--gil-probe", action="store_true", help="count in a Python thread during the calls")
     args = ap.parse_args()
     marks = {"import": time.perf_counter() - T0}
     compiled: list[float] = []
@@ -59,8 +63,33 @@ def main() -> None:
     def init(self, *a, **k):
         marks["device_start"] = time.perf_counter() - T0
         orig_init(self, *a, **k)
+        if args.trace:   # every driver call that compiles: (what, label, start, seconds, spinner count)
+            for name in ("create_shader_module", "create_compute_pipeline"):
+                setattr(self.device, name, traced(name, getattr(self.device, name)))
         marks["device"] = time.perf_counter() - T0
 
+    calls: list[tuple] = []
+    spins = [0]
+
+    def traced(name, fn):
+        def call(**kw):
+            t, c = time.perf_counter(), spins[0]
+            out = fn(**kw)
+            calls.append((name, kw.get("label", ""), round(t - T0, 3), round(time.perf_counter() - t, 3),
+                          spins[0] - c))
+            return out
+        return call
+
+    def spin():   # a pure-Python loop: it advances only while no other thread holds the GIL
+        while True:
+            spins[0] += 1
+
+    spin_idle = None
+    if args.gil_probe:
+        threading.Thread(target=spin, daemon=True).start()
+        t, c = time.perf_counter(), spins[0]
+        time.sleep(0.2)
+        spin_idle = (spins[0] - c) / (time.perf_counter() - t)
     loads = iter(("prefill", "decode"))
 
     def load(self, plan):
@@ -90,6 +119,10 @@ def main() -> None:
                       "write_threads": engine.backend.dev.write_threads, "marks": {k: round(v, 3) for k, v in marks.items()},
                       "pipelines": engine.backend.dev.pipeline_count, "compiles_timed": len(compiled),
                       "compile_s_summed": round(sum(compiled), 3)}))
+    if args.trace:
+        busy = sum(d for _, _, _, d, _ in calls)
+        print(json.dumps({"spin_per_s_idle": spin_idle and round(spin_idle), "spin_per_s_in_calls":
+                          round(sum(c for *_, c in calls) / max(busy, 1e-9)), "calls": calls}))
 
 
 if __name__ == "__main__":
