@@ -7,8 +7,7 @@ header), ``device_start`` (tokenizer built), ``device`` (Vulkan instance, adapte
 ``prefill`` and ``decode`` (``WgpuBackend.load`` of each plan: weight upload and pipelines), ``first_token``
 (one token evaluated and sampled, as ``oxigpu bench`` times its load). Also the pipelines compiled and
 the seconds spent inside ``Device.pipeline`` summed over threads (more than the wall time when compiles
-overlap). ``--threads`` sets ``WgpuBackend.compile_threads`` (default: its own choice), ``--no-stage`` writes
-the weights with ``queue.write_buffer`` alone (no staging buffer). ``--trace`` adds a second line: each driver call that compiles (name, label,
+overlap). ``--threads`` sets ``WgpuBackend.compile_threads`` (default: its own choice). ``--trace`` adds a second line: each driver call that compiles (name, label,
 start, seconds); with ``--gil-probe`` a Python thread counts meanwhile (its rate during the calls stays near
 its idle rate only when the calls release the GIL; it slows the load's own Python work).
 
@@ -30,7 +29,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import numpy as np  # noqa: E402
 
 from oxigpu.backends.wgpu import backend as wgpu_backend  # noqa: E402
-from oxigpu.backends.wgpu import device as device_module  # noqa: E402
 from oxigpu.backends.wgpu.device import Device  # noqa: E402
 from oxigpu.runtime.engine import Engine  # noqa: E402
 
@@ -42,7 +40,6 @@ def main() -> None:
     ap.add_argument("model")
     ap.add_argument("--n-ctx", type=int, default=512)
     ap.add_argument("--threads", type=int, default=None)
-    ap.add_argument("--no-stage", action="store_true", help="weights through queue.write_buffer only")
     ap.add_argument("--trace", action="store_true", help="time each driver compile call")
     ap.add_argument("--gil-probe", action="store_true", help="count in a Python thread during the calls")
     args = ap.parse_args()
@@ -102,8 +99,6 @@ def main() -> None:
     Device.pipeline, Device.__init__, wgpu_backend.WgpuBackend.load = pipeline, init, load
     if args.threads is not None:
         wgpu_backend.WgpuBackend.compile_threads = args.threads
-    if args.no_stage:
-        device_module.STAGE_PART = 1 << 62
 
     def progress(stage, done, total):
         if stage == "building tokenizer":
@@ -117,7 +112,7 @@ def main() -> None:
     marks["first_token"] = time.perf_counter() - T0
     print(json.dumps({"model": Path(args.model).name, "n_ctx": engine.n_ctx,
                       "threads": engine.backend.compile_threads,
-                      "staged": not args.no_stage, "marks": {k: round(v, 3) for k, v in marks.items()},
+ "marks": {k: round(v, 3) for k, v in marks.items()},
                       "pipelines": engine.backend.dev.pipeline_count, "compiles_timed": len(compiled),
                       "compile_s_summed": round(sum(compiled), 3)}))
     if args.trace:

@@ -189,21 +189,3 @@ def test_concurrent_pipeline_calls_compile_once(dev, shader_dir, monkeypatch):
         dev.pipeline("k.wgsl", defines={"V": "oops"})
     assert len(sources) == 3
 
-
-def test_large_write_goes_through_the_staging_buffer(dev, monkeypatch):
-    """A write larger than STAGE_PART is copied in STAGE_PART pieces through the reused staging buffer:
-    every byte lands, at an offset, with an odd length (the last piece padded), after an earlier small
-    write to the same buffer and before a later one."""
-    monkeypatch.setattr(devmod, "STAGE_PART", 256)
-    small = []
-    real = dev.queue.write_buffer
-    monkeypatch.setattr(dev.queue, "write_buffer", lambda *a: small.append(a[1]) or real(*a))
-    data = np.random.default_rng(0).integers(0, 256, 4001, dtype=np.uint8)
-    buf = dev.create_buffer(8 + data.size + 8)
-    dev.write(buf, np.full(12, 7, np.uint8))              # bytes 8..11 are overwritten by the staged write
-    dev.write(buf, data, offset=8)
-    dev.write(buf, np.full(8, 9, np.uint8), offset=8 + 4004)
-    assert small == [0, 8 + 4004] and dev._stage.size >= 256
-    got = dev.read(buf, np.uint8, (buf.size,))
-    assert np.array_equal(got[8:8 + data.size], data)
-    assert (got[:8] == 7).all() and (got[8 + 4004:8 + 4012] == 9).all()

@@ -139,39 +139,49 @@ class WgpuBackend:
 
     # -- loading ------------------------------------------------------------------------------------
     def load(self, plan: Plan) -> None:
-        """Upload the plan's weights (once per tensor), allocate its states and arena, build its kernels
-        (with ``compile_threads`` workers, while the weights upload) and encode it."""
+        """Allocate the plan's weights (once per tensor), states, arenas and inputs, then build and encode
+        its kernels: on ``compile_threads`` workers while this thread writes the weights, or after that."""
         if self._loaded(plan) is not None:
             return
+        if ALIGN % self.dev.storage_align:
+            raise DeviceError(f"plan offsets are {ALIGN}-aligned; the adapter needs {self.dev.storage_align}")
         raw = _raw_weights(plan)
-        arenas = [pack_arena(live) for live in _banks(plan)]
-        self._check_memory(plan, raw, sum(size for _, size in arenas))
-        types: dict[Value, str] = {v: v.dtype for v in (*plan.offsets, *plan.inputs.values())}
-        types.update({v: "f32" for v in plan.states})
-        types.update({v: self._weight_type(v, v in raw) for v in plan.weights})
-        jobs = [(node, [types[v] for v in node.inputs]) for node in plan.nodes]
+        packed = [pack_arena(live) for live in _banks(plan)]
+        self._check_memory(plan, raw, sum(size for _, size in packed))
+        writes = self._allocate(plan, raw)
+        arenas, bindings, types, inputs = self._bindings(plan, packed)
+        jobs = [(node, [types[v] for v in node.inputs], [bindings[v] for v in (*node.inputs, *node.outputs)])
+                for node in plan.nodes]
         if self.compile_threads:
             pool = ThreadPoolExecutor(self.compile_threads, thread_name_prefix="oxigpu-compile")
             try:
-                futures = {i: pool.submit(self._kernel, *jobs[i]) for i in _new_kinds_first(jobs)}
-                self._upload(plan, raw)
-                kernels = [futures[i].result() for i in range(len(jobs))]   # the first failing node raises
+                futures = {i: pool.submit(self._build, *jobs[i]) for i in _new_kinds_first(jobs)}
+                self._write(writes)
+                built = [futures[i].result() for i in range(len(jobs))]   # the first failing node raises
             finally:
                 pool.shutdown(cancel_futures=True)
         else:
-            self._upload(plan, raw)
-            kernels = [self._kernel(*job) for job in jobs]
-        self._plans[id(plan)] = self._bind(plan, arenas, kernels)
+            self._write(writes)
+            built = [self._build(*job) for job in jobs]
+        node_dispatches = [ds for _, ds in built]
+        self._plans[id(plan)] = _Loaded(plan, arenas, bindings, inputs, [k for k, _ in built], node_dispatches,
+                                        [d for ds in node_dispatches for d in ds])
         self._resident = {k: r for k, r in self._resident.items() if k[0] != id(plan)}   # another plan's, same id
 
-    def _upload(self, plan: Plan, raw: set[Value]) -> None:
-        """The plan's weights not yet on the device, and its states not yet allocated."""
+    def _allocate(self, plan: Plan, raw: set[Value]) -> list[tuple[Any, np.ndarray, int]]:
+        """Buffers for the plan's weights not yet on the device (their data returned as (buffer, array,
+        offset) writes for :meth:`_write`) and for its states not yet allocated."""
+        writes: list[tuple[Any, np.ndarray, int]] = []
         for node in plan.nodes:
             if node.op in ("matmul_multi", "matmul_glu"):
-                self._upload_joined(node)
+                self._allocate_joined(node, writes)
         for v in plan.weights:
             if v.tensor not in self._weights:
-                self._weights[v.tensor] = self._upload_weight(v, v in raw)
+                data = self.model.tensors[v.tensor].data if v in raw else self._f32(v.tensor)
+                buf = self.dev.create_buffer(data.nbytes, label=v.tensor)
+                writes.append((buf, data, 0))
+                self._weights[v.tensor] = (buf, get_type(self.model.tensors[v.tensor].ggml_type).name
+                                           if v in raw else "f32")
         for v in plan.states:
             have = self._states.get(v.name)
             if have is not None and have[1] != v.shape:
@@ -180,6 +190,11 @@ class WgpuBackend:
                 if v.shape[0] != self.n_ctx:
                     raise InvalidParameterError(f"plan was built for n_ctx={v.shape[0]}, backend has {self.n_ctx}")
                 self._states[v.name] = (self.dev.create_buffer(v.nbytes, label=v.name), v.shape)
+        return writes
+
+    def _write(self, writes: list[tuple[Any, np.ndarray, int]]) -> None:
+        for buf, data, offset in writes:   # in order: a part's padded tail is overwritten by the next part
+            self.dev.write(buf, data, offset)
 
     def _loaded(self, plan: Plan) -> _Loaded | None:
         """``plan``'s entry: keyed by id(), so an entry whose plan is not ``plan`` does not count (as in
@@ -187,7 +202,7 @@ class WgpuBackend:
         loaded = self._plans.get(id(plan))
         return loaded if loaded is not None and loaded.plan is plan else None
 
-    def _upload_joined(self, node: Node) -> None:
+    def _allocate_joined(self, node: Node, writes: list[tuple[Any, np.ndarray, int]]) -> None:
         """A ``matmul_multi``'s (or ``matmul_glu``'s) weights of one type back to back in one buffer (their
         biases likewise), so its kernel runs them as one dispatch; skipped for weights already uploaded or
         over one binding."""
@@ -202,21 +217,24 @@ class WgpuBackend:
             if len(idx) < 2 or any(x in self._weights for x in tensors) or nbytes > self.dev.max_storage_binding:
                 continue
             qt = get_type(t).name
-            self._join([self.model.tensors[ws[i].tensor].data for i in idx], [ws[i].tensor for i in idx], qt)
+            self._join([self.model.tensors[ws[i].tensor].data for i in idx], [ws[i].tensor for i in idx], qt,
+                       writes)
             if bs:
-                self._join([self._f32(bs[i].tensor) for i in idx], [bs[i].tensor for i in idx], "f32")
+                self._join([self._f32(bs[i].tensor) for i in idx], [bs[i].tensor for i in idx], "f32", writes)
 
-    def _join(self, arrays: list[np.ndarray], tensors: list[str], kind: str) -> None:
-        """Upload ``arrays`` as one buffer; each tensor is bound as its (buffer, offset, size) range."""
+    def _join(self, arrays: list[np.ndarray], tensors: list[str], kind: str,
+              writes: list[tuple[Any, np.ndarray, int]]) -> None:
+        """One buffer for ``arrays``, each tensor bound as its (buffer, offset, size) range."""
         views = [np.ascontiguousarray(a).view(np.uint8).reshape(-1) for a in arrays]
         offsets = np.cumsum([0] + [a.size for a in views]).tolist()
         label = "+".join(tensors)
         if all(o % 4 == 0 for o in offsets[:-1]):   # written in place: no host copy of GBs of weights
             buf = self.dev.create_buffer(offsets[-1], label=label)
-            for a, off in zip(views, offsets):
-                self.dev.write(buf, a, off)       # a padded tail is overwritten by the next part
+            writes += [(buf, a, off) for a, off in zip(views, offsets)]
         else:
-            buf = self.dev.upload(np.concatenate(views), label=label)
+            data = np.concatenate(views)
+            buf = self.dev.create_buffer(data.size, label=label)
+            writes.append((buf, data, 0))
         for t, a, off in zip(tensors, views, offsets):
             self._weights[t] = ((buf, off, a.size), kind)
 
@@ -224,14 +242,6 @@ class WgpuBackend:
         """A small tensor as float32 (dequantized if the file stores it in another type)."""
         info = self.model.tensors[tensor]
         return info.data if get_type(info.ggml_type).name == "F32" else dequantize(info.data, info.ggml_type)
-
-    def _weight_type(self, v: Value, raw: bool) -> str:
-        """The type a kernel sees for weight ``v``: its GGUF type as raw blocks, else ``"f32"``."""
-        return get_type(self.model.tensors[v.tensor].ggml_type).name if raw else "f32"
-
-    def _upload_weight(self, v: Value, raw: bool) -> tuple[Any, str]:
-        data = self.model.tensors[v.tensor].data if raw else np.ascontiguousarray(self._f32(v.tensor)).view(np.uint8)
-        return self.dev.upload(data, label=v.tensor), self._weight_type(v, raw)
 
     def _check_memory(self, plan: Plan, raw: set[Value], arena: int) -> None:
         """OutOfMemoryError, before any allocation, when a buffer or the total cannot fit this adapter."""
@@ -265,41 +275,36 @@ class WgpuBackend:
     def _weight_bytes(self, v: Value, raw: bool) -> int:
         return self.model.tensors[v.tensor].nbytes if raw else v.nbytes
 
-    def _kernel(self, node: Node, in_types: list[str]) -> OpKernel:
-        """``node``'s kernel (its pipelines compiled); runs on a ``compile_threads`` worker when there are any."""
-        if node.op not in KERNELS:
-            raise DeviceError(f"no wgpu kernel for op {node.op!r} (node {node.name})")
-        try:
-            return KERNELS[node.op](self.dev, node.attrs, [v.shape for v in node.inputs], in_types,
-                                    [v.shape for v in node.outputs])
-        except DeviceError as e:
-            raise DeviceError(f"{_describe(node, in_types)} (kernel {KERNELS[node.op].__name__}): {e}") from e
-
-    def _bind(self, plan: Plan, packed: list[tuple[dict[Value, int], int]], kernels: list[OpKernel]) -> _Loaded:
-        """Buffers for the plan's values and its kernels' dispatches, encoded on this thread in plan order
-        (bind groups and the GEMMs' shared split-k scratch are created here, never concurrently)."""
-        if ALIGN % self.dev.storage_align:
-            raise DeviceError(f"plan offsets are {ALIGN}-aligned; the adapter needs {self.dev.storage_align}")
+    def _bindings(self, plan: Plan, packed: list[tuple[dict[Value, int], int]]
+                  ) -> tuple[list[Any], dict[Value, Binding], dict[Value, str], dict[str, Any]]:
+        """The plan's arena and input buffers; every value's binding and type (weights and states allocated)."""
         bindings: dict[Value, Binding] = {}
         arenas = []
         for i, (offsets, size) in enumerate(packed):
             arenas.append(self.dev.create_buffer(size, label=f"arena {i}"))
             bindings.update({v: (arenas[-1], off, v.nbytes) for v, off in offsets.items()})
+        types: dict[Value, str] = {v: v.dtype for v in plan.offsets}
         for v in plan.weights:
-            bindings[v] = self._weights[v.tensor][0]
+            bindings[v], types[v] = self._weights[v.tensor]
         for v in plan.states:
-            bindings[v] = self._states[v.name][0]
+            bindings[v], types[v] = self._states[v.name][0], "f32"
         inputs = {}
         for name, v in plan.inputs.items():
             inputs[name] = bindings[v] = self.dev.create_buffer(v.nbytes, label=name)
-        node_dispatches = []
-        for node, k in zip(plan.nodes, kernels):
-            try:
-                node_dispatches.append(k.encode([bindings[v] for v in (*node.inputs, *node.outputs)]))
-            except DeviceError as e:
-                raise DeviceError(f"{_describe(node, k.in_types)} (kernel {type(k).__name__}): {e}") from e
-        return _Loaded(plan, arenas, bindings, inputs, kernels, node_dispatches,
-                       [d for ds in node_dispatches for d in ds])
+            types[v] = v.dtype
+        return arenas, bindings, types, inputs
+
+    def _build(self, node: Node, in_types: list[str], buffers: list[Binding]) -> tuple[OpKernel, list[Dispatch]]:
+        """``node``'s kernel and dispatches (its pipelines compiled, some kernels compile while encoding);
+        runs on a ``compile_threads`` worker when there are any."""
+        if node.op not in KERNELS:
+            raise DeviceError(f"no wgpu kernel for op {node.op!r} (node {node.name})")
+        try:
+            kernel = KERNELS[node.op](self.dev, node.attrs, [v.shape for v in node.inputs], in_types,
+                                      [v.shape for v in node.outputs])
+            return kernel, kernel.encode(buffers)
+        except DeviceError as e:
+            raise DeviceError(f"{_describe(node, in_types)} (kernel {KERNELS[node.op].__name__}): {e}") from e
 
     # -- running ------------------------------------------------------------------------------------
     def run(self, plan: Plan, inputs: dict[str, np.ndarray], pos: int, n_tokens: int,
@@ -499,7 +504,7 @@ def _describe(node: Node, in_types: Sequence[str]) -> str:
     return f"node {node.name!r} (op {node.op}, inputs {ins} -> outputs {outs or 'none'})"
 
 
-def _new_kinds_first(jobs: Sequence[tuple[Node, list[str]]]) -> list[int]:
+def _new_kinds_first(jobs: Sequence[tuple[Node, list[str], Any]]) -> list[int]:
     """Job indices, the first node of each kind (op, attributes, shapes, types) before all the others.
 
     Nodes of one kind build the same pipelines, so only a kind's first node can compile; in plan order a
@@ -508,7 +513,7 @@ def _new_kinds_first(jobs: Sequence[tuple[Node, list[str]]]) -> list[int]:
     8B's compiles ran one after another (3.3 s of 5 s serial). First-of-kind jobs first put every
     compile at the front of the queue."""
     first: dict[str, int] = {}
-    for i, (node, in_types) in enumerate(jobs):
+    for i, (node, in_types, _) in enumerate(jobs):
         first.setdefault(repr((node.op, node.attrs, [v.shape for v in node.inputs], in_types,
                                [v.shape for v in node.outputs])), i)
     lead = set(first.values())

@@ -46,8 +46,6 @@ STORAGE = 0x0080 | 0x0004 | 0x0008    # wgpu.BufferUsage.STORAGE | COPY_SRC | CO
 UNIFORM = 0x0040 | 0x0008             # UNIFORM | COPY_DST
 PARAMS_BINDING = 0
 _MAX_QUERIES = 4096   # wgpu's limit on queries in one query set
-STAGE_PART = 64 << 20
-"""Writes larger than this go through a reused staging buffer of this size (:meth:`Device._write_staged`)."""
 
 
 def one_line(e: BaseException) -> str:
@@ -163,7 +161,6 @@ class Device:
                                            self.limits["max-buffer-size"]))
         """Largest storage binding in bytes; kernels split bigger tensors. Tests lower it."""
         self.storage_align = int(self.limits["min-storage-buffer-offset-alignment"])
-        self._stage: Any = None   # the upload staging buffer, created on the first large write
         self._pipelines: dict[tuple, Future] = {}
         self._pipeline_lock = threading.Lock()
         self._buffers: weakref.WeakSet[Any] = weakref.WeakSet()   # every buffer created and not yet freed
@@ -255,33 +252,11 @@ class Device:
             raise DeviceError(f"write offset {offset} is not a multiple of 4")
         if raw.size % 4:
             raw = np.concatenate([raw, np.zeros(4 - raw.size % 4, np.uint8)])
-        if not raw.size:
-            return
-        try:
-            if raw.size <= STAGE_PART:
+        if raw.size:
+            try:
                 self.queue.write_buffer(buffer, offset, raw)
-            else:
-                self._write_staged(buffer, raw, offset)
-        except Exception as e:
-            raise self.error(f"writing {raw.size} bytes to buffer {buffer.label!r}", e) from e
-
-    def _write_staged(self, buffer: Any, raw: np.ndarray, offset: int) -> None:
-        """``raw`` copied in :data:`STAGE_PART` pieces through one mapped staging buffer kept for reuse.
-
-        ``queue.write_buffer`` copies into a staging buffer it allocates for each call: for GBs of weights
-        fresh host memory the driver has to provide, ~2.9 GB/s on the H100 machine (threads writing
-        parts at once did not help). A mapped buffer written again and again does not pay that."""
-        if self._stage is None or self._stage.size < STAGE_PART:
-            self._stage = self.device.create_buffer(size=STAGE_PART, usage=0x0002 | 0x0004,   # MAP_WRITE | COPY_SRC
-                                                    label="upload staging")
-        for a in range(0, raw.size, STAGE_PART):
-            part = raw[a:a + STAGE_PART]
-            self._stage.map_sync(0x0002)          # MAP_WRITE; waits until the last piece's copy is done
-            self._stage.write_mapped(part, 0)
-            self._stage.unmap()
-            enc = self.device.create_command_encoder()
-            enc.copy_buffer_to_buffer(self._stage, 0, buffer, offset + a, part.size)
-            self.queue.submit([enc.finish()])
+            except Exception as e:
+                raise self.error(f"writing {raw.size} bytes to buffer {buffer.label!r}", e) from e
 
     def read(self, buffer: Any, dtype: Any = np.float32, shape: Sequence[int] | int | None = None,
              offset: int = 0) -> np.ndarray:

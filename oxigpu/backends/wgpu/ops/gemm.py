@@ -7,6 +7,7 @@ the pipelines and encodes the dispatches of one weight row range.
 """
 from __future__ import annotations
 
+import threading
 import weakref
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
@@ -119,16 +120,20 @@ def gemm_grid(tile: tuple[int, int], m: int, rows: int, splits: int = 1) -> tupl
 
 
 _SCRATCH: "weakref.WeakKeyDictionary[Device, list[Any]]" = weakref.WeakKeyDictionary()
+_SCRATCH_LOCK = threading.Lock()
 
 
 def _scratch(dev: Device, nbytes: int) -> Any:
     """A device-wide buffer of at least ``nbytes`` for split-k partial sums. One is shared by every GEMM
     (dispatches run in order, and wgpu orders each dispatch's writes before the next one's reads); a
-    larger need replaces it for later GEMMs while earlier bind groups keep theirs (kept alive here)."""
-    bufs = _SCRATCH.setdefault(dev, [])
-    if not bufs or bufs[-1].size < nbytes:
-        bufs.append(dev.create_buffer(max(nbytes, 2 * bufs[-1].size if bufs else 0), label="gemm split-k scratch"))
-    return bufs[-1]
+    larger need replaces it for later GEMMs while earlier bind groups keep theirs (kept alive here).
+    Locked: kernels are encoded on several threads at load (``WgpuBackend.compile_threads``)."""
+    with _SCRATCH_LOCK:
+        bufs = _SCRATCH.setdefault(dev, [])
+        if not bufs or bufs[-1].size < nbytes:
+            bufs.append(dev.create_buffer(max(nbytes, 2 * bufs[-1].size if bufs else 0),
+                                          label="gemm split-k scratch"))
+        return bufs[-1]
 
 
 class GemmKernel:
