@@ -3,13 +3,15 @@
     python scripts/bench_load.py MODEL [--n-ctx N] [--threads N]
 
 Marks (seconds from the start, each the end of a stage): ``import`` (oxigpu, wgpu), ``gguf`` (GGUF
-header), ``device_start`` (tokenizer built), ``device`` (Vulkan instance, adapter and device), ``plans`` (graph build and compile),
-``prefill`` and ``decode`` (``WgpuBackend.load`` of each plan: weight upload and pipelines), ``first_token``
-(one token evaluated and sampled, as ``oxigpu bench`` times its load). Also the pipelines compiled and
-the seconds spent inside ``Device.pipeline`` summed over threads (more than the wall time when compiles
-overlap). ``--threads`` sets ``WgpuBackend.compile_threads`` (default: its own choice). ``--trace`` adds a second line: each driver call that compiles (name, label,
-start, seconds); with ``--gil-probe`` a Python thread counts meanwhile (its rate during the calls stays near
-its idle rate only when the calls release the GIL; it slows the load's own Python work).
+header), ``device_start`` (tokenizer built), ``device`` (Vulkan instance, adapter and device), ``plans``
+(graph build and compile), ``prefill`` and ``decode`` (``WgpuBackend.load`` of each plan: weight upload
+and kernels), ``first_token`` (one token evaluated, as ``oxigpu bench`` times its load: its ``load_s`` is
+``first_token - import``). Also the pipelines compiled and the seconds spent inside ``Device.pipeline``
+summed over threads (waits for another thread's compile included). ``--threads`` sets
+``WgpuBackend.compile_threads`` (default: its own choice). ``--trace`` adds a second line: each driver
+call that compiles (name, label, start, seconds); with ``--gil-probe`` a Python thread counts meanwhile
+(its rate during the calls stays near its idle rate only when the calls release the GIL; it slows the
+load's own Python work).
 
 The NVIDIA driver keeps compiled shaders on disk; for a cold load point ``__GL_SHADER_DISK_CACHE_PATH``
 at an empty folder (and keep it for the warm load after it).

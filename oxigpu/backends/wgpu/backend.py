@@ -75,10 +75,11 @@ def default_compile_threads(dev: Device) -> int:
     """Kernel-building threads for ``dev``: 8 (at most one per CPU core) on a hardware adapter, 0 on a
     software one.
 
-    The driver compiles each pipeline on the calling thread and wgpu-py's cffi calls release the GIL, so
-    on the H100 (16 cores) a cold load's ~5 s of driver compiles spread over the threads (BENCHMARKS.md,
-    "Load time"). A CPU adapter's compiles contend with everything else for the same cores (2-core
-    lavapipe: slower), so it builds on one thread."""
+    The driver compiles each pipeline on the calling thread and wgpu-py's cffi calls release the GIL, so on
+    the H100 (16 cores) the 8B's 25 pipelines (5.4 s of driver compiles on a cold shader cache) took 1.4 s
+    of wall time on 8 threads, hidden behind the weight upload (BENCHMARKS.md, "Load time"); a plan has
+    at most 14 kinds of node, so more threads have nothing to do. A CPU adapter's compiles contend for
+    the same cores as everything else (2-core lavapipe: a 0.5B load 7.2 -> 9.9 s), so it builds on one."""
     return 0 if dev.is_software else min(8, os.cpu_count() or 1)
 
 
@@ -113,9 +114,9 @@ class WgpuBackend:
     resident_batch = 8
     """Decode steps per GPU-resident batch (the first batches are shorter, so streaming starts at once)."""
     compile_threads: int | None = None
-    """Worker threads that build a plan's kernels (the driver compiling their pipelines) while the loading
-    thread uploads its weights; 0 builds them after the upload on the loading thread. None (the default) is
-    :func:`default_compile_threads` of the device, set at construction."""
+    """Worker threads that build and encode a plan's kernels (the driver compiling their pipelines) while
+    the loading thread writes its weights; 0 builds them after the writes on the loading thread. None (the
+    default) is :func:`default_compile_threads` of the device, set at construction."""
 
     @property
     def prefill_chunk(self) -> int:
@@ -507,11 +508,9 @@ def _describe(node: Node, in_types: Sequence[str]) -> str:
 def _new_kinds_first(jobs: Sequence[tuple[Node, list[str], Any]]) -> list[int]:
     """Job indices, the first node of each kind (op, attributes, shapes, types) before all the others.
 
-    Nodes of one kind build the same pipelines, so only a kind's first node can compile; in plan order a
-    worker taking a later layer's node waits for the pipeline its previous layer is compiling, and the next
-    new pipeline (say a layer whose ffn_down is Q6_K, not Q4_K) is not reached before: on the H100 the
-    8B's compiles ran one after another (3.3 s of 5 s serial). First-of-kind jobs first put every
-    compile at the front of the queue."""
+    Nodes of one kind build the same pipelines, so only a kind's first node can compile. In plan order the
+    workers take the next layers' nodes, which wait for the pipelines the first layer is compiling, and a
+    new kind further on (a layer whose ffn_down is Q6_K, not Q4_K; the output matmul) waits behind them."""
     first: dict[str, int] = {}
     for i, (node, in_types, _) in enumerate(jobs):
         first.setdefault(repr((node.op, node.attrs, [v.shape for v in node.inputs], in_types,
