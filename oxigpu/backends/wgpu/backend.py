@@ -8,7 +8,9 @@ Loading (once per plan, nothing on the hot path):
 - states (the KV cache) are allocated once and shared by name across plans;
 - every plan gets its activation arenas (a few buffers, see :func:`_banks`, each packed by liveness with
   256-byte aligned offsets, which satisfies any adapter's ``min-storage-buffer-offset-alignment``), one
-  buffer per input, and its kernels, bind groups and :class:`~.device.Dispatch` list.
+  buffer per input, and its kernels, bind groups and :class:`~.device.Dispatch` list;
+- all buffers are allocated first; then the kernels are built and encoded on ``compile_threads`` workers
+  (the driver's pipeline compiles run in parallel) while the loading thread writes the weights.
 
 A step (:meth:`WgpuBackend.run`) writes the Params uniform and the input ids, submits the precomputed
 dispatches in one compute pass and reads the outputs back.
