@@ -252,6 +252,8 @@ def test_info_device(dev):
     assert data["name"] == dev.info()["name"] and data["limits"]["max-buffer-size"] > 0
     res = CliRunner().invoke(cli, ["info", "--device"])
     assert res.exit_code == 0 and "max-storage-buffer-binding-size" in res.output and "features:" in res.output
+    assert ("int8 x, integer dots" if dev.int8_dots else "float dots") in res.output
+    assert data["int8_dots"] is dev.int8_dots
 
 
 def _no_driver(args: list[str]) -> subprocess.CompletedProcess:

@@ -107,7 +107,8 @@ def device_info() -> dict[str, Any]:
 def _format_device(d: dict[str, Any]) -> str:
     lines = [f"device: {d['name']} ({d['vendor']}), backend {d['backend']}, type {d['adapter_type']}"
              + (f", {d['description']}" if d["description"] else ""),
-             f"  max storage binding {d['max_storage_binding']:,} bytes",
+             f"  max storage binding {d['max_storage_binding']:,} bytes; decode GEMVs: "
+             f"{'int8 x, integer dots' if d['int8_dots'] else 'float dots'} (OXIGPU_INT8_DOTS)",
              f"features: {', '.join(d['features']) or 'none'}", "limits:"]
     w = max(map(len, d["limits"]), default=0)
     lines += [f"  {k:<{w}} {v:,}" if isinstance(v, int) else f"  {k:<{w}} {v}" for k, v in sorted(d["limits"].items())]

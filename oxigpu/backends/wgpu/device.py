@@ -205,7 +205,7 @@ class Device:
         return {"name": ai["device"], "vendor": ai["vendor"], "description": ai["description"],
                 "backend": ai["backend_type"], "adapter_type": ai["adapter_type"],
                 "features": sorted(self.features), "limits": dict(self.limits),
-                "max_storage_binding": self.max_storage_binding}
+                "max_storage_binding": self.max_storage_binding, "int8_dots": self.int8_dots}
 
     # -- errors ----------------------------------------------------------------------------------
     def error(self, what: str, e: BaseException) -> DeviceError:
