@@ -15,7 +15,7 @@ from oxigpu.backends.wgpu.kernel import rel_error, run_op
 from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS
 from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, NORM_EPS, PIECE_TYPES, Q8X_PIECES, TYPES, MatmulMultiKernel,
                                              gemv_config, matmul_add_case, matmul_case, matmul_glu_checks,
-                                             matmul_multi_case, q8x_round, split_rows)
+                                             matmul_multi_case, q8x_case, q8x_round, split_rows)
 from oxigpu.errors import DeviceError, InvalidParameterError
 from oxigpu.quant import dequantize, get_type, quantize
 
@@ -103,31 +103,6 @@ def test_gemv_pieces(dev, t, piece, v):
 # The integer-dot GEMV (q8x): x quantized to int8 per piece. Against its numpy twin (ops/matmul.py
 # q8x_round: the same int8 x, float64 products) the f32 tolerance holds; against the exact float
 # reference the error is that of 8-bit activations (~1e-2 of the largest output on random data).
-def _q8x_case(case, pieces, ppb32=2):
-    """``case`` with its reference recomputed from q8x_round's x (one piece per weight)."""
-    x, n_w = case.inputs[0], len(pieces)
-    ws = case.inputs[1:1 + n_w] if case.op != "matmul_add" else case.inputs[1:2]
-    types = case.in_types[1:1 + len(ws)]
-    extra = case.inputs[1 + len(ws):]
-    norm = "norm_eps" in case.attrs
-    xw, rs = x, 1.0
-    if norm:
-        xw = x * extra[-1]
-        rs = 1 / np.sqrt((x.astype(np.float64) ** 2).mean() + NORM_EPS)
-        extra = extra[:-1]
-
-    def reference():
-        ys = [rs * q8x_round(xw, p, ppb32) @ dequantize(w, get_type(t)).astype(np.float64).T
-              for p, w, t in zip(pieces, ws, types)]
-        if case.op == "matmul_glu":
-            g, u = ys
-            return [g / (1 + np.exp(-g)) * u]
-        if case.op == "matmul_add":
-            return [ys[0] + extra[0] + (extra[1] if len(extra) > 1 else 0)]
-        return [y + (b if extra else 0) for y, b in zip(ys, extra or [0] * len(ys))]
-    return replace(case, reference=reference)
-
-
 _Q8X_SPLITS = [dict(tpr=32, r=8, gpw=4, ppb32=2), dict(tpr=64, r=4, gpw=2, u2=True, ppb32=1),
                dict(tpr=64, r=1, gpw=2, ppb32=4), dict(tpr=16, r=2, gpw=4, u2=True, ppb32=2)]
 
@@ -138,10 +113,10 @@ def test_gemv_q8x(dev, piece, v):
     t = PIECE_TYPES[piece]
     attrs = {"gemv": {**_Q8X_SPLITS[v], "piece": piece, "q8x": True}}
     case = matmul_case(t, 1, _cols(t, 2), 37, bias=True, seed=120 + v)
-    _run(_q8x_case(case, [piece], _Q8X_SPLITS[v]["ppb32"]), dev, attrs)
+    _run(q8x_case(case, [piece], _Q8X_SPLITS[v]["ppb32"]), dev, attrs)
     assert rel_error(run_op(case.op, case.inputs, attrs, in_types=case.in_types, dev=dev)[0],
                      case.reference()[0]) < 2e-2      # 8-bit x: near the float result, not equal to it
-    _run(_q8x_case(matmul_add_case(t, 1, _cols(t, 1), 67, bias=True, seed=130 + v), [piece],
+    _run(q8x_case(matmul_add_case(t, 1, _cols(t, 1), 67, bias=True, seed=130 + v), [piece],
                    _Q8X_SPLITS[v]["ppb32"]), dev, attrs)
 
 
@@ -150,10 +125,10 @@ def test_gemv_q8x_fused(dev, v):
     """Mixed q/k/v (Q4_K + Q6_K in one dispatch, each slot its own x pieces) and gate+up with the norm."""
     gv = {**_Q8X_SPLITS[v], "q8x": True}
     case = matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 1, 1024, (130, 67, 37), True, seed=140 + v, norm=True)
-    assert _run_multi_joined(dev, _q8x_case(case, ["q4_k"] * 2 + ["q6_k"]), (130, 67, 37),
+    assert _run_multi_joined(dev, q8x_case(case, ["q4_k"] * 2 + ["q6_k"]), (130, 67, 37),
                              {**case.attrs, "gemv": {**gv, "piece": "q4_k"}}) == 1
     glu = matmul_glu_checks()[2]                      # Q4_K, silu, norm prologue
-    _run(_q8x_case(glu, ["q4_k"] * 2), dev, {**glu.attrs, "gemv": {**gv, "piece": "q4_k"}})
+    _run(q8x_case(glu, ["q4_k"] * 2), dev, {**glu.attrs, "gemv": {**gv, "piece": "q4_k"}})
 
 
 def test_gemv_q8x_choice(dev, monkeypatch):

@@ -520,6 +520,32 @@ def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0, d
                 nbytes=raw.nbytes + 4 * (k + n) if m == 1 else 0, flops=2 * m * n * k if m > 1 else 0)
 
 
+
+def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2) -> Case:
+    """A GEMV ``case`` (matmul, matmul_add, matmul_multi, matmul_glu; norm prologue or not) with its
+    reference recomputed from :func:`q8x_round`'s x, one piece per weight: what the q8x GEMV computes, to
+    be run with ``{"gemv": {"q8x": True, ...}}`` at the f32 tolerance."""
+    x, n_w = case.inputs[0], len(pieces)
+    ws = case.inputs[1:1 + n_w] if case.op != "matmul_add" else case.inputs[1:2]
+    types = case.in_types[1:1 + len(ws)]
+    extra = case.inputs[1 + len(ws):]
+    xw, rs = x, 1.0
+    if "norm_eps" in case.attrs:
+        xw = x * extra[-1]
+        rs = 1 / np.sqrt((x.astype(np.float64) ** 2).mean() + case.attrs["norm_eps"])
+        extra = extra[:-1]
+
+    def reference() -> list[np.ndarray]:
+        ys = [rs * q8x_round(xw, p, ppb32) @ dequantize(w, get_type(t)).astype(np.float64).T
+              for p, w, t in zip(pieces, ws, types)]
+        if case.op == "matmul_glu":
+            g, u = ys
+            return [g / (1 + np.exp(-g)) * u]
+        if case.op == "matmul_add":
+            return [ys[0] + extra[0] + (extra[1] if len(extra) > 1 else 0)]
+        return [y + (b if extra else 0) for y, b in zip(ys, extra or [0] * len(ys))]
+    return replace(case, name=case.name + " int8 x", reference=reference)
+
 @check("matmul")
 def matmul_checks() -> list[Case]:
     """GEMV (R = 1) and GEMM (R = 3, 17) for every weight type, rows not multiples of the tiles."""
@@ -624,8 +650,16 @@ def matmul_bench() -> list[Case]:
     """Llama-3.2-1B-shaped decode GEMVs (FFN up and down) and a 128-token prefill GEMM."""
     cases = []
     for i, t in enumerate(("F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K")):
-        cases.append(matmul_case(t, 1, 2048, 8192, bias=False, seed=i, distinct_rows=256))
-        cases.append(matmul_case(t, 1, 8192, 2048, bias=False, seed=i, distinct_rows=256))
+        for k, n in ((2048, 8192), (8192, 2048)):
+            c = matmul_case(t, 1, k, n, bias=False, seed=i, distinct_rows=256)
+            piece = GEMV_PIECES[t]
+            if piece not in Q8X_PIECES:
+                cases.append(c)
+                continue
+            # float and integer dots (which one the default picks depends on the adapter), each
+            # against its own reference
+            cases.append(replace(c, attrs={"gemv": {"q8x": False}}))
+            cases.append(replace(q8x_case(c, [piece]), attrs={"gemv": {"q8x": True, "piece": piece, "ppb32": 2}}))
     for i, t in enumerate(("F16", "Q8_0", "Q4_K")):
         cases.append(matmul_case(t, 128, 2048, 2048, bias=False, seed=i, distinct_rows=256))
     return cases
