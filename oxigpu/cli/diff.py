@@ -5,6 +5,8 @@ exactly that many rows, so there is no padding to ignore) with their ``trace`` h
 then submits node by node and reads every output back. A node diverges when ``max |wgpu - numpy| >
 atol + rtol * max |numpy|`` over any of its outputs (for ``kv_store``: the caches it wrote). Each node is
 fed its own backend's inputs, so error that builds up over many layers can also trip a late node.
+A one-token prompt runs the decode GEMVs, which on a hardware adapter multiply int8 activations
+(``Device.int8_dots``, ~1e-2 relative): set ``OXIGPU_INT8_DOTS=0`` to compare float dots.
 """
 from __future__ import annotations
 
