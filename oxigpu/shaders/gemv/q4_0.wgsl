@@ -11,8 +11,19 @@ fn q4_0_gx(i: u32, j: u32) -> u32 {
   return select(16u, 0u, j < q4_0_QW) + 4u * (q4_0_QW * i + j % q4_0_QW);
 }
 
+// Word w of qs as its low nibbles (elements e .. e + 3) and high ones (e + 16 .. e + 19).
+fn q4_0_nibs(w: u32) -> vec2<u32> {
+  return vec2<u32>(w & 0x0F0F0F0Fu, (w >> 4u) & 0x0F0F0F0Fu);
+}
+
 fn q4_0_dot4(w: u32, xl: vec4<f32>, xh: vec4<f32>) -> f32 {
-  return dot(b2f(w & 0x0F0F0F0Fu, 8.0), xl) + dot(b2f((w >> 4u) & 0x0F0F0F0Fu, 8.0), xh);
+  let v = q4_0_nibs(w);
+  return dot(b2f(v.x, 8.0), xl) + dot(b2f(v.y, 8.0), xh);
+}
+
+fn q4_0_idot4(w: u32, xl: u32, xh: u32) -> i32 {
+  let v = q4_0_nibs(w);
+  return idot(v.x, xl) + idot(v.y, xh);
 }
 
 fn q4_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
@@ -24,20 +35,15 @@ fn q4_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
   return h16(s, blk) * t;
 }
 
-// Low nibbles against xq.q[0..QW), high ones against xq.q[QW..2 QW); the -8 offset via the x sum.
+// As gdot, on int8 x (low nibbles against xq.q[0..QW), high ones against xq.q[QW..2 QW)); the -8
+// offset via the x sum.
 fn q4_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
   const QW = q4_0_QW;
   let q = blk + 2u + 4u * QW * i;
-  let w0 = lw1(s, q);
-  var t = idot(w0 & 0x0F0F0F0Fu, xq.q[0]) + idot((w0 >> 4u) & 0x0F0F0F0Fu, xq.q[QW]);
-  if (QW > 1u) {
-    let w1 = lw1(s, q + 4u);
-    t += idot(w1 & 0x0F0F0F0Fu, xq.q[1]) + idot((w1 >> 4u) & 0x0F0F0F0Fu, xq.q[QW + 1u]);
-  }
+  var t = q4_0_idot4(lw1(s, q), xq.q[0], xq.q[QW]);
+  if (QW > 1u) { t += q4_0_idot4(lw1(s, q + 4u), xq.q[1], xq.q[QW + 1u]); }
   if (QW > 2u) {
-    let w2 = lw1(s, q + 8u); let w3 = lw1(s, q + 12u);
-    t += idot(w2 & 0x0F0F0F0Fu, xq.q[2]) + idot((w2 >> 4u) & 0x0F0F0F0Fu, xq.q[QW + 2u]) +
-         idot(w3 & 0x0F0F0F0Fu, xq.q[3]) + idot((w3 >> 4u) & 0x0F0F0F0Fu, xq.q[QW + 3u]);
+    t += q4_0_idot4(lw1(s, q + 8u), xq.q[2], xq.q[QW + 2u]) + q4_0_idot4(lw1(s, q + 12u), xq.q[3], xq.q[QW + 3u]);
   }
   return h16(s, blk) * xq.d * f32(t - 8 * xsum(xq, 0u, 2u * QW));
 }
