@@ -39,14 +39,6 @@ def _decode_cases():
     return [c for c in CHECKS["attention"]() if c.name.startswith("decode") or "decode kernel" in c.name]
 
 
-@pytest.mark.parametrize("case", _decode_cases(), ids=lambda c: c.name)
-def test_decode_without_subgroups(dev, case, monkeypatch):
-    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
-    got = run_op("attention", case.inputs, case.attrs, case.pos, case.n_tokens, dev=dev)
-    err = rel_error(got[0], case.reference()[0])
-    assert err <= case.tol, f"{case.name}: rel. error {err:.3g}"
-
-
 def test_split_counts_of_the_cases():
     """The boundary cases really land where their names say."""
     cfg = decode_config(64, 64, 7, 1, 2, 520, n_split=8, chunk=64)
@@ -204,9 +196,9 @@ def _prefill_cases():
             and "split" not in c.name]
 
 
-@pytest.mark.parametrize("case", _prefill_cases(), ids=lambda c: c.name)
-def test_prefill_without_subgroups(dev, case, monkeypatch):
-    """The flash prefill kernel's workgroup-memory row reductions (REDUCE = wg)."""
+@pytest.mark.parametrize("case", _decode_cases() + _prefill_cases(), ids=lambda c: c.name)
+def test_without_subgroups(dev, case, monkeypatch):
+    """The decode kernel's and the flash prefill kernel's workgroup-memory reductions (REDUCE = wg)."""
     monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
     got = run_op("attention", case.inputs, case.attrs, case.pos, case.n_tokens, dev=dev)
     err = rel_error(got[0], case.reference()[0])

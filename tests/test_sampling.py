@@ -99,6 +99,19 @@ def _params(cfg: SamplerConfig, pos: int, n_tokens: int, counter: int) -> Params
                   presence_penalty=cfg.presence_penalty, frequency_penalty=cfg.frequency_penalty)
 
 
+def _generation(dev, p, base, seq, n_tokens, T, steps=12):
+    """The steps of a device generation: before each step after the first, the last id of ``seq`` is fed
+    to the prepared sample kernel ``p`` (its T id rows); yields (step, first position, rows, that step's logits: ``base``
+    moved by a step-dependent wave) for the caller to check and append to ``seq``."""
+    vocab = base.shape[1]
+    for step in range(steps):
+        n = n_tokens if step == 0 else 1
+        if step:
+            dev.write(p.in_bufs[1], np.array([seq[-1]] + [0] * (T - 1), np.int32))
+        wave = np.float32(0.37 * step) * np.cos(np.arange(vocab, dtype=np.float32) * step)
+        yield step, len(seq) - n, n, (base + wave).astype(np.float32)
+
+
 def _step_matches_numpy(dev, p, cfg, seq, logits, start, n, step, ci):
     """One step of the prepared sample kernel ``p`` on ``logits``: its id is numpy's, then appended to seq."""
     dev.write(p.in_bufs[0], logits)
@@ -131,13 +144,8 @@ def test_device_draws_equal_numpy(dev, vocab, T, n_tokens):
         ins[0][0, :20] += 4.0                                    # the penalized ids compete for the top
         p = prepare("sample", ins, in_types=["f32", "i32", "i32", "i32", "f32"], dev=dev)
         seq = history[:pos + n_tokens]
-        for step in range(12):
-            n = n_tokens if step == 0 else 1
-            start = len(seq) - n
-            if step:
-                dev.write(p.in_bufs[1], np.array([seq[-1]] + [0] * (T - 1), np.int32))
-            logits = ins[0] + np.float32(0.37 * step) * np.cos(np.arange(vocab, dtype=np.float32) * step)
-            _step_matches_numpy(dev, p, cfg, seq, logits.astype(np.float32), start, n, step, ci)
+        for step, start, n, logits in _generation(dev, p, ins[0], seq, n_tokens, T):
+            _step_matches_numpy(dev, p, cfg, seq, logits, start, n, step, ci)
         _ring_holds(dev, p, cap, seq)
 
 
@@ -187,13 +195,7 @@ def test_device_greedy_equals_numpy(dev, vocab, T, n_tokens):
         p = prepare("sample", ins, {"greedy": True}, in_types=["f32", "i32", "i32", "i32", "f32"], dev=dev)
         assert len(p.dispatches) == (1 if vocab <= CH else 2)      # the last round records the token
         seq = history[:pos + n_tokens]
-        for step in range(12):
-            n = n_tokens if step == 0 else 1
-            start = len(seq) - n
-            if step:
-                dev.write(p.in_bufs[1], np.array([seq[-1]] + [0] * (T - 1), np.int32))
-            logits = (ins[0] + np.float32(0.37 * step) * np.cos(np.arange(vocab, dtype=np.float32) * step))
-            logits = logits.astype(np.float32)
+        for step, start, n, logits in _generation(dev, p, ins[0], seq, n_tokens, T):
             top = logits.max()
             w = min(vocab, 20)                                   # the window's ids straddle the top
             logits[0, :w] = top + 3.0 + g.random(w).astype(np.float32) * 2.0
