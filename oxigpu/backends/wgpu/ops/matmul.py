@@ -103,8 +103,13 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       q/k/v (Q4_K+Q6_K) 22.5 -> 18.3 and ffn_down Q4_K 4096x14336 26.4 -> 22.3 with 64 lanes, R = 4 and
       u2 on long rows; ffn_down Q6_K 29.4 -> 27.3 with R = 2; the Q6_K LM head 224.5 -> 176.4 us with u2.
       In the 8B step (before the LM-head and Q6_K R = 2 rules) tg128 went 222 -> 248 tok/s, gate+up
-      61.3 -> 49.9 us; the 1B's gate+up 38.2 -> 25.2 us. Q8_0/Q4_0/Q5_0 keep their float splits with q8x
-      (an integer dot is one instruction per 4 weights against ~10 float ones): not measured alone.
+      61.3 -> 49.9 us; the 1B's gate+up 38.2 -> 25.2 us.
+    - Q8_0/Q4_0 with integer dots (`--set 8b-legacy --sweep q8x`): 8B gate+up with R = 8 Q8_0 75.6 ->
+      63.2 us, Q4_0 55.1 -> 48.1; q/k/v (6144 rows, norm prologue) with 64 lanes and R = 4 Q8_0 25.3 ->
+      21.0, Q4_0 22.4 -> 17.7; the 4096-row adds gain nothing from R = 4 (Q8_0 14.1 -> 15.0) and keep R = 2.
+      Their LM heads (n >= 65536) and Q5_0 keep the float splits, with q8x: not swept.
+    - No integer dots on rows shorter than 2048 (the quantization of x is not amortized): qwen's Q5_0
+      gate+up (k = 896) 12.9 us with them, 12.3 without.
     - Float dots, n >= 8192: 32 lanes per group of R = 4 rows; two pieces per loop step (u2) for Q4_K
       only (isolated 8B gate+up 58.3 -> 55.3 us; it hurt the Q6_K and Q8_0 LM heads, 224 -> 243 and
       94 -> 120 us).
@@ -128,7 +133,11 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
         if n >= 8192:
             return GemvConfig(tpr=32, r=8, gpw=4, piece=piece, q8x=True)
         return GemvConfig(tpr=64, r=2 if qtype == "Q6_K" else 4, gpw=2, piece=piece, u2=k >= 8192, q8x=True)
-    q8x = int8 and piece in Q8X_PIECES
+    if int8 and qtype in ("Q8_0", "Q4_0") and k >= 2048 and n < 65536:
+        if n >= 8192:
+            return GemvConfig(tpr=32, r=8, gpw=4, piece=piece, ppb32=2, q8x=True)
+        return GemvConfig(tpr=64, r=4 if n >= 6144 else 2, gpw=2, piece=piece, ppb32=2, q8x=True)
+    q8x = int8 and piece in Q8X_PIECES and k >= 2048
     if n >= 8192:
         return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, u2=q4k, q8x=q8x)
     if q4k:
