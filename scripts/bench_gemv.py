@@ -2,6 +2,8 @@
 
     python3 scripts/bench_gemv.py [--set NAME] [--sweep NAME] [--out DIR] [--budget SECONDS] [--filter S]
 
+``--sweep float`` tries the float-row splits (the F16 set: the 8B and 1B F16 files).
+
 Each case is one decode node as the real model runs it: ``mm`` (matmul), ``add`` (matmul_add),
 ``glu`` (matmul_glu, gate and up joined, RMS-norm prologue) or ``multi`` (matmul_multi q/k/v, weights
 of one type joined as WgpuBackend joins them, norm prologue, optional bias). Weights are ``distinct``
@@ -68,13 +70,19 @@ L8_LEGACY = [Shape("8B", op, (t,) * len(ns), k, ns) for t in ("Q8_0", "Q4_0")
              for op, k, ns in [("glu", 4096, (14336, 14336)), ("multi", 4096, (4096, 1024, 1024)),
                                ("add", 4096, (4096,)), ("add", 14336, (4096,))]]
 """The 8B's Q8_0 and Q4_0 files: integer dots run there with the float splits, not yet swept."""
-SETS = {"8b": L8, "qwen": QWEN, "8b-legacy": L8_LEGACY, "all": L8 + QWEN}
+F16 = [Shape(m, op, ("F16",) * len(ns), k, ns) for m, k, f, kv, v in (("8B", 4096, 14336, 1024, 128256),
+                                                                       ("1B", 2048, 8192, 512, 128256))
+       for op, k, ns in [("glu", k, (f, f)), ("multi", k, (k, kv, kv)), ("add", k, (k,)), ("add", f, (k,)),
+                         ("mm", k, (v,))]]
+"""The 8B's and 1B's F16 files (one row per group since the first GEMV; never swept)."""
+SETS = {"8b": L8, "qwen": QWEN, "8b-legacy": L8_LEGACY, "f16": F16, "all": L8 + QWEN}
 
 PIECES = {"Q4_K": ["q4_k", "q4_k2"]}
 SPLITS_BIG = [(32, 2, 4), (32, 4, 4), (64, 4, 2), (128, 4, 1), (256, 4, 1), (32, 8, 4), (64, 2, 2)]
 SPLITS_SMALL = [(32, 1, 4), (64, 1, 2), (128, 1, 1), (32, 2, 4), (16, 2, 8), (64, 2, 2), (32, 4, 4), (16, 4, 8),
                 (8, 4, 16)]
 SPLITS_Q8X = [(32, 4, 4), (32, 8, 4), (64, 4, 2), (64, 2, 2), (32, 2, 4)]
+SPLITS_FLOAT = [(32, 1, 4), (64, 1, 2), (128, 1, 1), (32, 2, 4), (64, 2, 2), (128, 2, 1), (32, 4, 4), (64, 4, 2)]
 SWEEP = {"8B glu": 2, "8B multi Q4_K+Q6_K": 1, "8B add": 2, "8B mm": 1, "qwen mm": 1, "qwen multi Q5_0 ": 0,
          "qwen": 2}
 """Sweep level per case-name prefix (first match): 2 every piece x split x u2, 1 a few, else none."""
@@ -88,6 +96,9 @@ def variants(sh: Shape, sweep: str) -> list[dict]:
         cfg = gemv_config(sh.types[0], sh.k, sum(sh.ns))
         return [{}, {"q8x": not cfg.q8x}, {"q8x": True, "u2": not cfg.u2}] + [
             dict(q8x=True, tpr=tpr, r=r, gpw=gpw, u2=u2) for tpr, r, gpw in SPLITS_Q8X for u2 in (False, True)]
+    if sweep == "float":      # splits of the float-row pieces (R = 1 cannot pair GLU's gate and up rows)
+        return [{}] + [dict(tpr=tpr, r=r, gpw=gpw, u2=u2) for tpr, r, gpw in SPLITS_FLOAT for u2 in (False, True)
+                       if not (sh.op == "glu" and r == 1)]
     level = next((v for p, v in SWEEP.items() if sh.name.startswith(p)), 0)
     if sweep == "none" or level == 0:
         return [{}]
@@ -264,7 +275,7 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--budget", type=float, default=150.0, help="stop starting new cases after this many s")
     ap.add_argument("--set", default="all", choices=sorted(SETS))
-    ap.add_argument("--sweep", default="full", choices=["full", "check", "q8x", "none"])
+    ap.add_argument("--sweep", default="full", choices=["full", "check", "q8x", "float", "none"])
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
     args = ap.parse_args()
     t_start = time.time()
