@@ -86,7 +86,8 @@ def test_gemv_variants(dev, t, v):
 
 # Piece layouts (shaders/gemv/<piece>.wgsl, PIECE_TYPES) under other splits and two pieces per loop step
 # (u2, with an odd number of steps), plain and with the norm prologue.
-_PIECE_VARIANTS = [("Q4_K", "q4_k2"), ("Q4_K", "q4_k"), ("Q6_K", "q6_k"), ("Q5_0", "q5_0"), ("Q8_0", "q8_0")]
+_PIECE_VARIANTS = [("Q4_K", "q4_k2"), ("Q4_K", "q4_k"), ("Q6_K", "q6_k"), ("Q5_0", "q5_0"), ("Q8_0", "q8_0"),
+                   ("F16", "f16")]
 
 
 @pytest.mark.parametrize("t,piece", _PIECE_VARIANTS)

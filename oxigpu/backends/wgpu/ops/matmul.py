@@ -118,12 +118,16 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
     - n < 3200 (Qwen q/k/v 1152 rows, attn_output and ffn_down 896): one row per group of 64 lanes (the
       rows are few, so more lanes per row keep more SMs busy; in the step Q6_K 896x4864 12.9 -> 10.6 us,
       Q5_0 896x896 7.8 -> 7.4); Q4_K takes the two-word piece q4_k2 with u2 (896x4864 11.7 -> 10.5 us).
-    - Float rows (F32/F16/BF16): one row per group, not re-measured with warm clocks.
+    - Float rows (F32/F16/BF16): one row per group (R = 2 for GLU pairs); F16 swept
+      (`--set f16 --sweep float`): 32 lanes above 4096 rows (q/k/v with its norm prologue, gate+up, LM
+      heads), else 64 (8B 4096x14336 47.2 -> 43.4 us, 4096x4096 16.5 -> 15.8; 1B 2048x2048 8.1 -> 7.0) or
+      128 for rows >= 4x longer than the row count (1B 2048x8192 21.1 -> 16.0); u2 from 16384 rows of
+      >= 4096 (8B gate+up 94.1 -> 90.4; the 1B's 8192+8192x2048 was indifferent).
     """
     piece = GEMV_PIECES.get(qtype, "dq8")
     if qtype in ("F32", "F16", "BF16"):
-        tpr = 32 if n >= 2048 else 64
-        return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece)
+        tpr = 32 if n > 4096 else 128 if k >= 4 * n else 64
+        return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece, u2=n >= 16384 and k >= 4096)
     q4k = qtype == "Q4_K"
     if n < 3200:
         return GemvConfig(tpr=64, r=1, gpw=2, piece="q4_k2" if q4k else piece, ppb32=2, u2=q4k)
