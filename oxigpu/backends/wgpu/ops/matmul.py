@@ -127,7 +127,8 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
     piece = GEMV_PIECES.get(qtype, "dq8")
     if qtype in ("F32", "F16", "BF16"):
         tpr = 32 if n > 4096 else 128 if k >= 4 * n else 64
-        return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece, u2=n >= 16384 and k >= 4096)
+        return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece,
+                          u2=qtype == "F16" and n >= 16384 and k >= 4096)
     q4k = qtype == "Q4_K"
     if n < 3200:
         return GemvConfig(tpr=64, r=1, gpw=2, piece="q4_k2" if q4k else piece, ppb32=2, u2=q4k)
