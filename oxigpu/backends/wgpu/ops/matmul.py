@@ -108,8 +108,8 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       63.2 us, Q4_0 55.1 -> 48.1; q/k/v (6144 rows, norm prologue) with 64 lanes and R = 4 Q8_0 25.3 ->
       21.0, Q4_0 22.4 -> 17.7; the 4096-row adds gain nothing from R = 4 (Q8_0 14.1 -> 15.0) and keep R = 2.
       Their LM heads (n >= 65536) and Q5_0 keep the float splits, with q8x: not swept.
-    - No integer dots on rows shorter than 2048 (the quantization of x is not amortized): qwen's Q5_0
-      gate+up (k = 896) 12.9 us with them, 12.3 without.
+    - No integer dots on rows shorter than 2048 but for LM heads: qwen's Q5_0 gate+up (k = 896) 12.9 us
+      with them, 12.3 without; its Q8_0 LM head (151936 x 896) 83.7 with, 94.1 without.
     - Float dots, n >= 8192: 32 lanes per group of R = 4 rows; two pieces per loop step (u2) for Q4_K
       only (isolated 8B gate+up 58.3 -> 55.3 us; it hurt the Q6_K and Q8_0 LM heads, 224 -> 243 and
       94 -> 120 us).
@@ -142,7 +142,7 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
         if n >= 8192:
             return GemvConfig(tpr=32, r=8, gpw=4, piece=piece, ppb32=2, q8x=True)
         return GemvConfig(tpr=64, r=4 if n >= 6144 else 2, gpw=2, piece=piece, ppb32=2, q8x=True)
-    q8x = int8 and piece in Q8X_PIECES and k >= 2048
+    q8x = int8 and piece in Q8X_PIECES and (k >= 2048 or n >= 65536)
     if n >= 8192:
         return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, u2=q4k, q8x=q8x)
     if q4k:
