@@ -75,7 +75,11 @@ F16 = [Shape(m, op, ("F16",) * len(ns), k, ns) for m, k, f, kv, v in (("8B", 409
        for op, k, ns in [("glu", k, (f, f)), ("multi", k, (k, kv, kv)), ("add", k, (k,)), ("add", f, (k,)),
                          ("mm", k, (v,))]]
 """The 8B's and 1B's F16 files (one row per group since the first GEMV; never swept)."""
-SETS = {"8b": L8, "qwen": QWEN, "8b-legacy": L8_LEGACY, "f16": F16, "all": L8 + QWEN}
+L1 = [Shape("1B", op, ts, k, ns) for t, v in (("Q4_K", "Q6_K"), ("Q8_0", "Q8_0"), ("Q4_0", "Q4_0"))
+      for op, ts, k, ns in [("multi", (t, t, v), 2048, (2048, 512, 512)), ("add", (t,), 2048, (2048,)),
+                            ("add", (v,), 8192, (2048,)), ("glu", (t, t), 2048, (8192, 8192))]]
+"""The 1B's nodes under 3200 rows (float dots since the Qwen rule), for its Q4_K_M, Q8_0 and Q4_0 files."""
+SETS = {"8b": L8, "qwen": QWEN, "8b-legacy": L8_LEGACY, "f16": F16, "1b": L1, "all": L8 + QWEN}
 
 PIECES = {"Q4_K": ["q4_k", "q4_k2"]}
 SPLITS_BIG = [(32, 2, 4), (32, 4, 4), (64, 4, 2), (128, 4, 1), (256, 4, 1), (32, 8, 4), (64, 2, 2)]
