@@ -53,7 +53,6 @@ def _raw_slot(node: Node, i: int) -> bool:
         return 1 <= i <= node.attrs.get("n_w", 2)
     return i == 1 and node.op in ("matmul", "matmul_add", "embed")
 
-_COPY = 0x0004 | 0x0008           # COPY_SRC | COPY_DST
 _READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
 _MAX_BATCH = 64
 
@@ -137,7 +136,9 @@ class WgpuBackend:
         self._plans: dict[int, _Loaded] = {}
         self._resident: dict[tuple[int, int, bool], _Resident] = {}
         self._ring: Any = None                                # token history, CAP = n_ctx + 1 slots
-        self._staging: list[Any] = []
+        self._staging: list[Any] = []                         # per batch slot: each step's Params
+        self._step_stride = 0                                 # bytes per step in a staging buffer
+        self._next_params: list[list[Dispatch]] = []          # per slot and step: its next_params dispatch
         self._readback: list[Any] = []
 
     # -- loading ------------------------------------------------------------------------------------
@@ -377,14 +378,15 @@ class WgpuBackend:
     def resident_step(self, plan: Plan, n_bias: int = 0, greedy: bool = False
                       ) -> list[tuple[Node | None, list[Dispatch]]]:
         """One GPU-resident decode step as it is encoded: each node's dispatches, then ``(None, the
-        sampler's)``. For profiling and dispatch counts (``runtime/bench.py``); ``n_bias`` as in
-        :meth:`decode_stream`'s logit bias, ``greedy`` its temperature-0 sampler."""
+        sampler's and the next step's Params copy)``. For profiling and dispatch counts
+        (``runtime/bench.py``); ``n_bias`` as in :meth:`decode_stream`'s logit bias, ``greedy`` its
+        temperature-0 sampler."""
         res = self._resident_for(plan, n_bias, greedy)
         flat, groups, i = res.variants[0], [], 0
         for node, ds in zip(plan.nodes, self._loaded(plan).node_dispatches):
             groups.append((node, flat[i:i + len(ds)]))
             i += len(ds)
-        groups.append((None, flat[i:]))
+        groups.append((None, [*flat[i:], self._next_params[0][0]]))
         return groups
 
     # -- GPU-resident decode ------------------------------------------------------------------------
@@ -436,16 +438,15 @@ class WgpuBackend:
 
     def _encode_batch(self, res: _Resident, base: Params, pos0: int, counter: int, step0: int, k: int,
                       slot: int) -> Any:
-        """Steps ``step0 .. step0 + k - 1``: per step, copy its Params into the uniform, then one compute
-        pass; at the end, copy the k drawn ids from the ring into readback buffer ``slot``."""
-        params = b"".join(replace(base, pos=pos0 + s, counter=counter + s).pack()
+        """Steps ``step0 .. step0 + k - 1`` in one compute pass: per step, a dispatch copies its Params from
+        staging buffer ``slot`` into the uniform (``next_params.wgsl``), then the step's kernels; at the end,
+        copy the k drawn ids from the ring into readback buffer ``slot``."""
+        params = b"".join(replace(base, pos=pos0 + s, counter=counter + s).pack().ljust(self._step_stride, b"\0")
                           for s in range(step0, step0 + k))
         self.dev.queue.write_buffer(self._staging[slot], 0, params)
         enc = self.dev.device.create_command_encoder()
-        for j in range(k):
-            enc.copy_buffer_to_buffer(self._staging[slot], j * Params.NBYTES, self.dev.params_buffer, 0,
-                                      Params.NBYTES)
-            self.dev.encode(enc, res.variants[(step0 + j) % 2])
+        nxt = self._next_params[slot]
+        self.dev.encode(enc, [d for j in range(k) for d in (nxt[j], *res.variants[(step0 + j) % 2])])
         enc.copy_buffer_to_buffer(self._ring, (pos0 + step0 + 1) * 4, self._readback[slot], 0, k * 4)
         return enc.finish()
 
@@ -476,8 +477,14 @@ class WgpuBackend:
         tokens = plan.inputs["tokens"]
         if self._ring is None:
             self._ring = self.dev.create_buffer(4 * (self.n_ctx + 1), label="token ring")
-            self._staging = [self.dev.create_buffer(_MAX_BATCH * Params.NBYTES, _COPY, f"params staging {i}")
+            a = self.dev.storage_align
+            self._step_stride = -(-Params.NBYTES // a) * a
+            self._staging = [self.dev.create_buffer(_MAX_BATCH * self._step_stride, label=f"params staging {i}")
                              for i in range(2)]
+            pipe = self.dev.pipeline("next_params.wgsl")
+            self._next_params = [[(pipe, self.dev.bind_group(pipe, {1: (st, j * self._step_stride, Params.NBYTES),
+                                                                    2: self.dev.params_buffer}), (1, 1, 1))
+                                  for j in range(_MAX_BATCH)] for st in self._staging]
             self._readback = [self.dev.create_buffer(_MAX_BATCH * 4, _READBACK, f"token readback {i}")
                               for i in range(2)]
         tok = (self.dev.create_buffer(4, label="token 0"), self.dev.create_buffer(4, label="token 1"))

@@ -167,7 +167,8 @@ class Device:
         self.lost = False
         """Set once an error says the device is lost (driver reset, GPU removed, ``device.destroy()``)."""
         self._sync_buf = self.create_buffer(16)
-        self.params_buffer = self.create_buffer(Params.NBYTES, UNIFORM, label="params")
+        # STORAGE too: resident decode batches write each step's Params on the GPU (next_params.wgsl)
+        self.params_buffer = self.create_buffer(Params.NBYTES, UNIFORM | STORAGE, label="params")
         self.write_params(Params())
 
     # -- description ------------------------------------------------------------------------------
