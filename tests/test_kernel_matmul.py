@@ -137,7 +137,6 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     them; asked for elsewhere, it is refused."""
     assert all(gemv_config(t, 4096, n).q8x for t in ("Q4_K", "Q6_K", "Q8_0", "Q5_0") for n in (4096, 128256))
     assert not gemv_config("Q4_K", 896, 1152).q8x and not gemv_config("Q5_K", 4096, 4096).q8x
-    assert gemv_config("Q4_K", 2048, 2048).q8x and gemv_config("Q4_K", 2048, 2048).piece == "q4_k2"
     assert not gemv_config("Q5_0", 896, 9728).q8x and gemv_config("Q8_0", 896, 151936).q8x   # short rows
     assert not any(gemv_config(t, 4096, 28672, int8=False).q8x for t in ("Q4_K", "Q6_K", "Q8_0"))
     with pytest.raises(DeviceError, match="unsupported GEMV split"):
