@@ -4,14 +4,18 @@
         [--variants V,...] [--narrow V,...] [--splits 2,4] [--split-tiles T,...] [--exp BITS,...]
 
 Each case multiplies x [m, k] by a weight of real shape (``distinct`` quantized rows tiled, so building it
-is cheap) with one variant: ``default`` (what ops/gemm.py picks), ``old`` (the 64x128 kernel of commit
+is cheap) with one variant: ``default`` (what ops/gemm.py picks on this adapter), ``f32`` / ``q8`` (its
+choice for the f32 / the integer-dot kernel), ``old`` (the 64x128 kernel of commit
 854b7c9, before this rewrite: scripts/bench_gemm_old.wgsl, f32 tiles), TileConfig overrides ("8x8/16 s2
-L128": TM x TN per thread / BK, split-k 2, 128 loader threads; unnamed fields as the default choice has
-them), ``f16tiles`` (F16 weights in f16 tiles), or with ``--exp`` "8x8/16 e<bits>": scripts/
+L128": TM x TN per thread / BK, split-k 2, 128 loader threads; "q8 8x4 L256 b2": the integer-dot kernel
+with 8 x 4 per thread, 256 loaders, 2 blocks of 32 per step; unnamed fields as the default choice of
+that kernel has them), ``f16tiles`` (F16 weights in f16 tiles), or with ``--exp`` "8x8/16 e<bits>": scripts/
 bench_gemm_exp.wgsl, the kernel before loader threads with parts switched off (see its header; most
 bits give wrong results, timing only). ``--narrow`` variants and the split-k ones run only where the
 unsplit 128x128 grid has fewer than 264 workgroups. It checks each output against float64
-(max |err| / max |ref| <= 2e-7 sqrt(k)), then times the dispatches: after 0.25 s of the same passes
+(max |err| / max |ref| <= 2e-7 sqrt(k); the integer-dot kernel against x rounded as ops/gemm.py q8_round
+does, on x kept off rounding ties by q8_tie_free), then times the dispatches (the integer-dot kernel's
+x pass included; ``xpass_us`` alone): after 0.25 s of the same passes
 (clock warm-up: an H100 drops its clock within a fraction of a second of host work), N copies in one
 compute pass between GPU timestamps, median of 3 passes, N sized to ~20 ms. TFLOP/s = 2 m n k / time.
 Results: ``gemm_sweep.jsonl`` and a table on stdout. The ``test.*`` shapes are small, for a lavapipe run
@@ -33,7 +37,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oxigpu.backends.wgpu.device import Device, Dispatch, Params  # noqa: E402
-from oxigpu.backends.wgpu.ops.gemm import TileConfig, tile_config  # noqa: E402
+from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES, q8_round, q8_tie_free, tile_config  # noqa: E402
 from oxigpu.backends.wgpu.ops.matmul import MatmulKernel  # noqa: E402
 from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
 
@@ -53,20 +57,31 @@ TILES = ["8x8/16", "8x4/16", "4x8/16", "4x4/16", "4x4/32"]
 
 
 def parse_variant(v: str) -> dict | None:
-    """'8x4/16 s2 L128' -> TileConfig fields (split-k 2, 128 loader threads); 'default' -> {}; 'f16tiles'
-    -> default with F16 weights in f16 tiles."""
+    """'8x4/16 s2 L128' -> TileConfig fields (split-k 2, 128 loader threads); 'q8 8x4 L256 b2' -> the
+    integer-dot kernel's (2 blocks per step); 'default' -> {}; 'f32' / 'q8' -> that kernel's default
+    choice; 'f16tiles' -> default with F16 weights in f16 tiles."""
     if v == "default":
         return {}
+    if v in ("f32", "q8"):
+        return {"q8": v == "q8"}
     if v == "f16tiles":
         return {"f16": True}
     tile, *rest = v.split()
+    out = {}
+    if tile == "q8":
+        out["q8"] = True
+        tile, *rest = rest
     tm, tn = (int(a) for a in tile.split("/")[0].split("x"))
-    out = {"tm": tm, "tn": tn, "bk": int(tile.split("/")[1])}
+    out |= {"tm": tm, "tn": tn}
+    if "/" in tile:
+        out["bk"] = int(tile.split("/")[1])
     for r in rest:
         if r.startswith("s"):
             out["splits"] = int(r[1:])
         if r.startswith("L"):
             out["loaders"] = int(r[1:])
+        if r.startswith("b"):
+            out["nb"] = int(r[1:])
     return out
 
 
@@ -183,9 +198,11 @@ def main() -> None:
         qt = get_type(t)
         rng = np.random.default_rng(n * 7 + k)
         raw = quantize(rng.standard_normal((distinct, k), np.float32), qt)
-        xh = rng.standard_normal((m, k)).astype(np.float32)
-        ref_d = xh.astype(np.float64) @ dequantize(raw, qt).astype(np.float64).T
-        want = np.tile(ref_d, (1, n // distinct + 1))[:, :n]
+        xh = q8_tie_free(rng.standard_normal((m, k)).astype(np.float32))
+        wd = dequantize(raw, qt).astype(np.float64).T
+        # float64 references: x as given (f32 kernel) and as the integer-dot kernel rounds it
+        wants = {q8: np.tile((q8_round(xh) if q8 else xh.astype(np.float64)) @ wd, (1, n // distinct + 1))[:, :n]
+                 for q8 in ((False, True) if t in Q8_TYPES else (False,))}
         big = np.tile(raw, (n // distinct + 1, 1))[:n]
         xb, wb = dev.upload(xh), dev.upload(big.reshape(-1).view(np.uint8))
         flops = 2 * m * n * k
@@ -215,13 +232,17 @@ def main() -> None:
                     yb = dev.create_buffer(4 * m * n)
                     d = kern.encode([xb, wb, yb])
                     c = kern.gemm.gemm.cfg
-                    cfg = f"{c.tm}x{c.tn}/{c.bk} s{c.splits} L{c.loaders}"
+                    cfg = f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8 else f"{c.tm}x{c.tn}/{c.bk}"
+                    cfg += f" s{c.splits} L{c.loaders}"
                 dev.submit(d)
                 got = dev.read(yb, np.float32, (m, n))
+                want = wants[cfg.startswith("q8")]
                 err = float(np.abs(got - want).max() / np.abs(want).max())
                 secs = time_dispatches(dev, d)
                 rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, cfg=cfg, us=secs * 1e6,
                            tflops=flops / secs / 1e12, err=err, ok=err <= tol)
+                if cfg.startswith("q8"):
+                    rec["xpass_us"] = time_dispatches(dev, d[:1]) * 1e6
                 yb.destroy()
             except Exception as e:  # report and go on
                 rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, error=f"{type(e).__name__}: {e}"[:300])

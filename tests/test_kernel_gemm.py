@@ -1,21 +1,28 @@
-"""The register-tiled prefill GEMM (``shaders/gemm_tiled.wgsl``, ``ops/gemm.py``) vs float64 references.
+"""The register-tiled prefill GEMMs (``shaders/gemm_tiled.wgsl``, ``shaders/gemm_q8.wgsl``, ``ops/gemm.py``)
+vs float64 references.
 
 Every register tile (TM x TN outputs per thread, BK per step), with and without loader threads, split-k
 with its reduction pass, every weight type, bias, the residual and multi-output epilogues and the binding
 split. Shapes leave partial tiles in every dimension: m and n are not tile multiples, and k is not a
 multiple of BK where the block size allows (F32/F16/BF16 at k = 200; 32-element blocks at k = 224 against BK = 32). Tolerance as in
 test_kernel_matmul.py: max |err| / max |ref| <= 2e-7 sqrt(k) (f32 weights, f32 accumulation); inputs are
-random and non-zero, outputs NaN-poisoned.
+random and non-zero, outputs NaN-poisoned. The integer-dot kernel (forced here with ``q8``: lavapipe has no
+``int8_dots``) is held to the same bound against its numpy twin, float64 products of x rounded to int8
+per 32 (ops/gemm.py ``q8_round``), on x kept off rounding ties (``q8_tie_free``: at a tie the shader may
+round either way).
 """
 from __future__ import annotations
 
+from dataclasses import replace
+
 import numpy as np
 import pytest
+from test_kernel_matmul import _run_multi_joined
 
 from oxigpu.backends.wgpu.device import Device
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
-from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS, GemmKernel, TileConfig, tile_config
-from oxigpu.backends.wgpu.ops.matmul import TYPES, matmul_add_case, matmul_case, matmul_multi_case
+from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES, TILED_MIN_ROWS, GemmKernel, TileConfig, gemm_shader, tile_config
+from oxigpu.backends.wgpu.ops.matmul import TYPES, matmul_add_case, matmul_case, matmul_multi_case, q8_gemm_case
 from oxigpu.errors import DeviceError
 from oxigpu.quant import get_type
 
@@ -26,7 +33,7 @@ TILES = [dict(tm=8, tn=8, bk=16), dict(tm=8, tn=4, bk=16), dict(tm=4, tn=8, bk=1
          dict(tm=4, tn=4, bk=32, loaders=128), dict(tm=8, tn=4, bk=16, loaders=128)]
 """Register tiles (TM x TN per thread, BK), with the default 256 loader threads, none (the FMA threads
 load) or 128 (one to four chunks per loader)."""
-NOSPLIT = {"splits": 1, "loaders": 256}
+NOSPLIT = {"splits": 1, "loaders": 256, "q8": False}   # the f32 kernel, also where int8 dots are on
 
 
 def _k(t: str) -> int:
@@ -44,7 +51,18 @@ def _err(case, dev, gemm: dict | None) -> float:
     return max(rel_error(g, r) for g, r in zip(got, ref))
 
 
+def _uses_q8(case, dev, gemm: dict | None) -> bool:
+    """Whether ``case`` runs the integer-dot kernel: where asked for (``q8``), or by default on adapters
+    with int8 dots (the H100; not lavapipe)."""
+    m, k = case.inputs[0].shape
+    cfgs = [gemm_shader(dev, m, t, 128, gemm, k)[2] for t in case.in_types[1:] if t != "f32"]
+    return all(c is not None and c.q8 for c in cfgs)
+
+
 def _run(case, dev, gemm: dict | None = None) -> None:
+    """Runs ``case`` against float64; on the integer-dot kernel against its twin (``q8_gemm_case``)."""
+    if _uses_q8(case, dev, gemm):
+        case = q8_gemm_case(case)
     err = _err(case, dev, gemm)
     assert err <= case.tol, f"{case.name} {gemm}: rel. error {err:.3g} > {case.tol:.3g}"
 
@@ -74,7 +92,7 @@ def test_split_k_with_empty_splits(dev):
     _run(matmul_case("F16", 40, 64, 70, bias=True, seed=30), dev, dict(tm=4, tn=4, bk=32, splits=4))
 
 
-@pytest.mark.parametrize("gemm", [None, dict(tm=8, tn=4, bk=16, splits=3)])
+@pytest.mark.parametrize("gemm", [None, dict(tm=8, tn=4, bk=16, splits=3, q8=False)])
 def test_epilogues(dev, gemm):
     """Residual, multi-output segments (with biases) and a binding split, with and without split-k."""
     _run(matmul_add_case("Q6_K", 65, 1024, 129, bias=True, seed=31), dev, gemm)
@@ -99,7 +117,7 @@ def test_a_wrong_result_fails(dev):
     """The check can fail: another seed's weights are far outside the tolerance."""
     case = matmul_case("Q4_K", 64, 512, 70, bias=False, seed=42)
     other = matmul_case("Q4_K", 64, 512, 70, bias=False, seed=43)
-    got = run_op(case.op, case.inputs, in_types=case.in_types, dev=dev)
+    got = run_op(case.op, case.inputs, {"gemm": {"q8": False}}, in_types=case.in_types, dev=dev)
     assert rel_error(got[0], other.reference()[0]) > 100 * case.tol
     assert rel_error(got[0], case.reference()[0]) <= case.tol
 
@@ -111,21 +129,29 @@ SHAPES = [(896, 896), (1152, 896), (9728, 896), (896, 4864), (2048, 2048), (3072
 
 @pytest.mark.parametrize("m", [33, 64, 512])
 def test_tile_choice_is_valid(m):
-    """Every chosen tile passes its own checks and fits the 32 KiB of workgroup memory lavapipe allows."""
+    """Every chosen tile passes its own checks and fits the 32 KiB of workgroup memory lavapipe allows;
+    the integer-dot one (48 KiB on the H100) does with one block per step."""
     for n, k in SHAPES:
         cfg = tile_config(m, n, k)
         cfg.check()
         assert cfg.smem_bytes() <= 32768, (m, n, k, cfg)
+        q8 = tile_config(m, n, k, q8=True)
+        q8.check()
+        for fk, mins in ((16, False), (32, True)):         # Q6_K's scales per 16, Q4_K's mins
+            assert q8.smem_bytes(fk=fk, mins=mins) <= 49152, (m, n, k, q8)
+            assert replace(q8, nb=1).smem_bytes(fk=fk, mins=mins) <= 32768, (m, n, k, q8)
 
 
 def test_bad_tiles_are_refused(dev):
     for bad in [dict(tm=2), dict(tn=16), dict(bk=8), dict(bk=32, tm=8), dict(splits=0), dict(loaders=64)]:
         with pytest.raises(DeviceError):
-            GemmKernel(dev, 64, 512, 70, "Q4_K", {}, bad)
+            GemmKernel(dev, 64, 512, 70, "Q4_K", {}, {"q8": False, **bad})
+    with pytest.raises(DeviceError):
+        GemmKernel(dev, 64, 512, 70, "Q4_K", {}, dict(q8=True, nb=4))
     assert TileConfig(tm=8, tn=8, bk=16).smem_bytes() == 32768
 
 
-@pytest.mark.parametrize("gemm", [None, dict(tm=4, tn=4, bk=16, splits=3)])
+@pytest.mark.parametrize("gemm", [dict(q8=False), dict(tm=4, tn=4, bk=16, splits=3, q8=False)])
 def test_row_tiles_past_n_tokens_are_skipped(dev, gemm):
     """A short prompt in a longer prefill plan: rows below n_tokens as in float64, and row tiles wholly at
     or past n_tokens never written (they keep the NaN poison): their work was skipped, not just masked."""
@@ -137,3 +163,79 @@ def test_row_tiles_past_n_tokens_are_skipped(dev, gemm):
     assert np.abs(want).max() > 1 and rel_error(got[:n_tokens], want) <= case.tol
     bm = TileConfig(**{**tile_config(300, 203, 768).__dict__, **(gemm or {})}).tile[0]
     assert bm < 300 and np.isnan(got[bm:]).all()
+
+
+# -- the integer-dot kernel (gemm_q8.wgsl) --------------------------------------------------------------
+
+Q8_TILES = [dict(tm=8, tn=8, nb=1, loaders=128), dict(tm=8, tn=8, nb=1, loaders=0), dict(tm=8, tn=4, nb=1, loaders=256),
+            dict(tm=4, tn=8, nb=2, loaders=128), dict(tm=8, tn=4, nb=2, loaders=0), dict(tm=4, tn=4, nb=2, loaders=256)]
+"""Integer-dot tiles: TM x TN per thread, nb 32-blocks per step, loader threads (0: the compute threads).
+Each one within lavapipe's 32 KiB of workgroup memory."""
+
+
+@pytest.mark.parametrize("t", Q8_TYPES)
+def test_q8_every_type(dev, t):
+    """Every type with integer dots, its default tile, partial tiles in m and n; and the check can fail:
+    the same output is far from the float64 product of the unrounded x."""
+    case = matmul_case(t, 150, _k(t), 203, bias=True, seed=60)
+    q8 = q8_gemm_case(case)
+    err = _err(q8, dev, {"q8": True})
+    assert err <= q8.tol, f"{q8.name}: rel. error {err:.3g} > {q8.tol:.3g}"
+    got = run_op(q8.op, q8.inputs, {"gemm": {"q8": True}}, in_types=q8.in_types, dev=dev)[0]
+    assert rel_error(got, replace(case, inputs=q8.inputs).reference()[0]) > 30 * q8.tol
+
+
+@pytest.mark.parametrize("tile", range(len(Q8_TILES)))
+@pytest.mark.parametrize("t", ["Q4_K", "Q6_K", "Q8_0", "Q5_0"])
+def test_q8_every_tile(dev, t, tile):
+    """k of 24 blocks of 32 (an odd count of nb = 2 steps) or 7 (Q8_0, Q5_0)."""
+    _run(matmul_case(t, 150, _k(t), 203, bias=tile % 2 == 0, seed=70 + tile), dev,
+         {"q8": True, "splits": 1, **Q8_TILES[tile]})
+
+
+@pytest.mark.parametrize("splits", [2, 3, 7])
+@pytest.mark.parametrize("t", ["Q4_K", "Q4_0"])
+def test_q8_split_k(dev, t, splits):
+    """Uneven splits (7 of 2 k = 448 or 1536 leave empty ones), bias added once."""
+    tile = Q8_TILES[splits % len(Q8_TILES)]
+    _run(matmul_case(t, 70, 2 * _k(t), 131, bias=True, seed=80 + splits), dev, {"q8": True, **tile, "splits": splits})
+
+
+@pytest.mark.parametrize("gemm", [dict(q8=True, splits=1), dict(q8=True, tm=8, tn=4, nb=2, splits=3)])
+def test_q8_epilogues(dev, gemm):
+    """Residual, multi-output segments with biases (per type one GEMM after one int8 x pass) and a
+    binding split (two row ranges of one int8 x), with and without split-k."""
+    _run(matmul_add_case("Q6_K", 65, 1024, 129, bias=True, seed=81), dev, gemm)
+    case = q8_gemm_case(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 40, 1024, (70, 130, 67), True, seed=82))
+    per_type = 2 + (gemm["splits"] > 1)           # x pass, GEMM (, reduction)
+    assert _run_multi_joined(dev, case, (70, 130, 67), {**case.attrs, "gemm": gemm}) == 2 * per_type
+    with dev.binding_limit(20000):
+        _run(matmul_case("Q8_0", 140, 640, 203, bias=True, seed=83), dev, gemm)
+
+
+@pytest.mark.parametrize("gemm", [{"q8": True}, dict(q8=True, tm=4, tn=4, nb=2, loaders=0, splits=3)])
+def test_q8_rows_past_n_tokens(dev, gemm):
+    """A short prompt in a longer plan: rows below n_tokens as the twin has them (the x pass skips the
+    rest), row tiles wholly past n_tokens never written (NaN poison kept)."""
+    case = q8_gemm_case(matmul_case("Q4_K", 300, 768, 203, bias=True, seed=84))
+    n_tokens = 20
+    got = run_op(case.op, case.inputs, {"gemm": gemm}, n_tokens=n_tokens, in_types=case.in_types, dev=dev)[0]
+    want = case.reference()[0][:n_tokens]
+    assert np.abs(want).max() > 1 and rel_error(got[:n_tokens], want) <= case.tol
+    bm = 16 * gemm.get("tm", 8)
+    assert np.isnan(got[bm:]).all()
+
+
+def test_q8_choice(dev, monkeypatch):
+    """The integer-dot kernel where the adapter has int8 dots and the type has a snippet; f32 otherwise,
+    and on request (``q8``: False); asking for it on a type without one is an error."""
+    kern = lambda t, over=None, m=128: GemmKernel(dev, m, 512, 70, t, {"QUANT": t.lower(), "HAS_BIAS": False,
+                                                                       "HAS_RES": False, "NSEG": 1}, over)
+    monkeypatch.setattr(Device, "int8_dots", property(lambda self: False))
+    assert not any(kern(t).q8 for t in ("Q4_K", "Q8_0"))
+    monkeypatch.setattr(Device, "int8_dots", property(lambda self: True))
+    assert all(kern(t).q8 for t in Q8_TYPES) and not kern("F16").q8 and not kern("Q5_K").q8
+    assert not kern("Q4_K", {"q8": False}).q8
+    assert not kern("Q4_K", m=3).cfg                                 # a few rows: gemm_q.wgsl
+    with pytest.raises(DeviceError, match="no integer-dot GEMM"):
+        kern("Q5_K", {"q8": True})

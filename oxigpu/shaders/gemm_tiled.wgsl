@@ -2,10 +2,9 @@
 // + residual, multi-output segments: common/matmul_io.wgsl's store), W raw GGUF blocks.
 //
 // A workgroup computes a BM x BN = 16 TM x 16 TN tile (TM, TN: 4 or 8; ops/gemm.py picks them per shape)
-// with 256 FMA threads: thread (ty, tx) owns rows 4 ty + 64 a + (0..3) and columns 4 tx + 64 b + (0..3),
-// a < TM / 4, b < TN / 4, so per k one vec4 of x per a and one vec4 of W per b from workgroup memory feed
-// TM x TN FMAs (8 x 8: 4 vec4 loads per 64 FMAs). A warp holds 4 ty x 8 tx, so its vec4 reads cover 4
-// and 8 distinct 16-byte slots.
+// with 256 FMA threads: thread (ty, tx) owns TM x TN outputs (common/gemm_tile.wgsl), so per k one vec4
+// of x per 4 rows and one vec4 of W per 4 columns from workgroup memory feed TM x TN FMAs (8 x 8: 4 vec4
+// loads per 64 FMAs).
 //
 // Each BK step (16 or 32) dequantizes the BN x BK weights once (8-element chunks, BK / 8 threads per row,
 // so a warp reads few rows) and copies BM x BK of x, both stored k-major in workgroup memory: ws as WT
@@ -24,14 +23,14 @@
 // dequantize / store work adding up instead of overlapping.
 //
 // Split-k (SPLITS > 1, for outputs too narrow to fill the GPU): workgroup z of the grid covers inner
-// elements [z kper, (z + 1) kper) (kper: k / SPLITS rounded up to BK) and writes its raw partial sums to
-// Y = a scratch buffer [SPLITS][m][rows]; gemm_reduce.wgsl adds them up in z order (deterministic) and
-// stores through store().
+// elements k_range(z) and writes its raw partial sums to a scratch buffer; gemm_reduce.wgsl adds them up
+// in z order (deterministic) and stores through store().
 //
 // Row tiles at or past the step's n_tokens (P) return at once: a short prompt in a 512-row prefill plan
 // costs its own rows, not the plan's (the rows past n_tokens are padding, which nothing reads).
 #include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
+#include "common/gemm_tile.wgsl"
 #include "quant/{{QUANT}}.wgsl"
 // WT_ENABLE: "enable f16;" when WT is f16 (hoisted by the preprocessor), else empty
 {{WT_ENABLE}}
@@ -99,23 +98,6 @@ fn put_x(buf: u32, c: u32, v: vec4<f32>) {
   for (var e = 0u; e < 4u; e++) { xs[base + e * (BM / 4u)][j] = v[e]; }
 }
 
-// Column n (of this chunk's rows) of row m: through store(), or as split z's partial sum.
-fn put_y(z: u32, m: u32, n: u32, v: f32) {
-  if (SPLITS > 1u) {
-    Y[(z * D.m + m) * D.rows + n] = v;
-  } else {
-    store(m, D.col0 + n, v);
-  }
-}
-
-fn store_row(z: u32, m: u32, n: u32, v0: vec4<f32>, v1: vec4<f32>) {
-  if (m >= D.m) { return; }
-  for (var j = 0u; j < 4u; j++) {
-    if (n + j < D.rows) { put_y(z, m, n + j, v0[j]); }
-    if (TN == 8u && n + 64u + j < D.rows) { put_y(z, m, n + 64u + j, v1[j]); }
-  }
-}
-
 // Loader role (NL > 0): loader l (0 .. NL-1) holds weight chunks l + i NL (i < 2) and x vec4s l + i NL
 // (i < 4) of a step's tiles in registers between loading and storing them.
 struct Stage { w0: V8, w1: V8, x0: vec4<f32>, x1: vec4<f32>, x2: vec4<f32>, x3: vec4<f32> }
@@ -148,10 +130,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let n0 = wid.x * BN;
   let m0 = wid.y * BM;
   if (m0 >= P.n_tokens) { return; }   // padding rows only (uniform per workgroup: no barrier skipped)
-  let warp = lid / 32u;
-  let lane = lid % 32u;
-  let ty = (warp / 2u) * 4u + lane / 8u;
-  let tx = (warp % 2u) * 8u + lane % 8u;
+  let ty = tile_ty(lid);
+  let tx = tile_tx(lid);
   // c<r>_<b>: row 4 ty + r (r < 4) or 64 + 4 ty + r - 4, columns 4 tx + 64 b ..; named, not an array, so
   // they stay in registers. With TM or TN 4 the second halves are dead code.
   var c0_0 = vec4<f32>(0.0); var c0_1 = vec4<f32>(0.0);
@@ -163,14 +143,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var c6_0 = vec4<f32>(0.0); var c6_1 = vec4<f32>(0.0);
   var c7_0 = vec4<f32>(0.0); var c7_1 = vec4<f32>(0.0);
 
-  var kbeg = 0u;
-  var kend = D.k;
-  if (SPLITS > 1u) {
-    let kper = ((D.k + SPLITS - 1u) / SPLITS + BK - 1u) / BK * BK;
-    kbeg = min(wid.z * kper, D.k);
-    kend = min(kbeg + kper, D.k);
-  }
-  let steps = (kend - kbeg + BK - 1u) / BK;
+  let kr = k_range(wid.z);
+  let kbeg = kr.x;
+  let steps = (kr.y - kbeg + BK - 1u) / BK;
   var pw = V8(vec4<f32>(0.0), vec4<f32>(0.0));
   var px0 = vec4<f32>(0.0);
   var px1 = vec4<f32>(0.0);

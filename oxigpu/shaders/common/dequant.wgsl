@@ -74,3 +74,8 @@ fn q5_chunk(hb: u32, qs: u32, c: u32) -> array<vec4<f32>, 2> {
   let h1 = ((vec4<u32>(h) >> vec4<u32>(4u, 5u, 6u, 7u)) & vec4<u32>(1u)) << vec4<u32>(4u);
   return array<vec4<f32>, 2>(vec4<f32>(n[0] | h0), vec4<f32>(n[1] | h1));
 }
+
+// Bits 0..3 of x moved to bit 0 of bytes 0..3 (the four shifted copies cannot overlap, so no carries).
+fn spread4(x: u32) -> u32 {
+  return (x * 0x00204081u) & 0x01010101u;
+}

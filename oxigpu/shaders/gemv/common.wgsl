@@ -27,9 +27,8 @@ const MAGIC: bool = {{MAGIC}};
 const MIXED: bool = {{MIXED}};
 
 #include "gemv/slot1_{{MIXED}}.wgsl"
-
-// x values of one piece; slots PX.. are unused.
-alias XS = array<vec4<f32>, 8>;
+#include "common/q8.wgsl"
+#include "common/dequant.wgsl"
 
 // Word i / vec4 i of slot s's weights.
 fn wd(s: u32, i: u32) -> u32 {
@@ -55,53 +54,6 @@ fn b2f(w: u32, off: f32) -> vec4<f32> {
 }
 
 fn hsum(v: vec4<f32>) -> f32 { return v.x + v.y + v.z + v.w; }
-
-// x of one piece as int8 for the integer-dot GEMV (Q8X): q[j] packs xs[j] / d rounded (byte 0 = .x),
-// one scale d = max |x| / 127 over the piece's PX vec4s (at most 32 values: the granularity of the
-// q8_1 activations llama.cpp's CUDA GEMV multiplies). Computed once per piece, shared by its R rows;
-// a row then reduces 4 products per dot4I8Packed instead of converting every weight to f32.
-struct XQ { q: array<u32, 8>, d: f32 }
-
-// 1.5 * 2^23 + v rounds v (|v| <= 127) to the nearest integer in the low mantissa bits, in two's
-// complement in the low byte: no float-to-int conversion.
-fn q8pack(v: vec4<f32>, inv: f32) -> u32 {
-  return pack4xI8(bitcast<vec4<i32>>(v * inv + 12582912.0));
-}
-
-fn xquant(xs: XS, n: u32) -> XQ {
-  var a = abs(xs[0]);
-  if (n > 1u) { a = max(a, abs(xs[1])); }
-  if (n > 2u) { a = max(a, max(abs(xs[2]), abs(xs[3]))); }
-  if (n > 4u) { a = max(max(a, max(abs(xs[4]), abs(xs[5]))), max(abs(xs[6]), abs(xs[7]))); }
-  let m = max(max(a.x, a.y), max(a.z, a.w));
-  let inv = select(0.0, 127.0 / m, m > 0.0);
-  var r: XQ;
-  r.d = m * (1.0 / 127.0);
-  r.q[0] = q8pack(xs[0], inv);
-  if (n > 1u) { r.q[1] = q8pack(xs[1], inv); }
-  if (n > 2u) { r.q[2] = q8pack(xs[2], inv); r.q[3] = q8pack(xs[3], inv); }
-  if (n > 4u) {
-    r.q[4] = q8pack(xs[4], inv); r.q[5] = q8pack(xs[5], inv);
-    r.q[6] = q8pack(xs[6], inv); r.q[7] = q8pack(xs[7], inv);
-  }
-  return r;
-}
-
-// The integer dot of the 4 bytes of w (as int8: unsigned pieces keep values < 128) with 4 int8 of x.
-fn idot(w: u32, x: u32) -> i32 { return dot4I8Packed(w, x); }
-
-// The sum of the int8 x in xq.q[j0 .. j0 + n) (n = 1, 2, 4 or 8; the same for every row, so the
-// compiler computes it once per piece): offset-coded weights (q - 8, q - 32) subtract it times the offset.
-fn xsum(xq: XQ, j0: u32, n: u32) -> i32 {
-  var t = idot(0x01010101u, xq.q[j0]);
-  if (n > 1u) { t += idot(0x01010101u, xq.q[j0 + 1u]); }
-  if (n > 2u) { t += idot(0x01010101u, xq.q[j0 + 2u]) + idot(0x01010101u, xq.q[j0 + 3u]); }
-  if (n > 4u) {
-    t += idot(0x01010101u, xq.q[j0 + 4u]) + idot(0x01010101u, xq.q[j0 + 5u]) +
-         idot(0x01010101u, xq.q[j0 + 6u]) + idot(0x01010101u, xq.q[j0 + 7u]);
-  }
-  return t;
-}
 
 // Word loads at a 2-aligned byte address b (blocks of 18, 22, 34, 110, 210 bytes are only 2-aligned).
 // Branch-free: neighbouring blocks differ in alignment, so a branch would diverge inside a warp.
@@ -141,9 +93,4 @@ fn kscales(hdr: vec4<u32>, j: u32) -> vec4<f32> {
   let dm = unpack2x16float(hdr.x);
   let f = u2f(vec4<u32>(sc, mn, sc >> 8u, mn >> 8u) & vec4<u32>(0xFFu), 0.0);
   return vec4<f32>(dm.x, dm.y, dm.x, dm.y) * f;
-}
-
-// Bits 0..3 of x moved to bit 0 of bytes 0..3 (the four shifted copies cannot overlap, so no carries).
-fn spread4(x: u32) -> u32 {
-  return (x * 0x00204081u) & 0x01010101u;
 }

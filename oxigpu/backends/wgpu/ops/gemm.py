@@ -3,7 +3,9 @@
 Kept apart from ``matmul.py`` (the GEMV side and the fused-op plumbing) so the prefill GEMM can be tuned
 on its own: ``tile_config`` picks the register tile and split-k, ``gemm_shader`` the shader and its
 defines, ``gemm_grid`` the workgroup grid, and :class:`GemmKernel` (which ``matmul.Gemm`` holds) builds
-the pipelines and encodes the dispatches of one weight row range.
+the pipelines and encodes the dispatches of one weight row range. Two tiled kernels: f32 FMAs on
+dequantized weights (``gemm_tiled.wgsl``) and integer dots on int8 x (``gemm_q8.wgsl``, ``Q8_TYPES``,
+where ``Device.int8_dots`` allows; ``q8_round`` is its x in numpy).
 """
 from __future__ import annotations
 
@@ -12,6 +14,8 @@ import weakref
 from dataclasses import dataclass, replace
 from typing import Any, Mapping
 
+import numpy as np
+
 from ....errors import DeviceError
 from ..device import PARAMS_BINDING, Binding, Device, Dispatch
 
@@ -19,32 +23,71 @@ GEMM_BM, GEMM_BN = 32, 64   # must match gemm_q.wgsl
 TILED_MIN_ROWS = 33
 
 
+Q8_TYPES = ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0")
+"""Weight types with an integer-dot GEMM snippet (shaders/gemm_q8/<type>.wgsl)."""
+
+
+def q8_round(x: np.ndarray, per: int = 32) -> np.ndarray:
+    """The numpy twin of common/q8.wgsl ``xquant`` as the integer-dot GEMM's x pass (gemm_xq.wgsl) runs
+    it, float64: each ``per`` consecutive values of a row rounded to the nearest multiple of d = max |x| /
+    127 over them (x * (127 / max) exact, then rounded once, ties to even: the shader's multiply-add where a
+    driver fuses it; where one does not, values at a tie may round the other way: ``q8_tie_free``)."""
+    x = np.asarray(x, np.float32)
+    g = x.reshape(*x.shape[:-1], -1, per)
+    m = np.abs(g).max(axis=-1, keepdims=True)
+    inv = np.divide(np.float32(127), m, out=np.zeros_like(m), where=m > 0)
+    q = np.round(g.astype(np.float64) * inv.astype(np.float64))
+    return (q * (m * np.float32(1 / 127)).astype(np.float64)).reshape(x.shape)
+
+
+def q8_tie_free(x: np.ndarray, per: int = 32, margin: float = 2e-4) -> np.ndarray:
+    """x (f32) with every value whose scaled x * 127 / max lies within ``margin`` of a rounding tie moved
+    to the quarter point of its interval (the group maxima stay): test inputs on which a GPU's int8 x
+    must equal ``q8_round``'s, since at a tie the shader may round either way (common/q8.wgsl)."""
+    x = np.array(x, np.float32)
+    g = x.reshape(-1, per)
+    m = np.abs(g).max(axis=-1, keepdims=True).astype(np.float64)
+    p = g * np.divide(127.0, m, out=np.zeros_like(m), where=m > 0)
+    near = np.abs(p - np.floor(p) - 0.5) < margin
+    g[near] = ((np.floor(p) + 0.25) * m / 127)[near]
+    return x
+
+
 @dataclass(frozen=True)
 class TileConfig:
-    """gemm_tiled.wgsl's register tile: TM x TN outputs per thread (4 or 8 each) of a 16 TM x 16 TN
+    """A tiled GEMM's register tile: TM x TN outputs per thread (4 or 8 each) of a 16 TM x 16 TN
     workgroup tile, BK (16 or 32) inner elements per step; ``splits`` > 1: split-k into that many partial
     GEMMs and a reduction pass (``gemm_reduce.wgsl``); ``loaders``: threads beside the 256 FMA threads
-    that alone load and dequantize the tiles (0: the FMA threads do)."""
+    that alone load and dequantize the tiles (0: the FMA threads do). ``q8``: the integer-dot kernel
+    (``gemm_q8.wgsl``), whose steps are ``nb`` 32-element blocks (BK = 32 nb; ``bk`` unused)."""
 
     tm: int = 8
     tn: int = 8
     bk: int = 16
     splits: int = 1
     loaders: int = 256
+    q8: bool = False
+    nb: int = 1
 
     @property
     def tile(self) -> tuple[int, int]:
         return 16 * self.tm, 16 * self.tn
 
-    def smem_bytes(self, wt_bytes: int = 4) -> int:
-        """Workgroup memory: two buffers of BK x BM f32 (x) and BK x BN weights."""
-        return 2 * self.bk * (16 * self.tm * 4 + 16 * self.tn * wt_bytes)
+    def smem_bytes(self, wt_bytes: int = 4, fk: int = 32, mins: bool = False) -> int:
+        """Workgroup memory, two buffers of: f32 x (BK x BM) and BK x BN weights of ``wt_bytes``; q8: int8
+        x and weights, the x scales (and x sums with ``mins``) per block, the weight scales per ``fk``
+        elements (and mins per block)."""
+        if not self.q8:
+            return 2 * self.bk * (16 * self.tm * 4 + 16 * self.tn * wt_bytes)
+        bm, bn, k = 16 * self.tm, 16 * self.tn, 32 * self.nb
+        per = k * (bm + bn) + 4 * self.nb * bm * (1 + mins) + 4 * bn * (k // fk + self.nb * mins)
+        return 2 * per
 
     def check(self) -> None:
         if self.tm not in (4, 8) or self.tn not in (4, 8) or self.bk not in (16, 32) or not 1 <= self.splits <= 64 \
-                or self.loaders not in (0, 128, 256):
+                or self.loaders not in (0, 128, 256) or self.nb not in (1, 2):
             raise DeviceError(f"matmul: unsupported GEMM tile {self}")
-        if 16 * self.tn * self.bk // 8 > 256 or 16 * self.tm * self.bk // 4 > 512:
+        if not self.q8 and (16 * self.tn * self.bk // 8 > 256 or 16 * self.tm * self.bk // 4 > 512):
             raise DeviceError(f"matmul: GEMM tile {self} needs more than 256 weight chunks or 512 x vec4s a step")
 
 
@@ -59,56 +102,83 @@ RED_BYTES_S, RED_FIXED_S = 2e12, 4e-6
 """The reduction pass's cost model: bytes per second over its partial sums and output, plus a dispatch."""
 
 
-def tile_config(m: int, n: int, k: int) -> TileConfig:
-    """The register tile for an m x n output over k inner elements (n: the weight's rows).
+Q8_TILE = TileConfig(q8=True, tm=8, tn=8, loaders=128, nb=2)
+"""The integer-dot kernel's tile: 8 x 8 per thread with 128 loaders (256 would leave 128 registers a thread
+for 64 int and 64 float accumulators), two 32-blocks per step; H100, 8B gate+up 35.5 TFLOP/s (one block
+per step 33.5, 8 x 4 with 256 loaders 30.2-32.5, no loaders 31.7)."""
+
+Q8_NARROW = replace(Q8_TILE, tn=4, loaders=256)
+"""Its 8 x 4 alternative (H100: 0.91 of Q8_TILE's rate on the 8B's large GEMMs)."""
+
+Q8_RATE = 1.75 * FMA_RATE
+"""Multiply-adds per second of one ``Q8_TILE`` workgroup (35.5 against 20.4 TFLOP/s, H100)."""
+
+
+def tile_config(m: int, n: int, k: int, q8: bool = False) -> TileConfig:
+    """The register tile for an m x n output over k inner elements (n: the weight's rows); ``q8``: for the
+    integer-dot kernel (``Q8_TILE`` or ``Q8_NARROW``, at ``Q8_RATE``).
 
     8 x 8 per thread (128 x 128 tiles, 256 loader threads; 64-row tiles for m <= 64), and the split-k
-    count (1..4) or 8 x 4 tiles where a cost model says they finish first by 15 % (for what it leaves out):
-    waves of ``SLOTS`` workgroups, each taking its tile's FMAs at ``FMA_RATE`` (8 x 4: 0.9 of it), plus the
-    reduction over the partial sums when split. Llama-3.1-8B's GEMMs stay whole but q/k/v (2 splits);
-    narrow outputs (Qwen2.5-0.5B's 896 columns: 28 tiles) split k. H100 results: BENCHMARKS.md, Prefill.
+    count (1..4) or 8 x 4 tiles where a cost model says they finish first by 15 % (unsplit integer-dot 8 x 4:
+    5 %; for what it leaves out): waves of ``SLOTS`` workgroups, each taking its tile's FMAs at ``FMA_RATE`` or
+    ``Q8_RATE`` (8 x 4: 0.9 of it), plus the reduction over the partial sums when split. Llama-3.1-8B's
+    GEMMs stay whole but q/k/v (2 splits); narrow outputs (Qwen2.5-0.5B's 896 columns: 28 tiles) split k.
+    With integer dots the 5 % margin takes 8 x 4 for Qwen's gate+up (9728 x 896 Q5_0: 27.1 -> 29.7 TFLOP/s,
+    H100) and changes none of the other measured choices. H100 results: BENCHMARKS.md, Prefill.
     """
     tm = 4 if m <= 64 else 8            # short chunks: 64-row tiles
     best = None
-    for tn, rate in ((8, 1.0), (4, 0.9)):
+    tiles = ((Q8_TILE, 1.0), (Q8_NARROW, 0.9)) if q8 else ((TileConfig(), 1.0), (TileConfig(tn=4), 0.9))
+    for tile, rate in tiles:
         for splits in range(1, 5):
             if k < 256 * splits:
                 break
-            wgs = -(-m // (16 * tm)) * -(-n // (16 * tn)) * splits
-            t = -(-wgs // SLOTS) * 16 * tm * 16 * tn * (k / splits) / (FMA_RATE * rate)
+            wgs = -(-m // (16 * tm)) * -(-n // (16 * tile.tn)) * splits
+            t = -(-wgs // SLOTS) * 16 * tm * 16 * tile.tn * (k / splits) / ((Q8_RATE if q8 else FMA_RATE) * rate)
             if splits > 1:
                 t += (splits + 2) * 4 * m * n / RED_BYTES_S + RED_FIXED_S
-            if best is None or t < best[0] * 0.85:    # a split or narrower tile must win by 15 %
-                best = (t, TileConfig(tm=tm, tn=tn, splits=splits))
-    return best[1] if best else TileConfig(tm=tm)
+            margin = 0.95 if q8 and splits == 1 else 0.85       # what a split or narrower tile must win by
+            if best is None or t < best[0] * margin:
+                best = (t, replace(tile, tm=tm, splits=splits))
+    return best[1] if best else replace(Q8_TILE if q8 else TileConfig(), tm=tm)
 
 
 def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[str, Any] | None = None,
                 k: int = 0) -> tuple[str, dict[str, Any], TileConfig | None]:
     """The GEMM for m > 1 rows: (shader, extra defines, tile; None for gemm_q.wgsl's fixed 32x64).
 
-    Prefill chunks (m >= TILED_MIN_ROWS) take the register-tiled kernel (``tile_config``; ``override``:
-    TileConfig fields, for tests and benchmarks); fewer rows keep the 32x64 kernel, which wastes less of
-    its tile. Weight tiles are f32: dequantized values rounded to f16 (~2e-4 relative) flipped seeded
-    samples against the numpy backend (tests/test_reliability_wgpu.py), and F16 weights, which f16 tiles
-    hold exactly, ran faster in f32 tiles too (H100, 4096 x 4096: 21.2 against 19.3 TFLOP/s); override
-    ``f16``: True puts F16 weights in f16 tiles where the adapter has shader-f16.
+    Prefill chunks (m >= TILED_MIN_ROWS) take a register-tiled kernel (``tile_config``; ``override``:
+    TileConfig fields, for tests and benchmarks): the integer-dot one for ``Q8_TYPES`` where the adapter
+    has ``int8_dots`` (``q8`` overrides), else f32 FMAs; fewer rows keep the 32x64 kernel, which wastes
+    less of its tile. The f32 kernel's weight tiles are f32: dequantized values rounded to f16 (~2e-4
+    relative) flipped seeded samples against the numpy backend (tests/test_reliability_wgpu.py), and F16
+    weights, which f16 tiles hold exactly, ran faster in f32 tiles too (H100, 4096 x 4096: 21.2 against
+    19.3 TFLOP/s); override ``f16``: True puts F16 weights in f16 tiles where the adapter has shader-f16.
     """
     override = dict(override or {})
     f16_tiles = override.pop("f16", False)
     if m < TILED_MIN_ROWS and not override:
         return "gemm_q.wgsl", {}, None
-    cfg = TileConfig(**{**tile_config(m, n, k).__dict__, **override})
+    q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
+    if q8 and qtype not in Q8_TYPES:
+        raise DeviceError(f"matmul: no integer-dot GEMM for weight type {qtype}")
+    cfg = TileConfig(**{**tile_config(m, n, k, q8).__dict__, **override})
     cfg.check()
     if cfg.splits > 1 and 4 * cfg.splits * m * n > dev.max_storage_binding:
         cfg = replace(cfg, splits=1)        # the partial sums would not fit one binding
     if 256 + cfg.loaders > dev.limits.get("max-compute-invocations-per-workgroup", 256):
         cfg = replace(cfg, loaders=0)       # the FMA threads load too
     f16 = f16_tiles and qtype == "F16" and dev.has_f16
+    smem = lambda c: c.smem_bytes(2 if f16 else 4, fk=16 if qtype == "Q6_K" else 32, mins=qtype == "Q4_K")
     limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
-    if cfg.smem_bytes(2 if f16 else 4) > limit:
-        raise DeviceError(f"matmul: GEMM tile {cfg} needs {cfg.smem_bytes(2 if f16 else 4)} B of workgroup "
-                          f"memory; the adapter allows {limit}")
+    if cfg.q8 and "nb" not in override and smem(cfg) > limit:
+        cfg = replace(cfg, nb=1)            # one block per step: half the workgroup memory (lavapipe: 32 KiB)
+    if smem(cfg) > limit:
+        raise DeviceError(f"matmul: GEMM tile {cfg} needs {smem(cfg)} B of workgroup memory; the adapter allows "
+                          f"{limit}")
+    if cfg.q8:
+        return ("gemm_q8.wgsl", {"TM": cfg.tm, "TN": cfg.tn, "NB": cfg.nb, "SPLITS": cfg.splits,
+                                 "NL": cfg.loaders, "LT": cfg.loaders or 256}, cfg)
     return ("gemm_tiled.wgsl", {"WT": "f16" if f16 else "f32", "WT_ENABLE": "enable f16;" if f16 else "",
                                 "TM": cfg.tm, "TN": cfg.tn, "BK": cfg.bk, "SPLITS": cfg.splits,
                                 "NL": cfg.loaders}, cfg)
@@ -119,20 +189,20 @@ def gemm_grid(tile: tuple[int, int], m: int, rows: int, splits: int = 1) -> tupl
     return (-(-rows // tile[1]), -(-m // tile[0]), splits)
 
 
-_SCRATCH: "weakref.WeakKeyDictionary[Device, list[Any]]" = weakref.WeakKeyDictionary()
+_SCRATCH: "weakref.WeakKeyDictionary[Device, dict[str, list[Any]]]" = weakref.WeakKeyDictionary()
 _SCRATCH_LOCK = threading.Lock()
 
 
-def _scratch(dev: Device, nbytes: int) -> Any:
-    """A device-wide buffer of at least ``nbytes`` for split-k partial sums. One is shared by every GEMM
-    (dispatches run in order, and wgpu orders each dispatch's writes before the next one's reads); a
-    larger need replaces it for later GEMMs while earlier bind groups keep theirs (kept alive here).
-    Locked: kernels are encoded on several threads at load (``WgpuBackend.compile_threads``)."""
+def _scratch(dev: Device, nbytes: int, kind: str) -> Any:
+    """A device-wide buffer of at least ``nbytes`` per ``kind`` (split-k partial sums, int8 x). One is
+    shared by every GEMM (dispatches run in order, and wgpu orders each dispatch's writes before the next
+    one's reads); a larger need replaces it for later GEMMs while earlier bind groups keep theirs (kept
+    alive here). Locked: kernels are encoded on several threads at load (``WgpuBackend.compile_threads``)."""
     with _SCRATCH_LOCK:
-        bufs = _SCRATCH.setdefault(dev, [])
+        bufs = _SCRATCH.setdefault(dev, {}).setdefault(kind, [])
         if not bufs or bufs[-1].size < nbytes:
             bufs.append(dev.create_buffer(max(nbytes, 2 * bufs[-1].size if bufs else 0),
-                                          label="gemm split-k scratch"))
+                                          label=f"gemm {kind} scratch"))
         return bufs[-1]
 
 
@@ -145,23 +215,42 @@ class GemmKernel:
 
     def __init__(self, dev: Device, m: int, k: int, n: int, qtype: str, defines: Mapping[str, Any],
                  override: Mapping[str, Any] | None = None):
-        self.dev, self.m = dev, m
+        self.dev, self.m, self.k = dev, m, k
         shader, extra, self.cfg = gemm_shader(dev, m, qtype, n, override, k=k)
         self.tile = self.cfg.tile if self.cfg else (GEMM_BM, GEMM_BN)
         self.splits = self.cfg.splits if self.cfg else 1
+        self.q8 = bool(self.cfg and self.cfg.q8)
         self.pipe = dev.pipeline(shader, defines={**defines, **extra})
         self.reduce = (dev.pipeline("gemm_reduce.wgsl", defines={**defines, "SPLITS": self.splits})
                        if self.splits > 1 else None)
+        self.xpass = (dev.pipeline("gemm_xq.wgsl", defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
+                      if self.q8 else None)
+
+    def x_pass(self, dims: Binding, x: Binding) -> tuple[list[Dispatch], dict[int, Binding]]:
+        """For the integer-dot kernel: the dispatch rounding x (``dims``: any of this GEMM's, for k and m)
+        to int8 into a shared scratch buffer, once per input, and the bindings (6, 8) through which
+        :meth:`encode`'s dispatches read it; for the f32 kernel nothing."""
+        if not self.q8:
+            return [], {}
+        nq, nd = self.m * self.k, 8 * self.m * (self.k // 32)
+        off = -(-nq // self.dev.storage_align) * self.dev.storage_align
+        buf = _scratch(self.dev, off + nd, "int8 x")
+        xb = {6: (buf, 0, nq), 8: (buf, off, nd)}
+        bg = self.dev.bind_group(self.xpass, {PARAMS_BINDING: self.dev.params_buffer, 1: dims, 2: x, **xb})
+        return [Dispatch(self.xpass, bg, (-(-self.k // 2048), self.m, 1))], xb
 
     def encode(self, binds: Mapping[int, Binding], rows: int) -> list[Dispatch]:
         """Dispatches for one weight row range: ``binds`` as matmul_io.wgsl declares them (1 dims, 2 x,
-        3 W, 4 bias, 5 y, 7 res), ``rows`` the range's weight rows."""
+        3 W, 4 bias, 5 y, 7 res; the integer-dot kernel reads x through :meth:`x_pass`'s 6 and 8 instead
+        of 2), ``rows`` the range's weight rows."""
         grid = gemm_grid(self.tile, self.m, rows, self.splits)
         binds = {PARAMS_BINDING: self.dev.params_buffer, **binds}   # n_tokens: padding row tiles exit
+        if self.q8:
+            binds = {i: b for i, b in binds.items() if i != 2}
         if self.splits == 1:
             return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid)]
         nbytes = 4 * self.splits * self.m * rows
-        part = (_scratch(self.dev, nbytes), 0, nbytes)
+        part = (_scratch(self.dev, nbytes, "split-k"), 0, nbytes)
         gemm = Dispatch(self.pipe, self.dev.bind_group(self.pipe, {**binds, 5: part}), grid)
         red = {i: binds[i] for i in (PARAMS_BINDING, 1, 4, 5, 7)} | {6: part}
         return [gemm, Dispatch(self.reduce, self.dev.bind_group(self.reduce, red), (-(-rows // 256), self.m, 1))]

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 import numpy as np
 
@@ -19,7 +19,7 @@ from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
 from ._common import f32_lit
 from .elementwise import Glu
-from .gemm import GemmKernel
+from .gemm import Q8_TYPES, GemmKernel, q8_round, q8_tie_free
 
 def matmul_tol(m: int, k: int) -> float:
     """max |err| / max |ref| allowed: every GEMV/GEMM path multiplies exact f32 weights in f32, whose
@@ -50,20 +50,15 @@ file's ``gx``."""
 
 
 def q8x_round(x: np.ndarray, piece: str, ppb32: int = 2) -> np.ndarray:
-    """The numpy twin of the q8x GEMV's x (gemv/common.wgsl ``xquant``), float64: each piece's values
-    rounded to the nearest multiple of d = max |x| / 127 over the piece (x * (127 / max) rounded once,
-    as the shader's fused multiply-add does; ties to even)."""
+    """The numpy twin of the q8x GEMV's x (common/q8.wgsl ``xquant``), float64: each piece's values
+    rounded as ops/gemm.py ``q8_round`` rounds a group."""
     x = np.asarray(x, np.float32)
     e = np.arange(x.shape[-1])
     group = Q8X_PIECES[piece]
     order = np.argsort(e // 256 * 64 + group(e % 256, ppb32), kind="stable")
     per = 256 // (int(group(np.arange(256), ppb32).max()) + 1)      # values per piece
-    g = x[..., order].reshape(*x.shape[:-1], -1, per)
-    m = np.abs(g).max(axis=-1, keepdims=True)
-    inv = np.divide(np.float32(127), m, out=np.zeros_like(m), where=m > 0)
-    q = np.round(g.astype(np.float64) * inv.astype(np.float64))
     out = np.empty(x.shape, np.float64)
-    out[..., order] = (q * (m * np.float32(1 / 127)).astype(np.float64)).reshape(x.shape)
+    out[..., order] = q8_round(x[..., order], per)
     return out
 
 MIXED_STORAGE = 10
@@ -314,12 +309,16 @@ class Gemm:
         seg_y = list(seg_y) or [0]
         pad = [0] * (4 - len(seg_end))
         wbuf, wbase = _span(w)
-        out = []
-        for row0, rows in self.ranges:
+        out: list[Dispatch] = []
+        xq: dict[int, Binding] = {}
+        for i, (row0, rows) in enumerate(self.ranges):
             ws = _word_span(wbuf, wbase + row0 * self.row_bytes, rows * self.row_bytes)
             dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes, self.m, 0, 0,
                                      *seg_end, *pad, *seg_y, *pad])
-            binds = {1: dims, 2: x, 3: ws, 4: bias or x, 5: y, 7: res or x}
+            if i == 0:      # the integer-dot GEMM's int8 x, once for all row ranges
+                pre, xq = self.gemm.x_pass(dims, x)
+                out += pre
+            binds = {1: dims, 2: x, 3: ws, 4: bias or x, 5: y, 7: res or x, **xq}
             out += self.gemm.encode(binds, rows)
         return out
 
@@ -539,10 +538,11 @@ def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0, d
 
 
 
-def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2) -> Case:
+def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callable | None = None) -> Case:
     """A GEMV ``case`` (matmul, matmul_add, matmul_multi, matmul_glu; norm prologue or not) with its
     reference recomputed from :func:`q8x_round`'s x, one piece per weight: what the q8x GEMV computes, to
-    be run with ``{"gemv": {"q8x": True, ...}}`` at the f32 tolerance."""
+    be run with ``{"gemv": {"q8x": True, ...}}`` at the f32 tolerance. ``x_round(x, piece)`` replaces
+    q8x_round (the integer-dot GEMM: ops/gemm.py ``q8_round``)."""
     x, n_w = case.inputs[0], len(pieces)
     ws = case.inputs[1:1 + n_w] if case.op != "matmul_add" else case.inputs[1:2]
     types = case.in_types[1:1 + len(ws)]
@@ -554,7 +554,8 @@ def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2) -> Case:
         extra = extra[:-1]
 
     def reference() -> list[np.ndarray]:
-        ys = [rs * q8x_round(xw, p, ppb32) @ dequantize(w, get_type(t)).astype(np.float64).T
+        rnd = x_round or (lambda v, p: q8x_round(v, p, ppb32))
+        ys = [rs * rnd(xw, p) @ dequantize(w, get_type(t)).astype(np.float64).T
               for p, w, t in zip(pieces, ws, types)]
         if case.op == "matmul_glu":
             g, u = ys
@@ -563,6 +564,14 @@ def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2) -> Case:
             return [ys[0] + extra[0] + (extra[1] if len(extra) > 1 else 0)]
         return [y + (b if extra else 0) for y, b in zip(ys, extra or [0] * len(ys))]
     return replace(case, name=case.name + " int8 x", reference=reference)
+
+
+def q8_gemm_case(case: Case) -> Case:
+    """A GEMM ``case`` (matmul, matmul_add, matmul_multi) as the integer-dot GEMM computes it: x moved off
+    rounding ties (ops/gemm.py ``q8_tie_free``), the reference from ``q8_round``'s int8 x per 32; to be run
+    with ``{"gemm": {"q8": True, ...}}`` at the f32 tolerance."""
+    case = replace(case, inputs=[q8_tie_free(case.inputs[0]), *case.inputs[1:]])
+    return q8x_case(case, [""] * case.attrs.get("n_w", 1), x_round=lambda x, p: q8_round(x))
 
 @check("matmul")
 def matmul_checks() -> list[Case]:
@@ -679,5 +688,11 @@ def matmul_bench() -> list[Case]:
             cases.append(replace(c, attrs={"gemv": {"q8x": False}}))
             cases.append(replace(q8x_case(c, [piece]), attrs={"gemv": {"q8x": True, "piece": piece, "ppb32": 2}}))
     for i, t in enumerate(("F16", "Q8_0", "Q4_K")):
-        cases.append(matmul_case(t, 128, 2048, 2048, bias=False, seed=i, distinct_rows=256))
+        c = matmul_case(t, 128, 2048, 2048, bias=False, seed=i, distinct_rows=256)
+        if t not in Q8_TYPES:
+            cases.append(c)
+            continue
+        # f32 and integer-dot GEMMs (the default depends on the adapter), each against its own reference
+        cases.append(replace(c, attrs={"gemm": {"q8": False}}))
+        cases.append(replace(q8_gemm_case(c), attrs={"gemm": {"q8": True}}))
     return cases
