@@ -87,12 +87,10 @@ class _Parity(NamedTuple):
     parted: tuple[int, int] | None
 
 
-def _against_numpy(which: str, request, tmp_path: Path, int8: bool) -> _Parity:
+def _against_numpy(which: str, request, tmp_path: Path, int8: bool, chunk: int | None = None) -> _Parity:
     from oxigpu.runtime.engine import Engine
     path = request.getfixturevalue(f"{which}_path")
-    # int8: one token per eval, so the teacher-forced logits come from the integer-dot GEMVs the greedy
-    # decode runs (a longer chunk takes the float GEMM, whose error says nothing about the decode's)
-    gpu = _run_wgpu(path, 1 if int8 else CHUNK[which], tmp_path, int8)
+    gpu = _run_wgpu(path, chunk or CHUNK[which], tmp_path, int8)
     engine = Engine(path, backend="numpy", n_ctx=N_CTX)
     prompt = engine.tokenizer.encode(PROMPT)
     assert gpu["prompt"].tolist() == prompt
@@ -123,12 +121,20 @@ def test_wgpu_generates_what_numpy_generates(which, request, tmp_path):
 
 
 @pytest.mark.parametrize("which", ["gemma3", "qwen"])
-def test_wgpu_int8_dots_stay_near_numpy(which, request, tmp_path):
-    """Integer-dot GEMVs: teacher-forced logits within 3e-2 x max |logit|, and greedy tokens that part from
+@pytest.mark.parametrize("chunk,bound", [(1, 3e-2), (64, 1e-1)], ids=["gemv", "gemm"])
+def test_wgpu_int8_dots_stay_near_numpy(which, chunk, bound, request, tmp_path):
+    """Integer dots (x rounded to int8 per 32, as llama.cpp's CUDA GEMV and MMQ GEMM round q8_1
+    activations): teacher-forced logits within ``bound`` x max |logit|, and greedy tokens that part from
     numpy's only where numpy's top-2 gap is within twice the logit error measured at that step (a flip
-    the error explains). Seeded samples are not compared: any logit change may move a draw."""
-    r = _against_numpy(which, request, tmp_path, int8=True)
-    assert 0 < r.worst <= 3e-2, f"teacher-forced logits differ by {r.worst:.3g} x max |logit|"
+    the error explains). Seeded samples are not compared: any logit change may move a draw.
+
+    One token per eval ("gemv") measures the decode's integer-dot GEMVs: gemma3 2.9e-2, qwen 1.7e-2 on
+    lavapipe. 64-row chunks ("gemm", the whole sequence in one) measure the prefill GEMM, where every
+    matmul rounds x: gemma3 7.7e-2 (median over rows 2.4e-2), qwen 3.4e-2; numpy with x rounded the same
+    way lands at 6-7e-2 on gemma3, so this is the rounding, not the kernel (its twin checks are exact to
+    f32 in test_kernel_gemm.py)."""
+    r = _against_numpy(which, request, tmp_path, int8=True, chunk=chunk)
+    assert 0 < r.worst <= bound, f"teacher-forced logits differ by {r.worst:.3g} x max |logit|"
     if r.parted:
         j, row = r.parted
         assert _top2_gap(r.ref, row) <= 2 * r.err[row], (f"greedy tokens part at step {j} where numpy's top-2 "
