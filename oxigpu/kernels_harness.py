@@ -13,7 +13,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .backends.wgpu.device import Device, Params
-from .backends.wgpu.kernel import BENCH_ONLY, CHECKS, Case, load_kernels, prepare, rel_error
+from .backends.wgpu.kernel import BENCH_ONLY, CHECKS, Case, case_error, load_kernels, prepare, read_written
 
 
 @dataclass
@@ -43,12 +43,8 @@ def run_case(check: str, case: Case, dev: Device, bench: bool = False) -> Result
         dev.write_params(Params(pos=case.pos, n_tokens=rows if case.n_tokens is None else case.n_tokens))
         dev.submit(p.dispatches)
         got = [dev.read(b, np.float32, s) for b, s in zip(p.out_bufs, p.out_shapes)]
-        got += [dev.read(p.in_bufs[i], np.float32, p.kernel.in_shapes[i]) for i in p.kernel.writes]
-        want = case.reference()
-        if len(got) != len(want):
-            raise AssertionError(f"kernel returned {len(got)} results, reference {len(want)}")
-        err = max((rel_error(g, w) for g, w in zip(got, want)), default=0.0)
-        res = Result(check, case.name, err, case.tol, err <= case.tol)
+        err, tol = case_error(case, got + read_written(p, dev), case.reference())
+        res = Result(check, case.name, err, tol, err <= tol)
         if bench and (case.nbytes or case.flops):
             once = dev.time(p.dispatches, repeat=1)
             secs = dev.time(p.dispatches, repeat=int(min(200, max(3, 0.25 / max(once, 1e-6)))))
@@ -57,7 +53,7 @@ def run_case(check: str, case: Case, dev: Device, bench: bool = False) -> Result
         return res
     except Exception as e:  # a crashing kernel is a failed check, reported on its row
         note = " ".join(f"{type(e).__name__}: {e}".split())
-        return Result(check, case.name, float("inf"), case.tol, False, note=note[:300])
+        return Result(check, case.name, float("inf"), max(np.atleast_1d(case.tol)), False, note=note[:300])
 
 
 def run_checks(pattern: str | None = None, bench: bool = False, dev: Device | None = None) -> list[Result]:

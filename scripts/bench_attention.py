@@ -10,7 +10,8 @@ dispatch, the default tile and ``--tiles`` beside the kernel it replaced (bench_
 ``--configs``: extra CHUNK:SLICES[:ROWS[:MAXS[:KB]]] points timed beside the default (0 = the default of that
 knob; MAXS: the most splits per row block, the ``n_split`` attr; KB: keys per team pass). ``--layers N``: each timed run walks N
 distinct K/V caches, as a decode step's layers do, so at long contexts the keys come from HBM (one
-llama-1B layer's 4224-row cache, 17 MB, would otherwise stay in the 50 MB L2 across copies).
+llama-1B layer's 4224-row cache, 8.7 MB, would otherwise stay in the 50 MB L2 across copies). The caches
+are f16, as the models store them; the old kernels read f32 copies of the same values.
 
 Timing as scripts/bench_gemv.py: N copies of the dispatch(es) in one compute pass, GPU timestamps at the
 pass ends, median of 3 (no submit or Python encode cost; every copy pays the dependent-dispatch gap a
@@ -130,6 +131,11 @@ def old_prefill_kernel(dev: Device, H, Hkv, D, T, window, q, ck, cv, out):
                      workgroups_for(Hkv * prb))]
 
 
+def f32_caches(dev: Device, ck: np.ndarray, cv: np.ndarray) -> tuple:
+    """The f16 caches' values in f32 buffers, as the old kernels read them."""
+    return dev.upload(ck.astype(np.float32)), dev.upload(cv.astype(np.float32))
+
+
 def prefill_flops(H, D, T, pos, window):
     """2 FLOP per multiply-add of QK^T and PV over the (row, key) pairs the causal/window mask keeps."""
     keys = sum(min(pos + t + 1, window) if window else pos + t + 1 for t in range(T))
@@ -148,8 +154,8 @@ def prefill_bench(dev: Device, args, rows: list) -> None:
                 return
             n_ctx = pos + T
             q = g.standard_normal((T, H * D)).astype(np.float32)
-            ck = (g.standard_normal((n_ctx, Hkv * D)) * 2).astype(np.float32)
-            cv = g.standard_normal((n_ctx, Hkv * D)).astype(np.float32)
+            ck = (g.standard_normal((n_ctx, Hkv * D)) * 2).astype(np.float16)
+            cv = g.standard_normal((n_ctx, Hkv * D)).astype(np.float16)
             attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=1 / math.sqrt(D),
                          window=window, softcap=0.0)
             f = lambda a: np.asarray(a, np.float64)   # noqa: E731
@@ -174,7 +180,8 @@ def prefill_bench(dev: Device, args, rows: list) -> None:
                              "tflops": flops / t * 1e-12, "err": err})
             if args.old:
                 p = prepare("attention", [q, ck, cv], attrs, dev=dev)
-                ds = old_prefill_kernel(dev, H, Hkv, D, T, window, *p.in_bufs, p.out_bufs[0])
+                ds = old_prefill_kernel(dev, H, Hkv, D, T, window, p.in_bufs[0], *f32_caches(dev, ck, cv),
+                                        p.out_bufs[0])
                 dev.write_params(Params(pos=pos, n_tokens=T))
                 dev.submit(ds)
                 err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
@@ -189,8 +196,8 @@ def make(shape: str, seed: int = 0):
     H, Hkv, D, window = SHAPES[shape]
     g = np.random.default_rng(seed)
     q = g.standard_normal((1, H * D)).astype(np.float32)
-    ck = (g.standard_normal((N_CTX, Hkv * D)) * 2).astype(np.float32)
-    cv = g.standard_normal((N_CTX, Hkv * D)).astype(np.float32)
+    ck = (g.standard_normal((N_CTX, Hkv * D)) * 2).astype(np.float16)
+    cv = g.standard_normal((N_CTX, Hkv * D)).astype(np.float16)
     attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=1 / math.sqrt(D), window=window,
                  softcap=0.0)
     return q, ck, cv, attrs
@@ -311,7 +318,7 @@ def main() -> None:
             if args.old:
                 p = prepare("attention", [q, ck, cv], attrs, dev=dev)
                 H, Hkv, D, window = SHAPES[shape]
-                ds = old_kernel(dev, H, Hkv, D, N_CTX, window, *p.in_bufs, p.out_bufs[0])
+                ds = old_kernel(dev, H, Hkv, D, N_CTX, window, p.in_bufs[0], *f32_caches(dev, ck, cv), p.out_bufs[0])
                 dev.submit(ds)
                 err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
                 t = time_dispatches(dev, ds)

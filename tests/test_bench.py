@@ -152,12 +152,12 @@ def test_wgpu_without_timestamps_times_by_wall_clock(models, wgpu_ok, monkeypatc
 
 
 def test_kv_bytes_follow_depth(models):
-    """tiny-qwen2: 3 layers, 2 KV heads x 64, f32 cache: 3 * 2 * 128 * 4 bytes per cached row."""
+    """tiny-qwen2: 3 layers, 2 KV heads x 64, f16 cache: 3 * 2 * 128 * 2 bytes per cached row."""
     r = run_bench(models["tiny-qwen2"], n_prompt=0, n_gen=N, depths=DEPTHS, reps=1, backend="numpy")
     assert r["pp"] is None
     for t in r["tg"]:
         assert t["mean_n_kv"] == t["depth"] + (N + 1) / 2
-        assert math.isclose(t["bytes_per_token"] - r["weight_bytes"], t["mean_n_kv"] * 3 * 2 * 128 * 4)
+        assert math.isclose(t["bytes_per_token"] - r["weight_bytes"], t["mean_n_kv"] * 3 * 2 * 128 * 2)
 
 
 @pytest.mark.parametrize("kw, fragment", [

@@ -3,8 +3,9 @@ float64 references at awkward shapes, plus the numpy oracle, binding splits and 
 
 Every run starts from NaN-poisoned outputs (``run_op``) and random non-zero inputs; errors are
 max |got - ref| / max |ref|. Tolerances (set per case in the kernels' check registries): 1e-6 for
-elementwise/embed/rope, 2e-6 for rms_norm, 2e-5 for attention (f32 softmax over up to 800 keys),
-0 for kv_store, last_row and the sampler's token id.
+elementwise/embed/rope, 2e-6 for rms_norm, 2e-5 for attention (f32 softmax over up to 800 keys; its f16
+caches are inputs, so the reference reads the same values), 0 for kv_store (f16 rows rounded to nearest
+even, as numpy rounds them), last_row and the sampler's token id.
 """
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ import pytest
 
 from oxigpu.backends import numpy_ops
 from oxigpu.backends.wgpu.device import Device, Params
-from oxigpu.backends.wgpu.kernel import CHECKS, Case, load_kernels, prepare, rel_error, run_op
+from oxigpu.backends.wgpu.kernel import CHECKS, Case, case_error, load_kernels, prepare, rel_error, run_op
 from oxigpu.backends.wgpu.ops.attention import attention_case
 from oxigpu.backends.wgpu.ops.attention_prefill import prefill_config
 from oxigpu.backends.wgpu.ops.embed import table_case
@@ -27,10 +28,8 @@ MINE = ("elementwise", "rms_norm", "rope", "kv_store", "embed", "attention", "sa
 
 def _check(case: Case, dev: Device) -> float:
     got = run_op(case.op, case.inputs, case.attrs, case.pos, case.n_tokens, case.in_types, dev)
-    want = case.reference()
-    assert len(got) == len(want)
-    err = max(rel_error(g, w) for g, w in zip(got, want))
-    assert err <= case.tol, f"{case.name}: rel. error {err:.3g} > {case.tol:.3g}"
+    err, tol = case_error(case, got, case.reference())
+    assert err <= tol, f"{case.name}: rel. error {err:.3g} > {tol:.3g}"
     return err
 
 
@@ -88,12 +87,45 @@ def test_attention_decode_replay_across_positions(dev):
         assert rel_error(got, want) < 2e-5, pos
 
 
+def _rounding_values(g: np.random.Generator) -> np.ndarray:
+    """f32 values that exercise f32 -> f16 rounding: every halfway point between neighbouring halves (normal
+    and subnormal, even and odd low bit) and one f32 step either side of it, random values from 2^-30 to
+    2^17, and the edges: zeros, the least subnormal and half of it, 65504, the overflow threshold 65520
+    and the f32 value below it, infinities, NaN."""
+    h = g.choice(np.arange(0x7BFF, dtype=np.uint16), 1500).view(np.float16)      # finite, not the largest
+    mid = ((h.astype(np.float64) + np.nextafter(h, np.float16(np.inf)).astype(np.float64)) / 2).astype(np.float32)
+    near = np.concatenate([mid, np.nextafter(mid, np.float32(np.inf)), np.nextafter(mid, np.float32(0))])
+    rand = (2.0 ** g.uniform(-30, 17, 2000) * g.standard_normal(2000)).astype(np.float32)
+    edges = np.array([0.0, 2.0 ** -24, 2.0 ** -25, 2.0 ** -25 * (1 + 2.0 ** -23), 2.0 ** -14, 65504.0,
+                      np.nextafter(np.float32(65520.0), np.float32(0)), 65520.0, 1e9, np.inf, np.nan], np.float32)
+    vals = np.concatenate([near, rand, edges])
+    vals = np.concatenate([vals, -vals])
+    return np.resize(vals, -(-vals.size // 512) * 512)
+
+
+def test_kv_store_rounds_like_numpy(dev):
+    """The f16 caches hold exactly numpy's float16 of every value (round to nearest even, overflow to
+    infinity, NaN kept): common/half.wgsl's integer rounding, bit for bit."""
+    x = _rounding_values(np.random.default_rng(8)).reshape(-1, 512)
+    k, v = x[0::2], x[1::2]
+    T = k.shape[0]
+    caches = [np.zeros((T, 512), np.float16)] * 2
+    got_k, got_v = run_op("kv_store", [k, v, *caches], pos=0, n_tokens=T, dev=dev)
+    for src, got in ((k, got_k), (v, got_v)):
+        with np.errstate(over="ignore"):
+            want = src.astype(np.float16)
+        nan = np.isnan(want)
+        assert np.array_equal(np.isnan(got), nan)
+        bad = np.flatnonzero((got.view(np.uint16) != want.view(np.uint16)) & ~nan)
+        assert bad.size == 0, [(float(src.flat[i]), got.flat[i], want.flat[i]) for i in bad[:5]]
+
+
 def test_kv_store_then_attention_chunked_prefill(dev):
     """kv_store + attention on shared cache buffers: a padded 8-row chunk, then a decode step."""
     H, Hkv, D, n_ctx = 4, 2, 64, 32
     g = np.random.default_rng(5)
-    ck = np.full((n_ctx, Hkv * D), np.nan, np.float32)
-    cv = np.full((n_ctx, Hkv * D), np.nan, np.float32)
+    ck = np.full((n_ctx, Hkv * D), np.nan, np.float16)
+    cv = np.full((n_ctx, Hkv * D), np.nan, np.float16)
     attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=1 / math.sqrt(D))
     store = prepare("kv_store", [np.zeros((8, Hkv * D), np.float32)] * 2 + [ck, cv], dev=dev)
     k_buf, v_buf, ck_buf, cv_buf = store.in_bufs

@@ -1,7 +1,10 @@
 """NumpyBackend on tiny synthetic models: chunking and decode consistency, sliding window, caching, guards.
 
 Consistency tolerance: chunked prefill + decode must reproduce one-shot logits to within
-2e-5 x max|logit| (float32 with different BLAS blockings per chunk shape differs by up to 1.5e-6 relative).
+2e-4 x max|logit|. Float32 with different BLAS blockings per chunk shape differs by up to ~1.5e-6 relative
+(worst over these tests 2.2e-6 with an f32 KV cache, when the bound was 2e-5); with the f16 cache a k or v
+element that lands on either side of a rounding point between the two runs differs by a whole f16 step
+(2^-11 relative), and the worst measured is 8.6e-5 (tiny-qwen2; 2.0e-5 to 5.7e-5 on the others).
 """
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from oxigpu.models import build_graph
 
 N_CTX = 64
 N = 40  # tokens per test sequence: crosses tiny-gemma3's 16-token window twice
-REL = 2e-5
+REL = 2e-4
 SHAPES = ["tiny-llama", "tiny-llama3", "tiny-qwen2", "tiny-qwen3", "tiny-gemma3"]
 
 

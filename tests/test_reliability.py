@@ -155,7 +155,7 @@ def test_numpy_guard_against_available_memory(path, monkeypatch):
     finally:
         tracemalloc.stop()
     # numbers per part, the limit, and what to do; the weights (9.4 MiB as float32) were never dequantized
-    assert re.search(r"needs \d+\.\d MiB of host memory \(weights 9\.4 MiB, KV cache 384\.0 KiB, activations", msg)
+    assert re.search(r"needs \d+\.\d MiB of host memory \(weights 9\.4 MiB, KV cache 192\.0 KiB, activations", msg)
     assert "only 1.0 MiB is available" in msg and "smaller n_ctx (now 128)" in msg
     assert peak < 4 * 2**20 and left < 2**20
     monkeypatch.undo()
@@ -171,10 +171,10 @@ def test_wgpu_guard_against_adapter_limits(path, monkeypatch, limit):
         if not dev.is_software:
             pytest.skip("the host-memory guard applies to software adapters (lavapipe allocates host RAM)")
         monkeypatch.setattr(wgpu_backend, "_mem_available", lambda: 2**20)
-        fragments = ["wgpu backend needs", "KV cache 384.0 KiB", "only 1.0 MiB is available"]
+        fragments = ["wgpu backend needs", "KV cache 192.0 KiB", "only 1.0 MiB is available"]
     else:
-        monkeypatch.setattr(dev, "max_storage_binding", 32 * 2**10)      # KV per layer is 64 KiB here
-        fragments = ["needs a buffer of", "allows 32.0 KiB per storage binding"]
+        monkeypatch.setattr(dev, "max_storage_binding", 16 * 2**10)      # K or V per layer is 32 KiB here
+        fragments = ["needs a buffer of", "allows 16.0 KiB per storage binding"]
     before = live_buffers("wgpu")
     with pytest.raises(OutOfMemoryError) as info:
         LLM(path, backend="wgpu", n_ctx=128)
@@ -182,7 +182,7 @@ def test_wgpu_guard_against_adapter_limits(path, monkeypatch, limit):
     del info
     for f in fragments:
         assert f in msg, msg
-    assert "smaller n_ctx (now 128; the KV cache takes 3072 B per token) or backend='numpy'" in msg
+    assert "smaller n_ctx (now 128; the KV cache takes 1536 B per token) or backend='numpy'" in msg
     assert live_buffers("wgpu") == before                   # nothing was left allocated
     monkeypatch.undo()
     assert LLM(path, backend="wgpu", n_ctx=128).generate("Hi", max_tokens=2, seed=1).token_ids

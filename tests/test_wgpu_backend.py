@@ -1,7 +1,10 @@
 """WgpuBackend on tiny synthetic models (lavapipe in CI): numpy parity, GPU-resident decode, the engine on
 both backends, guards, trace/diff, `info --device`, backend selection without a driver.
 
-Parity tolerance: max |wgpu - numpy| <= 1e-3 x max |logit| (measured: ~1.5e-6 on every tiny shape).
+Parity tolerance: max |wgpu - numpy| <= 1e-3 x max |logit| (measured over 30 decode steps: 2.5e-5 to 7.1e-5
+on tiny-llama, -qwen2 and -gemma3 with the f16 KV cache; 0.5e-6 to 1.4e-6 when it was f32: the two backends'
+f32 k and v, ~1e-6 apart, now and then lie on either side of an f16 rounding point, and those elements
+then differ by a whole f16 step).
 """
 from __future__ import annotations
 
@@ -79,20 +82,23 @@ def test_logits_match_numpy(dev, synth_files, shape):
 
 @pytest.mark.parametrize("shape", ["tiny-llama", "tiny-gemma3"])
 @pytest.mark.parametrize("name", list(CONFIGS))
-def test_resident_decode_draws_the_numpy_tokens(dev, synth_files, shape, name):
+def test_resident_decode_draws_the_host_loop_tokens(dev, synth_files, shape, name):
     """decode_stream (embed -> ... -> sample on the device, ids never leave the GPU between steps) draws
-    what the numpy backend + numpy sampler draw, token for token, over batches of growing size."""
+    what the same backend's host loop (``run`` + the numpy sampler) draws, token for token, over batches
+    of growing size. Not the numpy backend's tokens: its logits differ by up to ~7e-5 (see the module
+    docstring; test_logits_match_numpy bounds it), which moved one of these draws (tiny-gemma3,
+    penalties+bias, the 24th token) once the caches were f16."""
     cfg = CONFIGS[name]
     model = GGUFFile(synth_files[shape])
     prompt = tokens_for(model, 10)
     prefill = compile(build_graph(model, None, 16, N_CTX, "last"))
     decode = compile(build_graph(model, None, 1, N_CTX, "last"))
-    nb, wb = NumpyBackend(model, N_CTX), WgpuBackend(model, N_CTX, dev)
+    wb = WgpuBackend(model, N_CTX, dev)
     ctx = list(prompt)
-    logits = nb.run(prefill, {"tokens": np.asarray(ctx)}, 0, len(ctx))["logits"]
+    logits = wb.run(prefill, {"tokens": np.asarray(ctx)}, 0, len(ctx))["logits"]
     for i in range(24):
         ctx.append(sample(logits, cfg, ctx, i))
-        logits = nb.run(decode, {"tokens": np.asarray(ctx[-1:])}, len(ctx) - 1, 1)["logits"]
+        logits = wb.run(decode, {"tokens": np.asarray(ctx[-1:])}, len(ctx) - 1, 1)["logits"]
     logits = wb.run(prefill, {"tokens": np.asarray(prompt)}, 0, len(prompt))["logits"]
     got = prompt + [sample(logits, cfg, prompt, 0)]
     batches = list(wb.decode_stream(decode, got, cfg, 1, 23))
@@ -170,7 +176,7 @@ def test_trace_reset_and_memory(dev, synth_files):
     assert wb.memory_bytes() > sum(model.tensors[v.tensor].nbytes for v in plan.weights)
     wb.reset()
     k = next(v for v in plan.states)
-    assert not dev.read(wb._states[k.name][0], np.float32, k.shape).any()
+    assert not dev.read(wb._states[k.name][0], np.float16, k.shape).any()
 
 
 @pytest.mark.parametrize("backend", ["numpy", "wgpu"])
@@ -217,7 +223,7 @@ def test_memory_guard(dev, synth_files):
     """A KV cache bigger than a storage binding is refused before anything is allocated, with numbers."""
     model = GGUFFile(synth_files["tiny-llama"])
     plan = compile(build_graph(model, None, 1, N_CTX, "last"))
-    with dev.binding_limit(8192):
+    with dev.binding_limit(4096):        # each f16 cache is 8 KiB, the largest activation 4 KiB
         wb = WgpuBackend(model, N_CTX, dev)
         with pytest.raises(OutOfMemoryError, match=r"n_ctx \(now 64; the KV cache takes .* B per token\)"):
             wb.load(plan)

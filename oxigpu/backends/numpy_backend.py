@@ -4,7 +4,8 @@ It is both the CPU fallback and the oracle the GPU backend is diffed against (``
 reports every node's outputs). Weights are dequantized to float32 once and cached by tensor name, so a
 prefill plan and a decode plan of the same model share them; an embedding table that only feeds
 ``embed`` stays quantized in the file mapping and is dequantized a few rows at a time. States (the KV
-cache) are shared across plans by name. Activations live in one arena per plan, laid out by the plan's
+cache: float16 arrays, which round what is written to nearest even as the GPU kernels do) are shared
+across plans by name. Activations live in one arena per plan, laid out by the plan's
 offsets, so running a plan also exercises its liveness analysis.
 """
 from __future__ import annotations
@@ -73,7 +74,7 @@ class NumpyBackend:
             if have is None:
                 if v.shape[0] != self.n_ctx:
                     raise InvalidParameterError(f"plan was built for n_ctx={v.shape[0]}, backend has {self.n_ctx}")
-                self._states[v.name] = np.zeros(v.shape, np.float32)
+                self._states[v.name] = np.zeros(v.shape, np.float16)   # states are f16 (graph/ir.py)
         self._plans[id(plan)] = self._bind(plan)
 
     def _prepare_weight(self, v: Value, full: bool) -> np.ndarray | QuantizedRows:

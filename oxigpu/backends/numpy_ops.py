@@ -127,7 +127,8 @@ def rope(x: np.ndarray, freq_factors: np.ndarray | None = None, *, n_head: int, 
 
 def kv_store(k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, *, pos: int,
              n_tokens: int) -> None:
-    """Write the chunk's valid rows into the caches at rows ``pos .. pos+n_tokens-1`` (in place)."""
+    """Write the chunk's valid rows into the caches at rows ``pos .. pos+n_tokens-1`` (in place), rounded
+    to the caches' dtype (float16: to nearest even)."""
     cache_k[pos:pos + n_tokens] = k[:n_tokens]
     cache_v[pos:pos + n_tokens] = v[:n_tokens]
 
@@ -150,14 +151,16 @@ def attention(q: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, *, n_head
     Query t (position p = pos + t) sees cache rows j with j <= p and, when ``window`` > 0,
     j > p - window. Scores are ``scale * q.k``, then ``softcap * tanh(s / softcap)`` when softcap > 0,
     then masked softmax. Query head h reads KV head ``h // (n_head / n_head_kv)`` (GQA/MQA).
-    Padded query rows (t >= n_tokens) are zero.
+    Padded query rows (t >= n_tokens) are zero. The math runs in q's precision whatever the caches store
+    (float16 caches are widened).
     """
     T, n, g = q.shape[0], n_tokens, n_head // n_head_kv
     lo = max(0, pos + 1 - window) if window else 0
     hi = pos + n
     qh = q[:n].reshape(n, n_head_kv, g, head_dim).transpose(1, 2, 0, 3)        # [Hkv, g, n, D]
-    kh = cache_k[lo:hi].reshape(hi - lo, n_head_kv, head_dim).transpose(1, 2, 0)  # [Hkv, D, L]
-    vh = cache_v[lo:hi].reshape(hi - lo, n_head_kv, v_head_dim).transpose(1, 0, 2)  # [Hkv, L, Dv]
+    ck, cv = (c[lo:hi].astype(q.dtype, copy=False) for c in (cache_k, cache_v))
+    kh = ck.reshape(hi - lo, n_head_kv, head_dim).transpose(1, 2, 0)            # [Hkv, D, L]
+    vh = cv.reshape(hi - lo, n_head_kv, v_head_dim).transpose(1, 0, 2)          # [Hkv, L, Dv]
     s = np.matmul(qh, kh[:, None]) * F32(scale)                                 # [Hkv, g, n, L]
     if softcap:
         s = np.tanh(s * F32(1.0 / softcap)) * F32(softcap)

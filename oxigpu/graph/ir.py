@@ -9,7 +9,9 @@ Conventions that keep backends simple:
   so no op needs views or strides; ops that care about heads take ``n_head``/``head_dim`` attributes;
 - weights are GGUF tensors referenced by name and quant type, never copied into the graph;
 - the KV cache is *state*: a value that persists across steps, written by ``kv_store`` and read by
-  ``attention``; rows ``pos .. pos+n_tokens-1`` are written each step;
+  ``attention``; rows ``pos .. pos+n_tokens-1`` are written each step. It is stored as ``f16`` (llama.cpp's
+  default cache type, half the bytes attention reads): values are rounded to nearest even when written,
+  and ops compute in f32;
 - rows ``n_tokens .. T-1`` of a padded chunk are garbage and must never influence valid rows.
 
 The op catalogue (semantics are defined by the numpy reference in ``oxigpu/backends/numpy_ops.py``):
@@ -25,7 +27,7 @@ rope           x[T, H*D] (, freq_factors[n_rot/2])            n_head, head_dim, 
                -> [T, H*D]                                    row t is at position pos + t; theta_i =
                                                               pos*freq_scale*base^(-2i/n_rot)/freq_factors_i
 kv_store       k[T, Hkv*D], v[T, Hkv*Dv], K, V (state)        (none) K[pos+t] = k[t], V[pos+t] = v[t] for
-                                                              t < n_tokens
+                                                              t < n_tokens (rounded to f16)
 attention      q[T, H*D], K[n_ctx, Hkv*D], V[n_ctx, Hkv*Dv]   n_head, n_head_kv, head_dim, v_head_dim,
                -> [T, H*Dv]                                   scale, window (0: none), softcap (0: none);
                                                               query t (position p = pos+t) sees keys j with
@@ -61,7 +63,7 @@ rope_kv_attention  q[1, H*D], k[1, Hkv*D], v[1, Hkv*Dv], K, V     rope_kv_store'
 =================  =============================================  =======================================
 
 Changes since the first version (additive): ``rope`` takes an optional second input, llama 3.1+'s
-``rope_freqs.weight`` frequency divisors.
+``rope_freqs.weight`` frequency divisors. KV caches (states) are stored as ``f16`` (they were f32).
 """
 from __future__ import annotations
 
@@ -69,7 +71,7 @@ from dataclasses import dataclass, field
 from typing import Any, Literal
 
 Kind = Literal["input", "weight", "state", "temp", "output"]
-DType = Literal["f32", "i32"]
+DType = Literal["f32", "i32", "f16"]
 
 STEP_PARAMS = ("pos", "n_tokens")
 """Per-step scalars every backend provides: first position of the chunk, valid rows in the chunk."""
@@ -89,7 +91,7 @@ class Value:
 
     @property
     def nbytes(self) -> int:
-        n = 4
+        n = 2 if self.dtype == "f16" else 4
         for s in self.shape:
             n *= s
         return n
@@ -143,7 +145,8 @@ class Graph:
         return v
 
     def state(self, name: str, shape: tuple[int, ...]) -> Value:
-        v = self._value(name, shape, "f32", "state")
+        """A KV cache: f16 (see the module docstring)."""
+        v = self._value(name, shape, "f16", "state")
         self.states[name] = v
         return v
 

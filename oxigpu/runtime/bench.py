@@ -192,14 +192,14 @@ def _repeat(name: str, once: Callable[[int], float], n: int, warmup: int, reps: 
 
 
 def _kv_bytes(plan: Plan, n_kv: float) -> float:
-    """K and V bytes the plan's attention nodes read with ``n_kv`` cached rows (float32 cache rows; a
+    """K and V bytes the plan's attention nodes read with ``n_kv`` cached rows (f16 cache rows; a
     sliding-window layer reads at most its window)."""
     total = 0.0
     for node in plan.nodes:
         if node.op in ("attention", "rope_kv_attention"):
             k, v = node.inputs[1:3] if node.op == "attention" else node.inputs[3:5]
             window = node.attrs.get("window", 0)
-            total += (min(n_kv, window) if window else n_kv) * (k.shape[1] + v.shape[1]) * 4
+            total += (min(n_kv, window) if window else n_kv) * (k.nbytes + v.nbytes) / k.shape[0]
     return total
 
 

@@ -27,7 +27,8 @@
 //
 // Masking: keys outside a row's causal/window range get probability 0; loads past the block's key range
 // are zero-filled, so no cache row at or past pos + n_tokens is read (V rows there may be NaN). Rows of
-// padded tokens (t >= n_tokens) see no keys and write zeros. Scores and accumulation are f32.
+// padded tokens (t >= n_tokens) see no keys and write zeros. The caches hold packed halves
+// (common/half.wgsl), widened as the tiles are stored; tiles, scores and accumulation are f32.
 //
 // Defines: D, DV (head dims, multiples of 4), G, NH, NKV, T, SCALE, SOFTCAP (0: none), WINDOW (0: none),
 // NKL, NRG, RT (1, 2 or 4), KT, QS, KS, PS (vec4 strides of Q, K and P tile rows: odd), PRB (row blocks
@@ -35,11 +36,12 @@
 // and the generated code blocks DECL, LOAD_K, LOAD_V, STORE_K, STORE_V, S_ZERO, S_STEP, SOFTMAX, PV_STEP,
 // STORE_O (see ops/attention_prefill.py).
 #include "common/params.wgsl"
+#include "common/half.wgsl"
 #include "math.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> cache_k: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read> cache_v: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read> cache_k: array<vec2<u32>>;
+@group(0) @binding(3) var<storage, read> cache_v: array<vec2<u32>>;
 @group(0) @binding(4) var<storage, read_write> dst: array<vec4<f32>>;
 
 const D4: u32 = {{D}}u / 4u;
@@ -88,23 +90,24 @@ fn key_range(rg0: u32) -> vec2<u32> {
   return vec2<u32>(lo, P.pos + t_last + 1u);
 }
 
-// Element e of the K (V) tile from key k0: key k0 + e / D4 (DV4), zero at or past hi.
-fn load_k(k0: u32, hi: u32, kvh: u32, e: u32) -> vec4<f32> {
+// Element e of the K (V) tile from key k0, as the cache holds it: key k0 + e / D4 (DV4), zero at or past
+// hi. Kept packed in the prefetch registers; put_k / put_v widen it into the tile.
+fn load_k(k0: u32, hi: u32, kvh: u32, e: u32) -> vec2<u32> {
   let j = k0 + e / D4;
-  var v = vec4<f32>(0.0);
+  var v = vec2<u32>(0u);
   if (j < hi) { v = cache_k[(j * NKV + kvh) * D4 + e % D4]; }
   return v;
 }
 
-fn load_v(k0: u32, hi: u32, kvh: u32, e: u32) -> vec4<f32> {
+fn load_v(k0: u32, hi: u32, kvh: u32, e: u32) -> vec2<u32> {
   let j = k0 + e / DV4;
-  var v = vec4<f32>(0.0);
+  var v = vec2<u32>(0u);
   if (j < hi) { v = cache_v[(j * NKV + kvh) * DV4 + e % DV4]; }
   return v;
 }
 
-fn put_k(e: u32, v: vec4<f32>) { fk[(e / D4) * KS + e % D4] = v; }
-fn put_v(e: u32, v: vec4<f32>) { {{FVN}}[e] = v; }
+fn put_k(e: u32, v: vec2<u32>) { fk[(e / D4) * KS + e % D4] = unpack_half4(v); }
+fn put_v(e: u32, v: vec2<u32>) { {{FVN}}[e] = unpack_half4(v); }
 
 fn put_p(row: u32, key: u32, p: f32) { fp[row * PS + key / 4u][key % 4u] = p; }
 

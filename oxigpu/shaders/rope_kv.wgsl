@@ -1,20 +1,23 @@
 // rope_kv_store: rotate q (into y) and k (into the K cache at row P.pos + t) and copy v into the V cache,
-// in one dispatch (common/rope.wgsl; rows t >= n_tokens never land in the caches). Threads: the q pairs
-// (T * NH * HD/2), then the k pairs (T * NHKV * HD/2), then the v elements (T * WV).
+// in one dispatch (common/rope.wgsl; the caches hold packed halves, common/half.wgsl; rows t >= n_tokens
+// never land in the caches). Threads: the q pairs (T * NH * HD/2), then the k element pairs (2i, 2i + 1)
+// of each head, one u32 of the cache each (T * NHKV * HD/2), then the v pairs (T * WV/2).
 // Defines: NQ, NK, NT (thread counts: q, q + k, all), NH, NHKV, WV, and common/rope.wgsl's.
 #include "common/params.wgsl"
 #include "common/rope.wgsl"
+#include "common/half.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
-@group(0) @binding(3) var<storage, read> v: array<f32>;
-@group(0) @binding(4) var<storage, read_write> cache_k: array<f32>;
-@group(0) @binding(5) var<storage, read_write> cache_v: array<f32>;
+@group(0) @binding(3) var<storage, read> v: array<vec2<f32>>;
+@group(0) @binding(4) var<storage, read_write> cache_k: array<u32>;
+@group(0) @binding(5) var<storage, read_write> cache_v: array<u32>;
 @group(0) @binding(6) var<storage, read> ff: array<f32>;
 @group(0) @binding(7) var<storage, read_write> y: array<f32>;
 
 const HP: u32 = {{HD}}u / 2u;
-const WK: u32 = {{NHKV}}u * {{HD}}u;
+const WK2: u32 = {{NHKV}}u * HP;     // u32s per K cache row
+const WV2: u32 = {{WV}}u / 2u;       // u32s per V cache row
 
 @compute @workgroup_size(256)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
@@ -32,14 +35,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     let row_head = i / HP;
     let t = row_head / {{NHKV}}u;
     if (t >= P.n_tokens) { return; }
-    let e = row_head * {{HD}}u + rope_pair(i % HP);
-    let r = rope_rotate(P.pos + t, i % HP, vec2<f32>(k[e.x], k[e.y]));
-    cache_k[P.pos * WK + e.x] = r.x;              // e holds the chunk row's offset t * WK
-    cache_k[P.pos * WK + e.y] = r.y;
+    let b = row_head * {{HD}}u;
+    let e = 2u * (i % HP);
+    let r = vec2<f32>(rope_elem(P.pos + t, e, k[b + e], k[b + rope_partner(e)]),
+                      rope_elem(P.pos + t, e + 1u, k[b + e + 1u], k[b + rope_partner(e + 1u)]));
+    cache_k[P.pos * WK2 + i] = pack_half2(r);      // i holds the chunk row's offset t * WK2
   } else {
     let i = id - {{NK}}u;
-    let t = i / {{WV}}u;
-    if (t >= P.n_tokens) { return; }
-    cache_v[(P.pos + t) * {{WV}}u + i % {{WV}}u] = v[i];
+    if (i / WV2 >= P.n_tokens) { return; }
+    cache_v[P.pos * WV2 + i] = pack_half2(v[i]);
   }
 }

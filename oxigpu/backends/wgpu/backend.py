@@ -5,7 +5,7 @@ Loading (once per plan, nothing on the hot path):
   plans; matrices larger than a storage binding are bound as row ranges by ``matmul``/``embed`` themselves.
   Small vectors (norm weights, biases, rope factors) are stored as f32, dequantized if the file has them
   in another type;
-- states (the KV cache) are allocated once and shared by name across plans;
+- states (the KV cache, f16: two halves per u32) are allocated once and shared by name across plans;
 - every plan gets its activation arenas (a few buffers, see :func:`_banks`, each packed by liveness with
   256-byte aligned offsets, which satisfies any adapter's ``min-storage-buffer-offset-alignment``), one
   buffer per input, and its kernels, bind groups and :class:`~.device.Dispatch` list;
@@ -43,7 +43,7 @@ from ...runtime.sampling import SamplerConfig
 from .. import step_inputs
 from ..numpy_backend import _mem_available, fmt_bytes
 from .device import Binding, Device, Dispatch, Params, _pick_adapter
-from .kernel import KERNELS, OpKernel, load_kernels
+from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
 
 Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
 
@@ -291,7 +291,7 @@ class WgpuBackend:
         for v in plan.weights:
             bindings[v], types[v] = self._weights[v.tensor]
         for v in plan.states:
-            bindings[v], types[v] = self._states[v.name][0], "f32"
+            bindings[v], types[v] = self._states[v.name][0], v.dtype
         inputs = {}
         for name, v in plan.inputs.items():
             inputs[name] = bindings[v] = self.dev.create_buffer(v.nbytes, label=name)
@@ -347,7 +347,7 @@ class WgpuBackend:
     def _read_value(self, loaded: _Loaded, v: Value) -> np.ndarray:
         b = loaded.bindings[v]
         buf, off = (b[0], b[1]) if isinstance(b, tuple) else (b, 0)
-        return self.dev.read(buf, np.float32, v.shape, off)
+        return self.dev.read(buf, HOST_TYPES[v.dtype], v.shape, off)
 
     def reset(self) -> None:
         """Zero every KV cache (a new sequence)."""

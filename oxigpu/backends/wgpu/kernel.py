@@ -5,8 +5,9 @@ from ``encode`` (bind groups created there, once). Nothing in either runs per st
 
 Buffers and types, for every kernel:
 
-- ``in_types[i]`` is ``"f32"`` or ``"i32"`` for activations and state, and the quant type name
-  (``"Q4_K"``, ``"F16"``, ``"F32"`` ...) for weights, whose buffers hold the raw GGUF rows;
+- ``in_types[i]`` is ``"f32"`` or ``"i32"`` for activations, ``"f16"`` for the KV caches (state: IEEE
+  halves, two per u32, see shaders/common/half.wgsl), and the quant type name (``"Q4_K"``, ``"F16"``,
+  ``"F32"`` ...) for weights, whose buffers hold the raw GGUF rows;
   ``in_shapes`` are logical shapes (a weight is ``[rows, cols]`` in elements, not bytes);
 - ``encode(buffers)`` gets the node's inputs then its outputs, each a GPUBuffer or a
   ``(buffer, offset, size)`` range; the per-step :class:`~.device.Params` live in ``dev.params_buffer``.
@@ -17,6 +18,7 @@ Checks (``CHECKS``) are what ``oxigpu kernels`` and the tests run: each register
 from __future__ import annotations
 
 import importlib
+import math
 import pkgutil
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar, Iterable, Sequence
@@ -77,7 +79,9 @@ def load_kernels() -> dict[str, type[OpKernel]]:
 class Case:
     """One kernel check: host inputs, the float64 expectation and the error allowed.
 
-    ``reference()`` returns the expected results in ``run_op``'s order (outputs, then written inputs). ``nbytes`` / ``flops`` describe one run, for ``--bench``.
+    ``reference()`` returns the expected results in ``run_op``'s order (outputs, then written inputs).
+    ``tol`` bounds each result's :func:`rel_error`, or is one bound per result. ``nbytes`` / ``flops``
+    describe one run, for ``--bench``.
     """
 
     op: str
@@ -85,7 +89,7 @@ class Case:
     inputs: list[np.ndarray]
     in_types: list[str]
     reference: Callable[[], list[np.ndarray]]
-    tol: float
+    tol: float | tuple[float, ...]
     attrs: dict[str, Any] = field(default_factory=dict)
     pos: int = 0
     n_tokens: int | None = None
@@ -120,6 +124,19 @@ def rel_error(got: np.ndarray, want: np.ndarray) -> float:
     return float(diff.max() / max(np.abs(want).max(), 1e-30)) if want.size else 0.0
 
 
+def case_error(case: Case, got: Sequence[np.ndarray], want: Sequence[np.ndarray]) -> tuple[float, float]:
+    """(error, bound) of the result with the largest error relative to its bound in ``case.tol``."""
+    if len(got) != len(want):
+        raise AssertionError(f"{case.name}: kernel returned {len(got)} results, reference {len(want)}")
+    tols = case.tol if isinstance(case.tol, tuple) else (case.tol,) * len(want)
+    pairs = [(rel_error(g, w), t) for g, w, t in zip(got, want, tols)]
+    return max(pairs, key=lambda p: p[0] / p[1] if p[1] else (math.inf if p[0] else 0.0), default=(0.0, 0.0))
+
+
+HOST_TYPES = {"f32": np.float32, "i32": np.int32, "f16": np.float16}
+"""numpy dtypes of the buffers of activation and state types."""
+
+
 @dataclass
 class Prepared:
     """A kernel bound to freshly uploaded buffers: what ``run_op`` and the benchmarks share."""
@@ -133,7 +150,7 @@ class Prepared:
 
 def logical_shape(arr: np.ndarray, dtype: str) -> Shape:
     """Shape in elements: raw quantized rows ``(..., row_bytes)`` become ``(..., cols)``."""
-    if dtype in ("f32", "i32"):
+    if dtype in HOST_TYPES:
         return tuple(arr.shape)
     from ...quant import get_type
     return tuple(arr.shape[:-1]) + (get_type(dtype).n_cols(arr.shape[-1]),)
@@ -150,7 +167,8 @@ def prepare(op: str, inputs: Sequence[np.ndarray], attrs: dict[str, Any] | None 
         raise DeviceError(f"no wgpu kernel for op {op!r} (have {sorted(KERNELS)})")
     cls = KERNELS[op]
     types = list(in_types) if in_types is not None else \
-        ["i32" if np.asarray(a).dtype.kind in "iu" else "f32" for a in inputs]
+        ["i32" if np.asarray(a).dtype.kind in "iu" else "f16" if np.asarray(a).dtype == np.float16 else "f32"
+         for a in inputs]
     shapes = [logical_shape(np.asarray(a), t) for a, t in zip(inputs, types)]
     out_shapes = cls.output_shapes(shapes, attrs)
     kernel = cls(dev, attrs, shapes, types, out_shapes)
@@ -174,13 +192,16 @@ def run_op(op: str, inputs: Sequence[np.ndarray], attrs: dict[str, Any] | None =
     dev.write_params(Params(pos=pos, n_tokens=rows if n_tokens is None else n_tokens))
     dev.submit(p.dispatches)
     outs = [dev.read(b, np.float32, s) for b, s in zip(p.out_bufs, p.out_shapes)]
-    return outs + [dev.read(p.in_bufs[i], np.float32, p.kernel.in_shapes[i]) for i in p.kernel.writes]
+    return outs + read_written(p, dev)
+
+
+def read_written(p: Prepared, dev: Device) -> list[np.ndarray]:
+    """The final contents of the inputs ``p``'s kernel writes: f16 caches as float16, the rest as float32
+    (views of i32 data, as outputs are read)."""
+    k = p.kernel
+    return [dev.read(p.in_bufs[i], np.float16 if k.in_types[i] == "f16" else np.float32, k.in_shapes[i])
+            for i in k.writes]
 
 
 def _host(a: np.ndarray, dtype: str) -> np.ndarray:
-    a = np.asarray(a)
-    if dtype == "f32":
-        return a.astype(np.float32, copy=False)
-    if dtype == "i32":
-        return a.astype(np.int32, copy=False)
-    return a.astype(np.uint8, copy=False)
+    return np.asarray(a).astype(HOST_TYPES.get(dtype, np.uint8), copy=False)

@@ -1,13 +1,14 @@
 // rope_kv_attention's hooks of attention_decode.wgsl (T == 1): the step's q, k and v rows arrive
 // unrotated and uncached. Each team rotates its q columns as it loads them; the step's own key (position
 // P.pos, in the last active split) never comes from the cache: the workgroups of that split rotate k in
-// registers and take v from `v`, and row block 0's workgroup of each KV head stores both rows in the
+// registers and take v from `v`, both rounded to halves as the cache stores them (so the step's key counts
+// exactly as it will in later steps), and row block 0's workgroup of each KV head stores both rows in the
 // caches. No workgroup reads cache row P.pos, so none waits for another's write.
 // Defines: common/rope.wgsl's.
 #include "common/rope.wgsl"
 
-@group(0) @binding(2) var<storage, read_write> cache_k: array<vec4<f32>>;
-@group(0) @binding(3) var<storage, read_write> cache_v: array<vec4<f32>>;
+@group(0) @binding(2) var<storage, read_write> cache_k: array<vec2<u32>>;
+@group(0) @binding(3) var<storage, read_write> cache_v: array<vec2<u32>>;
 @group(0) @binding(7) var<storage, read> k: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(9) var<storage, read> ff: array<f32>;
@@ -19,12 +20,16 @@ fn q_col(p: u32, qb: u32, c: u32) -> vec4<f32> {
                                             q[qb + e.z / 4u][e.z % 4u], q[qb + e.w / 4u][e.w % 4u]));
 }
 
-// Vec4 column c of the step's key head at vec4 kb, rotated at position P.pos.
+// Vec4 column c of the step's key head at vec4 kb, rotated at position P.pos and rounded to halves.
 fn k_col(kb: u32, c: u32) -> vec4<f32> {
   let e = rope_partners(c);
-  return rope_col(P.pos, c, k[kb + c], vec4<f32>(k[kb + e.x / 4u][e.x % 4u], k[kb + e.y / 4u][e.y % 4u],
-                                                k[kb + e.z / 4u][e.z % 4u], k[kb + e.w / 4u][e.w % 4u]));
+  let xp = vec4<f32>(k[kb + e.x / 4u][e.x % 4u], k[kb + e.y / 4u][e.y % 4u], k[kb + e.z / 4u][e.z % 4u],
+                     k[kb + e.w / 4u][e.w % 4u]);
+  return round_half4(rope_col(P.pos, c, k[kb + c], xp));
 }
+
+// Vec4 column c of the step's value head at vec4 vb, rounded to halves.
+fn v_col(vb: u32, c: u32) -> vec4<f32> { return round_half4(v[vb + c]); }
 
 // End of the keys a split ending at ke reads from the cache: all but the step's own.
 fn cache_end(ke: u32) -> u32 { return min(ke, P.pos); }
@@ -46,13 +51,13 @@ fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, rb: 
   if (rb == 0u && team == 0u && rw.live) {
     let kr = (P.pos * NKV + kvh) * D4;
     let vr = (P.pos * NKV + kvh) * DV4;
-    if (tl < D4) { cache_k[kr + tl] = k0; }
-    if (NCK > 1u && tl + L < D4) { cache_k[kr + tl + L] = k1; }
-    if (tl < DV4) { cache_v[vr + tl] = v[vb + tl]; }
-    if (NCV > 1u && tl + L < DV4) { cache_v[vr + tl + L] = v[vb + tl + L]; }
+    if (tl < D4) { cache_k[kr + tl] = pack_half4(k0); }
+    if (NCK > 1u && tl + L < D4) { cache_k[kr + tl + L] = pack_half4(k1); }
+    if (tl < DV4) { cache_v[vr + tl] = pack_half4(v[vb + tl]); }
+    if (NCV > 1u && tl + L < DV4) { cache_v[vr + tl + L] = pack_half4(v[vb + tl + L]); }
   }
   if (team < R && rw.live) {
-    st = St(softcap4(vec4<f32>(s)).x, 1.0, v[vb + min(tl, DV4 - 1u)], v[vb + min(tl + L, DV4 - 1u)]);
+    st = St(softcap4(vec4<f32>(s)).x, 1.0, v_col(vb, min(tl, DV4 - 1u)), v_col(vb, min(tl + L, DV4 - 1u)));
   }
   return st;
 }

@@ -1,5 +1,5 @@
-// Rotary position embedding of one pair of a head, shared by rope.wgsl, rope_kv.wgsl and
-// attention/kv_rope.wgsl (which rotates whole vec4 columns: rope_col).
+// Rotary position embedding of one pair of a head, shared by rope.wgsl, rope_kv.wgsl (which rotates k
+// two adjacent elements at a time: rope_elem) and attention/kv_rope.wgsl (whole vec4 columns: rope_col).
 // Normal (GPT-J) rotates pairs (2i, 2i+1), NEOX rotates (i, i + NROT/2); dims >= NROT pass through.
 //
 // Angles are formed in fixed point, exactly, with u32 ops only: TURN_HI/TURN_LO hold
@@ -54,17 +54,21 @@ fn rope_rotate(p: u32, j: u32, x: vec2<f32>) -> vec2<f32> {
   return vec2<f32>(x.x * c - x.y * s, x.x * s + x.y * c);
 }
 
-// The elements that the four elements of vec4 column c of a head are rotated with (each itself in the
-// pass-through tail).
+// The element that element e of a head is rotated with (itself in the pass-through tail).
+fn rope_partner(e: u32) -> u32 {
+  if (e >= {{NROT}}u) { return e; }
+  if ({{NEOX}}) { return select(e - HALF, e + HALF, e < HALF); }
+  return e ^ 1u;
+}
+
+// The partners of the four elements of vec4 column c of a head.
 fn rope_partners(c: u32) -> vec4<u32> {
-  let e = vec4<u32>(4u * c) + vec4<u32>(0u, 1u, 2u, 3u);
-  var p = e ^ vec4<u32>(1u);
-  if ({{NEOX}}) { p = select(e - vec4<u32>(HALF), e + vec4<u32>(HALF), e < vec4<u32>(HALF)); }
-  return select(p, e, e >= vec4<u32>({{NROT}}u));
+  let e = 4u * c;
+  return vec4<u32>(rope_partner(e), rope_partner(e + 1u), rope_partner(e + 2u), rope_partner(e + 3u));
 }
 
 // Element e of a head after the rotation at position p, from its value x and its partner's xp: the
-// component of rope_rotate's result that is e (the arithmetic of rope.wgsl and rope_kv.wgsl).
+// component of rope_rotate's result that is e (the arithmetic of rope.wgsl's pairs).
 fn rope_elem(p: u32, e: u32, x: f32, xp: f32) -> f32 {
   if (e >= {{NROT}}u) { return x; }
   if ({{NEOX}}) {

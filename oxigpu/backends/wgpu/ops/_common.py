@@ -1,4 +1,4 @@
-"""Small helpers the op kernels share: WGSL literals and 1-D launch grids."""
+"""Small helpers the op kernels share: WGSL literals, 1-D launch grids and the checks' f16 cache tolerance."""
 from __future__ import annotations
 
 import numpy as np
@@ -24,3 +24,9 @@ def grid(n_threads: int, wg: int = 256) -> tuple[int, int, int]:
 def rng(seed: int) -> np.random.Generator:
     """The checks' fixed-seed generator (every run tests the same data)."""
     return np.random.default_rng(seed)
+
+
+HALF_STEP = 2.0 ** -10
+"""Tolerance of an f16 cache row that a kernel computes before storing it (rope_kv_store's k): one f16
+rounding step relative to the row's largest value (rel_error's scale). The kernel rounds its f32 value as
+numpy rounds the float64 reference, but the two may lie on either side of a halfway point."""

@@ -7,6 +7,7 @@ entry of shaders/attention.wgsl, a flash attention with K/V tiles in workgroup m
 tile fits the workgroup memory (D = 256 in WebGPU's minimum 16 KiB), or the ``n_split`` attr is given,
 T > 1 runs the decode kernel too (its rows are then the T * G (token, head) pairs of a KV head).
 ``rope_kv_attention`` (ops/rope_attention.py) runs the decode kernel with rope and the cache write fused in.
+The K/V caches are f16 (two halves per u32: shaders/common/half.wgsl); the math is f32.
 Test/tuning attrs: ``n_split`` (the most splits per row block), ``split_chunk`` (the fewest keys per
 split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most rows per workgroup),
 ``team_keys`` (keys per team pass, 4 or 8) and
@@ -121,6 +122,9 @@ class Attention(OpKernel):
         D, DV = a["head_dim"], a["v_head_dim"]
         if D % 4 or DV % 4:
             raise ValueError(f"attention: head dims {D}/{DV} must be multiples of 4")
+        caches = self.in_types[self.k_cache:self.k_cache + 2]
+        if caches != ["f16", "f16"]:
+            raise ValueError(f"attention: the K/V caches must be f16, got {caches}")
         n_ctx = self.in_shapes[self.k_cache][0]
         G = H // Hkv
         limit = int(self.dev.limits["max-compute-workgroup-storage-size"])
@@ -191,12 +195,12 @@ def reference(q, ck, cv, n_head, n_head_kv, head_dim, v_head_dim, scale, window=
 def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int, D: int, n_ctx: int,
                    window: int = 0, softcap: float = 0.0, n_split: int = 0, seed: int = 0, dv: int = 0,
                    split_chunk: int = 0, prefill_tile: str = "", team_keys: int = 0) -> Case:
-    """Random q and caches; cache rows at or past pos + n_tokens hold NaN (must never be read)."""
+    """Random q and f16 caches; cache rows at or past pos + n_tokens hold NaN (must never be read)."""
     dv = dv or D
     g = rng(seed)
     q = g.standard_normal((T, H * D)).astype(np.float32)
-    ck = (g.standard_normal((n_ctx, Hkv * D)) * 2).astype(np.float32)
-    cv = g.standard_normal((n_ctx, Hkv * dv)).astype(np.float32)
+    ck = (g.standard_normal((n_ctx, Hkv * D)) * 2).astype(np.float16)
+    cv = g.standard_normal((n_ctx, Hkv * dv)).astype(np.float16)
     ck[pos + n_tokens:] = np.nan
     cv[pos + n_tokens:] = np.nan
     q[n_tokens:] = np.nan
@@ -211,9 +215,9 @@ def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int,
     if team_keys:
         attrs["team_keys"] = team_keys
     n_kv = pos + n_tokens
-    return Case("attention", name, [q, ck, cv], ["f32"] * 3,
+    return Case("attention", name, [q, ck, cv], ["f32", "f16", "f16"],
                 lambda: [reference(q, ck, cv, **attrs, pos=pos, n_tokens=n_tokens)], 2e-5, attrs=attrs,
-                pos=pos, n_tokens=n_tokens, nbytes=4 * n_kv * Hkv * (D + dv), flops=2 * n_tokens * H * (D + dv) * n_kv)
+                pos=pos, n_tokens=n_tokens, nbytes=2 * n_kv * Hkv * (D + dv), flops=2 * n_tokens * H * (D + dv) * n_kv)
 
 
 @check("attention")

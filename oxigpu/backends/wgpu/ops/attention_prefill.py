@@ -88,8 +88,9 @@ class PrefillConfig:
         return 16 * vec4s + 4
 
     def registers(self) -> int:
-        """A rough per-thread register estimate: accumulators, scores, prefetch, operands, addresses."""
-        return (4 * self.RT * self.CV + self.RT * self.KT + 4 * (self.NLK + self.NLV)
+        """A rough per-thread register estimate: accumulators, scores, prefetch (packed halves, 2 per
+        vec4), operands, addresses."""
+        return (4 * self.RT * self.CV + self.RT * self.KT + 2 * (self.NLK + self.NLV)
                 + 4 * (self.RT + self.KT) + 4 * self.CV + 24)
 
     def valid(self) -> bool:
@@ -152,8 +153,8 @@ def prefill_defines(cfg: PrefillConfig, scale: str) -> dict[str, object]:
                  f"let qb{i} = rl{i} * QS;", f"let pb{i} = rl{i} * PS;"]
     decl += [f"let kb{j} = (kl + {NKL * j}u) * KS;" for j in keys]
     decl += [f"var o{i}_{c} = vec4<f32>(0.0);" for i in rows for c in cols]
-    decl += [f"var pk{s} = vec4<f32>(0.0);" for s in range(cfg.NLK)]
-    decl += [f"var pv{s} = vec4<f32>(0.0);" for s in range(cfg.NLV)]
+    decl += [f"var pk{s} = vec2<u32>(0u);" for s in range(cfg.NLK)]     # packed halves (load_k)
+    decl += [f"var pv{s} = vec2<u32>(0u);" for s in range(cfg.NLV)]
 
     def guarded(n_slots: int, total: int, stmt: str) -> list[str]:
         out = []

@@ -1,4 +1,5 @@
-"""kv_store: copy the chunk's valid K/V rows into the caches at rows pos .. pos+n_tokens-1."""
+"""kv_store: copy the chunk's valid K/V rows into the f16 caches at rows pos .. pos+n_tokens-1 (rounded to
+nearest even: shaders/common/half.wgsl)."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -23,8 +24,10 @@ class KvStore(OpKernel):
         super().__init__(*args, **kw)
         T, wk = self.in_shapes[0]
         wv = self.in_shapes[1][1]
-        self.n_threads = T * (wk + wv)
-        self.pipe = self.dev.pipeline("kv_store.wgsl", "main", {"T": T, "WK": wk, "WV": wv,
+        if wk % 2 or wv % 2 or self.in_types[2:] != ["f16", "f16"]:
+            raise ValueError(f"kv_store: f16 caches of even widths, got {wk}/{wv} {self.in_types[2:]}")
+        self.n_threads = T * (wk + wv) // 2
+        self.pipe = self.dev.pipeline("kv_store.wgsl", "main", {"HK": wk // 2, "HV": wv // 2,
                                                                  "NT": self.n_threads})
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
@@ -40,12 +43,12 @@ def _cases() -> Iterable[Case]:
                                          (4, 4, 256, 256, 4, 0)]:
         k = g.standard_normal((T, wk)).astype(np.float32)
         v = g.standard_normal((T, wv)).astype(np.float32)
-        ck = g.standard_normal((n_ctx, wk)).astype(np.float32)
-        cv = g.standard_normal((n_ctx, wv)).astype(np.float32)
+        ck = g.standard_normal((n_ctx, wk)).astype(np.float16)
+        cv = g.standard_normal((n_ctx, wv)).astype(np.float16)
 
         def ref(k=k, v=v, ck=ck, cv=cv, pos=pos, n=n_tok):
             ck2, cv2 = ck.astype(np.float64), cv.astype(np.float64)
-            ck2[pos:pos + n], cv2[pos:pos + n] = k[:n], v[:n]
+            ck2[pos:pos + n], cv2[pos:pos + n] = k[:n].astype(np.float16), v[:n].astype(np.float16)
             return [ck2, cv2]
         yield Case("kv_store", f"kv_store T={T} n_tokens={n_tok} pos={pos}", [k, v, ck, cv],
-                   ["f32"] * 4, ref, 0.0, pos=pos, n_tokens=n_tok, nbytes=8 * n_tok * (wk + wv))
+                   ["f32", "f32", "f16", "f16"], ref, 0.0, pos=pos, n_tokens=n_tok, nbytes=6 * n_tok * (wk + wv))

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, check, register
-from ._common import rng, workgroups_for
+from ._common import HALF_STEP, rng, workgroups_for
 from .attention import Attention
 from .attention import reference as attention_reference
 from .rope import reference as rope_reference
@@ -51,16 +51,17 @@ def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx:
                            n_rot: int = 0, neox: bool = True, base: float = 10000.0, freq_scale: float = 1.0,
                            with_ff: bool = False, window: int = 0, softcap: float = 0.0, n_split: int = 0,
                            split_chunk: int = 0, seed: int = 0) -> Case:
-    """One decode step at ``pos``: random q, k, v and caches whose row ``pos`` is NaN (the kernel must
-    write it and never read it); expected: the output, then both caches with row pos = rope(k), v
-    (every other row unchanged)."""
+    """One decode step at ``pos``: random q, k, v and f16 caches whose row ``pos`` is NaN (the kernel must
+    write it and never read it); expected: the output, then both caches with row pos = rope(k), v rounded
+    to f16 (every other row unchanged). Tolerances: the output 2e-5, the K cache one f16 step (HALF_STEP:
+    the kernel's f32 rope may round to the other neighbour), the V cache 0."""
     dv, n_rot = dv or D, n_rot or D
     g = rng(seed)
     q = g.standard_normal((1, H * D)).astype(np.float32)
     k = (g.standard_normal((1, Hkv * D)) * 2).astype(np.float32)
     v = g.standard_normal((1, Hkv * dv)).astype(np.float32)
-    ck = (g.standard_normal((n_ctx, Hkv * D)) * 2).astype(np.float32)
-    cv = g.standard_normal((n_ctx, Hkv * dv)).astype(np.float32)
+    ck = (g.standard_normal((n_ctx, Hkv * D)) * 2).astype(np.float16)
+    cv = g.standard_normal((n_ctx, Hkv * dv)).astype(np.float16)
     ck[pos] = cv[pos] = np.nan
     ff = np.where(np.arange(n_rot // 2) < n_rot // 4, 1.0, 8.0).astype(np.float32) if with_ff else None
     attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale,
@@ -73,14 +74,14 @@ def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx:
     def ref():
         ra = dict(head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale, pos=pos, ff=ff)
         ck2, cv2 = ck.astype(np.float64), cv.astype(np.float64)
-        ck2[pos], cv2[pos] = rope_reference(k, Hkv, **ra)[0], v[0]
+        ck2[pos], cv2[pos] = rope_reference(k, Hkv, **ra)[0].astype(np.float16), v[0].astype(np.float16)
         out = attention_reference(rope_reference(q, H, **ra), ck2, cv2, H, Hkv, D, dv, attrs["scale"], window,
                                   softcap, pos=pos, n_tokens=1)
         return [out, ck2, cv2]
     n_kv = min(pos + 1, window) if window else pos + 1
     return Case("rope_kv_attention", name, [q, k, v, ck, cv] + ([ff] if with_ff else []),
-                ["f32"] * (6 if with_ff else 5), ref, 2e-5, attrs=attrs, pos=pos, n_tokens=1,
-                nbytes=4 * n_kv * Hkv * (D + dv), flops=2 * H * (D + dv) * n_kv)
+                ["f32"] * 3 + ["f16"] * 2 + ["f32"] * with_ff, ref, (2e-5, HALF_STEP, 0.0), attrs=attrs, pos=pos,
+                n_tokens=1, nbytes=2 * n_kv * Hkv * (D + dv), flops=2 * H * (D + dv) * n_kv)
 
 
 @check("rope_kv_attention")
