@@ -413,7 +413,7 @@ def _describe_model(engine: Engine, path: Path) -> dict[str, Any]:
 def _device_name(engine: Engine) -> str:
     if _resident(engine):
         info = engine.backend.dev.info()
-        return f"{info['name']} ({info['backend']}; {'int8' if info['int8_dots'] else 'float'} GEMV dots)"
+        return f"{info['name']} ({info['backend']}; {'int8' if info['int8_dots'] else 'float'} dots in GEMV and GEMM)"
     return "CPU (numpy)"
 
 

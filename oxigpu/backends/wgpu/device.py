@@ -179,10 +179,11 @@ class Device:
 
     @property
     def int8_dots(self) -> bool:
-        """Whether large decode GEMVs quantize x to int8 and reduce rows by integer dots (``q8x`` in
-        ops/matmul.py, as llama.cpp's CUDA GEMV does): on hardware adapters, where it was measured faster
-        (H100: 8B Q4_K_M tg128 222 -> 248 tok/s); not on CPU adapters, whose float GEMV matches the numpy
-        backend to f32 rounding. ``OXIGPU_INT8_DOTS=0`` / ``=1`` overrides (0: float decode on a GPU)."""
+        """Whether large decode GEMVs and the prefill GEMMs of quantized weights round x to int8 and
+        reduce by integer dots (``q8x`` in ops/matmul.py, ``gemm_q8.wgsl`` in ops/gemm.py; as llama.cpp's
+        CUDA GEMV and MMQ do): on hardware adapters, where they were measured faster (H100: 8B Q4_K_M
+        tg128 222 -> 248 tok/s, pp512 ~1.5x); not on CPU adapters, whose float kernels match the numpy
+        backend to f32 rounding. ``OXIGPU_INT8_DOTS=0`` / ``=1`` overrides (0: float math on a GPU)."""
         v = os.environ.get("OXIGPU_INT8_DOTS", "")
         if v not in ("", "0", "1"):
             raise InvalidParameterError(f"OXIGPU_INT8_DOTS must be 0 or 1, not {v!r}")
