@@ -206,17 +206,6 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     workgroupBarrier();
   }
   if (lid >= 256u) { return; }
-  let m = m0 + 4u * ty;
-  let n = n0 + 4u * tx;
-  let z = wid.z;
-  store_row(z, m, n, c0_0, c0_1);
-  store_row(z, m + 1u, n, c1_0, c1_1);
-  store_row(z, m + 2u, n, c2_0, c2_1);
-  store_row(z, m + 3u, n, c3_0, c3_1);
-  if (TM == 8u) {
-    store_row(z, m + 64u, n, c4_0, c4_1);
-    store_row(z, m + 65u, n, c5_0, c5_1);
-    store_row(z, m + 66u, n, c6_0, c6_1);
-    store_row(z, m + 67u, n, c7_0, c7_1);
-  }
+  store_tile(wid.z, m0 + 4u * ty, n0 + 4u * tx, c0_0, c0_1, c1_0, c1_1, c2_0, c2_1, c3_0, c3_1,
+             c4_0, c4_1, c5_0, c5_1, c6_0, c6_1, c7_0, c7_1);
 }

@@ -34,3 +34,21 @@ fn store_row(z: u32, m: u32, n: u32, v0: vec4<f32>, v1: vec4<f32>) {
     if (TN == 8u && n + 64u + j < D.rows) { put_y(z, m, n + 64u + j, v1[j]); }
   }
 }
+
+// The thread's outputs at (m, n) = (m0 + 4 ty, n0 + 4 tx): c<r>_<b> is row m + r (r < 4) or m + 64 + r - 4,
+// columns n + 64 b + (0..3); rows 4..7 only with TM 8.
+fn store_tile(z: u32, m: u32, n: u32, c0_0: vec4<f32>, c0_1: vec4<f32>, c1_0: vec4<f32>, c1_1: vec4<f32>,
+              c2_0: vec4<f32>, c2_1: vec4<f32>, c3_0: vec4<f32>, c3_1: vec4<f32>, c4_0: vec4<f32>,
+              c4_1: vec4<f32>, c5_0: vec4<f32>, c5_1: vec4<f32>, c6_0: vec4<f32>, c6_1: vec4<f32>,
+              c7_0: vec4<f32>, c7_1: vec4<f32>) {
+  store_row(z, m, n, c0_0, c0_1);
+  store_row(z, m + 1u, n, c1_0, c1_1);
+  store_row(z, m + 2u, n, c2_0, c2_1);
+  store_row(z, m + 3u, n, c3_0, c3_1);
+  if (TM == 8u) {
+    store_row(z, m + 64u, n, c4_0, c4_1);
+    store_row(z, m + 65u, n, c5_0, c5_1);
+    store_row(z, m + 66u, n, c6_0, c6_1);
+    store_row(z, m + 67u, n, c7_0, c7_1);
+  }
+}
