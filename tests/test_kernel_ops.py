@@ -120,6 +120,16 @@ def test_kv_store_rounds_like_numpy(dev):
         assert bad.size == 0, [(float(src.flat[i]), got.flat[i], want.flat[i]) for i in bad[:5]]
 
 
+def test_cache_kernels_refuse_f32_or_odd_caches(dev):
+    """Every kernel that reads or writes the K/V caches names what it needs (f16, rows of even widths)."""
+    k = np.zeros((1, 6), np.float32)
+    with pytest.raises(ValueError, match="kv_store: the K/V caches must be f16"):
+        run_op("kv_store", [k, k, np.zeros((4, 6), np.float32), np.zeros((4, 6), np.float32)], dev=dev)
+    odd = np.zeros((1, 5), np.float32)
+    with pytest.raises(ValueError, match="rows of even widths, got .*widths \\(6, 5\\)"):
+        run_op("kv_store", [k, odd, np.zeros((4, 6), np.float16), np.zeros((4, 5), np.float16)], dev=dev)
+
+
 def test_kv_store_then_attention_chunked_prefill(dev):
     """kv_store + attention on shared cache buffers: a padded 8-row chunk, then a decode step."""
     H, Hkv, D, n_ctx = 4, 2, 64, 32

@@ -23,7 +23,7 @@ import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
-from ._common import f32_lit, rng, workgroups_for
+from ._common import check_f16_caches, f32_lit, rng, workgroups_for
 from .attention_prefill import prefill_config, prefill_defines
 
 DECODE_LANES = 256       # invocations per decode workgroup (rows x key slices x team lanes)
@@ -122,9 +122,7 @@ class Attention(OpKernel):
         D, DV = a["head_dim"], a["v_head_dim"]
         if D % 4 or DV % 4:
             raise ValueError(f"attention: head dims {D}/{DV} must be multiples of 4")
-        caches = self.in_types[self.k_cache:self.k_cache + 2]
-        if caches != ["f16", "f16"]:
-            raise ValueError(f"attention: the K/V caches must be f16, got {caches}")
+        check_f16_caches(self.op, self.in_types[self.k_cache:self.k_cache + 2], (D, DV))
         n_ctx = self.in_shapes[self.k_cache][0]
         G = H // Hkv
         limit = int(self.dev.limits["max-compute-workgroup-storage-size"])

@@ -8,7 +8,7 @@ import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
-from ._common import grid, rng
+from ._common import check_f16_caches, grid, rng
 
 
 @register
@@ -24,8 +24,7 @@ class KvStore(OpKernel):
         super().__init__(*args, **kw)
         T, wk = self.in_shapes[0]
         wv = self.in_shapes[1][1]
-        if wk % 2 or wv % 2 or self.in_types[2:] != ["f16", "f16"]:
-            raise ValueError(f"kv_store: f16 caches of even widths, got {wk}/{wv} {self.in_types[2:]}")
+        check_f16_caches("kv_store", self.in_types[2:], (wk, wv))
         self.n_threads = T * (wk + wv) // 2
         self.pipe = self.dev.pipeline("kv_store.wgsl", "main", {"HK": wk // 2, "HV": wv // 2,
                                                                  "NT": self.n_threads})

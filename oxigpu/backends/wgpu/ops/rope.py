@@ -10,7 +10,7 @@ import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
-from ._common import HALF_STEP, f32_list, grid, rng
+from ._common import HALF_STEP, check_f16_caches, f32_list, grid, rng
 
 
 def inv_freqs(n_rot: int, base: float, freq_scale: float) -> np.ndarray:
@@ -61,8 +61,7 @@ class RopeKvStore(OpKernel):
         nq = T * a["n_head"] * a["head_dim"] // 2
         nk = nq + T * a["n_head_kv"] * a["head_dim"] // 2
         wv = self.in_shapes[2][1]
-        if wv % 2 or self.in_types[3:5] != ["f16", "f16"]:
-            raise ValueError(f"rope_kv_store: f16 caches of even widths, got v width {wv} {self.in_types[3:5]}")
+        check_f16_caches("rope_kv_store", self.in_types[3:5], (a["head_dim"], wv))
         self.n_threads = nk + T * wv // 2
         self.has_ff = len(self.in_shapes) == 6
         self.pipe = self.dev.pipeline("rope_kv.wgsl", "main", {
