@@ -5,10 +5,10 @@ temperature 0.8 with a fixed seed (identical), and teacher-forced logits over th
 tokens within 1e-2 x max |logit| per position. Generation goes through the Engine, so the wgpu side
 exercises the GPU-resident decode loop (sample kernel feeding embed, ids read back in batches).
 
-That is with float GEMVs (``OXIGPU_INT8_DOTS=0``, the CPU adapters' default). Hardware adapters multiply
-large decode GEMVs by int8 activations (``Device.int8_dots``, as llama.cpp's GPU and CPU backends do):
-a second test forces that path here and holds it to what 8-bit activations allow, measured on lavapipe
-(qwen 0.5B: 1.7e-2 x max |logit|; gemma3's seeded samples part from numpy's).
+That is with float math (``OXIGPU_INT8_DOTS=0``, the CPU adapters' default). Hardware adapters multiply
+large decode GEMVs and the prefill GEMMs by int8 activations (``Device.int8_dots``, as llama.cpp's GPU and
+CPU backends do): a second test forces that path here, per token (the GEMVs) and in 64-row chunks (the
+GEMMs), and holds it to what 8-bit activations allow as measured on lavapipe (its docstring).
 
 The wgpu side runs in a subprocess with LP_NUM_THREADS=2: lavapipe decodes these models ~3.5x faster with
 two threads than with the single thread conftest sets for the many-small-dispatch tests. Qwen's prompt is
