@@ -1,6 +1,7 @@
 """Decode GEMV benchmark: GB/s of the one-row matmul ops at real model shapes, per split variant.
 
-    python3 scripts/bench_gemv.py [--set NAME] [--sweep NAME] [--out DIR] [--budget SECONDS] [--filter S]
+    python3 scripts/bench_gemv.py [--set NAME] [--sweep NAME | --variants JSON] [--out DIR] [--budget SECONDS]
+                                  [--filter S]
 
 ``--sweep float`` tries the float-row splits (the F16 set: the 8B and 1B F16 files).
 
@@ -281,6 +282,8 @@ def main() -> None:
     ap.add_argument("--set", default="all", choices=sorted(SETS))
     ap.add_argument("--sweep", default="full", choices=["full", "check", "q8x", "float", "none"])
     ap.add_argument("--filter", default="", help="only cases whose name contains this")
+    ap.add_argument("--variants", default="", help="JSON list of split overrides to time beside the default "
+                    "(replaces --sweep), e.g. '[{\"tpr\": 128, \"r\": 2, \"gpw\": 1}]'")
     args = ap.parse_args()
     t_start = time.time()
     dev = Device.get()
@@ -300,7 +303,7 @@ def main() -> None:
             attrs["act"] = "silu"
         recs, dss = [], []
         reps = replicas(dev, binds)      # weights from memory, as in a decode step
-        vs = variants(sh, args.sweep)
+        vs = [{}] + json.loads(args.variants) if args.variants else variants(sh, args.sweep)
         if len(vs) > 1:
             vs.append({})          # the default again, last: drift within the case shows as a difference
         for v in vs:

@@ -48,7 +48,8 @@ def test_split_counts_of_the_cases():
     cfg = decode_config(64, 64, 7, 1, 2, 1024, n_split=8, chunk=64)
     assert cfg.splits(1000) == (128, 8)
     cfg = decode_config(64, 64, 7, 1, 2, 4096)
-    assert cfg.splits(4096)[1] == cfg.MAXS > 1 and cfg.splits(65)[1] == 1
+    assert cfg.splits(4096)[1] == cfg.MAXS > 1 and cfg.CHUNK == cfg.blk      # splits as short as one pass
+    assert cfg.splits(cfg.blk * 2 + 1) == (cfg.blk, 3) and cfg.MAXS * cfg.blk * 4 >= 4096 > cfg.MAXS * cfg.blk
     assert cfg.splits(cfg.CHUNK) == (cfg.CHUNK, 1) and cfg.splits(cfg.CHUNK + 1)[1] == 2
     cfg = decode_config(64, 64, 4, 1, 2, 960, n_split=16, chunk=64)
     assert cfg.splits(300)[1] == 5

@@ -7,7 +7,7 @@
 // several row blocks, whose repeated K/V reads mostly hit L2) and one split of the keys they can see.
 // Splits: the grid holds MAXS splits per row block, but only `nact` are active, computed from P at run
 // time: keys per split = max(CHUNK, ceil(n_keys / MAXS)) rounded up to BLK (one pass of the workgroup),
-// so short contexts use one workgroup per row block and idle workgroups return at once.
+// so short contexts use few workgroups per row block and idle workgroups return at once.
 // Inside a workgroup: R * KS teams of L lanes, team = slice * R + row: each walks its row's share of the
 // split (KB keys per pass, slices interleaved, so a workgroup pass covers BLK = KS * KB keys). A lane
 // holds vec4 columns c0 = lane and c1 = lane + L (NCK, NCV: 1 or 2 of them) of q, of the K and V rows it

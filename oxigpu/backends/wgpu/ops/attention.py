@@ -29,7 +29,7 @@ from .attention_prefill import prefill_config, prefill_defines
 DECODE_LANES = 256       # invocations per decode workgroup (rows x key slices x team lanes)
 DECODE_SLICES = 4        # key slices per row the row count is chosen for (fewer rows, more slices)
 DECODE_ROWS = 8          # most query rows per decode workgroup (GQA groups beyond it take several blocks)
-DECODE_CHUNK_PASSES = 4  # fewest keys per split, in workgroup passes: shorter contexts run in one split
+DECODE_CHUNK_PASSES = 4  # workgroup passes per split the split count MAXS is planned for (long contexts)
 DECODE_TARGET_WG = 264   # most workgroups long contexts spread over (2 per SM of a 132-SM H100)
 DECODE_MAX_SPLITS = 256
 """Tuned on the H100 (scripts/bench_attention.py): one workgroup pass of the split takes ~1 us and the
@@ -40,7 +40,12 @@ Per dispatch with these defaults (was: the two-dispatch kernel): Qwen 6.0 / 9.9 
 (34 / 56), Llama-8B 8.2 / 22.8 (28 / 88), Llama-1B 6.1 / 14.4 (22 / 60), Gemma-3 D256 window 512
 8.2 / 8.3 (47 / 48). 264 rather than 256: Llama-1B (8 KV heads) then gets 33 splits of 128 keys at
 depth 4096 (264 workgroups, 2 per SM) instead of 27 of 160 (216: 84 SMs hold 2, 48 hold 1), 16.8 ->
-14.3 us with 16 layers' caches read from HBM; the whole decode step -25 us (BENCHMARKS.md)."""
+14.3 us with 16 layers' caches read from HBM; the whole decode step -25 us (BENCHMARKS.md).
+A split may be as short as one workgroup pass (CHUNK = KS * KB keys): below MAXS * 4 passes of keys the
+contexts spread over more, shorter splits, since a pass costs more than the merge. 16 layers' caches,
+us per dispatch at 128 / 512 / 1024 keys (splits of 4 passes before): Llama-8B 7.1 / 9.5 / 11.4 (11.4 /
+12.3 / 12.9), Llama-1B 7.1 / 8.1 / 8.3 (11.0 / 11.4 / 12.3), Qwen 6.4 / 7.3 / 7.1 (9.1 / 9.3 / 9.6); equal
+at 16 and 4160 keys."""
 
 
 @dataclass(frozen=True)
@@ -78,8 +83,8 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
     A team of L lanes (a power of two) spans the wider head in one or two vec4 columns per lane (L = 32
     up to 256 floats); R rows per workgroup (one team each, few enough for DECODE_SLICES key slices)
     times KS key slices, DECODE_LANES invocations; KB = 8 keys per team pass (4 where lanes hold two
-    columns, to bound registers); splits of at least DECODE_CHUNK_PASSES workgroup passes, MAXS per row
-    block, up to ~DECODE_TARGET_WG workgroups when n_ctx is long. ``n_split`` fixes
+    columns, to bound registers); splits of at least one workgroup pass, MAXS per row block: up to
+    ~DECODE_TARGET_WG workgroups, and no more splits than splits of DECODE_CHUNK_PASSES passes fill n_ctx. ``n_split`` fixes
     MAXS (and lets splits shrink to one workgroup pass, for tests); ``chunk`` overrides the split minimum,
     ``slices`` KS, ``max_rows`` DECODE_ROWS and ``team_keys`` KB."""
     d4, dv4 = d // 4, dv // 4
@@ -96,12 +101,12 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
     nck, ncv = -(-d4 // lanes), -(-dv4 // lanes)
     kb = team_keys or (8 if max(nck, ncv) == 1 else 4)
     blk = ks * kb
-    c = chunk or (blk if n_split else DECODE_CHUNK_PASSES * blk)
-    c = -(-c // blk) * blk
+    c = -(-(chunk or blk) // blk) * blk
     if n_split:
         maxs = n_split
     else:
-        maxs = min(-(-n_ctx // c), max(1, DECODE_TARGET_WG // (n_kv_head * nrb)), DECODE_MAX_SPLITS)
+        span = max(c, DECODE_CHUNK_PASSES * blk)
+        maxs = min(-(-n_ctx // span), max(1, DECODE_TARGET_WG // (n_kv_head * nrb)), DECODE_MAX_SPLITS)
     return DecodeConfig(R=r, NRB=nrb, L=lanes, KS=ks, KB=kb, NCK=nck, NCV=ncv, MAXS=maxs, CHUNK=c)
 
 
