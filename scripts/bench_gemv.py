@@ -69,7 +69,7 @@ QWEN = [Shape("qwen", "glu", ("Q5_0", "Q5_0"), 896, (4864, 4864)),
         Shape("qwen", "mm", ("Q8_0",), 896, (151936,))]
 L8_LEGACY = [Shape("8B", op, (t,) * len(ns), k, ns) for t in ("Q8_0", "Q4_0")
              for op, k, ns in [("glu", 4096, (14336, 14336)), ("multi", 4096, (4096, 1024, 1024)),
-                               ("add", 4096, (4096,)), ("add", 14336, (4096,))]]
+                               ("add", 4096, (4096,)), ("add", 14336, (4096,)), ("mm", 4096, (128256,))]]
 """The 8B's Q8_0 and Q4_0 files: integer dots run there with the float splits, not yet swept."""
 F16 = [Shape(m, op, ("F16",) * len(ns), k, ns) for m, k, f, kv, v in (("8B", 4096, 14336, 1024, 128256),
                                                                        ("1B", 2048, 8192, 512, 128256))
@@ -78,8 +78,9 @@ F16 = [Shape(m, op, ("F16",) * len(ns), k, ns) for m, k, f, kv, v in (("8B", 409
 """The 8B's and 1B's F16 files (one row per group since the first GEMV; never swept)."""
 L1 = [Shape("1B", op, ts, k, ns) for t, v in (("Q4_K", "Q6_K"), ("Q8_0", "Q8_0"), ("Q4_0", "Q4_0"))
       for op, ts, k, ns in [("multi", (t, t, v), 2048, (2048, 512, 512)), ("add", (t,), 2048, (2048,)),
-                            ("add", (v,), 8192, (2048,)), ("glu", (t, t), 2048, (8192, 8192))]]
-"""The 1B's nodes under 3200 rows (float dots since the Qwen rule), for its Q4_K_M, Q8_0 and Q4_0 files."""
+                            ("add", (v,), 8192, (2048,)), ("glu", (t, t), 2048, (8192, 8192)),
+                            ("mm", (v,), 2048, (128256,))]]
+"""The 1B's nodes (under 3200 rows, float dots, but gate+up and the LM head), for its Q4_K_M, Q8_0 and Q4_0 files."""
 SETS = {"8b": L8, "qwen": QWEN, "8b-legacy": L8_LEGACY, "f16": F16, "1b": L1, "all": L8 + QWEN}
 
 PIECES = {"Q4_K": ["q4_k", "q4_k2"]}

@@ -13,9 +13,10 @@ import pytest
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
 from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS
-from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, NORM_EPS, PIECE_TYPES, Q8X_PIECES, TYPES, MatmulMultiKernel,
-                                             gemv_config, matmul_add_case, matmul_case, matmul_glu_checks,
-                                             matmul_multi_case, q8x_case, q8x_round, split_rows)
+from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, NORM_EPS, PIECE_TYPES, Q8X_PIECES, TYPES, MatmulGluKernel,
+                                             MatmulMultiKernel, gemv_config, matmul_add_case, matmul_case,
+                                             matmul_glu_checks, matmul_multi_case, norm_input, q8x_case, q8x_round,
+                                             split_rows)
 from oxigpu.errors import DeviceError, InvalidParameterError
 from oxigpu.quant import dequantize, get_type, quantize
 
@@ -104,8 +105,10 @@ def test_gemv_pieces(dev, t, piece, v):
 # The integer-dot GEMV (q8x): x quantized to int8 per piece. Against its numpy twin (ops/matmul.py
 # q8x_round: the same int8 x, float64 products) the f32 tolerance holds; against the exact float
 # reference the error is that of 8-bit activations (~1e-2 of the largest output on random data).
+# xq: x quantized by its own dispatch before the GEMV.
 _Q8X_SPLITS = [dict(tpr=32, r=8, gpw=4, ppb32=2), dict(tpr=64, r=4, gpw=2, u2=True, ppb32=1),
-               dict(tpr=64, r=1, gpw=2, ppb32=4), dict(tpr=16, r=2, gpw=4, u2=True, ppb32=2)]
+               dict(tpr=64, r=1, gpw=2, ppb32=4), dict(tpr=16, r=2, gpw=4, u2=True, ppb32=2),
+               dict(tpr=32, r=2, gpw=4, ppb32=2, xq=True), dict(tpr=64, r=1, gpw=2, u2=True, ppb32=1, xq=True)]
 
 
 @pytest.mark.parametrize("piece", sorted(Q8X_PIECES))
@@ -127,9 +130,41 @@ def test_gemv_q8x_fused(dev, v):
     gv = {**_Q8X_SPLITS[v], "q8x": True}
     case = matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 1, 1024, (130, 67, 37), True, seed=140 + v, norm=True)
     assert _run_multi_joined(dev, q8x_case(case, ["q4_k"] * 2 + ["q6_k"]), (130, 67, 37),
-                             {**case.attrs, "gemv": {**gv, "piece": "q4_k"}}) == 1
+                             {**case.attrs, "gemv": {**gv, "piece": "q4_k"}}) == 1 + gv.get("xq", False)
     glu = matmul_glu_checks()[2]                      # Q4_K, silu, norm prologue
     _run(q8x_case(glu, ["q4_k"] * 2), dev, {**glu.attrs, "gemv": {**gv, "piece": "q4_k"}})
+
+
+@pytest.mark.parametrize("t,piece,ppb32", [("Q4_K", "q4_k", 2), ("Q4_K", "q4_k2", 2), ("Q6_K", "q6_k", 2),
+                                          ("Q8_0", "q8_0", 1), ("Q4_0", "q4_0", 2), ("Q5_0", "q5_0", 4)])
+def test_gemv_xq_is_the_in_kernel_quantization(dev, t, piece, ppb32):
+    """x quantized by its own dispatch (xq) gives the GEMV the int8 pieces, scales and x^2 sums it makes
+    for itself: the outputs are equal bit for bit (joined gate+up with the norm, and a mixed q/k/v)."""
+    k = _cols(t, 1)
+    g, u = matmul_case(t, 1, k, 45, False, seed=150), matmul_case(t, 1, k, 45, False, seed=151)
+    x, nw, _ = norm_input(g.inputs[0], 152)
+    wg, wu = g.inputs[1], u.inputs[1]
+    wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
+    got, n_disp = [], []
+    for xq in (False, True):
+        kern = MatmulGluKernel(dev, {"act": "silu", "norm_eps": NORM_EPS, "gemv": dict(
+            tpr=32, r=2, gpw=4, q8x=True, piece=piece, ppb32=ppb32, xq=xq)}, [x.shape, wg.shape, wu.shape, nw.shape],
+            ["f32", t, t, "f32"], [(1, 45)])
+        y = dev.upload(np.full(45, np.nan, np.float32))
+        ds = kern.encode([dev.upload(x), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes), dev.upload(nw), y])
+        dev.write_params(Params(pos=0, n_tokens=1))
+        dev.submit(ds)
+        got.append(dev.read(y, np.float32, (1, 45)))
+        n_disp.append(len(ds))
+    assert n_disp == [1, 2] and np.isfinite(got[0]).all() and np.abs(got[0]).max() > 0
+    assert np.array_equal(got[0], got[1])
+    case = q8x_case(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 1, 1024, (70, 33, 37), True, seed=153, norm=True),
+                    ["q4_k"] * 2 + ["q6_k"])
+    outs: list[list[np.ndarray]] = [[], []]
+    for xq in (False, True):
+        gv = {"tpr": 64, "r": 1, "gpw": 2, "q8x": True, "piece": "q4_k", "xq": xq}
+        assert _run_multi_joined(dev, case, (70, 33, 37), {**case.attrs, "gemv": gv}, outs[xq]) == 1 + xq
+    assert all(np.array_equal(a, b) for a, b in zip(*outs))
 
 
 def test_gemv_q8x_choice(dev, monkeypatch):
@@ -139,6 +174,11 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     assert not gemv_config("Q4_K", 896, 1152).q8x and not gemv_config("Q5_K", 4096, 4096).q8x
     assert not gemv_config("Q5_0", 896, 9728).q8x and gemv_config("Q8_0", 896, 151936).q8x   # short rows
     assert not any(gemv_config(t, 4096, 28672, int8=False).q8x for t in ("Q4_K", "Q6_K", "Q8_0"))
+    # x quantized by its own dispatch: the 8B's gate+up, q/k/v, attn_output and Q4_K ffn_down, the Q8_0 LM heads
+    assert all(gemv_config(t, k, n).xq for t in ("Q4_K", "Q8_0", "Q4_0") for k, n in ((4096, 28672), (4096, 6144),
+                                                                                       (4096, 4096), (14336, 4096)))
+    assert gemv_config("Q8_0", 896, 151936).xq and not gemv_config("Q6_K", 14336, 4096).xq
+    assert not any(gemv_config(t, 2048, n).xq for t in ("Q4_K", "Q4_0") for n in (2048, 3072, 128256))
     with pytest.raises(DeviceError, match="unsupported GEMV split"):
         _run(matmul_case("Q5_K", 1, 512, 37, bias=False), dev, {"gemv": {"q8x": True}})
     # a Q4_K slot 0 big enough for q8x with an F16 slot 1 (float pieces only): float dots for both
@@ -218,10 +258,10 @@ def test_gemma3_lm_head_split_for_real(dev):
     assert rel_error(y, want) <= 2e-7 * np.sqrt(640)
 
 
-def _run_multi_joined(dev, case, ns, attrs=None) -> int:
+def _run_multi_joined(dev, case, ns, attrs=None, outs: list | None = None) -> int:
     """Runs ``case`` (matmul_multi) with its weights laid out as WgpuBackend does: weights (and biases)
     of one type back to back in one buffer per type, outputs at 256-aligned offsets of one arena. Checks
-    every output against float64; returns the number of dispatches."""
+    every output against float64 (and appends it to ``outs``); returns the number of dispatches."""
     n_w = len(ns)
     types = case.in_types[1:1 + n_w]
     bias = len(case.inputs) - ("norm_eps" in case.attrs) == 1 + 2 * n_w
@@ -251,6 +291,8 @@ def _run_multi_joined(dev, case, ns, attrs=None) -> int:
     dev.submit(ds)
     for i, want in enumerate(case.reference()):
         got = dev.read(ybuf, np.float32, (m, ns[i]), yb[i][1])
+        if outs is not None:
+            outs.append(got)
         err = rel_error(got, want)
         assert err <= case.tol, f"{case.name} output {i}: rel. error {err:.3g} > {case.tol:.3g}"
     return len(ds)

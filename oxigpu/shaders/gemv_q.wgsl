@@ -12,9 +12,10 @@
 // 1 / sqrt(mean(x^2) + EPS). Each group sums x^2 over the x its lanes load anyway (between them they
 // load every element once), so no pass over x precedes the loop and the normed row is never written.
 // Bias: BIAS here (B for slot 0, B1 for slot 1); the GEMV passes HAS_BIAS false to matmul_io's store.
-// Q8X: x is quantized to int8 per piece and the rows are reduced by integer dots (gemv/q8x_true.wgsl).
+// Q8X: x is quantized to int8 per piece and the rows are reduced by integer dots (gemv/q8x_true.wgsl);
+// XQIN: by a dispatch of the entry quantize_x before the GEMV, once (see xpiece).
 // Defines: QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
-// GLU, ACT, HAS_NORM, EPS, U2, Q8X (see ops/matmul.py).
+// GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN (see ops/matmul.py).
 #include "math.wgsl"
 #include "common/matmul_io.wgsl"
 #include "gemv/common.wgsl"
@@ -108,6 +109,67 @@ fn xload(s: u32, e: u32, i: u32) -> XL {
   return r;
 }
 
+// XQIN (with Q8X): x arrives quantized by this module's quantize_x entry, one dispatch before the GEMV,
+// in a buffer bound as X: slot s's piece p has its int8 words j < PX at word xq_at(s) + j NP(s) + p
+// (NP(s) pieces per row; consecutive lanes read consecutive words), its scale at + 8 NP(s) + p and the
+// raw x^2 sum of its values (HAS_NORM) at + 9 NP(s) + p. They are what xquant makes of xload's x here,
+// so the sums are bit for bit those of the GEMV quantizing for itself; it then reads 4 to 10 words per
+// piece instead of 32 f32 of x (and 32 of the norm weights) in every group of every workgroup.
+const XQIN: bool = {{XQIN}};
+@group(0) @binding(13) var<storage, read_write> XQO: array<u32>;
+
+fn n_pieces(s: u32) -> u32 { return D.k / qk(s) * ppb(s); }
+fn xq_at(s: u32) -> u32 { return select(10u * n_pieces(0u), 0u, s == 0u); }
+fn xword(w: u32) -> u32 { return bitcast<u32>(X[w >> 2u][w & 3u]); }
+
+// A piece's x as the row dots take it: f32 values (float dots), int8 (Q8X) and the x^2 sum (HAS_NORM).
+struct XP { xs: XS, xq: XQ, ss: f32 }
+
+// Piece i of block b (piece p of the row) of slot s's x.
+fn xpiece(s: u32, b: u32, i: u32, p: u32) -> XP {
+  var r: XP;
+  if (XQIN) {
+    let np = n_pieces(s); let o = xq_at(s) + p; let n = px(s);
+    r.xq.q[0] = xword(o);
+    if (n > 1u) { r.xq.q[1] = xword(o + np); }
+    if (n > 2u) { r.xq.q[2] = xword(o + 2u * np); r.xq.q[3] = xword(o + 3u * np); }
+    if (n > 4u) {
+      r.xq.q[4] = xword(o + 4u * np); r.xq.q[5] = xword(o + 5u * np);
+      r.xq.q[6] = xword(o + 6u * np); r.xq.q[7] = xword(o + 7u * np);
+    }
+    r.xq.d = bitcast<f32>(xword(o + 8u * np));
+    r.ss = select(0.0, bitcast<f32>(xword(o + 9u * np)), HAS_NORM);
+    return r;
+  }
+  let xl = xload(s, b * qk(s), i);
+  r.xs = xl.xs; r.xq = xprep(s, xl.xs); r.ss = xl.ss;
+  return r;
+}
+
+fn quantize_piece(s: u32, p: u32) {
+  let pp = ppb(s);
+  let xl = xload(s, p / pp * qk(s), p % pp);
+  let xq = xquant(xl.xs, px(s));
+  let np = n_pieces(s); let o = xq_at(s) + p; let n = px(s);
+  XQO[o] = xq.q[0];
+  if (n > 1u) { XQO[o + np] = xq.q[1]; }
+  if (n > 2u) { XQO[o + 2u * np] = xq.q[2]; XQO[o + 3u * np] = xq.q[3]; }
+  if (n > 4u) {
+    XQO[o + 4u * np] = xq.q[4]; XQO[o + 5u * np] = xq.q[5]; XQO[o + 6u * np] = xq.q[6]; XQO[o + 7u * np] = xq.q[7];
+  }
+  XQO[o + 8u * np] = bitcast<u32>(xq.d);
+  XQO[o + 9u * np] = bitcast<u32>(xl.ss);
+}
+
+// The XQIN GEMV's x: one invocation per piece of every slot (X the f32 row, NW the norm weights).
+@compute @workgroup_size(64)
+fn quantize_x(@builtin(global_invocation_id) gid: vec3<u32>) {
+  let g = gid.x;
+  let n0 = n_pieces(0u);
+  if (D._p0 == 0xFFFFFFFFu) { XQO[0] = bitcast<u32>(NW[0].x); }   // never (keeps NW in the layout)
+  if (g < n0) { quantize_piece(0u, g); } else if (MIXED && g < n0 + n_pieces(1u)) { quantize_piece(1u, g - n0); }
+}
+
 fn row_at(s: u32, r: u32) -> u32 { return min(r, rows_of(s) - 1u) * row_bytes(s); }
 
 // Lane gl's partial sums of the R rows of slot s whose first output column is c0, and of x^2 (HAS_NORM).
@@ -129,12 +191,10 @@ fn rows_dot(s: u32, c0: u32, gl: u32) -> Partial {
       let q = p + TPR;
       let b = p / pp; let i = p % pp;
       let c = q / pp; let j = q % pp;
-      let xl = xload(s, b * qk(s), i);
-      let xm = xload(s, c * qk(s), j);
-      let xs = xl.xs;
-      let xt = xm.xs;
-      let ys = xprep(s, xs);
-      let yt = xprep(s, xt);
+      let xl = xpiece(s, b, i, p);
+      let xm = xpiece(s, c, j, q);
+      let xs = xl.xs; let ys = xl.xq;
+      let xt = xm.xs; let yt = xm.xq;
       ss += xl.ss + xm.ss;
       let o = b * qb(s); let e = c * qb(s);
       a0 += rdot(s, w0 + o, i, xs, ys) + rdot(s, w0 + e, j, xt, yt);
@@ -154,9 +214,8 @@ fn rows_dot(s: u32, c0: u32, gl: u32) -> Partial {
   for (; p < np; p += TPR) {
     let b = p / pp;
     let i = p % pp;
-    let xl = xload(s, b * qk(s), i);
-    let xs = xl.xs;
-    let ys = xprep(s, xs);
+    let xl = xpiece(s, b, i, p);
+    let xs = xl.xs; let ys = xl.xq;
     ss += xl.ss;
     let o = b * qb(s);
     a0 += rdot(s, w0 + o, i, xs, ys);

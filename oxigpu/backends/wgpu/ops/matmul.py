@@ -49,6 +49,11 @@ Q8X_PIECES = {"q4_k": lambda r, p: 2 * (r // 64) + r % 32 // 16,
 file's ``gx``."""
 
 
+def piece_elems(piece: str, ppb32: int = 2) -> int:
+    """Elements of x per piece (one int8 quantization group) of a Q8X_PIECES piece file."""
+    return 256 // (int(Q8X_PIECES[piece](np.arange(256), ppb32).max()) + 1)
+
+
 def q8x_round(x: np.ndarray, piece: str, ppb32: int = 2) -> np.ndarray:
     """The numpy twin of the q8x GEMV's x (common/q8.wgsl ``xquant``), float64: each piece's values
     rounded as ops/gemm.py ``q8_round`` rounds a group."""
@@ -56,7 +61,7 @@ def q8x_round(x: np.ndarray, piece: str, ppb32: int = 2) -> np.ndarray:
     e = np.arange(x.shape[-1])
     group = Q8X_PIECES[piece]
     order = np.argsort(e // 256 * 64 + group(e % 256, ppb32), kind="stable")
-    per = 256 // (int(group(np.arange(256), ppb32).max()) + 1)      # values per piece
+    per = piece_elems(piece, ppb32)
     out = np.empty(x.shape, np.float64)
     out[..., order] = q8_round(x[..., order], per)
     return out
@@ -72,7 +77,8 @@ class GemvConfig:
     ``piece`` names shaders/gemv/<piece>.wgsl; ``ppb32`` is the pieces per 32-element block of the
     Q4_0/Q5_0/Q8_0 piece files; ``magic`` converts small ints to f32 by exponent bits (gemv/common.wgsl);
     ``u2`` takes two pieces per loop step (both pieces' loads in flight before either is reduced);
-    ``q8x`` quantizes each piece's x to int8 and reduces rows by packed integer dots (Q8X_PIECES only).
+    ``q8x`` quantizes each piece's x to int8 and reduces rows by packed integer dots (Q8X_PIECES only);
+    ``xq`` (with q8x) does that quantization once, in a dispatch before the GEMV (gemv_q.wgsl quantize_x).
     """
 
     tpr: int = 32
@@ -83,6 +89,7 @@ class GemvConfig:
     magic: bool = True
     u2: bool = False
     q8x: bool = False
+    xq: bool = False
 
 
 def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
@@ -93,6 +100,16 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
     weights under the 50 MB L2 stay cached between its back-to-back copies, so it favours splits that
     are fast on cached data) and the per-node profile of a real decode step (`oxigpu bench --profile`,
     weights from HBM), which decides where they disagree. What was not measured is said so.
+    - x quantized once by its own dispatch (xq) where it pays, with fewer rows per group: in each
+      workgroup every group loaded and quantized all of x itself (x and the norm weights: up to 8x the
+      weight bytes of L2 traffic at R = 1, hence R = 4-8 before), while a group now reads 4-10 words per
+      piece. Measured (`bench_gemv.py --variants`, the node's two dispatches in a chain, us, before ->
+      after): 8B gate+up (R = 2) Q4_K 43.4 -> 39.7, Q8_0 63.2 -> 57.3, Q4_0 48.7 -> 40.0; q/k/v (32
+      lanes, R = 1) Q4_K+Q6_K 18.7 -> 14.7, Q8_0 21.0 -> 16.9, Q4_0 17.7 -> 14.2; 4096x4096 Q4_K 11.8 ->
+      11.2, Q8_0 14.3 -> 13.1, Q4_0 12.4 -> 11.3; ffn_down (64 lanes, R = 1) Q4_K 23.3 -> 21.9, Q8_0 31.9
+      -> 30.9, Q4_0 26.5 -> 21.9, Q6_K 27.4 -> 27.9 (not taken); 1B gate+up Q4_K 20.1 -> 18.8, Q8_0 27.4
+      -> 24.6, Q4_0 22.6 -> 19.0; Qwen's Q8_0 LM head (151936 x 896) 83.6 -> 76.0; the Q6_K LM heads and
+      every node under 3200 rows (float dots) gained nothing.
     - Integer dots (q8x: x as int8 per piece) wherever n >= 3200 and the piece has them. Q4_K/Q6_K,
       isolated (`bench_gemv.py --sweep q8x`): 8B gate+up 51.3 -> 43.5 us with R = 8 (q8x alone: 50.0);
       q/k/v (Q4_K+Q6_K) 22.5 -> 18.3 and ffn_down Q4_K 4096x14336 26.4 -> 22.3 with 64 lanes, R = 4 and
@@ -135,13 +152,21 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
         if n >= 65536:
             return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, u2=True, q8x=True)
         if n >= 8192:
-            return GemvConfig(tpr=32, r=8, gpw=4, piece=piece, q8x=True)
-        return GemvConfig(tpr=64, r=2 if qtype == "Q6_K" else 4, gpw=2, piece=piece, u2=k >= 8192, q8x=True)
+            return GemvConfig(tpr=32, r=2, gpw=4, piece=piece, q8x=True, xq=True)
+        if qtype == "Q6_K":
+            return GemvConfig(tpr=64, r=2, gpw=2, piece=piece, u2=k >= 8192, q8x=True)
+        if k >= 8192:
+            return GemvConfig(tpr=64, r=1, gpw=2, piece=piece, u2=True, q8x=True, xq=True)
+        return GemvConfig(tpr=32, r=1, gpw=4, piece=piece, q8x=True, xq=True)
     if int8 and qtype in ("Q8_0", "Q4_0") and k >= 2048 and n < 65536:
         if n >= 8192:
-            return GemvConfig(tpr=32, r=8, gpw=4, piece=piece, ppb32=2, q8x=True)
-        return GemvConfig(tpr=64, r=4 if n >= 6144 else 2, gpw=2, piece=piece, ppb32=2, q8x=True)
+            return GemvConfig(tpr=32, r=2, gpw=4, piece=piece, ppb32=2, q8x=True, xq=True)
+        long_rows = k >= 8192
+        return GemvConfig(tpr=64 if long_rows else 32, r=1, gpw=2 if long_rows else 4, piece=piece, ppb32=2,
+                          q8x=True, xq=True)
     q8x = int8 and piece in Q8X_PIECES and (k >= 2048 or n >= 65536)
+    if q8x and n >= 65536 and qtype == "Q8_0":
+        return GemvConfig(tpr=32, r=1, gpw=4, piece=piece, ppb32=2, q8x=True, xq=True)
     if n >= 8192:
         return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, u2=q4k, q8x=q8x)
     if q4k:
@@ -205,18 +230,24 @@ class Gemv:
                 raise DeviceError(f"matmul: GEMV piece {p!r} does not read {qt.name}")
         if cfg.q8x and "q8x" not in over and any(p not in Q8X_PIECES for p in pieces):
             cfg = replace(cfg, q8x=False)       # a slot's piece (or an overridden one) has float dots only
+        if cfg.xq and not cfg.q8x and "xq" not in over:
+            cfg = replace(cfg, xq=False)
         if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256 \
                 or (self.mixed and (pieces[1] == "dq8" or act or has_res)) \
-                or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)):
+                or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)) or (cfg.xq and not cfg.q8x):
             raise DeviceError(f"matmul: unsupported GEMV split {cfg} (pieces {pieces})")
         self.cfg, self.pieces = cfg, pieces
         defines = {"QUANT": self.qts[0].name.lower(), "PIECE0": pieces[0], "PIECE1": pieces[-1],
                    "MIXED": self.mixed, "BIAS": has_bias, "HAS_BIAS": False, "HAS_RES": has_res, "NSEG": nseg,
                    "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": norm_eps is not None,
                    "EPS": f32_lit(norm_eps or 0.0), "TPR": cfg.tpr, "R": cfg.r, "GPW": cfg.gpw,
-                   "PPB32": cfg.ppb32, "MAGIC": cfg.magic, "U2": cfg.u2, "Q8X": cfg.q8x,
+                   "PPB32": cfg.ppb32, "MAGIC": cfg.magic, "U2": cfg.u2, "Q8X": cfg.q8x, "XQIN": cfg.xq,
                    "REDUCE": "sg" if dev.has_subgroups else "wg"}
         self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
+        if cfg.xq:      # x quantized once per piece (10 words each: int8 words, scale, x^2 sum), then read
+            self.xq_pieces = sum(k // piece_elems(p, cfg.ppb32) for p in pieces)
+            self.xq_pipe = dev.pipeline("gemv_q.wgsl", "quantize_x", defines)
+            self.xq_buf = dev.create_buffer(40 * self.xq_pieces, label="gemv int8 x")
         if self.mixed:
             self.ranges = [(0, n)]
         else:
@@ -251,7 +282,13 @@ class Gemv:
             w = _word_span(wbuf, wbase + row0 * self.row_bytes[0], rows * self.row_bytes[0])
             dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes[0], 1, 0, 0,
                                      *seg_end, *pad, *seg_y, *pad])
-            binds = {1: dims, 2: x, 3: w, 4: bs[0] or x, 5: y, 6: w, 7: res or x, 8: nw or x}
+            xin = x
+            if self.cfg.xq:
+                if not out:
+                    qbg = self.dev.bind_group(self.xq_pipe, {1: dims, 2: x, 8: nw or x, 13: self.xq_buf})
+                    out.append(Dispatch(self.xq_pipe, qbg, workgroups_for(-(-self.xq_pieces // 64))))
+                xin = self.xq_buf
+            binds = {1: dims, 2: xin, 3: w, 4: bs[0] or x, 5: y, 6: w, 7: res or x, 8: nw or x}
             n_wg = -(-(rows // 2 if self.act else rows) // per_wg)
             if self.mixed:
                 wg0 = -(-self.rows[0] // per_wg)
