@@ -178,7 +178,9 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     assert all(gemv_config(t, k, n).xq for t in ("Q4_K", "Q8_0", "Q4_0") for k, n in ((4096, 28672), (4096, 6144),
                                                                                        (4096, 4096), (14336, 4096)))
     assert gemv_config("Q8_0", 896, 151936).xq and not gemv_config("Q6_K", 14336, 4096).xq
-    assert not any(gemv_config(t, 2048, n).xq for t in ("Q4_K", "Q4_0") for n in (2048, 3072, 128256))
+    assert not any(gemv_config("Q4_K", 2048, n).xq for n in (2048, 3072, 128256))
+    assert gemv_config("Q4_0", 2048, 3072).xq and gemv_config("Q8_0", 8192, 2048).xq       # the 1B's q/k/v, ffn_down
+    assert not any(gemv_config(t, k, n).xq for t in ("Q4_0", "Q8_0") for k, n in ((2048, 2048), (2048, 640)))
     with pytest.raises(DeviceError, match="unsupported GEMV split"):
         _run(matmul_case("Q5_K", 1, 512, 37, bias=False), dev, {"gemv": {"q8x": True}})
     # a Q4_K slot 0 big enough for q8x with an F16 slot 1 (float pieces only): float dots for both

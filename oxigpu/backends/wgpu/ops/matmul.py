@@ -109,7 +109,10 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       11.2, Q8_0 14.3 -> 13.1, Q4_0 12.4 -> 11.3; ffn_down (64 lanes, R = 1) Q4_K 23.3 -> 21.9, Q8_0 31.9
       -> 30.9, Q4_0 26.5 -> 21.9, Q6_K 27.4 -> 27.9 (not taken); 1B gate+up Q4_K 20.1 -> 18.8, Q8_0 27.4
       -> 24.6, Q4_0 22.6 -> 19.0; Qwen's Q8_0 LM head (151936 x 896) 83.6 -> 76.0; the Q6_K LM heads and
-      every node under 3200 rows (float dots) gained nothing.
+      the Q4_K/Q6_K nodes under 3200 rows gained nothing. Q8_0/Q4_0 nodes of 2048-3199 rows take it when
+      they hold >= 6M weights (1B q/k/v Q8_0 12.1 -> 9.1, Q4_0 11.4 -> 8.4; ffn_down 2048x8192 Q8_0 15.2
+      -> 13.2, Q4_0 14.1 -> 11.4; its 2048x2048 attn_output lost: 6.7 -> 7.6); gemma3's 640 rows stay
+      float (the int8 parity bound below).
     - Integer dots (q8x: x as int8 per piece) wherever n >= 3200 and the piece has them. Q4_K/Q6_K,
       isolated (`bench_gemv.py --sweep q8x`): 8B gate+up 51.3 -> 43.5 us with R = 8 (q8x alone: 50.0);
       q/k/v (Q4_K+Q6_K) 22.5 -> 18.3 and ffn_down Q4_K 4096x14336 26.4 -> 22.3 with 64 lanes, R = 4 and
@@ -146,7 +149,9 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
         return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece,
                           u2=qtype == "F16" and n >= 16384 and k >= 4096)
     q4k = qtype == "Q4_K"
-    if n < 3200:
+    legacy_xq = int8 and qtype in ("Q8_0", "Q4_0") and k >= 2048 and n < 65536 and \
+        (n >= 3200 or (n >= 2048 and n * k >= 6_000_000))
+    if n < 3200 and not legacy_xq:
         return GemvConfig(tpr=64, r=1, gpw=2, piece="q4_k2" if q4k else piece, ppb32=2, u2=q4k)
     if int8 and qtype in ("Q4_K", "Q6_K"):
         if n >= 65536:
@@ -158,7 +163,7 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
         if k >= 8192:
             return GemvConfig(tpr=64, r=1, gpw=2, piece=piece, u2=True, q8x=True, xq=True)
         return GemvConfig(tpr=32, r=1, gpw=4, piece=piece, q8x=True, xq=True)
-    if int8 and qtype in ("Q8_0", "Q4_0") and k >= 2048 and n < 65536:
+    if legacy_xq:
         if n >= 8192:
             return GemvConfig(tpr=32, r=2, gpw=4, piece=piece, ppb32=2, q8x=True, xq=True)
         long_rows = k >= 8192
