@@ -55,6 +55,7 @@ def _raw_slot(node: Node, i: int) -> bool:
 
 _READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
 _MAX_BATCH = 64
+_FIRST_PIECE = 16   # dispatches in a prefill chunk's first submit (the later ones double)
 
 log = logging.getLogger("oxigpu")
 
@@ -322,7 +323,7 @@ class WgpuBackend:
             self.dev.write(loaded.inputs[name], host)
         self.dev.write_params(Params(pos=pos, n_tokens=n_tokens))
         if trace is None:
-            self._submit_step(loaded)
+            self._submit_step(loaded, pieces=n_tokens > 1)
         else:
             for node, ds in zip(plan.nodes, loaded.node_dispatches):
                 self.dev.submit(ds)
@@ -330,10 +331,20 @@ class WgpuBackend:
                 trace(node, tuple(self._read_value(loaded, v) for v in vals))
         return {name: self._read_value(loaded, v) for name, v in plan.outputs.items()}
 
-    def _submit_step(self, loaded: _Loaded) -> None:
-        """Submit a step's one pass; when wgpu rejects it, resubmit node by node to name the node at fault."""
+    def _submit_step(self, loaded: _Loaded, pieces: bool = False) -> None:
+        """Submit a step's one pass; when wgpu rejects it, resubmit node by node to name the node at fault.
+
+        ``pieces`` (prefill chunks): submit as the passes are encoded, in pieces of 16, 32, 64, ...
+        dispatches, so the GPU starts on the first while the host encodes the rest instead of waiting for
+        the whole chunk's encoding (1-4 ms of Python and wgpu-core per chunk: BENCHMARKS.md, Prefill)."""
         try:
-            self.dev.submit(loaded.dispatches)
+            if pieces:
+                ds, i, n = loaded.dispatches, 0, _FIRST_PIECE
+                while i < len(ds):
+                    self.dev.submit(ds[i:i + n])
+                    i, n = i + n, 2 * n
+            else:
+                self.dev.submit(loaded.dispatches)
         except DeviceError as e:
             if not self.dev.lost:
                 for node, kernel, ds in zip(loaded.plan.nodes, loaded.kernels, loaded.node_dispatches):
