@@ -138,17 +138,19 @@ def test_gemv_q8x_fused(dev, v):
 @pytest.mark.parametrize("t,piece,ppb32", [("Q4_K", "q4_k", 2), ("Q4_K", "q4_k2", 2), ("Q6_K", "q6_k", 2),
                                           ("Q8_0", "q8_0", 1), ("Q4_0", "q4_0", 2), ("Q5_0", "q5_0", 4)])
 def test_gemv_xq_is_the_in_kernel_quantization(dev, t, piece, ppb32):
-    """x quantized by its own dispatch (xq) gives the GEMV the int8 pieces, scales and x^2 sums it makes
-    for itself: the outputs are equal bit for bit (joined gate+up with the norm, and a mixed q/k/v)."""
+    """x quantized by its own dispatch (xq), or once per workgroup into workgroup memory (xs), gives the
+    GEMV the int8 pieces, scales and x^2 sums it makes for itself in every group: the outputs are equal bit
+    for bit (joined gate+up with the norm, and a mixed q/k/v)."""
     k = _cols(t, 1)
     g, u = matmul_case(t, 1, k, 45, False, seed=150), matmul_case(t, 1, k, 45, False, seed=151)
     x, nw, _ = norm_input(g.inputs[0], 152)
     wg, wu = g.inputs[1], u.inputs[1]
     wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
     got, n_disp = [], []
-    for xq in (False, True):
+    modes = ({}, {"xq": True}, {"xs": True})
+    for mode in modes:
         kern = MatmulGluKernel(dev, {"act": "silu", "norm_eps": NORM_EPS, "gemv": dict(
-            tpr=32, r=2, gpw=4, q8x=True, piece=piece, ppb32=ppb32, xq=xq)}, [x.shape, wg.shape, wu.shape, nw.shape],
+            tpr=32, r=2, gpw=4, q8x=True, piece=piece, ppb32=ppb32, **mode)}, [x.shape, wg.shape, wu.shape, nw.shape],
             ["f32", t, t, "f32"], [(1, 45)])
         y = dev.upload(np.full(45, np.nan, np.float32))
         ds = kern.encode([dev.upload(x), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes), dev.upload(nw), y])
@@ -156,15 +158,15 @@ def test_gemv_xq_is_the_in_kernel_quantization(dev, t, piece, ppb32):
         dev.submit(ds)
         got.append(dev.read(y, np.float32, (1, 45)))
         n_disp.append(len(ds))
-    assert n_disp == [1, 2] and np.isfinite(got[0]).all() and np.abs(got[0]).max() > 0
-    assert np.array_equal(got[0], got[1])
+    assert n_disp == [1, 2, 1] and np.isfinite(got[0]).all() and np.abs(got[0]).max() > 0
+    assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
     case = q8x_case(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 1, 1024, (70, 33, 37), True, seed=153, norm=True),
                     ["q4_k"] * 2 + ["q6_k"])
-    outs: list[list[np.ndarray]] = [[], []]
-    for xq in (False, True):
-        gv = {"tpr": 64, "r": 1, "gpw": 2, "q8x": True, "piece": "q4_k", "xq": xq}
-        assert _run_multi_joined(dev, case, (70, 33, 37), {**case.attrs, "gemv": gv}, outs[xq]) == 1 + xq
-    assert all(np.array_equal(a, b) for a, b in zip(*outs))
+    outs: list[list[np.ndarray]] = [[], [], []]
+    for i, mode in enumerate(modes):
+        gv = {"tpr": 64, "r": 1, "gpw": 2, "q8x": True, "piece": "q4_k", **mode}
+        assert _run_multi_joined(dev, case, (70, 33, 37), {**case.attrs, "gemv": gv}, outs[i]) == 1 + (i == 1)
+    assert all(np.array_equal(a, b) and np.array_equal(a, c) for a, b, c in zip(*outs))
 
 
 def test_gemv_q8x_choice(dev, monkeypatch):
@@ -174,13 +176,17 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     assert not gemv_config("Q4_K", 896, 1152).q8x and not gemv_config("Q5_K", 4096, 4096).q8x
     assert not gemv_config("Q5_0", 896, 9728).q8x and gemv_config("Q8_0", 896, 151936).q8x   # short rows
     assert not any(gemv_config(t, 4096, 28672, int8=False).q8x for t in ("Q4_K", "Q6_K", "Q8_0"))
-    # x quantized by its own dispatch: the 8B's gate+up, q/k/v, attn_output and Q4_K ffn_down, the Q8_0 LM heads
-    assert all(gemv_config(t, k, n).xq for t in ("Q4_K", "Q8_0", "Q4_0") for k, n in ((4096, 28672), (4096, 6144),
-                                                                                       (4096, 4096), (14336, 4096)))
-    assert gemv_config("Q8_0", 896, 151936).xq and not gemv_config("Q6_K", 14336, 4096).xq
-    assert not any(gemv_config("Q4_K", 2048, n).xq for n in (2048, 3072, 128256))
-    assert gemv_config("Q4_0", 2048, 3072).xq and gemv_config("Q8_0", 8192, 2048).xq       # the 1B's q/k/v, ffn_down
-    assert not any(gemv_config(t, k, n).xq for t in ("Q4_0", "Q8_0") for k, n in ((2048, 2048), (2048, 640)))
+    # x quantized once: by its own dispatch on the 8B's gate+up, its Q8_0/Q4_0 ffn_down and the Q8_0 LM
+    # heads; per workgroup (xs) on the other nodes of >= 2048 rows of >= 2048 elements; not on gemma3's
+    # 640-row ffn_down (float dots), nor on the Q6_K LM heads
+    assert all(gemv_config(t, 4096, 28672).xq for t in ("Q4_K", "Q8_0", "Q4_0"))
+    assert all(gemv_config(t, 14336, 4096).xq for t in ("Q8_0", "Q4_0")) and gemv_config("Q8_0", 896, 151936).xq
+    assert all(gemv_config(t, k, n).xs for t in ("Q4_K", "Q8_0", "Q4_0") for k, n in ((4096, 6144), (4096, 4096),
+                                                                                       (2048, 3072), (2048, 2048),
+                                                                                       (2048, 16384)))
+    assert gemv_config("Q6_K", 14336, 4096).xs and gemv_config("Q4_K", 14336, 4096).xs
+    cfgs = [gemv_config(t, k, n) for t, k, n in (("Q6_K", 2048, 640), ("Q6_K", 4096, 128256), ("Q4_K", 896, 1152))]
+    assert not any(c.xq or c.xs for c in cfgs) and not cfgs[0].q8x
     with pytest.raises(DeviceError, match="unsupported GEMV split"):
         _run(matmul_case("Q5_K", 1, 512, 37, bias=False), dev, {"gemv": {"q8x": True}})
     # a Q4_K slot 0 big enough for q8x with an F16 slot 1 (float pieces only): float dots for both

@@ -13,9 +13,10 @@
 // load every element once), so no pass over x precedes the loop and the normed row is never written.
 // Bias: BIAS here (B for slot 0, B1 for slot 1); the GEMV passes HAS_BIAS false to matmul_io's store.
 // Q8X: x is quantized to int8 per piece and the rows are reduced by integer dots (gemv/q8x_true.wgsl);
-// XQIN: by a dispatch of the entry quantize_x before the GEMV, once (see xpiece).
+// XQIN: by a dispatch of the entry quantize_x before the GEMV, once (see xpiece); XSTAGE: by each
+// workgroup, once, into workgroup memory (stage_x).
 // Defines: QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
-// GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN (see ops/matmul.py).
+// GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XSWORDS (see ops/matmul.py).
 #include "math.wgsl"
 #include "common/matmul_io.wgsl"
 #include "gemv/common.wgsl"
@@ -122,23 +123,54 @@ fn n_pieces(s: u32) -> u32 { return D.k / qk(s) * ppb(s); }
 fn xq_at(s: u32) -> u32 { return select(10u * n_pieces(0u), 0u, s == 0u); }
 fn xword(w: u32) -> u32 { return bitcast<u32>(X[w >> 2u][w & 3u]); }
 
+// XSTAGE (with Q8X): each workgroup quantizes x itself, once, into workgroup memory (stage_x, before
+// its groups start), in XQIN's layout but packed (scales in word row PX, x^2 sums in PX + 1), and its
+// groups read it from there: no quantize dispatch, x read once per workgroup instead of once per group.
+const XSTAGE: bool = {{XSTAGE}};
+var<workgroup> xst: array<u32, {{XSWORDS}}>;
+
+fn xqw(w: u32) -> u32 {
+  if (XSTAGE) { return xst[w]; }
+  return xword(w);
+}
+
+// Call in uniform control flow (a workgroup runs one slot).
+fn stage_x(s: u32, lid: u32) {
+  let np = n_pieces(s); let n = px(s); let pp = ppb(s);
+  for (var p = lid; p < np; p += WG) {
+    let xl = xload(s, p / pp * qk(s), p % pp);
+    let xq = xquant(xl.xs, n);
+    xst[p] = xq.q[0];
+    if (n > 1u) { xst[np + p] = xq.q[1]; }
+    if (n > 2u) { xst[2u * np + p] = xq.q[2]; xst[3u * np + p] = xq.q[3]; }
+    if (n > 4u) {
+      xst[4u * np + p] = xq.q[4]; xst[5u * np + p] = xq.q[5]; xst[6u * np + p] = xq.q[6]; xst[7u * np + p] = xq.q[7];
+    }
+    xst[n * np + p] = bitcast<u32>(xq.d);
+    xst[(n + 1u) * np + p] = bitcast<u32>(xl.ss);
+  }
+  workgroupBarrier();
+}
+
 // A piece's x as the row dots take it: f32 values (float dots), int8 (Q8X) and the x^2 sum (HAS_NORM).
 struct XP { xs: XS, xq: XQ, ss: f32 }
 
 // Piece i of block b (piece p of the row) of slot s's x.
 fn xpiece(s: u32, b: u32, i: u32, p: u32) -> XP {
   var r: XP;
-  if (XQIN) {
-    let np = n_pieces(s); let o = xq_at(s) + p; let n = px(s);
-    r.xq.q[0] = xword(o);
-    if (n > 1u) { r.xq.q[1] = xword(o + np); }
-    if (n > 2u) { r.xq.q[2] = xword(o + 2u * np); r.xq.q[3] = xword(o + 3u * np); }
+  if (XQIN || XSTAGE) {
+    let np = n_pieces(s); let n = px(s);
+    let o = select(xq_at(s), 0u, XSTAGE) + p;
+    let dw = select(8u, n, XSTAGE);      // the word row of the scales (then the x^2 sums)
+    r.xq.q[0] = xqw(o);
+    if (n > 1u) { r.xq.q[1] = xqw(o + np); }
+    if (n > 2u) { r.xq.q[2] = xqw(o + 2u * np); r.xq.q[3] = xqw(o + 3u * np); }
     if (n > 4u) {
-      r.xq.q[4] = xword(o + 4u * np); r.xq.q[5] = xword(o + 5u * np);
-      r.xq.q[6] = xword(o + 6u * np); r.xq.q[7] = xword(o + 7u * np);
+      r.xq.q[4] = xqw(o + 4u * np); r.xq.q[5] = xqw(o + 5u * np);
+      r.xq.q[6] = xqw(o + 6u * np); r.xq.q[7] = xqw(o + 7u * np);
     }
-    r.xq.d = bitcast<f32>(xword(o + 8u * np));
-    r.ss = select(0.0, bitcast<f32>(xword(o + 9u * np)), HAS_NORM);
+    r.xq.d = bitcast<f32>(xqw(o + dw * np));
+    r.ss = select(0.0, bitcast<f32>(xqw(o + (dw + 1u) * np)), HAS_NORM);
     return r;
   }
   let xl = xload(s, b * qk(s), i);
@@ -237,6 +269,7 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   var s = 0u;
   if (MIXED && g >= slot1_wg0()) { s = 1u; g -= slot1_wg0(); }
   let c0 = (g * GPW + grp) * RO;   // the group's first output column in its slot
+  if (XSTAGE) { if (MIXED && s == 1u) { stage_x(1u, lane.lid); } else { stage_x(0u, lane.lid); } }
   var pt: Partial;
   if (MIXED && s == 1u) { pt = rows_dot(1u, c0, gl); } else { pt = rows_dot(0u, c0, gl); }
   // Never true (the host writes 0): keeps every view of the weights in the auto bind-group layout.

@@ -78,7 +78,8 @@ class GemvConfig:
     Q4_0/Q5_0/Q8_0 piece files; ``magic`` converts small ints to f32 by exponent bits (gemv/common.wgsl);
     ``u2`` takes two pieces per loop step (both pieces' loads in flight before either is reduced);
     ``q8x`` quantizes each piece's x to int8 and reduces rows by packed integer dots (Q8X_PIECES only);
-    ``xq`` (with q8x) does that quantization once, in a dispatch before the GEMV (gemv_q.wgsl quantize_x).
+    ``xq`` (with q8x) does that quantization once, in a dispatch before the GEMV (gemv_q.wgsl quantize_x);
+    ``xs`` (with q8x) once per workgroup, into workgroup memory (gemv_q.wgsl stage_x).
     """
 
     tpr: int = 32
@@ -90,6 +91,7 @@ class GemvConfig:
     u2: bool = False
     q8x: bool = False
     xq: bool = False
+    xs: bool = False
 
 
 def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
@@ -113,6 +115,16 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       they hold >= 6M weights (1B q/k/v Q8_0 12.1 -> 9.1, Q4_0 11.4 -> 8.4; ffn_down 2048x8192 Q8_0 15.2
       -> 13.2, Q4_0 14.1 -> 11.4; its 2048x2048 attn_output lost: 6.7 -> 7.6); gemma3's 640 rows stay
       float (the int8 parity bound below).
+    - x quantized once per workgroup into workgroup memory (xs: no dispatch; 256-lane workgroups of 8
+      groups share it) on the nodes of >= 2048 rows of >= 2048 elements but the 8B's gate+up and its
+      Q8_0/Q4_0 ffn_down, which keep the dispatch. Measured (`bench_gemv.py --variants`, us, xq or float
+      -> xs): 8B q/k/v Q4_K 14.2 -> 12.5, Q4_0 14.0 -> 13.0, Q8_0 16.8 -> 16.3 (R = 2); attn_output Q4_K
+      11.1 -> 8.9, Q8_0 13.2 -> 11.8, Q4_0 11.2 -> 10.0 (R = 1); ffn_down Q4_K 22.0 -> 19.8, Q6_K 27.7 ->
+      25.7 (R = 2), Q8_0 / Q4_0 30.7 / 21.9 -> 32.4 / 25.0 (kept xq); gate+up 39.6 -> 39.8 (kept xq); the 1B
+      (integer dots now from 2048 rows: gemma3's 640 keep float dots) q/k/v Q4_K 9.5 -> 6.6, Q8_0 9.1 ->
+      7.6, attn_output Q4_K 6.6 -> 5.6, ffn_down Q6_K 13.0 -> 11.1, gate+up (R = 4) Q4_K 18.7 -> 17.3,
+      Q8_0 24.4 -> 22.2. Whole model tg128 (A/B against `cb3637b`): 8B Q4_K_M 269 -> 285, Q4_0 282 ->
+      291, Q8_0 212 -> 217; 1B Q4_K_M 869 -> 978, Q4_0 854 -> 983, Q8_0 800 -> 867.
     - Integer dots (q8x: x as int8 per piece) wherever n >= 3200 and the piece has them. Q4_K/Q6_K,
       isolated (`bench_gemv.py --sweep q8x`): 8B gate+up 51.3 -> 43.5 us with R = 8 (q8x alone: 50.0);
       q/k/v (Q4_K+Q6_K) 22.5 -> 18.3 and ffn_down Q4_K 4096x14336 26.4 -> 22.3 with 64 lanes, R = 4 and
@@ -149,26 +161,29 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
         return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece,
                           u2=qtype == "F16" and n >= 16384 and k >= 4096)
     q4k = qtype == "Q4_K"
-    legacy_xq = int8 and qtype in ("Q8_0", "Q4_0") and k >= 2048 and n < 65536 and \
-        (n >= 3200 or (n >= 2048 and n * k >= 6_000_000))
-    if n < 3200 and not legacy_xq:
+    if int8 and qtype in ("Q4_K", "Q6_K", "Q8_0", "Q4_0") and k >= 2048 and 2048 <= n < 65536:
+        legacy = qtype in ("Q8_0", "Q4_0")
+        if n >= 8192:                                   # gate+up
+            if k <= 2048:
+                return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, q8x=True, xs=True)
+            return GemvConfig(tpr=32, r=2, gpw=4, piece=piece, ppb32=2, q8x=True, xq=True)
+        if k >= 8192:                                   # ffn_down
+            if legacy:
+                return GemvConfig(tpr=64, r=1, gpw=2, piece=piece, ppb32=2, q8x=True, xq=True)
+            return GemvConfig(tpr=32, r=2 if n >= 4096 else 1, gpw=8, piece=piece, u2=n >= 4096, q8x=True, xs=True)
+        small = q4k and n < 3200                         # q/k/v, attn_output
+        return GemvConfig(tpr=32, r=2 if n >= 6144 else 1, gpw=8, piece="q4_k2" if small else piece, ppb32=2,
+                          u2=small, q8x=True, xs=True)
+    if n < 3200:
         return GemvConfig(tpr=64, r=1, gpw=2, piece="q4_k2" if q4k else piece, ppb32=2, u2=q4k)
-    if int8 and qtype in ("Q4_K", "Q6_K"):
+    if int8 and qtype in ("Q4_K", "Q6_K"):              # rows under 2048 elements (gemma3), LM heads
         if n >= 65536:
             return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, u2=True, q8x=True)
         if n >= 8192:
             return GemvConfig(tpr=32, r=2, gpw=4, piece=piece, q8x=True, xq=True)
         if qtype == "Q6_K":
-            return GemvConfig(tpr=64, r=2, gpw=2, piece=piece, u2=k >= 8192, q8x=True)
-        if k >= 8192:
-            return GemvConfig(tpr=64, r=1, gpw=2, piece=piece, u2=True, q8x=True, xq=True)
+            return GemvConfig(tpr=64, r=2, gpw=2, piece=piece, q8x=True)
         return GemvConfig(tpr=32, r=1, gpw=4, piece=piece, q8x=True, xq=True)
-    if legacy_xq:
-        if n >= 8192:
-            return GemvConfig(tpr=32, r=2, gpw=4, piece=piece, ppb32=2, q8x=True, xq=True)
-        long_rows = k >= 8192
-        return GemvConfig(tpr=64 if long_rows else 32, r=1, gpw=2 if long_rows else 4, piece=piece, ppb32=2,
-                          q8x=True, xq=True)
     q8x = int8 and piece in Q8X_PIECES and (k >= 2048 or n >= 65536)
     if q8x and n >= 65536 and qtype == "Q8_0":
         return GemvConfig(tpr=32, r=1, gpw=4, piece=piece, ppb32=2, q8x=True, xq=True)
@@ -237,9 +252,15 @@ class Gemv:
             cfg = replace(cfg, q8x=False)       # a slot's piece (or an overridden one) has float dots only
         if cfg.xq and not cfg.q8x and "xq" not in over:
             cfg = replace(cfg, xq=False)
+        # x staged per workgroup: PX + 2 words per piece of a row, for the larger slot
+        xs_words = max((k // piece_elems(p, cfg.ppb32)) * (piece_elems(p, cfg.ppb32) // 4 + 2) for p in pieces) \
+            if cfg.xs and cfg.q8x and all(p in Q8X_PIECES for p in pieces) else 1
+        if 4 * xs_words > int(dev.limits["max-compute-workgroup-storage-size"]) - 4 * cfg.tpr * cfg.gpw * 9 - 64:
+            cfg, xs_words = replace(cfg, xs=False, xq="xs" not in over), 1    # too big: quantize by dispatch
         if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256 \
                 or (self.mixed and (pieces[1] == "dq8" or act or has_res)) \
-                or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)) or (cfg.xq and not cfg.q8x):
+                or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)) or ((cfg.xq or cfg.xs) and not cfg.q8x) \
+                or (cfg.xq and cfg.xs):
             raise DeviceError(f"matmul: unsupported GEMV split {cfg} (pieces {pieces})")
         self.cfg, self.pieces = cfg, pieces
         defines = {"QUANT": self.qts[0].name.lower(), "PIECE0": pieces[0], "PIECE1": pieces[-1],
@@ -247,7 +268,7 @@ class Gemv:
                    "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": norm_eps is not None,
                    "EPS": f32_lit(norm_eps or 0.0), "TPR": cfg.tpr, "R": cfg.r, "GPW": cfg.gpw,
                    "PPB32": cfg.ppb32, "MAGIC": cfg.magic, "U2": cfg.u2, "Q8X": cfg.q8x, "XQIN": cfg.xq,
-                   "REDUCE": "sg" if dev.has_subgroups else "wg"}
+                   "XSTAGE": cfg.xs, "XSWORDS": xs_words, "REDUCE": "sg" if dev.has_subgroups else "wg"}
         self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
         if cfg.xq:      # x quantized once per piece (10 words each: int8 words, scale, x^2 sum), then read
             self.xq_pieces = sum(k // piece_elems(p, cfg.ppb32) for p in pieces)
