@@ -224,8 +224,8 @@ def counting_steps(llm: LLM, steps: Steps) -> Iterator[Steps]:
     else:
         real_submit = backend._submit_step
 
-        def submit_step(loaded):
-            real_submit(loaded)
+        def submit_step(loaded, pieces=False):
+            real_submit(loaded, pieces)
             steps.tick()
         backend._submit_step = submit_step
         real_resident_submit = backend._submit
