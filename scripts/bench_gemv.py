@@ -81,7 +81,12 @@ L1 = [Shape("1B", op, ts, k, ns) for t, v in (("Q4_K", "Q6_K"), ("Q8_0", "Q8_0")
                             ("add", (v,), 8192, (2048,)), ("glu", (t, t), 2048, (8192, 8192)),
                             ("mm", (v,), 2048, (128256,))]]
 """The 1B's nodes (under 3200 rows, float dots, but gate+up and the LM head), for its Q4_K_M, Q8_0 and Q4_0 files."""
-SETS = {"8b": L8, "qwen": QWEN, "8b-legacy": L8_LEGACY, "f16": F16, "1b": L1, "all": L8 + QWEN}
+QWEN_LEGACY = [Shape("qwen", op, (t,) * len(ns), k, ns) for t in ("Q8_0", "Q4_0")
+               for op, k, ns in [("glu", 896, (4864, 4864)), ("multi", 896, (896, 128, 128)), ("add", 896, (896,)),
+                                 ("add", 4864, (896,))]]
+"""Qwen's Q8_0 and Q4_0 files (float dots: rows under 2048)."""
+SETS = {"8b": L8, "qwen": QWEN, "8b-legacy": L8_LEGACY, "qwen-legacy": QWEN_LEGACY, "f16": F16, "1b": L1,
+        "all": L8 + QWEN}
 
 PIECES = {"Q4_K": ["q4_k", "q4_k2"]}
 SPLITS_BIG = [(32, 2, 4), (32, 4, 4), (64, 4, 2), (128, 4, 1), (256, 4, 1), (32, 8, 4), (64, 2, 2)]

@@ -185,6 +185,7 @@ def test_gemv_q8x_choice(dev, monkeypatch):
                                                                                        (2048, 3072), (2048, 2048),
                                                                                        (2048, 16384)))
     assert gemv_config("Q6_K", 14336, 4096).xs and gemv_config("Q4_K", 14336, 4096).xs
+    assert gemv_config("Q8_0", 896, 9728).xs and not gemv_config("Q5_0", 896, 9728).xs    # qwen's gate+up
     cfgs = [gemv_config(t, k, n) for t, k, n in (("Q6_K", 2048, 640), ("Q6_K", 4096, 128256), ("Q4_K", 896, 1152))]
     assert not any(c.xq or c.xs for c in cfgs) and not cfgs[0].q8x
     with pytest.raises(DeviceError, match="unsupported GEMV split"):

@@ -124,7 +124,9 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       (integer dots now from 2048 rows: gemma3's 640 keep float dots) q/k/v Q4_K 9.5 -> 6.6, Q8_0 9.1 ->
       7.6, attn_output Q4_K 6.6 -> 5.6, ffn_down Q6_K 13.0 -> 11.1, gate+up (R = 4) Q4_K 18.7 -> 17.3,
       Q8_0 24.4 -> 22.2. Whole model tg128 (A/B against `cb3637b`): 8B Q4_K_M 269 -> 285, Q4_0 282 ->
-      291, Q8_0 212 -> 217; 1B Q4_K_M 869 -> 978, Q4_0 854 -> 983, Q8_0 800 -> 867.
+      291, Q8_0 212 -> 217; 1B Q4_K_M 869 -> 978, Q4_0 854 -> 983, Q8_0 800 -> 867. Qwen's Q8_0/Q4_0
+      gate+up (2 x 4864 x 896, `--set qwen-legacy`) with 16 lanes per group: 13.4 -> 10.0, 12.2 -> 9.2
+      (its other nodes, 896-1152 rows, were faster with float dots).
     - Integer dots (q8x: x as int8 per piece) wherever n >= 3200 and the piece has them. Q4_K/Q6_K,
       isolated (`bench_gemv.py --sweep q8x`): 8B gate+up 51.3 -> 43.5 us with R = 8 (q8x alone: 50.0);
       q/k/v (Q4_K+Q6_K) 22.5 -> 18.3 and ffn_down Q4_K 4096x14336 26.4 -> 22.3 with 64 lanes, R = 4 and
@@ -174,6 +176,8 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
         small = q4k and n < 3200                         # q/k/v, attn_output
         return GemvConfig(tpr=32, r=2 if n >= 6144 else 1, gpw=8, piece="q4_k2" if small else piece, ppb32=2,
                           u2=small, q8x=True, xs=True)
+    if int8 and qtype in ("Q8_0", "Q4_0") and 8192 <= n < 65536:     # gate+up of rows under 2048 (qwen)
+        return GemvConfig(tpr=16, r=2, gpw=8, piece=piece, ppb32=2, q8x=True, xs=True)
     if n < 3200:
         return GemvConfig(tpr=64, r=1, gpw=2, piece="q4_k2" if q4k else piece, ppb32=2, u2=q4k)
     if int8 and qtype in ("Q4_K", "Q6_K"):              # rows under 2048 elements (gemma3), LM heads
