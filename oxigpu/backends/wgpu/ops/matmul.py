@@ -111,10 +111,9 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       11.2, Q8_0 14.3 -> 13.1, Q4_0 12.4 -> 11.3; ffn_down (64 lanes, R = 1) Q4_K 23.3 -> 21.9, Q8_0 31.9
       -> 30.9, Q4_0 26.5 -> 21.9, Q6_K 27.4 -> 27.9 (not taken); 1B gate+up Q4_K 20.1 -> 18.8, Q8_0 27.4
       -> 24.6, Q4_0 22.6 -> 19.0; Qwen's Q8_0 LM head (151936 x 896) 83.6 -> 76.0; the Q6_K LM heads and
-      the Q4_K/Q6_K nodes under 3200 rows gained nothing. Q8_0/Q4_0 nodes of 2048-3199 rows take it when
-      they hold >= 6M weights (1B q/k/v Q8_0 12.1 -> 9.1, Q4_0 11.4 -> 8.4; ffn_down 2048x8192 Q8_0 15.2
-      -> 13.2, Q4_0 14.1 -> 11.4; its 2048x2048 attn_output lost: 6.7 -> 7.6); gemma3's 640 rows stay
-      float (the int8 parity bound below).
+      the Q4_K/Q6_K nodes under 3200 rows gained nothing. On the 1B's 2048-3199-row Q8_0/Q4_0 nodes
+      (q/k/v 12.1 -> 9.1 / 11.4 -> 8.4, ffn_down 2048x8192 15.2 -> 13.2 / 14.1 -> 11.4; its 2048x2048
+      attn_output lost, 6.7 -> 7.6): the ffn_down keeps the dispatch, the others now stage x (below).
     - x quantized once per workgroup into workgroup memory (xs: no dispatch; 256-lane workgroups of 8
       groups share it) on the nodes of >= 2048 rows of >= 2048 elements but the 8B's gate+up and its
       Q8_0/Q4_0 ffn_down, which keep the dispatch. Measured (`bench_gemv.py --variants`, us, xq or float
@@ -137,10 +136,12 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       63.2 us, Q4_0 55.1 -> 48.1; q/k/v (6144 rows, norm prologue) with 64 lanes and R = 4 Q8_0 25.3 ->
       21.0, Q4_0 22.4 -> 17.7; the 4096-row adds gain nothing from R = 4 (Q8_0 14.1 -> 15.0) and keep R = 2.
       Their LM heads (n >= 65536) and Q5_0 keep the float splits, with q8x: not swept.
-    - Under 3200 rows, float dots. Integer dots there were faster on the 1B (`--set 1b --sweep q8x`:
-      attn_output Q4_K 2048x2048 6.65 -> 6.08 us, ffn_down Q6_K 2048x8192 13.07 -> 12.51, q/k/v 9.52 ->
-      9.36) but took gemma3's decode logits (its ffn_down, 640 x 2048) to 3.5e-2 x max |logit| against
-      numpy, over the 3e-2 the int8 parity test allows (2.9e-2 without): not taken.
+    - Under 2048 rows, or rows under 2048 elements, float dots (but the LM heads, qwen's Q8_0/Q4_0
+      gate+up and the 3200-8191-row Q4_K/Q6_K nodes of short rows). Integer dots on every node under 3200
+      rows were faster on the 1B (`--set 1b --sweep q8x`: attn_output Q4_K 2048x2048 6.65 -> 6.08 us,
+      ffn_down Q6_K 2048x8192 13.07 -> 12.51, q/k/v 9.52 -> 9.36) but took gemma3's decode logits (its
+      ffn_down, 640 x 2048) to 3.5e-2 x max |logit| against numpy, over the 3e-2 the int8 parity test
+      allows (2.9e-2 without); its nodes are all under 2048 rows or 2048 elements, so they keep float dots.
     - No integer dots on rows shorter than 2048 but for LM heads: qwen's Q5_0 gate+up (k = 896) 12.9 us
       with them, 12.3 without; its Q8_0 LM head (151936 x 896) 83.7 with, 94.1 without.
     - Float dots, n >= 8192: 32 lanes per group of R = 4 rows; two pieces per loop step (u2) for Q4_K
