@@ -110,22 +110,22 @@ fn xload(s: u32, e: u32, i: u32) -> XL {
   return r;
 }
 
-// XQIN (with Q8X): x arrives quantized by this module's quantize_x entry, one dispatch before the GEMV,
-// in a buffer bound as X: slot s's piece p has its int8 words j < PX at word xq_at(s) + j NP(s) + p
-// (NP(s) pieces per row; consecutive lanes read consecutive words), its scale at + 8 NP(s) + p and the
-// raw x^2 sum of its values (HAS_NORM) at + 9 NP(s) + p. They are what xquant makes of xload's x here,
-// so the sums are bit for bit those of the GEMV quantizing for itself; it then reads 4 to 10 words per
-// piece instead of 32 f32 of x (and 32 of the norm weights) in every group of every workgroup.
+// x quantized once (with Q8X), in one layout: slot s's piece p has its int8 words j < PX at word
+// j NP(s) + p of the slot's words (NP(s) pieces per row; consecutive lanes read consecutive words), its
+// scale at PX NP(s) + p and the raw x^2 sum of its values (HAS_NORM) at (PX + 1) NP(s) + p. They are
+// what xquant makes of xload's x, so the sums are bit for bit those of the GEMV quantizing for itself;
+// a group reads PX + 2 words per piece instead of 32 f32 of x (and 32 of the norm weights).
+// XQIN: written by this module's quantize_x entry, one dispatch before the GEMV, to a buffer bound as X
+// (slot 1's words after slot 0's).
 const XQIN: bool = {{XQIN}};
 @group(0) @binding(13) var<storage, read_write> XQO: array<u32>;
 
 fn n_pieces(s: u32) -> u32 { return D.k / qk(s) * ppb(s); }
-fn xq_at(s: u32) -> u32 { return select(10u * n_pieces(0u), 0u, s == 0u); }
+fn xq_at(s: u32) -> u32 { return select((px(0u) + 2u) * n_pieces(0u), 0u, s == 0u); }
 fn xword(w: u32) -> u32 { return bitcast<u32>(X[w >> 2u][w & 3u]); }
 
-// XSTAGE (with Q8X): each workgroup quantizes x itself, once, into workgroup memory (stage_x, before
-// its groups start), in XQIN's layout but packed (scales in word row PX, x^2 sums in PX + 1), and its
-// groups read it from there: no quantize dispatch, x read once per workgroup instead of once per group.
+// XSTAGE: each workgroup quantizes x itself, once, into workgroup memory (stage_x, before its groups
+// start; a workgroup runs one slot, at word 0): no quantize dispatch, x read once per workgroup.
 const XSTAGE: bool = {{XSTAGE}};
 var<workgroup> xst: array<u32, {{XSWORDS}}>;
 
@@ -161,7 +161,6 @@ fn xpiece(s: u32, b: u32, i: u32, p: u32) -> XP {
   if (XQIN || XSTAGE) {
     let np = n_pieces(s); let n = px(s);
     let o = select(xq_at(s), 0u, XSTAGE) + p;
-    let dw = select(8u, n, XSTAGE);      // the word row of the scales (then the x^2 sums)
     r.xq.q[0] = xqw(o);
     if (n > 1u) { r.xq.q[1] = xqw(o + np); }
     if (n > 2u) { r.xq.q[2] = xqw(o + 2u * np); r.xq.q[3] = xqw(o + 3u * np); }
@@ -169,8 +168,8 @@ fn xpiece(s: u32, b: u32, i: u32, p: u32) -> XP {
       r.xq.q[4] = xqw(o + 4u * np); r.xq.q[5] = xqw(o + 5u * np);
       r.xq.q[6] = xqw(o + 6u * np); r.xq.q[7] = xqw(o + 7u * np);
     }
-    r.xq.d = bitcast<f32>(xqw(o + dw * np));
-    r.ss = select(0.0, bitcast<f32>(xqw(o + (dw + 1u) * np)), HAS_NORM);
+    r.xq.d = bitcast<f32>(xqw(o + n * np));
+    r.ss = select(0.0, bitcast<f32>(xqw(o + (n + 1u) * np)), HAS_NORM);
     return r;
   }
   let xl = xload(s, b * qk(s), i);
@@ -189,8 +188,8 @@ fn quantize_piece(s: u32, p: u32) {
   if (n > 4u) {
     XQO[o + 4u * np] = xq.q[4]; XQO[o + 5u * np] = xq.q[5]; XQO[o + 6u * np] = xq.q[6]; XQO[o + 7u * np] = xq.q[7];
   }
-  XQO[o + 8u * np] = bitcast<u32>(xq.d);
-  XQO[o + 9u * np] = bitcast<u32>(xl.ss);
+  XQO[o + n * np] = bitcast<u32>(xq.d);
+  XQO[o + (n + 1u) * np] = bitcast<u32>(xl.ss);
 }
 
 // The XQIN GEMV's x: one invocation per piece of every slot (X the f32 row, NW the norm weights).

@@ -54,6 +54,13 @@ def piece_elems(piece: str, ppb32: int = 2) -> int:
     return 256 // (int(Q8X_PIECES[piece](np.arange(256), ppb32).max()) + 1)
 
 
+def xq_words(piece: str, ppb32: int, k: int) -> int:
+    """Words of a row of k values of x quantized once for ``piece`` (gemv_q.wgsl: PX int8 words, a scale
+    and an x^2 sum per piece)."""
+    e = piece_elems(piece, ppb32)
+    return k // e * (e // 4 + 2)
+
+
 def q8x_round(x: np.ndarray, piece: str, ppb32: int = 2) -> np.ndarray:
     """The numpy twin of the q8x GEMV's x (common/q8.wgsl ``xquant``), float64: each piece's values
     rounded as ops/gemm.py ``q8_round`` rounds a group."""
@@ -257,8 +264,8 @@ class Gemv:
             cfg = replace(cfg, q8x=False)       # a slot's piece (or an overridden one) has float dots only
         if cfg.xq and not cfg.q8x and "xq" not in over:
             cfg = replace(cfg, xq=False)
-        # x staged per workgroup: PX + 2 words per piece of a row, for the larger slot
-        xs_words = max((k // piece_elems(p, cfg.ppb32)) * (piece_elems(p, cfg.ppb32) // 4 + 2) for p in pieces) \
+        # x staged per workgroup: the larger slot's row
+        xs_words = max(xq_words(p, cfg.ppb32, k) for p in pieces) \
             if cfg.xs and cfg.q8x and all(p in Q8X_PIECES for p in pieces) else 1
         if 4 * xs_words > int(dev.limits["max-compute-workgroup-storage-size"]) - 4 * cfg.tpr * cfg.gpw * 9 - 64:
             cfg, xs_words = replace(cfg, xs=False, xq="xs" not in over), 1    # too big: quantize by dispatch
@@ -275,10 +282,10 @@ class Gemv:
                    "PPB32": cfg.ppb32, "MAGIC": cfg.magic, "U2": cfg.u2, "Q8X": cfg.q8x, "XQIN": cfg.xq,
                    "XSTAGE": cfg.xs, "XSWORDS": xs_words, "REDUCE": "sg" if dev.has_subgroups else "wg"}
         self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
-        if cfg.xq:      # x quantized once per piece (10 words each: int8 words, scale, x^2 sum), then read
+        if cfg.xq:      # x quantized once per piece by a dispatch (one invocation per piece), then read
             self.xq_pieces = sum(k // piece_elems(p, cfg.ppb32) for p in pieces)
             self.xq_pipe = dev.pipeline("gemv_q.wgsl", "quantize_x", defines)
-            self.xq_buf = dev.create_buffer(40 * self.xq_pieces, label="gemv int8 x")
+            self.xq_buf = dev.create_buffer(4 * sum(xq_words(p, cfg.ppb32, k) for p in pieces), label="gemv int8 x")
         if self.mixed:
             self.ranges = [(0, n)]
         else:
