@@ -134,12 +134,22 @@ fn xqw(w: u32) -> u32 {
   return xword(w);
 }
 
+// A piece's x as the row dots take it: f32 values (float dots), int8 (Q8X) and the x^2 sum (HAS_NORM).
+struct XP { xs: XS, xq: XQ, ss: f32 }
+
+// Piece p of the row of slot s's x, quantized (the writers of the layout above).
+fn xq_piece(s: u32, p: u32) -> XP {
+  let pp = ppb(s);
+  let xl = xload(s, p / pp * qk(s), p % pp);
+  return XP(xl.xs, xquant(xl.xs, px(s)), xl.ss);
+}
+
 // Call in uniform control flow (a workgroup runs one slot).
 fn stage_x(s: u32, lid: u32) {
-  let np = n_pieces(s); let n = px(s); let pp = ppb(s);
+  let np = n_pieces(s); let n = px(s);
   for (var p = lid; p < np; p += WG) {
-    let xl = xload(s, p / pp * qk(s), p % pp);
-    let xq = xquant(xl.xs, n);
+    let x = xq_piece(s, p);
+    let xq = x.xq;
     xst[p] = xq.q[0];
     if (n > 1u) { xst[np + p] = xq.q[1]; }
     if (n > 2u) { xst[2u * np + p] = xq.q[2]; xst[3u * np + p] = xq.q[3]; }
@@ -147,13 +157,10 @@ fn stage_x(s: u32, lid: u32) {
       xst[4u * np + p] = xq.q[4]; xst[5u * np + p] = xq.q[5]; xst[6u * np + p] = xq.q[6]; xst[7u * np + p] = xq.q[7];
     }
     xst[n * np + p] = bitcast<u32>(xq.d);
-    xst[(n + 1u) * np + p] = bitcast<u32>(xl.ss);
+    xst[(n + 1u) * np + p] = bitcast<u32>(x.ss);
   }
   workgroupBarrier();
 }
-
-// A piece's x as the row dots take it: f32 values (float dots), int8 (Q8X) and the x^2 sum (HAS_NORM).
-struct XP { xs: XS, xq: XQ, ss: f32 }
 
 // Piece i of block b (piece p of the row) of slot s's x.
 fn xpiece(s: u32, b: u32, i: u32, p: u32) -> XP {
@@ -178,9 +185,8 @@ fn xpiece(s: u32, b: u32, i: u32, p: u32) -> XP {
 }
 
 fn quantize_piece(s: u32, p: u32) {
-  let pp = ppb(s);
-  let xl = xload(s, p / pp * qk(s), p % pp);
-  let xq = xquant(xl.xs, px(s));
+  let x = xq_piece(s, p);
+  let xq = x.xq;
   let np = n_pieces(s); let o = xq_at(s) + p; let n = px(s);
   XQO[o] = xq.q[0];
   if (n > 1u) { XQO[o + np] = xq.q[1]; }
@@ -189,7 +195,7 @@ fn quantize_piece(s: u32, p: u32) {
     XQO[o + 4u * np] = xq.q[4]; XQO[o + 5u * np] = xq.q[5]; XQO[o + 6u * np] = xq.q[6]; XQO[o + 7u * np] = xq.q[7];
   }
   XQO[o + n * np] = bitcast<u32>(xq.d);
-  XQO[o + (n + 1u) * np] = bitcast<u32>(xl.ss);
+  XQO[o + (n + 1u) * np] = bitcast<u32>(x.ss);
 }
 
 // The XQIN GEMV's x: one invocation per piece of every slot (X the f32 row, NW the norm weights).
