@@ -105,10 +105,12 @@ def test_gemv_pieces(dev, t, piece, v):
 # The integer-dot GEMV (q8x): x quantized to int8 per piece. Against its numpy twin (ops/matmul.py
 # q8x_round: the same int8 x, float64 products) the f32 tolerance holds; against the exact float
 # reference the error is that of 8-bit activations (~1e-2 of the largest output on random data).
-# xq: x quantized by its own dispatch before the GEMV.
+# xq: x quantized by its own dispatch before the GEMV; xs: once per workgroup into workgroup memory.
 _Q8X_SPLITS = [dict(tpr=32, r=8, gpw=4, ppb32=2), dict(tpr=64, r=4, gpw=2, u2=True, ppb32=1),
                dict(tpr=64, r=1, gpw=2, ppb32=4), dict(tpr=16, r=2, gpw=4, u2=True, ppb32=2),
-               dict(tpr=32, r=2, gpw=4, ppb32=2, xq=True), dict(tpr=64, r=1, gpw=2, u2=True, ppb32=1, xq=True)]
+               dict(tpr=32, r=2, gpw=4, ppb32=2, xq=True), dict(tpr=64, r=1, gpw=2, u2=True, ppb32=1, xq=True),
+               dict(tpr=16, r=2, gpw=8, ppb32=2, xs=True),    # qwen's gate+up (Q8_0, Q4_0, Q5_0)
+               dict(tpr=16, r=4, gpw=16, ppb32=2, xs=True)]   # the 8B's Q4_0 gate+up
 
 
 @pytest.mark.parametrize("piece", sorted(Q8X_PIECES))
@@ -174,18 +176,18 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     them; asked for elsewhere, it is refused."""
     assert all(gemv_config(t, 4096, n).q8x for t in ("Q4_K", "Q6_K", "Q8_0", "Q5_0") for n in (4096, 128256))
     assert not gemv_config("Q4_K", 896, 1152).q8x and not gemv_config("Q5_K", 4096, 4096).q8x
-    assert not gemv_config("Q5_0", 896, 9728).q8x and gemv_config("Q8_0", 896, 151936).q8x   # short rows
+    assert not gemv_config("Q5_0", 896, 2304).q8x and gemv_config("Q8_0", 896, 151936).q8x   # short rows
     assert not any(gemv_config(t, 4096, 28672, int8=False).q8x for t in ("Q4_K", "Q6_K", "Q8_0"))
-    # x quantized once: by its own dispatch on the 8B's gate+up, its Q8_0/Q4_0 ffn_down and the Q8_0 LM
+    # x quantized once: by its own dispatch on the 8B's Q4_K gate+up, its Q8_0/Q4_0 ffn_down and the Q8_0 LM
     # heads; per workgroup (xs) on the other nodes of >= 2048 rows of >= 2048 elements; not on gemma3's
     # 640-row ffn_down (float dots), nor on the Q6_K LM heads
-    assert all(gemv_config(t, 4096, 28672).xq for t in ("Q4_K", "Q8_0", "Q4_0"))
+    assert gemv_config("Q4_K", 4096, 28672).xq and all(gemv_config(t, 4096, 28672).xs for t in ("Q8_0", "Q4_0"))
     assert all(gemv_config(t, 14336, 4096).xq for t in ("Q8_0", "Q4_0")) and gemv_config("Q8_0", 896, 151936).xq
     assert all(gemv_config(t, k, n).xs for t in ("Q4_K", "Q8_0", "Q4_0") for k, n in ((4096, 6144), (4096, 4096),
                                                                                        (2048, 3072), (2048, 2048),
                                                                                        (2048, 16384)))
     assert gemv_config("Q6_K", 14336, 4096).xs and gemv_config("Q4_K", 14336, 4096).xs
-    assert gemv_config("Q8_0", 896, 9728).xs and not gemv_config("Q5_0", 896, 9728).xs    # qwen's gate+up
+    assert all(gemv_config(t, 896, 9728).xs for t in ("Q8_0", "Q4_0", "Q5_0"))    # qwen's gate+up
     cfgs = [gemv_config(t, k, n) for t, k, n in (("Q6_K", 2048, 640), ("Q6_K", 4096, 128256), ("Q4_K", 896, 1152))]
     assert not any(c.xq or c.xs for c in cfgs) and not cfgs[0].q8x
     with pytest.raises(DeviceError, match="unsupported GEMV split"):

@@ -122,7 +122,7 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       (q/k/v 12.1 -> 9.1 / 11.4 -> 8.4, ffn_down 2048x8192 15.2 -> 13.2 / 14.1 -> 11.4; its 2048x2048
       attn_output lost, 6.7 -> 7.6): the ffn_down keeps the dispatch, the others now stage x (below).
     - x quantized once per workgroup into workgroup memory (xs: no dispatch; 256-lane workgroups of 8
-      groups share it) on the nodes of >= 2048 rows of >= 2048 elements but the 8B's gate+up and its
+      groups share it) on the nodes of >= 2048 rows of >= 2048 elements but the 8B's Q4_K gate+up and its
       Q8_0/Q4_0 ffn_down, which keep the dispatch. Measured (`bench_gemv.py --variants`, us, xq or float
       -> xs): 8B q/k/v Q4_K 14.2 -> 12.5, Q4_0 14.0 -> 13.0, Q8_0 16.8 -> 16.3 (R = 2); attn_output Q4_K
       11.1 -> 8.9, Q8_0 13.2 -> 11.8, Q4_0 11.2 -> 10.0 (R = 1); ffn_down Q4_K 22.0 -> 19.8, Q6_K 27.7 ->
@@ -132,7 +132,15 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       Q8_0 24.4 -> 22.2. Whole model tg128 (A/B against `cb3637b`): 8B Q4_K_M 269 -> 285, Q4_0 282 ->
       291, Q8_0 212 -> 217; 1B Q4_K_M 869 -> 978, Q4_0 854 -> 983, Q8_0 800 -> 867. Qwen's Q8_0/Q4_0
       gate+up (2 x 4864 x 896, `--set qwen-legacy`) with 16 lanes per group: 13.4 -> 10.0, 12.2 -> 9.2
-      (its other nodes, 896-1152 rows, were faster with float dots).
+      (its other nodes, 896-1152 rows, were faster with float dots); its Q5_0 gate+up (the Q4_K_M files'
+      and the real Qwen2.5's: 896 is no multiple of 256) likewise, 12.3 -> 10.5 us, whole model tg128 (A/B
+      against `587591b`) 871 / 870 -> 907 / 908 tok/s, at depth 4096 791 / 780 -> 804 / 809; the int8
+      parity test's qwen figure stays at 1.7e-2 (bound 3e-2). The 8B's Q8_0/Q4_0 gate+up (2 x 14336 x
+      4096) stage x too, in 256-lane workgroups with R = 4 (`--set 8b-legacy --variants`, us, xq -> xs):
+      Q8_0 57.1 -> 54.1 (32 lanes per group; 16 lanes: 56.7), Q4_0 40.0 -> 36.6 (16 lanes; 32: 38.7);
+      R = 2 was slower (57.5, 42.2). Whole model tg128, alternated twice against `587591b`: Q4_0 293 / 293
+      -> 307 / 307 tok/s, Q8_0 216 / 216 -> 220 / 220. Their ffn_down (4096 x 14336) keeps xq: staged it
+      ran 32.6 / 24.8 us (R = 2, 8 groups) against 31.0 / 21.7.
     - Integer dots (q8x: x as int8 per piece) wherever n >= 3200 and the piece has them. Q4_K/Q6_K,
       isolated (`bench_gemv.py --sweep q8x`): 8B gate+up 51.3 -> 43.5 us with R = 8 (q8x alone: 50.0);
       q/k/v (Q4_K+Q6_K) 22.5 -> 18.3 and ffn_down Q4_K 4096x14336 26.4 -> 22.3 with 64 lanes, R = 4 and
@@ -149,8 +157,9 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       ffn_down Q6_K 2048x8192 13.07 -> 12.51, q/k/v 9.52 -> 9.36) but took gemma3's decode logits (its
       ffn_down, 640 x 2048) to 3.5e-2 x max |logit| against numpy, over the 3e-2 the int8 parity test
       allows (2.9e-2 without); its nodes are all under 2048 rows or 2048 elements, so they keep float dots.
-    - No integer dots on rows shorter than 2048 but for LM heads: qwen's Q5_0 gate+up (k = 896) 12.9 us
-      with them, 12.3 without; its Q8_0 LM head (151936 x 896) 83.7 with, 94.1 without.
+    - No integer dots on rows shorter than 2048 but for LM heads and qwen's gate+up (above; before x was
+      staged per workgroup its Q5_0 gate+up ran 12.9 us with them, 12.3 without); its Q8_0 LM head
+      (151936 x 896) 83.7 with, 94.1 without.
     - Float dots, n >= 8192: 32 lanes per group of R = 4 rows; two pieces per loop step (u2) for Q4_K
       only (isolated 8B gate+up 58.3 -> 55.3 us; it hurt the Q6_K and Q8_0 LM heads, 224 -> 243 and
       94 -> 120 us).
@@ -176,6 +185,9 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
         if n >= 8192:                                   # gate+up
             if k <= 2048:
                 return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, q8x=True, xs=True)
+            if legacy:                                  # the 8B's Q8_0 / Q4_0: 256-lane workgroups share x
+                tpr = 32 if qtype == "Q8_0" else 16
+                return GemvConfig(tpr=tpr, r=4, gpw=256 // tpr, piece=piece, ppb32=2, q8x=True, xs=True)
             return GemvConfig(tpr=32, r=2, gpw=4, piece=piece, ppb32=2, q8x=True, xq=True)
         if k >= 8192:                                   # ffn_down
             if legacy:
@@ -184,7 +196,7 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
         small = q4k and n < 3200                         # q/k/v, attn_output
         return GemvConfig(tpr=32, r=2 if n >= 6144 else 1, gpw=8, piece="q4_k2" if small else piece, ppb32=2,
                           u2=small, q8x=True, xs=True)
-    if int8 and qtype in ("Q8_0", "Q4_0") and 8192 <= n < 65536:     # gate+up of rows under 2048 (qwen)
+    if int8 and qtype in ("Q8_0", "Q4_0", "Q5_0") and 8192 <= n < 65536:   # gate+up of rows under 2048 (qwen)
         return GemvConfig(tpr=16, r=2, gpw=8, piece=piece, ppb32=2, q8x=True, xs=True)
     if n < 3200:
         return GemvConfig(tpr=64, r=1, gpw=2, piece="q4_k2" if q4k else piece, ppb32=2, u2=q4k)
