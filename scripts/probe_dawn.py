@@ -30,6 +30,57 @@ def instance():
     return wgpudawn, extras
 
 
+def pipeline(dev, src: str, label: str):
+    """The compute pipeline of ``src`` (entry ``main``), or None after printing the compiler's errors."""
+    try:
+        mod = dev.create_shader_module(code=src)
+        return dev.create_compute_pipeline(layout="auto", compute={"module": mod, "entry_point": "main"})
+    except Exception as e:
+        msg = [ln for ln in str(e).splitlines() if "error" in ln.lower()] or [str(e)]
+        print(f"[{label}] compile FAILED: {' | '.join(' '.join(m.split()) for m in msg)[:1200]}")
+        return None
+
+
+def bind(wgpu, dev, pipe, arrays):
+    """Storage buffers holding ``arrays``, bound in order from binding 0."""
+    usage = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
+    bufs = [dev.create_buffer_with_data(data=np.ascontiguousarray(x).tobytes(), usage=usage) for x in arrays]
+    bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0),
+                               entries=[{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(bufs)])
+    return bufs, bg
+
+
+def gpu_time(wgpu, dev, pipe, bg, groups, reps: int = 10, warm_s: float = 0.4) -> float:
+    """Seconds per dispatch: ``warm_s`` of the same work first (an idle H100 clocks down), then the median
+    of 3 passes of ``reps`` dispatches between timestamps."""
+    qs = dev.create_query_set(type="timestamp", count=2)
+    qb = dev.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+
+    def one(stamp: bool) -> None:
+        enc = dev.create_command_encoder()
+        tw = {"query_set": qs, "beginning_of_pass_write_index": 0, "end_of_pass_write_index": 1}
+        p = enc.begin_compute_pass(timestamp_writes=tw) if stamp else enc.begin_compute_pass()
+        p.set_pipeline(pipe)
+        p.set_bind_group(0, bg)
+        for _ in range(reps):
+            p.dispatch_workgroups(*groups)
+        p.end()
+        if stamp:
+            enc.resolve_query_set(qs, 0, 2, qb, 0)
+        dev.queue.submit([enc.finish()])
+
+    t0 = time.perf_counter()
+    while time.perf_counter() - t0 < warm_s:
+        one(False)
+        dev.queue.read_buffer(qb)
+    ts = []
+    for _ in range(3):
+        one(True)
+        t = np.frombuffer(dev.queue.read_buffer(qb), np.uint64).astype(np.int64)
+        ts.append((t[1] - t[0]) * 1e-9 / reps)
+    return float(np.median(ts))
+
+
 def probe() -> None:
     wgpu, extras = instance()
     ad = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
@@ -48,48 +99,13 @@ def probe() -> None:
         if "16" in name or "subgroup" in name or "validation" in name or "robust" in name:
             print("toggle", name, t["stage"], t["description"][:160])
     print("adapter toggles", extras.get_toggles(ad))
-    want = [f for f in ("shader-f16", "subgroup", "timestamp-query", "chromium-experimental-subgroup-matrix")
+    want = [f for f in ("shader-f16", "subgroups", "timestamp-query", "chromium-experimental-subgroup-matrix")
             if f in feats]
     dev = ad.request_device_sync(required_features=want)
     print("device features", sorted(dev.features))
     if "chromium-experimental-subgroup-matrix" not in dev.features:
         print("NO SUBGROUP MATRIX")
         return
-    S = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
-
-    def pipeline(src: str, label: str):
-        try:
-            mod = dev.create_shader_module(code=src)
-            return dev.create_compute_pipeline(layout="auto", compute={"module": mod, "entry_point": "main"})
-        except Exception as e:
-            print(f"[{label}] compile FAILED: {' '.join(str(e).split())[:900]}")
-            return None
-
-    def bind(pipe, arrays):
-        bufs = [dev.create_buffer_with_data(data=np.ascontiguousarray(x).tobytes(), usage=S) for x in arrays]
-        bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0),
-                                   entries=[{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(bufs)])
-        return bufs, bg
-
-    def timed(pipe, bg, groups, reps=10):
-        qs = dev.create_query_set(type="timestamp", count=2)
-        qb = dev.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
-        ts = []
-        for _ in range(4):
-            enc = dev.create_command_encoder()
-            p = enc.begin_compute_pass(timestamp_writes={"query_set": qs, "beginning_of_pass_write_index": 0,
-                                                         "end_of_pass_write_index": 1})
-            p.set_pipeline(pipe)
-            p.set_bind_group(0, bg)
-            for _ in range(reps):
-                p.dispatch_workgroups(*groups)
-            p.end()
-            enc.resolve_query_set(qs, 0, 2, qb, 0)
-            dev.queue.submit([enc.finish()])
-            t = np.frombuffer(dev.queue.read_buffer(qb), np.uint64).astype(np.int64)
-            ts.append((t[1] - t[0]) * 1e-9 / reps)
-        return min(ts[1:])
-
     rng = np.random.default_rng(0)
     # 1. one multiply per configuration: C (M x N) = A (M x K) B (K x N), all row-major
     for c in configs:
@@ -118,10 +134,10 @@ fn main() {{
   subgroupMatrixStore(&C, 0u, r, false, {N}u);
 }}"""
         label = f"{et}->{rt} {M}x{N}x{K}"
-        pipe = pipeline(src, label)
+        pipe = pipeline(dev, src, label)
         if pipe is None:
             continue
-        bufs, bg = bind(pipe, [aw, bw, np.zeros(M * N, outt[1])])
+        bufs, bg = bind(wgpu, dev, pipe, [aw, bw, np.zeros(M * N, outt[1])])
         enc = dev.create_command_encoder()
         p = enc.begin_compute_pass()
         p.set_pipeline(pipe)
@@ -171,7 +187,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>) {{
 {stores}
 }}"""
             label = f"gemm {et} {M}x{N}x{K} tiles {TM}x{TN} of {m}x{n}x{k}"
-            pipe = pipeline(src, label)
+            pipe = pipeline(dev, src, label)
             if pipe is None:
                 continue
             if et == "f16":
@@ -182,8 +198,8 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>) {{
                 x = rng.integers(-127, 128, (M, K), dtype=np.int8)
                 w = rng.integers(-127, 128, (N, K), dtype=np.int8)
                 xa, wa, cz = x.view(np.int32), w.view(np.int32), np.zeros(M * N, np.int32)
-            bufs, bg = bind(pipe, [xa, wa, cz])
-            t = timed(pipe, bg, (N // (TN * n), M // (TM * m), 1))
+            bufs, bg = bind(wgpu, dev, pipe, [xa, wa, cz])
+            t = gpu_time(wgpu, dev, pipe, bg, (N // (TN * n), M // (TM * m), 1))
             out = np.frombuffer(dev.queue.read_buffer(bufs[2]), cz.dtype).reshape(M, N).astype(np.float64)
             rows = slice(0, 64)
             ref = x[rows].astype(np.float64) @ w.astype(np.float64).T
@@ -293,11 +309,10 @@ RAW_TAIL = """  let r0 = m0 + sm * 32u;
 
 def tiled() -> None:
     """The staged int8 GEMM with llama.cpp's per-32 scales, and without them (the tensor cores' ceiling)."""
-    wgpu, extras = instance()
+    wgpu, _ = instance()
     ad = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
     dev = ad.request_device_sync(required_features=["subgroups", "timestamp-query",
                                                     "chromium-experimental-subgroup-matrix"])
-    S = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
     rng = np.random.default_rng(1)
     for M, N, K in ((512, 4096, 4096), (512, 14336, 4096), (512, 4096, 14336)):
         x = rng.integers(-127, 128, (M, K), dtype=np.int8)
@@ -308,34 +323,12 @@ def tiled() -> None:
             body, tail = (SCALED_BODY, SCALED_TAIL) if kind == "scaled" else (RAW_BODY, RAW_TAIL)
             src = TILED.replace("{BODY}", body).replace("{TAIL}", tail).replace("{K}", str(K)) \
                 .replace("{N}", str(N))
-            try:
-                mod = dev.create_shader_module(code=src)
-                pipe = dev.create_compute_pipeline(layout="auto", compute={"module": mod, "entry_point": "main"})
-            except Exception as e:
-                msg = [ln for ln in str(e).splitlines() if "error" in ln.lower()]
-                print(f"[tiled {kind}] compile FAILED: {' | '.join(msg)[:1500]}")
+            pipe = pipeline(dev, src, f"tiled {kind}")
+            if pipe is None:
                 continue
             arrays = [x.view(np.int32), w.view(np.int32), sx, sw, np.zeros(M * N, np.float32)]
-            bufs = [dev.create_buffer_with_data(data=np.ascontiguousarray(a).tobytes(), usage=S) for a in arrays]
-            bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0),
-                                       entries=[{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(bufs)])
-            qs = dev.create_query_set(type="timestamp", count=2)
-            qb = dev.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
-            ts = []
-            for _ in range(4):
-                enc = dev.create_command_encoder()
-                p = enc.begin_compute_pass(timestamp_writes={"query_set": qs, "beginning_of_pass_write_index": 0,
-                                                             "end_of_pass_write_index": 1})
-                p.set_pipeline(pipe)
-                p.set_bind_group(0, bg)
-                for _ in range(5):
-                    p.dispatch_workgroups(N // 64, M // 32, 1)
-                p.end()
-                enc.resolve_query_set(qs, 0, 2, qb, 0)
-                dev.queue.submit([enc.finish()])
-                t = np.frombuffer(dev.queue.read_buffer(qb), np.uint64).astype(np.int64)
-                ts.append((t[1] - t[0]) * 1e-9 / 5)
-            t = min(ts[1:])
+            bufs, bg = bind(wgpu, dev, pipe, arrays)
+            t = gpu_time(wgpu, dev, pipe, bg, (N // 64, M // 32, 1), reps=5)
             out = np.frombuffer(dev.queue.read_buffer(bufs[4]), np.float32).reshape(M, N)
             r = slice(0, 64)
             xb = x[r].astype(np.float64).reshape(64, K // 32, 32)
@@ -401,56 +394,22 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 
 
 def f16_tiled() -> None:
-    """Times f16_tiled_src after 0.4 s of warm-up per kernel (an idle H100 clocks down)."""
-    wgpu, extras = instance()
+    """Times f16_tiled_src at the 8B's prefill shapes, four tile shapes each."""
+    wgpu, _ = instance()
     ad = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
     dev = ad.request_device_sync(required_features=["shader-f16", "subgroups", "timestamp-query",
                                                     "chromium-experimental-subgroup-matrix"])
-    S = wgpu.BufferUsage.STORAGE | wgpu.BufferUsage.COPY_SRC | wgpu.BufferUsage.COPY_DST
     rng = np.random.default_rng(2)
-    qs = dev.create_query_set(type="timestamp", count=2)
-    qb = dev.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
     for M, N, K in ((512, 4096, 4096), (512, 14336, 4096), (512, 4096, 14336)):
         x = (rng.standard_normal((M, K)) * 0.1).astype(np.float16)
         w = (rng.standard_normal((N, K)) * 0.1).astype(np.float16)
         for TM, TN in ((2, 4), (4, 4), (4, 2), (2, 8)):
             label = f"f16 tiled {M}x{N}x{K} tile {16 * TM}x{16 * TN}"
-            try:
-                mod = dev.create_shader_module(code=f16_tiled_src(K, N, TM, TN))
-                pipe = dev.create_compute_pipeline(layout="auto", compute={"module": mod, "entry_point": "main"})
-            except Exception as e:
-                msg = [ln for ln in str(e).splitlines() if "error" in ln.lower()]
-                print(f"[{label}] compile FAILED: {' | '.join(msg)[:1200]}")
+            pipe = pipeline(dev, f16_tiled_src(K, N, TM, TN), label)
+            if pipe is None:
                 continue
-            bufs = [dev.create_buffer_with_data(data=a.tobytes(), usage=S)
-                    for a in (x, w, np.zeros(M * N, np.float32))]
-            bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0),
-                                       entries=[{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(bufs)])
-            groups = (N // (16 * TN), M // (16 * TM), 1)
-
-            def one(reps, stamp):
-                enc = dev.create_command_encoder()
-                tw = {"query_set": qs, "beginning_of_pass_write_index": 0, "end_of_pass_write_index": 1}
-                p = enc.begin_compute_pass(timestamp_writes=tw) if stamp else enc.begin_compute_pass()
-                p.set_pipeline(pipe)
-                p.set_bind_group(0, bg)
-                for _ in range(reps):
-                    p.dispatch_workgroups(*groups)
-                p.end()
-                if stamp:
-                    enc.resolve_query_set(qs, 0, 2, qb, 0)
-                dev.queue.submit([enc.finish()])
-
-            t0 = time.perf_counter()
-            while time.perf_counter() - t0 < 0.4:
-                one(10, False)
-                dev.queue.read_buffer(qb)
-            ts = []
-            for _ in range(3):
-                one(10, True)
-                t = np.frombuffer(dev.queue.read_buffer(qb), np.uint64).astype(np.int64)
-                ts.append((t[1] - t[0]) * 1e-9 / 10)
-            t = float(np.median(ts))
+            bufs, bg = bind(wgpu, dev, pipe, [x, w, np.zeros(M * N, np.float32)])
+            t = gpu_time(wgpu, dev, pipe, bg, (N // (16 * TN), M // (16 * TM), 1))
             out = np.frombuffer(dev.queue.read_buffer(bufs[2]), np.float32).reshape(M, N)
             ref = x[:64].astype(np.float64) @ w.astype(np.float64).T
             err = np.abs(out[:64] - ref).max() / np.abs(ref).max()
