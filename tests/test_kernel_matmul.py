@@ -110,7 +110,8 @@ _Q8X_SPLITS = [dict(tpr=32, r=8, gpw=4, ppb32=2), dict(tpr=64, r=4, gpw=2, u2=Tr
                dict(tpr=64, r=1, gpw=2, ppb32=4), dict(tpr=16, r=2, gpw=4, u2=True, ppb32=2),
                dict(tpr=32, r=2, gpw=4, ppb32=2, xq=True), dict(tpr=64, r=1, gpw=2, u2=True, ppb32=1, xq=True),
                dict(tpr=16, r=2, gpw=8, ppb32=2, xs=True),    # qwen's gate+up (Q8_0, Q4_0, Q5_0)
-               dict(tpr=16, r=4, gpw=16, ppb32=2, xs=True)]   # the 8B's Q4_0 gate+up
+               dict(tpr=16, r=4, gpw=16, ppb32=2, xs=True),   # the 8B's Q4_0 gate+up
+               dict(tpr=32, r=4, gpw=8, ppb32=2, xs=True)]    # the 8B's Q8_0 gate+up
 
 
 @pytest.mark.parametrize("piece", sorted(Q8X_PIECES))

@@ -68,9 +68,9 @@ def test_preprocessor_defines_includes_and_one_pass(dev, shader_dir):
 
 
 def test_bad_dispatch_still_raises_through_the_bare_encode_path(dev, shader_dir):
-    """Device.encode calls wgpu-native directly; an invalid command must still fail the submit, with the
+    """Device.encode calls the implementation's C API directly; an invalid command must still fail the submit, with the
     device's one-line error, and leave the device usable."""
-    assert devmod._RAW is not None          # wgpu-native is the backend in use
+    assert dev._raw is not None             # the bare C calls are in use
     (shader_dir / "k.wgsl").write_text("@group(0) @binding(1) var<storage, read_write> y: array<f32>;\n"
                                        "@compute @workgroup_size(1) fn main() { y[0] = 7.0; }\n")
     pipe = dev.pipeline("k.wgsl")
@@ -133,7 +133,7 @@ def test_read_submitted_reads_its_own_submission_while_a_later_one_is_queued(dev
 def test_read_submitted_unmaps_on_interrupt_and_names_unmappable_buffers(dev, monkeypatch):
     src = dev.upload(np.arange(4, dtype=np.int32))
     rb = dev.create_buffer(16, 0x0001 | 0x0008, "readback")
-    ffi, lib, libf, from_view = devmod._NATIVE
+    ffi, lib, libf, from_view = dev._native
 
     class InterruptedCopy:   # Ctrl-C landing while the buffer is mapped
         def __getattr__(self, name):
@@ -141,7 +141,7 @@ def test_read_submitted_unmaps_on_interrupt_and_names_unmappable_buffers(dev, mo
 
         def buffer(self, *args):
             raise KeyboardInterrupt
-    monkeypatch.setattr(devmod, "_NATIVE", (InterruptedCopy(), lib, libf, from_view))
+    monkeypatch.setattr(dev, "_native", (InterruptedCopy(), lib, libf, from_view))
     with pytest.raises(KeyboardInterrupt):
         dev.read_submitted(rb, 16, dev.submit_indexed(_copy_to(dev, src, rb, 16)))
     monkeypatch.undo()

@@ -42,7 +42,7 @@ from ...quant import dequantize, get_type
 from ...runtime.sampling import SamplerConfig
 from .. import step_inputs
 from ..numpy_backend import _mem_available, fmt_bytes
-from .device import Binding, Device, Dispatch, Params, _pick_adapter
+from .device import Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module
 from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
 
 Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
@@ -65,8 +65,7 @@ def auto_backend() -> str:
     """``"wgpu"`` on a hardware adapter; ``"numpy"`` on a software one (numpy outruns lavapipe) and, with
     one warning line, when no usable adapter exists. Enumerates adapters only (no device is created)."""
     try:
-        import wgpu
-        adapter = _pick_adapter(wgpu, "high-performance")
+        adapter = _pick_adapter(webgpu_module(implementation()), "high-performance")
     except (ImportError, DeviceError) as e:
         log.warning("oxigpu: no usable GPU adapter, using the numpy backend (%s)", str(e).split(";")[0])
         return "numpy"

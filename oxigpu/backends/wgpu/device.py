@@ -22,6 +22,7 @@ uniform ``P`` (``#include "common/params.wgsl"``) in kernels that need step valu
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import struct
@@ -45,6 +46,7 @@ _INSTALL_HINT = ("install a Vulkan driver (Debian/Ubuntu: `apt-get install libvu
 STORAGE = 0x0080 | 0x0004 | 0x0008    # wgpu.BufferUsage.STORAGE | COPY_SRC | COPY_DST
 UNIFORM = 0x0040 | 0x0008             # UNIFORM | COPY_DST
 PARAMS_BINDING = 0
+SUBGROUP_MATRIX = "chromium-experimental-subgroup-matrix"
 _MAX_QUERIES = 4096   # wgpu's limit on queries in one query set
 
 
@@ -95,8 +97,45 @@ class Dispatch(NamedTuple):
 Binding = Any  # a GPUBuffer, or (buffer, offset, size) for a sub-range
 
 
-def _native_calls() -> tuple[Any, Any, Any, Any] | None:
-    """wgpu-native's cffi handles (ffi, raw lib, error-raising lib, string-view decoder), or None."""
+IMPLEMENTATIONS = ("wgpu-native", "dawn")
+_DAWN_TOGGLES = {
+    "enable": ("allow_unsafe_apis",            # chromium-experimental-subgroup-matrix (the tensor cores)
+               "vulkan_enable_f16_on_nvidia"),  # Dawn turns shader-f16 off on NVIDIA's Vulkan by default
+    "disable": ("timestamp_quantization",),     # profiles need the timer's full precision
+}
+
+
+def implementation() -> str:
+    """Which WebGPU implementation the device runs on: ``OXIGPU_WEBGPU`` = ``wgpu-native`` (the default:
+    wgpu-py's own) or ``dawn`` (Google's, through the ``wgpudawn`` package: the same Python API, plus
+    subgroup matrices, i.e. the GPU's matrix units, where the adapter has them)."""
+    v = os.environ.get("OXIGPU_WEBGPU", "") or IMPLEMENTATIONS[0]
+    if v not in IMPLEMENTATIONS:
+        raise InvalidParameterError(f"OXIGPU_WEBGPU must be one of {', '.join(IMPLEMENTATIONS)}, not {v!r}")
+    return v
+
+
+@functools.cache
+def webgpu_module(impl: str) -> Any:
+    """The wgpu-py API module of ``impl`` (Dawn's instance is set up with :data:`_DAWN_TOGGLES` once)."""
+    if impl == "dawn":
+        try:
+            import wgpudawn
+            from wgpudawn.backends.dawn import extras
+        except ImportError as e:
+            raise DeviceError(f"OXIGPU_WEBGPU=dawn needs the wgpudawn package ({e}); pip install wgpudawn, "
+                              f"or unset OXIGPU_WEBGPU") from e
+        extras.set_instance_extras(enable_toggles=_DAWN_TOGGLES["enable"],
+                                   disable_toggles=_DAWN_TOGGLES["disable"])
+        return wgpudawn
+    import wgpu
+    return wgpu
+
+
+def _native_calls(impl: str) -> tuple[Any, Any, Any, Any] | None:
+    """wgpu-native's cffi handles (ffi, raw lib, error-raising lib, string-view decoder), or None (Dawn)."""
+    if impl != "wgpu-native":
+        return None
     try:
         from wgpu.backends.wgpu_native._api import ffi, from_c_string_view, lib, libf
         return ffi, lib, libf, from_c_string_view
@@ -104,17 +143,23 @@ def _native_calls() -> tuple[Any, Any, Any, Any] | None:
         return None
 
 
-_NATIVE = _native_calls()
+def _raw_pass_calls(impl: str) -> tuple[Any, Any, Any, Any] | None:
+    """The bare C calls for the three per-dispatch pass calls (set pipeline, set bind group, dispatch) and
+    NULL, from ``impl``'s cffi library (webgpu.h names both implementations share).
 
-_RAW = None if _NATIVE is None else (
-    _NATIVE[1].wgpuComputePassEncoderSetPipeline, _NATIVE[1].wgpuComputePassEncoderSetBindGroup,
-    _NATIVE[1].wgpuComputePassEncoderDispatchWorkgroups, _NATIVE[0].NULL)
-"""The bare C calls for the three per-dispatch pass calls (set pipeline, set bind group, dispatch) and NULL.
-
-wgpu-py's wrappers cost ~3 us per dispatch (error capture and argument handling) against ~1 us for the bare
-calls, and a decode step encodes ~130-250 dispatches, so the bare calls halve the host's encode time.
-Nothing is lost: wgpu-core records a bad command on the pass and the (wrapped) ``finish()`` of the encoder
-raises it as a GPUValidationError (tests/test_wgpu_device.py)."""
+    wgpu-py's wrappers cost ~3 us per dispatch (error capture and argument handling) against ~1 us for the
+    bare calls, and a decode step encodes ~130-250 dispatches, so the bare calls halve the host's encode
+    time. Nothing is lost: the implementation records a bad command on the pass and the (wrapped)
+    ``finish()`` of the encoder raises it as a GPUValidationError (tests/test_wgpu_device.py)."""
+    try:
+        if impl == "dawn":
+            from wgpudawn.backends.dawn._ffi import ffi, lib
+        else:
+            from wgpu.backends.wgpu_native._api import ffi, lib
+    except (ImportError, AttributeError):   # pragma: no cover - another wgpu-py backend
+        return None
+    return (lib.wgpuComputePassEncoderSetPipeline, lib.wgpuComputePassEncoderSetBindGroup,
+            lib.wgpuComputePassEncoderDispatchWorkgroups, ffi.NULL)
 
 
 def _shader_root() -> Path:
@@ -123,6 +168,8 @@ def _shader_root() -> Path:
 
 _INCLUDE = re.compile(r'^[ \t]*#include[ \t]+"([^"]+)"[ \t]*$', re.M)
 _DEFINE = re.compile(r"\{\{([A-Za-z_][A-Za-z0-9_]*)\}\}")
+_SUBGROUP_USE = re.compile(r"\bsubgroup[A-Z]\w*\s*\(|\bsubgroup_(size|invocation_id|id)\b")
+_F16_USE = re.compile(r"\bf16\b")
 _ENABLE = re.compile(r"^[ \t]*enable[ \t]+[^;]+;[ \t]*$", re.M)
 
 
@@ -142,16 +189,26 @@ class Device:
             return cls._cache[prefer]
 
     def __init__(self, prefer: str = "high-performance"):
+        self.implementation = implementation()
         try:
-            import wgpu
+            wgpu = webgpu_module(self.implementation)
         except ImportError as e:  # pragma: no cover - wgpu is a hard dependency
             raise DeviceError(f"wgpu-py is not importable ({e}); pip install wgpu") from e
         self._wgpu = wgpu
+        self._native = _native_calls(self.implementation)
+        self._raw = _raw_pass_calls(self.implementation)
         self.adapter = _pick_adapter(wgpu, prefer)
         feats = set(self.adapter.features)
-        want = [f for f in ("shader-f16", "subgroup", "timestamp-query") if f in feats]
+        # Dawn's device is thread-safe only with implicit-device-synchronization (kernels are built on
+        # several threads while the weights upload; without it, loads crashed now and then)
+        want = [f for f in ("shader-f16", "subgroup", "subgroups", "timestamp-query", SUBGROUP_MATRIX,
+                            "implicit-device-synchronization") if f in feats]
+        # wgpu-native asks for the adapter's best limits by itself; Dawn gives the WebGPU defaults unless
+        # asked (16 KiB of workgroup memory, 128 MiB storage bindings)
+        limits = dict(self.adapter.limits) if self.implementation == "dawn" else None
         try:
-            self.device = self.adapter.request_device_sync(label="oxigpu", required_features=want)
+            self.device = self.adapter.request_device_sync(label="oxigpu", required_features=want,
+                                                           required_limits=limits)
         except Exception as e:
             raise DeviceError(f"requesting a device from {self.adapter.info['device']!r} failed: {e}") from e
         self.queue = self.device.queue
@@ -195,7 +252,12 @@ class Device:
 
     @property
     def has_subgroups(self) -> bool:
-        return "subgroup" in self.features
+        return bool({"subgroup", "subgroups"} & self.features)   # wgpu-native's name, WebGPU's (Dawn)
+
+    @property
+    def has_subgroup_matrix(self) -> bool:
+        """Subgroup matrices (Dawn's ``chromium_experimental_subgroup_matrix``: the GPU's matrix units)."""
+        return SUBGROUP_MATRIX in self.features
 
     @property
     def has_timestamps(self) -> bool:
@@ -205,7 +267,7 @@ class Device:
         """What the engine runs on, for logs, `oxigpu kernels` and bug reports."""
         ai = self.adapter.info
         return {"name": ai["device"], "vendor": ai["vendor"], "description": ai["description"],
-                "backend": ai["backend_type"], "adapter_type": ai["adapter_type"],
+                "backend": ai["backend_type"], "adapter_type": ai["adapter_type"], "webgpu": self.implementation,
                 "features": sorted(self.features), "limits": dict(self.limits),
                 "max_storage_binding": self.max_storage_binding, "int8_dots": self.int8_dots}
 
@@ -329,6 +391,14 @@ class Device:
 
         seen.add(file)
         body = load(file, ())
+        if self.implementation == "dawn":   # Tint wants the extensions enabled that naga takes silently
+            code = re.sub(r"//[^\n]*", "", body)
+            if _SUBGROUP_USE.search(code) and "enable subgroups;" not in enables:
+                # the lanes' reductions run where Tint cannot prove all lanes of a subgroup are (they are:
+                # every branch they sit in is uniform per subgroup by construction, as naga assumes)
+                enables += ["enable subgroups;", "diagnostic(off, subgroup_uniformity);"]
+            if _F16_USE.search(code) and "enable f16;" not in enables:
+                enables.append("enable f16;")
         return "\n".join(enables + [body])
 
     def pipeline(self, file: str, entry: str = "main", defines: Mapping[str, Any] | None = None) -> Any:
@@ -386,7 +456,7 @@ class Device:
         :meth:`time_passes`)."""
         cp = encoder.begin_compute_pass(timestamp_writes=timestamp_writes)
         last_pipe = None
-        if _RAW is None:
+        if self._raw is None:
             for pipe, bg, (x, y, z) in dispatches:
                 if pipe is not last_pipe:
                     cp.set_pipeline(pipe)
@@ -394,7 +464,7 @@ class Device:
                 cp.set_bind_group(0, bg)
                 cp.dispatch_workgroups(x, y, z)
         else:
-            set_pipeline, set_bind_group, dispatch, null = _RAW
+            set_pipeline, set_bind_group, dispatch, null = self._raw
             h = cp._internal
             for pipe, bg, (x, y, z) in dispatches:
                 if pipe is not last_pipe:
@@ -416,10 +486,10 @@ class Device:
     def submit_indexed(self, command_buffer: Any) -> int | None:
         """Submit one command buffer; returns its submission index for :meth:`read_submitted` (None
         where wgpu-native's C API is not reachable)."""
-        if _NATIVE is None:   # pragma: no cover - another wgpu-py backend
+        if self._native is None:   # Dawn: a buffer's map waits for the submissions that used it
             self.queue.submit([command_buffer])
             return None
-        ffi, _, libf, _ = _NATIVE
+        ffi, _, libf, _ = self._native
         return int(libf.wgpuQueueSubmitForIndex(self.queue._internal, 1,
                                                 ffi.new("WGPUCommandBuffer[1]", [command_buffer._internal])))
 
@@ -432,14 +502,14 @@ class Device:
         batch b+1, and the GPU idled while the host encoded b+2 (0.4-0.8 ms per token on the H100).
         Here the map resolves on this thread by polling for ``index`` alone.
         """
-        if index is None:   # pragma: no cover - another wgpu-py backend (submit_indexed gave None)
+        if index is None:   # Dawn (submit_indexed gave None): its map waits for this buffer's last use only
             try:
                 buffer.map_sync(1)   # MAP_READ; waits for all submitted work
                 return bytes(buffer.read_mapped(0, nbytes))
             finally:
                 if buffer.map_state != "unmapped":
                     buffer.unmap()
-        ffi, lib, libf, from_view = _NATIVE
+        ffi, lib, libf, from_view = self._native
         status: list[tuple[int, str]] = []
 
         @ffi.callback("void(WGPUMapAsyncStatus, WGPUStringView, void *, void *)")
