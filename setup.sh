@@ -53,13 +53,16 @@ if ! has_vulkan; then
   fi
 fi
 
-# 3. The package and its dependencies (re-installed only when pyproject.toml changes).
+# 3. The package and its dependencies (re-installed only when pyproject.toml changes), with Dawn (the
+#    `dawn` extra) where the machine has a GPU device node: lavapipe, which Dawn refuses, runs wgpu-native.
+hw_gpu() { compgen -G "/dev/dri/renderD*" >/dev/null || [ -e /dev/nvidia0 ] || [ -e /dev/dxg ]; }
+extras=test; hw_gpu && extras=test,dawn
 stamp="$VENV/.oxigpu-installed"
-want=$(cat pyproject.toml | sha256sum | cut -c1-16)
+want=$( (cat pyproject.toml; echo "$extras") | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "installing oxigpu and its dependencies into $VENV"
+  say "installing oxigpu[$extras] and its dependencies into $VENV"
   "$VPY" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-  "$VPY" -m pip install -q --disable-pip-version-check -e ".[test]"
+  "$VPY" -m pip install -q --disable-pip-version-check -e ".[$extras]"
   echo "$want" > "$stamp"
 fi
 

@@ -8,7 +8,7 @@ import pytest
 
 from oxigpu.backends.wgpu import device as devmod
 from oxigpu.backends.wgpu.device import Device, Dispatch, Params, workgroups_for
-from oxigpu.errors import DeviceError
+from oxigpu.errors import DeviceError, InvalidParameterError
 
 pytestmark = pytest.mark.gpu
 
@@ -189,3 +189,43 @@ def test_concurrent_pipeline_calls_compile_once(dev, shader_dir, monkeypatch):
         dev.pipeline("k.wgsl", defines={"V": "oops"})
     assert len(sources) == 3
 
+
+
+def test_staged_writes_land_whole(dev, monkeypatch):
+    """Dawn's large writes go through two reused staging buffers (Device._write_staged, plain WebGPU calls,
+    so checked here on wgpu-native): several turns of both buffers, a partial last chunk, an offset, and
+    a small write beside it that takes the direct path."""
+    monkeypatch.setattr(dev, "implementation", "dawn")
+    monkeypatch.setattr(dev, "stage_bytes", 4096)
+    monkeypatch.setattr(dev, "_stages", [])
+    a = np.random.default_rng(0).integers(0, 255, 4096 * 5 + 1000, dtype=np.uint8)
+    b = np.random.default_rng(1).integers(0, 255, 300, dtype=np.uint8)
+    buf = dev.create_buffer(64 + a.nbytes + b.nbytes)
+    dev.write(buf, a, 32)
+    dev.write(buf, b, 32 + a.nbytes)
+    out = dev.read(buf, np.uint8, (32 + a.nbytes + b.nbytes,))
+    assert (out[32:32 + a.nbytes] == a).all() and (out[32 + a.nbytes:] == b).all() and not out[:32].any()
+    assert len(dev._stages) == 2
+
+
+def test_implementation_choice(monkeypatch):
+    monkeypatch.setenv("OXIGPU_WEBGPU", "wgpu-native")
+    assert devmod.implementation() == "wgpu-native"
+    monkeypatch.setenv("OXIGPU_WEBGPU", "vulkan")
+    with pytest.raises(InvalidParameterError, match="OXIGPU_WEBGPU must be auto, wgpu-native or dawn"):
+        devmod.implementation()
+    monkeypatch.setenv("OXIGPU_WEBGPU", "")
+    # auto: Dawn only where wgpu-native sees a hardware GPU (lavapipe here and in CI) and wgpudawn finds one
+    assert devmod.implementation() == ("dawn" if devmod._dawn_has_gpu() else "wgpu-native")
+
+
+def test_dawn_sources_enable_what_tint_wants(dev, shader_dir, monkeypatch):
+    """naga takes subgroup builtins and f16 without `enable`; Tint (Dawn) needs them, and its subgroup
+    uniformity analysis switched off (the reductions sit in branches uniform per subgroup by construction)."""
+    (shader_dir / "sg.wgsl").write_text("// f16 only in a comment\nfn f(x: f32) -> f32 { return subgroupAdd(x); }\n")
+    (shader_dir / "h.wgsl").write_text("fn g(x: f32) -> f16 { return f16(x); }\n")
+    assert "enable" not in dev.shader_source("sg.wgsl") + dev.shader_source("h.wgsl")
+    monkeypatch.setattr(dev, "implementation", "dawn")
+    sg, h = dev.shader_source("sg.wgsl"), dev.shader_source("h.wgsl")
+    assert sg.startswith("enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n") and "f16;" not in sg
+    assert h.startswith("enable f16;\n") and "subgroups" not in h
