@@ -21,8 +21,9 @@ from test_kernel_matmul import _run_multi_joined
 
 from oxigpu.backends.wgpu.device import Device
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
-from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES, TILED_MIN_ROWS, GemmKernel, TileConfig, gemm_shader, tile_config
-from oxigpu.backends.wgpu.ops.matmul import TYPES, matmul_add_case, matmul_case, matmul_multi_case, q8_gemm_case
+from oxigpu.backends.wgpu.ops.gemm import MMA_TYPES, Q8_TYPES, TILED_MIN_ROWS, GemmKernel, TileConfig, gemm_shader, tile_config
+from oxigpu.backends.wgpu.ops.matmul import (TYPES, matmul_add_case, matmul_case, matmul_multi_case, mma_gemm_case,
+                                             q8_gemm_case)
 from oxigpu.errors import DeviceError
 from oxigpu.quant import get_type
 
@@ -51,18 +52,22 @@ def _err(case, dev, gemm: dict | None) -> float:
     return max(rel_error(g, r) for g, r in zip(got, ref))
 
 
-def _uses_q8(case, dev, gemm: dict | None) -> bool:
-    """Whether ``case`` runs the integer-dot kernel: where asked for (``q8``), or by default on adapters
-    with int8 dots (the H100; not lavapipe)."""
+def _uses(case, dev, gemm: dict | None, kind: str) -> bool:
+    """Whether ``case`` runs the integer-dot kernel (``kind`` "q8") or the matrix-unit one ("mma"): where
+    asked for, or by default on adapters with int8 dots (the H100; not lavapipe) or subgroup matrices
+    (the H100 under Dawn)."""
     m, k = case.inputs[0].shape
     cfgs = [gemm_shader(dev, m, t, 128, gemm, k)[2] for t in case.in_types[1:] if t != "f32"]
-    return all(c is not None and c.q8 for c in cfgs)
+    return all(c is not None and getattr(c, kind) for c in cfgs)
 
 
 def _run(case, dev, gemm: dict | None = None) -> None:
-    """Runs ``case`` against float64; on the integer-dot kernel against its twin (``q8_gemm_case``)."""
-    if _uses_q8(case, dev, gemm):
+    """Runs ``case`` against float64; on the integer-dot or matrix-unit kernel against its twin
+    (``q8_gemm_case``, ``mma_gemm_case``)."""
+    if _uses(case, dev, gemm, "q8"):
         case = q8_gemm_case(case)
+    elif _uses(case, dev, gemm, "mma"):
+        case = mma_gemm_case(case)
     err = _err(case, dev, gemm)
     assert err <= case.tol, f"{case.name} {gemm}: rel. error {err:.3g} > {case.tol:.3g}"
 
@@ -239,3 +244,57 @@ def test_q8_choice(dev, monkeypatch):
     assert not kern("Q4_K", m=3).cfg                                 # a few rows: gemm_q.wgsl
     with pytest.raises(DeviceError, match="no integer-dot GEMM"):
         kern("Q5_K", {"q8": True})
+
+
+MMA_TILES = [dict(tm=4, tn=8), dict(tm=4, tn=4), dict(tm=8, tn=8), dict(tm=2, tn=4)]
+"""The matrix-unit GEMM's subgroup grids (2 x 2 blocks of 16 x 16 each): 2 x 4, 2 x 2, 4 x 4, 1 x 2."""
+
+
+def _needs_mma(dev) -> None:
+    if not dev.has_mma:
+        pytest.skip("the matrix-unit GEMM needs Dawn's f16 subgroup matrices (the H100 under Dawn)")
+
+
+@pytest.mark.parametrize("tile", range(len(MMA_TILES)))
+@pytest.mark.parametrize("t", MMA_TYPES)
+def test_mma_every_type_and_tile(dev, t, tile):
+    """gemm_mma.wgsl against its twin (f16 x and weights, f32 sums): partial tiles in m and n, bias or
+    not, every subgroup grid."""
+    _needs_mma(dev)
+    _run(matmul_case(t, 150, _k(t) if t != "F16" else 224, 203, bias=tile % 2 == 0, seed=90 + tile), dev,
+         {"mma": True, **MMA_TILES[tile]})
+
+
+def test_mma_epilogues(dev):
+    """Residual, multi-output segments with biases, and a binding split, on the matrix units."""
+    _needs_mma(dev)
+    _run(matmul_add_case("Q6_K", 65, 1024, 129, bias=True, seed=95), dev, {"mma": True})
+    _run(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 40, 1024, (70, 130, 67), True, seed=96), dev, {"mma": True})
+    with dev.binding_limit(20000):
+        _run(matmul_case("Q8_0", 140, 640, 203, bias=True, seed=97), dev, {"mma": True})
+
+
+def test_mma_choice(dev, monkeypatch):
+    """Where the device has the matrix units, F16 prefill chunks of k >= 4096 take them by default (2 x 4
+    subgroups); the quantized types on request (2 x 2 subgroups for narrow outputs); Q5_K never; short
+    chunks and devices without them keep their kernels."""
+    monkeypatch.setattr(dev, "has_mma", True, raising=False)
+    shader, defines, cfg = gemm_shader(dev, 512, "F16", 14336, None, 4096)
+    assert shader == "gemm_mma.wgsl" and (defines["SGM"], defines["SGN"], defines["WLOAD"]) == (2, 4, "f16")
+    assert gemm_shader(dev, 512, "F16", 4096, None, 2048)[0] != "gemm_mma.wgsl"
+    assert gemm_shader(dev, 512, "Q4_K", 14336, None, 4096)[0] != "gemm_mma.wgsl"
+    shader, defines, _ = gemm_shader(dev, 512, "Q5_0", 896, {"mma": True}, 896)
+    assert shader == "gemm_mma.wgsl" and (defines["SGN"], defines["WLOAD"]) == (2, "q32")
+    assert gemm_shader(dev, 8, "F16", 4096, None, 4096)[0] == "gemm_q.wgsl"
+    with pytest.raises(DeviceError, match="no matrix-unit GEMM for Q5_K"):
+        gemm_shader(dev, 512, "Q5_K", 4096, {"mma": True}, 4096)
+    monkeypatch.setattr(dev, "has_mma", False, raising=False)
+    assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[0] != "gemm_mma.wgsl"
+
+
+def test_mma_twin_is_not_the_float_reference():
+    """The twin rounds x and the weights to f16: it differs from float64 by more than the f32 bound (so
+    the matrix-unit runs are held to what they compute), and by far less than the rounding allows."""
+    case = matmul_case("Q4_K", 64, 768, 70, bias=False, seed=98)
+    a, b = case.reference()[0], mma_gemm_case(case).reference()[0]
+    assert case.tol < rel_error(b, a) < 1e-2

@@ -20,6 +20,7 @@
 #include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
 #include "common/gemm_tile.wgsl"
+#include "gemm_q8/q32.wgsl"
 #include "gemm_q8/{{QUANT}}.wgsl"
 
 @group(0) @binding(6) var<storage, read> XQB: array<vec4<u32>>;   // [m][k / 16]: 16 int8 of x each
@@ -48,30 +49,6 @@ var<workgroup> xm: array<vec4<f32>, MINS>;                // [buf][block][m / 4]
 var<workgroup> ws: array<vec4<u32>, 2u * KW * BN / 4u>;   // [buf][k word][n / 4]
 var<workgroup> wd: array<vec4<f32>, 2u * NF * BN / 4u>;   // [buf][FK group][n / 4]: weight scales
 var<workgroup> wm: array<vec4<f32>, max(2u * HM * NB * BN / 4u, 1u)>;   // [buf][block][n / 4]: mins (HM)
-
-// 32 weights as int8 (lo: elements 0..15, hi: 16..31, byte 0 first) with a, b: the scales of the two
-// halves (FK 16) or the scale and the min (FK 32; min 0 without HM).
-struct Q32 { lo: vec4<u32>, hi: vec4<u32>, a: f32, b: f32 }
-
-// The 16 bytes at the 4-aligned byte b of W.
-fn lw16a(b: u32) -> vec4<u32> {
-  let w = b >> 2u;
-  return vec4<u32>(W[w], W[w + 1u], W[w + 2u], W[w + 3u]);
-}
-
-// The 16 bytes at the 2-aligned byte b of W (blocks of 18, 22, 34, 210 bytes): branch-free, since
-// neighbouring rows may differ in alignment.
-fn lw16(b: u32) -> vec4<u32> {
-  let w = b >> 2u;
-  let a = vec4<u32>(W[w], W[w + 1u], W[w + 2u], W[w + 3u]);
-  let c = vec4<u32>(a.yzw, W[w + 4u]);
-  return select(a, (a >> vec4<u32>(16u)) | (c << vec4<u32>(16u)), (b & 2u) != 0u);
-}
-
-// Bytes of v (each < 128 + off) minus off, as int8.
-fn s8(v: vec4<u32>, off: u32) -> vec4<u32> {
-  return (v + vec4<u32>((128u - off) * 0x01010101u)) ^ vec4<u32>(0x80808080u);
-}
 
 // Weight sub-block u of the step at (n0, k0): row n0 + u % BN, 32-block k0 / 32 + u / BN; zero past the ends.
 fn load_w(n0: u32, k0: u32, u: u32) -> Q32 {

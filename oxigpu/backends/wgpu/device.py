@@ -277,10 +277,20 @@ class Device:
     def has_subgroups(self) -> bool:
         return bool({"subgroup", "subgroups"} & self.features)   # wgpu-native's name, WebGPU's (Dawn)
 
-    @property
-    def has_subgroup_matrix(self) -> bool:
-        """Subgroup matrices (Dawn's ``chromium_experimental_subgroup_matrix``: the GPU's matrix units)."""
-        return SUBGROUP_MATRIX in self.features
+    @functools.cached_property
+    def has_mma(self) -> bool:
+        """Whether the prefill GEMM runs on the GPU's matrix units (``gemm_mma.wgsl``): Dawn's subgroup
+        matrices with f16 16x16x16 products into f32, in subgroups of 32 (NVIDIA's; the kernel's lane
+        mapping). ``OXIGPU_MMA=0`` keeps the integer-dot / f32 GEMMs (A/B runs)."""
+        v = os.environ.get("OXIGPU_MMA", "")
+        if v not in ("", "0", "1"):
+            raise InvalidParameterError(f"OXIGPU_MMA must be 0 or 1, not {v!r}")
+        if v == "0" or SUBGROUP_MATRIX not in self.features or not self.has_f16:
+            return False
+        from wgpudawn.backends.dawn import extras   # only Dawn offers the feature
+        configs = extras.get_adapter_properties(self.adapter).get("subgroup_matrix_configs", [])
+        return any((c["component_type"], c["result_component_type"], c["m"], c["n"], c["k"],
+                    c["max_subgroup_size"]) == ("f16", "f32", 16, 16, 16, 32) for c in configs)
 
     @property
     def has_timestamps(self) -> bool:
@@ -292,7 +302,7 @@ class Device:
         return {"name": ai["device"], "vendor": ai["vendor"], "description": ai["description"],
                 "backend": ai["backend_type"], "adapter_type": ai["adapter_type"], "webgpu": self.implementation,
                 "features": sorted(self.features), "limits": dict(self.limits),
-                "max_storage_binding": self.max_storage_binding, "int8_dots": self.int8_dots}
+                "max_storage_binding": self.max_storage_binding, "int8_dots": self.int8_dots, "mma": self.has_mma}
 
     # -- errors ----------------------------------------------------------------------------------
     def error(self, what: str, e: BaseException) -> DeviceError:

@@ -26,6 +26,16 @@ TILED_MIN_ROWS = 33
 Q8_TYPES = ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0")
 """Weight types with an integer-dot GEMM snippet (shaders/gemm_q8/<type>.wgsl)."""
 
+MMA_TYPES = (*Q8_TYPES, "F16")
+"""Weight types the matrix-unit GEMM (``gemm_mma.wgsl``) stages: through their gemm_q8 snippet, or F16."""
+
+MMA_DEFAULT, MMA_MIN_K = ("F16",), 4096
+"""Where prefill takes the matrix units by default (with ``Device.has_mma``): what was measured faster.
+H100 under Dawn, pp512 of whole models against the default kernels: Llama-3.1-8B F16 1,876 -> 2,653 tok/s
+(the f32 GEMM it replaces runs 15-21 TFLOP/s); its Q4_K_M 2,334 -> 2,391 and Q8_0 2,530 -> 2,560 (no
+better than the integer-dot GEMM yet), Qwen2.5-0.5B Q4_K_M 29,396 -> 24,014 (worse): so the quantized
+types, and F16 at the unmeasured smaller k, keep their kernels (the matrix units on request: ``mma``)."""
+
 
 def q8_round(x: np.ndarray, per: int = 32) -> np.ndarray:
     """The numpy twin of common/q8.wgsl ``xquant`` as the integer-dot GEMM's x pass (gemm_xq.wgsl) runs
@@ -68,6 +78,7 @@ class TileConfig:
     loaders: int = 256
     q8: bool = False
     nb: int = 1
+    mma: bool = False
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -77,6 +88,8 @@ class TileConfig:
         """Workgroup memory, two buffers of: f32 x (BK x BM) and BK x BN weights of ``wt_bytes``; q8: int8
         x and weights, the x scales (and x sums with ``mins``) per block, the weight scales per ``fk``
         elements (and mins per block)."""
+        if self.mma:   # f16 x and weight rows of 32 k + 8 padding, one 16 x 16 f32 block per subgroup
+            return 80 * 16 * (self.tm + self.tn) + 1024 * (self.tm // 2) * (self.tn // 2)
         if not self.q8:
             return 2 * self.bk * (16 * self.tm * 4 + 16 * self.tn * wt_bytes)
         bm, bn, k = 16 * self.tm, 16 * self.tn, 32 * self.nb
@@ -159,6 +172,18 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     f16_tiles = override.pop("f16", False)
     if m < TILED_MIN_ROWS and not override:
         return "gemm_q.wgsl", {}, None
+    if override.get("mma", dev.has_mma and qtype in MMA_DEFAULT and k >= MMA_MIN_K and not override):
+        # 2 x 4 subgroups (64 x 128 outputs), 2 x 2 for narrow outputs (Qwen's 896 columns: 7 column
+        # tiles of 128 would leave most SMs idle at 512 rows)
+        cfg = TileConfig(**{"tm": 4, "tn": 8 if n >= 2048 else 4, "mma": True, **override})
+        if qtype not in MMA_TYPES or cfg.tm not in (2, 4, 8) or cfg.tn not in (2, 4, 8) or cfg.splits != 1:
+            raise DeviceError(f"matmul: no matrix-unit GEMM for {qtype} with tile {cfg}")
+        limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
+        if cfg.smem_bytes() > limit:
+            raise DeviceError(f"matmul: GEMM tile {cfg} needs {cfg.smem_bytes()} B of workgroup memory; the "
+                              f"adapter allows {limit}")
+        return ("gemm_mma.wgsl", {"SGM": cfg.tm // 2, "SGN": cfg.tn // 2,
+                                  "WLOAD": "f16" if qtype == "F16" else "q32"}, cfg)
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
     if q8 and qtype not in Q8_TYPES:
         raise DeviceError(f"matmul: no integer-dot GEMM for weight type {qtype}")
@@ -220,6 +245,7 @@ class GemmKernel:
         self.tile = self.cfg.tile if self.cfg else (GEMM_BM, GEMM_BN)
         self.splits = self.cfg.splits if self.cfg else 1
         self.q8 = bool(self.cfg and self.cfg.q8)
+        self.mma = bool(self.cfg and self.cfg.mma)
         self.pipe = dev.pipeline(shader, defines={**defines, **extra})
         self.reduce = (dev.pipeline("gemm_reduce.wgsl", defines={**defines, "SPLITS": self.splits})
                        if self.splits > 1 else None)

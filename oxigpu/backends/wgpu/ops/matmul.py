@@ -625,11 +625,13 @@ def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0, d
 
 
 
-def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callable | None = None) -> Case:
+def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callable | None = None,
+             w_round: Callable = lambda w: w) -> Case:
     """A GEMV ``case`` (matmul, matmul_add, matmul_multi, matmul_glu; norm prologue or not) with its
     reference recomputed from :func:`q8x_round`'s x, one piece per weight: what the q8x GEMV computes, to
     be run with ``{"gemv": {"q8x": True, ...}}`` at the f32 tolerance. ``x_round(x, piece)`` replaces
-    q8x_round (the integer-dot GEMM: ops/gemm.py ``q8_round``)."""
+    q8x_round (the integer-dot GEMM: ops/gemm.py ``q8_round``); ``w_round`` rounds the dequantized
+    weights (the matrix-unit GEMM: to f16)."""
     x, n_w = case.inputs[0], len(pieces)
     ws = case.inputs[1:1 + n_w] if case.op != "matmul_add" else case.inputs[1:2]
     types = case.in_types[1:1 + len(ws)]
@@ -642,7 +644,7 @@ def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callabl
 
     def reference() -> list[np.ndarray]:
         rnd = x_round or (lambda v, p: q8x_round(v, p, ppb32))
-        ys = [rs * rnd(xw, p) @ dequantize(w, get_type(t)).astype(np.float64).T
+        ys = [rs * rnd(xw, p) @ w_round(dequantize(w, get_type(t))).astype(np.float64).T
               for p, w, t in zip(pieces, ws, types)]
         if case.op == "matmul_glu":
             g, u = ys
@@ -659,6 +661,17 @@ def q8_gemm_case(case: Case) -> Case:
     with ``{"gemm": {"q8": True, ...}}`` at the f32 tolerance."""
     case = replace(case, inputs=[q8_tie_free(case.inputs[0]), *case.inputs[1:]])
     return q8x_case(case, [""] * case.attrs.get("n_w", 1), x_round=lambda x, p: q8_round(x))
+
+def mma_gemm_case(case: Case) -> Case:
+    """A GEMM ``case`` (matmul, matmul_add, matmul_multi) as the matrix-unit GEMM (``gemm_mma.wgsl``)
+    computes it: x and the dequantized weights rounded to f16, their products (exact in f32) summed in
+    f32; to be run with ``{"gemm": {"mma": True}}``. Tolerance: the f32 bound plus 1e-4 for weights whose
+    f32 dequantization differs from numpy's in the last bit at an f16 rounding tie (one such weight moves
+    an output by ~1.5e-5 of max |ref| at these sizes; a wrong scale, element or row moves it by ~1)."""
+    f16 = lambda a: np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
+    twin = q8x_case(case, [""] * case.attrs.get("n_w", 1), x_round=lambda x, p: f16(x), w_round=f16)
+    return replace(twin, name=case.name + " f16 products", tol=case.tol + 1e-4)
+
 
 @check("matmul")
 def matmul_checks() -> list[Case]:

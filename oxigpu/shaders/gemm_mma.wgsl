@@ -1,0 +1,95 @@
+// Prefill GEMM on the GPU's matrix units (Dawn's subgroup matrices, where Device.has_mma; ops/gemm.py):
+// Y[m, n] = sum_k x[m, k] W[n, k] (+ bias, + residual, multi-output segments: common/matmul_io.wgsl's
+// store), f16 products with f32 sums, as llama.cpp's dequantize-then-cuBLAS path: each step stages 32 k of
+// an x tile (f32 -> f16) and of a weight tile (gemm_mma/<w>.wgsl: dequantized to f16) in workgroup
+// memory, and every subgroup multiplies its 2 x 2 blocks of 16 x 16 results from them.
+//
+// Workgroup: SGM x SGN subgroups of 32 lanes (NVIDIA's size; gemm.py takes this kernel only there), tile
+// BM x BN = 32 SGM x 32 SGN. Tint wants subgroup-matrix offsets uniform over the workgroup; here they are
+// uniform per subgroup, which is what the hardware needs, so that check is switched off below.
+// H100, measured in isolation (scripts/probe_dawn_mma.py): 57-73 TFLOP/s against the integer-dot
+// GEMM's 31-37. Rows at or past the step's n_tokens read as zero; row tiles wholly past it return at once.
+diagnostic(off, chromium.subgroup_matrix_uniformity);
+enable f16;
+enable chromium_experimental_subgroup_matrix;
+#include "common/params.wgsl"
+#include "common/matmul_io.wgsl"
+#include "gemm_mma/{{WLOAD}}.wgsl"
+
+const SGM: u32 = {{SGM}}u;
+const SGN: u32 = {{SGN}}u;
+const BM: u32 = 32u * SGM;
+const BN: u32 = 32u * SGN;
+const WG: u32 = 32u * SGM * SGN;
+const LD: u32 = 40u;             // halves per staged row: 32 k and 8 of padding (spreads the matrix loads' banks)
+
+var<workgroup> xs: array<f16, BM * LD>;          // [m][k]
+var<workgroup> ws: array<f16, BN * LD>;          // [n][k]: the right matrix, column-major
+var<workgroup> cs: array<f32, SGM * SGN * 256u>; // one 16 x 16 result block per subgroup, on its way out
+
+// Row r of the x tile at k0: 32 values in 8 vec4 loads by 8 lanes (zero past the chunk, n_tokens or k).
+fn stage_x(m0: u32, k0: u32, u: u32) {
+  let r = u / 8u;
+  let c = u % 8u;
+  let m = m0 + r;
+  var v = vec4<f32>(0.0);
+  if (m < D.m && m < P.n_tokens && k0 + 4u * c < D.k) { v = X[(m * D.k + k0) / 4u + c]; }   // k: 8-multiples
+  let h = vec4<f16>(v);
+  let o = r * LD + 4u * c;
+  xs[o] = h.x; xs[o + 1u] = h.y; xs[o + 2u] = h.z; xs[o + 3u] = h.w;
+}
+
+// Block (i, j) of a subgroup's results to Y, through its cs slot: lane e writes 8 of the 256.
+fn put_block(sg: u32, e: u32, m: u32, n: u32) {
+  workgroupBarrier();
+  for (var t = 0u; t < 8u; t++) {
+    let q = t * 32u + e;
+    let mm = m + q / 16u;
+    let nn = n + q % 16u;
+    if (mm < D.m && nn < D.rows) { store(mm, D.col0 + nn, cs[sg * 256u + q]); }
+  }
+  workgroupBarrier();
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
+  let n0 = wid.x * BN;
+  let m0 = wid.y * BM;
+  if (m0 >= P.n_tokens) { return; }   // padding rows only (uniform per workgroup: no barrier skipped)
+  let sg = lid / 32u;
+  let sm = sg % SGM;
+  let sn = sg / SGM;
+  let xo = 32u * sm * LD;
+  let wo = 32u * sn * LD;
+  var c00: subgroup_matrix_result<f32, 16, 16>;
+  var c01: subgroup_matrix_result<f32, 16, 16>;
+  var c10: subgroup_matrix_result<f32, 16, 16>;
+  var c11: subgroup_matrix_result<f32, 16, 16>;
+  for (var k0 = 0u; k0 < D.k; k0 += 32u) {
+    for (var u = lid; u < BM * 8u; u += WG) { stage_x(m0, k0, u); }
+    for (var u = lid; u < 2u * BN; u += WG) { stage_w(n0, k0, u); }
+    workgroupBarrier();
+    for (var kk = 0u; kk < 32u; kk += 16u) {
+      let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + kk, false, LD);
+      let a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 16u * LD + kk, false, LD);
+      let b0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + kk, true, LD);
+      let b1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + 16u * LD + kk, true, LD);
+      c00 = subgroupMatrixMultiplyAccumulate(a0, b0, c00);
+      c01 = subgroupMatrixMultiplyAccumulate(a0, b1, c01);
+      c10 = subgroupMatrixMultiplyAccumulate(a1, b0, c10);
+      c11 = subgroupMatrixMultiplyAccumulate(a1, b1, c11);
+    }
+    workgroupBarrier();
+  }
+  let e = lid % 32u;
+  let m = m0 + 32u * sm;
+  let n = n0 + 32u * sn;
+  subgroupMatrixStore(&cs, sg * 256u, c00, false, 16u);
+  put_block(sg, e, m, n);
+  subgroupMatrixStore(&cs, sg * 256u, c01, false, 16u);
+  put_block(sg, e, m, n + 16u);
+  subgroupMatrixStore(&cs, sg * 256u, c10, false, 16u);
+  put_block(sg, e, m + 16u, n);
+  subgroupMatrixStore(&cs, sg * 256u, c11, false, 16u);
+  put_block(sg, e, m + 16u, n + 16u);
+}
