@@ -131,10 +131,6 @@ def main() -> None:
     rng = np.random.default_rng(3)
     only = os.environ.get("ONLY", "")
     shapes = ((512, 4096, 4096), (512, 14336, 4096), (512, 4096, 14336))
-    configs = [  # SGM, SGN, TM, TN, BK, PAD
-        (2, 2, 2, 4, 32, 8), (2, 2, 4, 2, 32, 8), (2, 2, 4, 4, 32, 8), (2, 4, 4, 2, 32, 8), (4, 2, 2, 4, 32, 8),
-        (2, 4, 2, 2, 32, 8), (2, 2, 4, 4, 64, 8), (2, 2, 4, 4, 32, 0), (2, 4, 4, 2, 64, 8), (4, 2, 2, 4, 64, 8),
-    ]
     modes = [  # xf16, wq8, xdirect, wdirect
         (True, False, True, True), (True, False, False, True), (True, False, True, False), (True, True, True, False),
         (True, True, False, False)]

@@ -413,7 +413,9 @@ def _describe_model(engine: Engine, path: Path) -> dict[str, Any]:
 def _device_name(engine: Engine) -> str:
     if _resident(engine):
         info = engine.backend.dev.info()
-        return f"{info['name']} ({info['backend']}; {'int8' if info['int8_dots'] else 'float'} dots in GEMV and GEMM)"
+        gemm = " (F16: matrix units)" if info["mma"] else ""
+        return (f"{info['name']} ({info['backend']} through {info['webgpu']}; "
+                f"{'int8' if info['int8_dots'] else 'float'} dots in GEMV and GEMM{gemm})")
     return "CPU (numpy)"
 
 
