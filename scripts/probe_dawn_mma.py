@@ -38,16 +38,20 @@ def src(K: int, N: int, SGM: int, SGN: int, TM: int, TN: int, BK: int, PAD: int,
         steps += ["    }"]
     stores = "\n".join(f"  subgroupMatrixStore(&C, (m0 + sm * {16 * TM}u + {16 * i}u) * {N}u + n0 + sn * {16 * TN}u + {16 * j}u, c{i}_{j}, false, {N}u);"
                        for i in range(TM) for j in range(TN))
-    if xf16:
-        xdecl = "@group(0) @binding(0) var<storage, read> X: array<vec4<u32>>;"
-        xload = f"""    for (var i = l; i < {BM * BK // 8}u; i += {WG}u) {{
+    def halves(dst: str, src: str, r0: str, rows: int) -> str:
+        """Staging of ``rows`` rows of BK f16 values (8 per vec4<u32> of ``src``) into ``dst``."""
+        return f"""    for (var i = l; i < {rows * BK // 8}u; i += {WG}u) {{
       let r = i / {BK // 8}u; let c = i % {BK // 8}u;
-      let v = X[((m0 + r) * {K}u + k0) / 8u + c];
+      let v = {src}[(({r0} + r) * {K}u + k0) / 8u + c];
       for (var h = 0u; h < 4u; h++) {{
         let p = unpack2x16float(v[h]);
-        xs[r * {LD}u + c * 8u + 2u * h] = f16(p.x); xs[r * {LD}u + c * 8u + 2u * h + 1u] = f16(p.y);
+        {dst}[r * {LD}u + c * 8u + 2u * h] = f16(p.x); {dst}[r * {LD}u + c * 8u + 2u * h + 1u] = f16(p.y);
       }}
     }}"""
+
+    if xf16:
+        xdecl = "@group(0) @binding(0) var<storage, read> X: array<vec4<u32>>;"
+        xload = halves("xs", "X", "m0", BM)
     else:
         xdecl = "@group(0) @binding(0) var<storage, read> X: array<vec4<f32>>;"
         xload = f"""    for (var i = l; i < {BM * BK // 4}u; i += {WG}u) {{
@@ -71,14 +75,7 @@ def src(K: int, N: int, SGM: int, SGN: int, TM: int, TN: int, BK: int, PAD: int,
     }}"""
     else:
         wdecl = "@group(0) @binding(1) var<storage, read> W: array<vec4<u32>>;"
-        wload = f"""    for (var i = l; i < {BN * BK // 8}u; i += {WG}u) {{
-      let r = i / {BK // 8}u; let c = i % {BK // 8}u;
-      let v = W[((n0 + r) * {K}u + k0) / 8u + c];
-      for (var h = 0u; h < 4u; h++) {{
-        let p = unpack2x16float(v[h]);
-        ws[r * {LD}u + c * 8u + 2u * h] = f16(p.x); ws[r * {LD}u + c * 8u + 2u * h + 1u] = f16(p.y);
-      }}
-    }}"""
+        wload = halves("ws", "W", "n0", BN)
     if xdirect:
         xdecl, xload = "@group(0) @binding(0) var<storage, read> X: array<f16>;", ""
     if wdirect:
