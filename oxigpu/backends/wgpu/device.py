@@ -417,8 +417,10 @@ class Device:
             raise self.error("writing the step parameters", e) from e
 
     # -- shaders and pipelines ------------------------------------------------------------------
-    def shader_source(self, file: str, defines: Mapping[str, Any] | None = None) -> str:
-        """Preprocess ``oxigpu/shaders/<file>``: ``{{NAME}}`` substitution, ``#include``, ``enable``."""
+    def shader_source(self, file: str, defines: Mapping[str, Any] | None = None,
+                      implementation: str | None = None) -> str:
+        """Preprocess ``oxigpu/shaders/<file>``: ``{{NAME}}`` substitution, ``#include``, ``enable``; for this
+        device's WebGPU implementation, or ``implementation`` (tests: Dawn's source on wgpu-native)."""
         defines = dict(defines or {})
         seen: set[str] = set()
         enables: list[str] = []
@@ -449,7 +451,7 @@ class Device:
 
         seen.add(file)
         body = load(file, ())
-        if self.implementation == "dawn":   # Tint wants the extensions enabled that naga takes silently
+        if (implementation or self.implementation) == "dawn":   # Tint wants the extensions naga takes silently
             code = re.sub(r"//[^\n]*", "", body)
             if _SUBGROUP_USE.search(code) and "enable subgroups;" not in enables:
                 # the lanes' reductions run where Tint cannot prove all lanes of a subgroup are (they are:

@@ -1,0 +1,83 @@
+"""Every WGSL pipeline the engine builds also passes Tint, the WGSL compiler of Dawn (the implementation the
+engine runs on where wgpudawn finds a hardware GPU), not only wgpu-native's naga, which the rest of the
+suite runs on lavapipe. Tint is stricter: ``enable`` directives, uniformity analysis. The sources are
+recorded while the tiny models of every architecture prefill (tiled GEMMs) and decode, with float and
+integer dots, and while the GEMVs of 8B-sized weights build (their staged-x and multi-row splits); they
+are compiled, as Device.shader_source writes them for Dawn, by Dawn's Null backend in a subprocess (its
+WGSL front end and validation; nothing executes). The matrix-unit GEMM (gemm_mma.wgsl) needs an adapter
+with subgroup matrices, which the Null backend lacks: tests/test_kernel_gemm.py checks it on the H100.
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+pytest.importorskip("wgpudawn")
+pytestmark = [pytest.mark.gpu, pytest.mark.slow]
+
+COMPILE = r"""
+import glob, json, os, sys
+import wgpudawn
+ad = wgpudawn.gpu.request_adapter_sync()
+assert ad.info["backend_type"] == "Null", ad.info
+dev = ad.request_device_sync(required_features=[f for f in ("shader-f16", "subgroups") if f in ad.features])
+bad = {}
+for p in sorted(glob.glob(os.path.join(sys.argv[1], "*.wgsl"))):
+    try:
+        dev.create_shader_module(code=open(p).read())
+    except Exception as e:
+        bad[os.path.basename(p)] = " ".join(str(e).split())[:1500]
+print(json.dumps(bad))
+"""
+
+
+def _tint_errors(srcdir) -> dict[str, str]:
+    env = {**os.environ, "WGPU_BACKEND_TYPE": "Null"}
+    out = subprocess.run([sys.executable, "-c", COMPILE, str(srcdir)], env=env, capture_output=True, text=True,
+                         timeout=600)
+    assert out.returncode == 0, out.stderr[-3000:]
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def test_every_pipeline_passes_tint(dev, tiny_models, tmp_path, monkeypatch):
+    from oxigpu import LLM
+    from oxigpu.backends.wgpu import device as devmod
+    from oxigpu.backends.wgpu.kernel import run_op
+    from oxigpu.backends.wgpu.ops.matmul import matmul_case
+
+    sources: dict[str, str] = {}
+    build = devmod.Device.pipeline
+
+    def record(self, file, entry="main", defines=None):
+        src = self.shader_source(file, defines, implementation="dawn")
+        sources.setdefault(src, f"{len(sources):03d}-{file.replace('/', '_')}")
+        return build(self, file, entry, defines)
+
+    monkeypatch.setattr(devmod.Device, "pipeline", record)
+    prompt = "The quick brown fox jumps over the lazy dog, " * 4          # > 32 tokens: the tiled GEMMs
+    for int8 in ("0", "1"):
+        monkeypatch.setenv("OXIGPU_INT8_DOTS", int8)
+        for name, path in sorted(tiny_models.items()):
+            LLM(path, backend="wgpu", n_ctx=160).generate(prompt, max_tokens=3, temperature=0.0)
+        for t in ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0", "F16"):
+            for k, n in ((4096, 14336), (14336, 4096)):
+                c = matmul_case(t, 1, k, n, bias=False, seed=1, distinct_rows=64)
+                assert np.isfinite(run_op(c.op, c.inputs, in_types=c.in_types, dev=dev)[0]).all()
+    assert len(sources) > 40
+    for src, name in sources.items():
+        (tmp_path / f"{name}.wgsl").write_text(src)
+    assert _tint_errors(tmp_path) == {}
+
+
+def test_tint_check_can_fail(tmp_path):
+    """The subprocess reports a source Tint rejects (naga accepts this one: a subgroup builtin with no
+    `enable subgroups;`)."""
+    (tmp_path / "bad.wgsl").write_text("fn f(x: f32) -> f32 { return subgroupAdd(x); }\n")
+    (tmp_path / "good.wgsl").write_text("fn g(x: f32) -> f32 { return x; }\n")
+    errors = _tint_errors(tmp_path)
+    assert list(errors) == ["bad.wgsl"] and "subgroups" in errors["bad.wgsl"]
