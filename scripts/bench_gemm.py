@@ -5,7 +5,9 @@
 
 Each case multiplies x [m, k] by a weight of real shape (``distinct`` quantized rows tiled, so building it
 is cheap) with one variant: ``default`` (what ops/gemm.py picks on this adapter), ``f32`` / ``q8`` (its
-choice for the f32 / the integer-dot kernel), ``old`` (the 64x128 kernel of commit
+choice for the f32 / the integer-dot kernel), ``mma`` / ``mma 2x4`` (the matrix-unit kernel where
+``Device.has_mma``: Dawn on NVIDIA; its default or SGM x SGN subgroups, checked against x and weights in
+f16 with 1e-4 more slack; e.g. ``--variants q8,mma,"mma 2x2","mma 4x2" --splits ""``), ``old`` (the 64x128 kernel of commit
 854b7c9, before this rewrite: scripts/bench_gemm_old.wgsl, f32 tiles), TileConfig overrides ("8x8/16 s2
 L128": TM x TN per thread / BK, split-k 2, 128 loader threads; "q8 8x4 L256 b2": the integer-dot kernel
 with 8 x 4 per thread, 256 loaders, 2 blocks of 32 per step; unnamed fields as the default choice of
@@ -59,11 +61,15 @@ TILES = ["8x8/16", "8x4/16", "4x8/16", "4x4/16", "4x4/32"]
 def parse_variant(v: str) -> dict | None:
     """'8x4/16 s2 L128' -> TileConfig fields (split-k 2, 128 loader threads); 'q8 8x4 L256 b2' -> the
     integer-dot kernel's (2 blocks per step); 'default' -> {}; 'f32' / 'q8' -> that kernel's default
-    choice; 'f16tiles' -> default with F16 weights in f16 tiles."""
+    choice; 'mma' / 'mma 2x4' -> the matrix-unit kernel (where Device.has_mma), its default or SGM x SGN
+    subgroups; 'f16tiles' -> default with F16 weights in f16 tiles."""
     if v == "default":
         return {}
     if v in ("f32", "q8"):
         return {"q8": v == "q8"}
+    if v.startswith("mma"):   # 'mma' or 'mma 2x4': the matrix-unit kernel, SGM x SGN subgroups
+        sg = v.split()[1:]
+        return {"mma": True} | ({"tm": 2 * int(sg[0].split("x")[0]), "tn": 2 * int(sg[0].split("x")[1])} if sg else {})
     if v == "f16tiles":
         return {"f16": True}
     tile, *rest = v.split()
@@ -90,10 +96,10 @@ _TS: dict = {}
 
 def gpu_time(dev: Device, d: list, n: int) -> float:
     """GPU seconds of one compute pass holding n copies of ``d`` (timestamps at the pass ends)."""
-    import wgpu
     if "qs" not in _TS:
+        usage = dev._wgpu.BufferUsage.QUERY_RESOLVE | dev._wgpu.BufferUsage.COPY_SRC
         _TS["qs"] = dev.device.create_query_set(type="timestamp", count=2)
-        _TS["buf"] = dev.device.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
+        _TS["buf"] = dev.device.create_buffer(size=16, usage=usage)
     enc = dev.device.create_command_encoder()
     dev.encode(enc, list(d) * n, {"query_set": _TS["qs"], "beginning_of_pass_write_index": 0,
                                   "end_of_pass_write_index": 1})
@@ -200,9 +206,13 @@ def main() -> None:
         raw = quantize(rng.standard_normal((distinct, k), np.float32), qt)
         xh = q8_tie_free(rng.standard_normal((m, k)).astype(np.float32))
         wd = dequantize(raw, qt).astype(np.float64).T
-        # float64 references: x as given (f32 kernel) and as the integer-dot kernel rounds it
-        wants = {q8: np.tile((q8_round(xh) if q8 else xh.astype(np.float64)) @ wd, (1, n // distinct + 1))[:, :n]
-                 for q8 in ((False, True) if t in Q8_TYPES else (False,))}
+        # float64 references: x as given (f32 kernel), as the integer-dot kernel rounds it, and x and the
+        # weights in f16 (the matrix-unit kernel)
+        f16 = lambda a: a.astype(np.float16).astype(np.float64)
+        ref = lambda x, w: np.tile(x @ w, (1, n // distinct + 1))[:, :n]
+        wants = {"f32": ref(xh.astype(np.float64), wd), "mma": ref(f16(xh), f16(wd))}
+        if t in Q8_TYPES:
+            wants["q8"] = ref(q8_round(xh), wd)
         big = np.tile(raw, (n // distinct + 1, 1))[:n]
         xb, wb = dev.upload(xh), dev.upload(big.reshape(-1).view(np.uint8))
         flops = 2 * m * n * k
@@ -232,15 +242,16 @@ def main() -> None:
                     yb = dev.create_buffer(4 * m * n)
                     d = kern.encode([xb, wb, yb])
                     c = kern.gemm.gemm.cfg
-                    cfg = f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8 else f"{c.tm}x{c.tn}/{c.bk}"
-                    cfg += f" s{c.splits} L{c.loaders}"
+                    cfg = (f"mma {c.tm // 2}x{c.tn // 2}" if c.mma else f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8
+                           else f"{c.tm}x{c.tn}/{c.bk}") + f" s{c.splits} L{c.loaders}"
                 dev.submit(d)
                 got = dev.read(yb, np.float32, (m, n))
-                want = wants[cfg.startswith("q8")]
+                kind = cfg.split()[0] if cfg.split()[0] in wants else "f32"
+                want = wants[kind]
                 err = float(np.abs(got - want).max() / np.abs(want).max())
                 secs = time_dispatches(dev, d)
                 rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, cfg=cfg, us=secs * 1e6,
-                           tflops=flops / secs / 1e12, err=err, ok=err <= tol)
+                           tflops=flops / secs / 1e12, err=err, ok=err <= tol + (1e-4 if kind == "mma" else 0))
                 if cfg.startswith("q8"):
                     rec["xpass_us"] = time_dispatches(dev, d[:1]) * 1e6
                 yb.destroy()
