@@ -479,11 +479,8 @@ class Device:
             src = self.shader_source(file, defines)
             try:
                 module = self.device.create_shader_module(code=src, label=f"{file}:{entry}")
-                desc = dict(layout="auto", compute={"module": module, "entry_point": entry}, label=f"{file}:{entry}")
-                if self.implementation == "dawn":   # compiled on Dawn's workers, off its device lock, so
-                    pipe = self.device.create_compute_pipeline_async(**desc).sync_wait()   # writes go on
-                else:
-                    pipe = self.device.create_compute_pipeline(**desc)
+                pipe = self.device.create_compute_pipeline(
+                    layout="auto", compute={"module": module, "entry_point": entry}, label=f"{file}:{entry}")
             except Exception as e:
                 raise self.error(f"compiling shader {file!r} entry {entry!r} defines {dict(defines or {})}",
                                  e) from e
