@@ -52,12 +52,7 @@ var<workgroup> wm: array<vec4<f32>, max(2u * HM * NB * BN / 4u, 1u)>;   // [buf]
 
 // Weight sub-block u of the step at (n0, k0): row n0 + u % BN, 32-block k0 / 32 + u / BN; zero past the ends.
 fn load_w(n0: u32, k0: u32, u: u32) -> Q32 {
-  let n = n0 + u % BN;
-  let j = k0 / 32u + u / BN;
-  if (n < D.rows && j < D.k / 32u) {
-    return q32(n * D.row_bytes + (j / (QK / 32u)) * QB, j % (QK / 32u));
-  }
-  return Q32(vec4<u32>(0u), vec4<u32>(0u), 0.0, 0.0);
+  return q32_at(n0 + u % BN, k0 / 32u + u / BN);
 }
 
 fn put_w(buf: u32, u: u32, q: Q32) {

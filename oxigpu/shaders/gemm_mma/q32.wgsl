@@ -14,11 +14,8 @@ fn put16(o: u32, q: vec4<u32>, s: f32, mn: f32) {
 // Half h = u % 2 (elements 16 h .. 16 h + 15 of the 32-block at k0) of weight row n0 + u / 2 into ws
 // (zero past the rows): two lanes per row, so a 256-lane workgroup stages its 128 rows in one pass.
 fn stage_w(n0: u32, k0: u32, u: u32) {
-  let n = n0 + u / 2u;
   let h = u % 2u;
-  var q = Q32(vec4<u32>(0u), vec4<u32>(0u), 0.0, 0.0);
-  let j = k0 / 32u;
-  if (n < D.rows) { q = q32(n * D.row_bytes + (j / (QK / 32u)) * QB, j % (QK / 32u)); }
+  let q = q32_at(n0 + u / 2u, k0 / 32u);
   let s = select(q.a, q.b, FK == 16u && h == 1u);
   put16((u / 2u) * LD + 16u * h, select(q.lo, q.hi, h == 1u), s, select(0.0, q.b, HM == 1u));
 }

@@ -1,6 +1,6 @@
 // The weight interface of the gemm_q8/<type>.wgsl snippets, shared by gemm_q8.wgsl (integer dots) and
 // gemm_mma.wgsl (dequantized to f16 for the matrix units): q32(blk, j) returns sub-block j of the block
-// at byte blk, and the helpers they read W with.
+// at byte blk (q32_at: of a weight row), and the helpers they read W with.
 // 32 weights as int8 (lo: elements 0..15, hi: 16..31, byte 0 first) with a, b: the scales of the two
 // halves (FK 16) or the scale and the min (FK 32; min 0 without HM).
 struct Q32 { lo: vec4<u32>, hi: vec4<u32>, a: f32, b: f32 }
@@ -25,3 +25,11 @@ fn s8(v: vec4<u32>, off: u32) -> vec4<u32> {
   return (v + vec4<u32>((128u - off) * 0x01010101u)) ^ vec4<u32>(0x80808080u);
 }
 
+
+// 32-block j of weight row n of this chunk; zero past the rows or past k.
+fn q32_at(n: u32, j: u32) -> Q32 {
+  if (n < D.rows && j < D.k / 32u) {
+    return q32(n * D.row_bytes + (j / (QK / 32u)) * QB, j % (QK / 32u));
+  }
+  return Q32(vec4<u32>(0u), vec4<u32>(0u), 0.0, 0.0);
+}

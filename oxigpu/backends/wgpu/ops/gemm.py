@@ -245,7 +245,6 @@ class GemmKernel:
         self.tile = self.cfg.tile if self.cfg else (GEMM_BM, GEMM_BN)
         self.splits = self.cfg.splits if self.cfg else 1
         self.q8 = bool(self.cfg and self.cfg.q8)
-        self.mma = bool(self.cfg and self.cfg.mma)
         self.pipe = dev.pipeline(shader, defines={**defines, **extra})
         self.reduce = (dev.pipeline("gemm_reduce.wgsl", defines={**defines, "SPLITS": self.splits})
                        if self.splits > 1 else None)
