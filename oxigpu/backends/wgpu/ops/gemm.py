@@ -69,7 +69,9 @@ class TileConfig:
     workgroup tile, BK (16 or 32) inner elements per step; ``splits`` > 1: split-k into that many partial
     GEMMs and a reduction pass (``gemm_reduce.wgsl``); ``loaders``: threads beside the 256 FMA threads
     that alone load and dequantize the tiles (0: the FMA threads do). ``q8``: the integer-dot kernel
-    (``gemm_q8.wgsl``), whose steps are ``nb`` 32-element blocks (BK = 32 nb; ``bk`` unused)."""
+    (``gemm_q8.wgsl``), whose steps are ``nb`` 32-element blocks (BK = 32 nb; ``bk`` unused). ``mma``: the
+    matrix-unit kernel (``gemm_mma.wgsl``): a grid of tm / 2 x tn / 2 subgroups, each with 2 x 2 blocks of
+    16 x 16 (the same 16 tm x 16 tn tile; ``bk``, ``loaders`` and ``nb`` unused, ``splits`` 1)."""
 
     tm: int = 8
     tn: int = 8
