@@ -275,14 +275,22 @@ def test_mma_epilogues(dev):
 
 
 def test_mma_choice(dev, monkeypatch):
-    """Where the device has the matrix units, F16 prefill chunks of k >= 4096 take them by default (2 x 4
-    subgroups); the quantized types on request (2 x 2 subgroups for narrow outputs); Q5_K never; short
-    chunks and devices without them keep their kernels."""
+    """Where the device has the matrix units, prefill chunks take them by default for F16 weights and for
+    the quantized types with at least MMA_WIDE output columns (4 x 2 subgroups, 64 k per step; 2 x 2 for
+    narrow outputs and 64-row chunks); narrower quantized outputs on request; Q5_K never; short chunks and
+    devices without them keep their kernels."""
     monkeypatch.setattr(dev, "has_mma", True, raising=False)
+    monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 49152)
     shader, defines, cfg = gemm_shader(dev, 512, "F16", 14336, None, 4096)
-    assert shader == "gemm_mma.wgsl" and (defines["SGM"], defines["SGN"], defines["WLOAD"]) == (2, 4, "f16")
-    assert gemm_shader(dev, 512, "F16", 4096, None, 2048)[0] != "gemm_mma.wgsl"
-    assert gemm_shader(dev, 512, "Q4_K", 14336, None, 4096)[0] != "gemm_mma.wgsl"
+    assert shader == "gemm_mma.wgsl" and (defines["SGM"], defines["SGN"], defines["BK"], defines["WLOAD"]) == \
+        (4, 2, 64, "f16")
+    monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 32768)   # 32 k per step where 64 won't fit
+    assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[1]["BK"] == 32
+    shader, defines, _ = gemm_shader(dev, 64, "Q4_K", 14336, None, 4096)
+    assert shader == "gemm_mma.wgsl" and (defines["SGM"], defines["SGN"], defines["WLOAD"]) == (2, 2, "q32")
+    assert gemm_shader(dev, 512, "F16", 896, None, 896)[1]["SGM"] == 2
+    assert gemm_shader(dev, 512, "Q4_K", 896, None, 4864)[0] != "gemm_mma.wgsl"
+    assert gemm_shader(dev, 512, "Q5_K", 14336, None, 4096)[0] != "gemm_mma.wgsl"
     shader, defines, _ = gemm_shader(dev, 512, "Q5_0", 896, {"mma": True}, 896)
     assert shader == "gemm_mma.wgsl" and (defines["SGN"], defines["WLOAD"]) == (2, "q32")
     assert gemm_shader(dev, 8, "F16", 4096, None, 4096)[0] == "gemm_q.wgsl"

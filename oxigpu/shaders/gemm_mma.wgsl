@@ -1,42 +1,70 @@
 // Prefill GEMM on the GPU's matrix units (Dawn's subgroup matrices, where Device.has_mma; ops/gemm.py):
 // Y[m, n] = sum_k x[m, k] W[n, k] (+ bias, + residual, multi-output segments: common/matmul_io.wgsl's
-// store), f16 products with f32 sums, as llama.cpp's dequantize-then-cuBLAS path: each step stages 32 k of
-// an x tile (f32 -> f16) and of a weight tile (gemm_mma/<w>.wgsl: dequantized to f16) in workgroup
-// memory, and every subgroup multiplies its 2 x 2 blocks of 16 x 16 results from them.
+// store), f16 products with f32 sums, as llama.cpp's dequantize-then-cuBLAS path. Each step stages BK k of
+// an x tile (f32 -> f16) and of a weight tile (gemm_mma/<w>.wgsl: dequantized to f16) in workgroup memory,
+// and every subgroup multiplies its 2 x 2 blocks of 16 x 16 results from them. The next step's x and
+// weights are read from memory into registers while the matrix units work on this one (few workgroups
+// fit an SM at prefill sizes, so nothing else hides that latency).
 //
 // Workgroup: SGM x SGN subgroups of 32 lanes (NVIDIA's size; gemm.py takes this kernel only there), tile
 // BM x BN = 32 SGM x 32 SGN. Tint wants subgroup-matrix offsets uniform over the workgroup; here they are
 // uniform per subgroup, which is what the hardware needs, so that check is switched off below.
-// H100, measured in isolation (scripts/probe_dawn_mma.py): 57-73 TFLOP/s against the integer-dot
-// GEMM's 31-37. Rows at or past the step's n_tokens read as zero; row tiles wholly past it return at once.
+// Rows at or past the step's n_tokens read as zero; row tiles wholly past it return at once.
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable chromium_experimental_subgroup_matrix;
 #include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
-#include "gemm_mma/{{WLOAD}}.wgsl"
 
 const SGM: u32 = {{SGM}}u;
 const SGN: u32 = {{SGN}}u;
+const BK: u32 = {{BK}}u;         // k per step: 32 or 64
 const BM: u32 = 32u * SGM;
 const BN: u32 = 32u * SGN;
 const WG: u32 = 32u * SGM * SGN;
-const LD: u32 = 40u;             // halves per staged row: 32 k and 8 of padding (spreads the matrix loads' banks)
+const LD: u32 = BK + 8u;         // halves per staged row: BK and 8 of padding (spreads the matrix loads' banks)
+const XPL: u32 = BM * BK / 4u / WG;              // x vec4s per lane per step (exact: BK / 4 SGN)
+const WUN: u32 = BN * BK / 32u;                  // weight units (one row's 32-block) per step
+const WPL: u32 = (WUN + WG - 1u) / WG;           // per lane (the last round partial where WUN < WG)
 
 var<workgroup> xs: array<f16, BM * LD>;          // [m][k]
 var<workgroup> ws: array<f16, BN * LD>;          // [n][k]: the right matrix, column-major
 var<workgroup> cs: array<f32, SGM * SGN * 256u>; // one 16 x 16 result block per subgroup, on its way out
 
-// Row r of the x tile at k0: 32 values in 8 vec4 loads by 8 lanes (zero past the chunk, n_tokens or k).
-fn stage_x(m0: u32, k0: u32, u: u32) {
-  let r = u / 8u;
-  let c = u % 8u;
-  let m = m0 + r;
-  var v = vec4<f32>(0.0);
-  if (m < D.m && m < P.n_tokens && k0 + 4u * c < D.k) { v = X[(m * D.k + k0) / 4u + c]; }   // k: 8-multiples
-  let h = vec4<f16>(v);
-  let o = r * LD + 4u * c;
-  xs[o] = h.x; xs[o + 1u] = h.y; xs[o + 2u] = h.z; xs[o + 3u] = h.w;
+#include "gemm_mma/{{WLOAD}}.wgsl"
+
+var<private> xr: array<vec4<f32>, XPL>;          // the next step's x and weights, in registers
+var<private> wr: array<WBlock, WPL>;
+
+// Reads step k0's x (row m0 + u / (BK / 4), 4 k at 4 (u % (BK / 4)); zero past the chunk, n_tokens or k)
+// and weight units (row n0 + u / (BK / 32), its 32-block u % (BK / 32)) into xr, wr.
+fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
+  let mlim = min(D.m, P.n_tokens);
+  for (var i = 0u; i < XPL; i++) {
+    let u = lid + i * WG;
+    let m = m0 + u / (BK / 4u);
+    let k = k0 + 4u * (u % (BK / 4u));
+    xr[i] = vec4<f32>(0.0);
+    if (m < mlim && k < D.k) { xr[i] = X[(m * D.k + k) / 4u]; }   // k: 8-multiples
+  }
+  for (var i = 0u; i < WPL; i++) {
+    let u = lid + i * WG;
+    if (u < WUN) { wr[i] = w_load(n0 + u / (BK / 32u), k0 / 32u + u % (BK / 32u)); }
+  }
+}
+
+// Writes xr, wr to xs, ws as f16.
+fn stage(lid: u32) {
+  for (var i = 0u; i < XPL; i++) {
+    let u = lid + i * WG;
+    let h = vec4<f16>(xr[i]);
+    let o = (u / (BK / 4u)) * LD + 4u * (u % (BK / 4u));
+    xs[o] = h.x; xs[o + 1u] = h.y; xs[o + 2u] = h.z; xs[o + 3u] = h.w;
+  }
+  for (var i = 0u; i < WPL; i++) {
+    let u = lid + i * WG;
+    if (u < WUN) { w_put((u / (BK / 32u)) * LD + 32u * (u % (BK / 32u)), wr[i]); }
+  }
 }
 
 // Block (i, j) of a subgroup's results to Y, through its cs slot: lane e writes 8 of the 256.
@@ -65,11 +93,12 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var c01: subgroup_matrix_result<f32, 16, 16>;
   var c10: subgroup_matrix_result<f32, 16, 16>;
   var c11: subgroup_matrix_result<f32, 16, 16>;
-  for (var k0 = 0u; k0 < D.k; k0 += 32u) {
-    for (var u = lid; u < BM * 8u; u += WG) { stage_x(m0, k0, u); }
-    for (var u = lid; u < 2u * BN; u += WG) { stage_w(n0, k0, u); }
+  fetch(m0, n0, 0u, lid);
+  for (var k0 = 0u; k0 < D.k; k0 += BK) {
+    stage(lid);
     workgroupBarrier();
-    for (var kk = 0u; kk < 32u; kk += 16u) {
+    if (k0 + BK < D.k) { fetch(m0, n0, k0 + BK, lid); }
+    for (var kk = 0u; kk < BK; kk += 16u) {
       let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + kk, false, LD);
       let a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 16u * LD + kk, false, LD);
       let b0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + kk, true, LD);

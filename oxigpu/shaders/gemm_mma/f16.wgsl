@@ -1,16 +1,26 @@
-// gemm_mma.wgsl's weight rows for F16 weights: halves copied as they are.
+// gemm_mma.wgsl's weight units for F16 weights: 32 halves of a row, copied as they are.
 
-// Half h = u % 2 (elements k0 + 16 h .. + 15) of weight row n0 + u / 2 into ws: zero past the rows and
-// past k (F16 rows need not be 32-multiples; they are 8-multiples, so a word never straddles the end).
-fn stage_w(n0: u32, k0: u32, u: u32) {
-  let n = n0 + u / 2u;
-  let k = k0 + 16u * (u % 2u);
-  let w = (n * D.row_bytes + 2u * k) / 4u;
-  let o = (u / 2u) * LD + 16u * (u % 2u);
-  for (var i = 0u; i < 8u; i++) {
-    var p = vec2<f32>(0.0);
-    if (n < D.rows && k + 2u * i < D.k) { p = unpack2x16float(W[w + i]); }
-    ws[o + 2u * i] = f16(p.x);
-    ws[o + 2u * i + 1u] = f16(p.y);
+struct WBlock { v: array<vec4<u32>, 4> }
+
+// Halves 32 j .. 32 j + 31 of weight row n: zero past the rows and past k (F16 rows need not be
+// 32-multiples; they are 8-multiples, so a vec4 never straddles the end).
+fn w_load(n: u32, j: u32) -> WBlock {
+  var b: WBlock;
+  if (n < D.rows) {
+    let w = n * D.row_bytes / 4u + 16u * j;
+    for (var i = 0u; i < 4u; i++) {
+      if (32u * j + 8u * i < D.k) { b.v[i] = vec4<u32>(W[w + 4u * i], W[w + 4u * i + 1u], W[w + 4u * i + 2u], W[w + 4u * i + 3u]); }
+    }
+  }
+  return b;
+}
+
+fn w_put(o: u32, b: WBlock) {
+  for (var i = 0u; i < 4u; i++) {
+    for (var e = 0u; e < 4u; e++) {
+      let h = bitcast<vec2<f16>>(b.v[i][e]);
+      ws[o + 8u * i + 2u * e] = h.x;
+      ws[o + 8u * i + 2u * e + 1u] = h.y;
+    }
   }
 }

@@ -1,7 +1,13 @@
-// gemm_mma.wgsl's weight rows for the quantized types with a gemm_q8/<type>.wgsl snippet: each 32-block
+// gemm_mma.wgsl's weight units for the quantized types with a gemm_q8/<type>.wgsl snippet: each 32-block
 // through q32 (int8 and its scales, the integer-dot GEMM's loader), dequantized to f16.
 #include "gemm_q8/q32.wgsl"
 #include "gemm_q8/{{QUANT}}.wgsl"
+
+alias WBlock = Q32;
+
+fn w_load(n: u32, j: u32) -> Q32 {
+  return q32_at(n, j);
+}
 
 // 16 int8 (one vec4 of q32) times the scale s, minus the min mn, as 16 halves at ws[o..].
 fn put16(o: u32, q: vec4<u32>, s: f32, mn: f32) {
@@ -11,11 +17,8 @@ fn put16(o: u32, q: vec4<u32>, s: f32, mn: f32) {
   }
 }
 
-// Half h = u % 2 (elements 16 h .. 16 h + 15 of the 32-block at k0) of weight row n0 + u / 2 into ws
-// (zero past the rows): two lanes per row, so a 256-lane workgroup stages its 128 rows in one pass.
-fn stage_w(n0: u32, k0: u32, u: u32) {
-  let h = u % 2u;
-  let q = q32_at(n0 + u / 2u, k0 / 32u);
-  let s = select(q.a, q.b, FK == 16u && h == 1u);
-  put16((u / 2u) * LD + 16u * h, select(q.lo, q.hi, h == 1u), s, select(0.0, q.b, HM == 1u));
+fn w_put(o: u32, q: Q32) {
+  let mn = select(0.0, q.b, HM == 1u);
+  put16(o, q.lo, q.a, mn);
+  put16(o + 16u, q.hi, select(q.a, q.b, FK == 16u), mn);
 }

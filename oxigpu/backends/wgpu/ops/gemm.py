@@ -29,12 +29,19 @@ Q8_TYPES = ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0")
 MMA_TYPES = (*Q8_TYPES, "F16")
 """Weight types the matrix-unit GEMM (``gemm_mma.wgsl``) stages: through their gemm_q8 snippet, or F16."""
 
-MMA_DEFAULT, MMA_MIN_K = ("F16",), 4096
-"""Where prefill takes the matrix units by default (with ``Device.has_mma``): what was measured faster.
-H100 under Dawn, pp512 of whole models against the default kernels: Llama-3.1-8B F16 1,876 -> 2,653 tok/s
-(the f32 GEMM it replaces runs 15-21 TFLOP/s); its Q4_K_M 2,334 -> 2,391 and Q8_0 2,530 -> 2,560 (no
-better than the integer-dot GEMM yet), Qwen2.5-0.5B Q4_K_M 29,396 -> 24,014 (worse): so the quantized
-types, and F16 at the unmeasured smaller k, keep their kernels (the matrix units on request: ``mma``)."""
+MMA_WIDE = 2048
+"""Where prefill takes the matrix units by default (with ``Device.has_mma``): F16 weights, and the quantized
+types for outputs of at least this many columns; narrower ones (Qwen2.5-0.5B's 896 and 1152) keep the
+integer-dot GEMM, whose split-k fills the GPU there. H100 under Dawn (scripts/bench_gemm.py, 512 rows,
+TFLOP/s, integer-dot against matrix units 4 x 2): Llama-3.1-8B gate+up Q4_K 36.1 -> 51.2, o Q4_K 35.3 ->
+50.8, down Q6_K 33.2 -> 47.0, o Q8_0 36.7 -> 48.3; F16 o 46.1 (the f32 GEMM: 15-21)."""
+
+
+def mma_tile(m: int, n: int) -> dict[str, int]:
+    """The matrix-unit GEMM's default tile for an m x n output: 4 x 2 subgroups (128 x 64 outputs), 64 k
+    per step (H100, 8B shapes: 1.04-1.3x of 2 x 4 or of 32 k); 2 x 2 (64 x 64) for narrow outputs, so more
+    column tiles keep the SMs busy, and for chunks of up to 64 rows."""
+    return {"tm": 8 if n >= MMA_WIDE and m > 64 else 4, "tn": 4, "bk": 64}
 
 
 def q8_round(x: np.ndarray, per: int = 32) -> np.ndarray:
@@ -71,7 +78,7 @@ class TileConfig:
     that alone load and dequantize the tiles (0: the FMA threads do). ``q8``: the integer-dot kernel
     (``gemm_q8.wgsl``), whose steps are ``nb`` 32-element blocks (BK = 32 nb; ``bk`` unused). ``mma``: the
     matrix-unit kernel (``gemm_mma.wgsl``): a grid of tm / 2 x tn / 2 subgroups, each with 2 x 2 blocks of
-    16 x 16 (the same 16 tm x 16 tn tile; ``bk``, ``loaders`` and ``nb`` unused, ``splits`` 1)."""
+    16 x 16 (the same 16 tm x 16 tn tile), ``bk`` 32 or 64 k per step (``loaders`` and ``nb`` unused, ``splits`` 1)."""
 
     tm: int = 8
     tn: int = 8
@@ -90,8 +97,8 @@ class TileConfig:
         """Workgroup memory, two buffers of: f32 x (BK x BM) and BK x BN weights of ``wt_bytes``; q8: int8
         x and weights, the x scales (and x sums with ``mins``) per block, the weight scales per ``fk``
         elements (and mins per block)."""
-        if self.mma:   # f16 x and weight rows of 32 k + 8 padding, one 16 x 16 f32 block per subgroup
-            return 80 * 16 * (self.tm + self.tn) + 1024 * (self.tm // 2) * (self.tn // 2)
+        if self.mma:   # f16 x and weight rows of bk + 8 padding, one 16 x 16 f32 block per subgroup
+            return 2 * (self.bk + 8) * 16 * (self.tm + self.tn) + 1024 * (self.tm // 2) * (self.tn // 2)
         if not self.q8:
             return 2 * self.bk * (16 * self.tm * 4 + 16 * self.tn * wt_bytes)
         bm, bn, k = 16 * self.tm, 16 * self.tn, 32 * self.nb
@@ -174,17 +181,19 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     f16_tiles = override.pop("f16", False)
     if m < TILED_MIN_ROWS and not override:
         return "gemm_q.wgsl", {}, None
-    if override.get("mma", dev.has_mma and qtype in MMA_DEFAULT and k >= MMA_MIN_K and not override):
-        # 2 x 4 subgroups (64 x 128 outputs), 2 x 2 for narrow outputs (Qwen's 896 columns: 7 column
-        # tiles of 128 would leave most SMs idle at 512 rows)
-        cfg = TileConfig(**{"tm": 4, "tn": 8 if n >= 2048 else 4, "mma": True, **override})
-        if qtype not in MMA_TYPES or cfg.tm not in (2, 4, 8) or cfg.tn not in (2, 4, 8) or cfg.splits != 1:
+    wide = qtype == "F16" or (qtype in MMA_TYPES and n >= MMA_WIDE)
+    if override.get("mma", dev.has_mma and wide and not override):
+        cfg = TileConfig(**{**mma_tile(m, n), "mma": True, **override})
+        if qtype not in MMA_TYPES or cfg.tm not in (2, 4, 8) or cfg.tn not in (2, 4, 8) or cfg.splits != 1 \
+                or cfg.bk not in (32, 64):
             raise DeviceError(f"matmul: no matrix-unit GEMM for {qtype} with tile {cfg}")
         limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
+        if cfg.smem_bytes() > limit and "bk" not in override:
+            cfg = replace(cfg, bk=32)       # 64 k per step (half the barriers) where it fits
         if cfg.smem_bytes() > limit:
             raise DeviceError(f"matmul: GEMM tile {cfg} needs {cfg.smem_bytes()} B of workgroup memory; the "
                               f"adapter allows {limit}")
-        return ("gemm_mma.wgsl", {"SGM": cfg.tm // 2, "SGN": cfg.tn // 2,
+        return ("gemm_mma.wgsl", {"SGM": cfg.tm // 2, "SGN": cfg.tn // 2, "BK": cfg.bk,
                                   "WLOAD": "f16" if qtype == "F16" else "q32"}, cfg)
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
     if q8 and qtype not in Q8_TYPES:
