@@ -5,8 +5,8 @@
 
 Each case multiplies x [m, k] by a weight of real shape (``distinct`` quantized rows tiled, so building it
 is cheap) with one variant: ``default`` (what ops/gemm.py picks on this adapter), ``f32`` / ``q8`` (its
-choice for the f32 / the integer-dot kernel), ``mma`` / ``mma 2x4`` / ``mma 2x4 b32`` (the matrix-unit
-kernel where ``Device.has_mma``: Dawn on NVIDIA; its default or SGM x SGN subgroups, 32 k per step, checked against x and weights in
+choice for the f32 / the integer-dot kernel), ``mma`` / ``mma 2x4 t4 b32`` (the matrix-unit kernel where
+``Device.has_mma``: Dawn on NVIDIA; its default, or SGM x SGN subgroups of 2 x 4 blocks, 32 k per step, checked against x and weights in
 f16 with 1e-4 more slack; e.g. ``--variants q8,mma,"mma 2x2","mma 4x2" --splits ""``), ``old`` (the 64x128 kernel of commit
 854b7c9, before this rewrite: scripts/bench_gemm_old.wgsl, f32 tiles), TileConfig overrides ("8x8/16 s2
 L128": TM x TN per thread / BK, split-k 2, 128 loader threads; "q8 8x4 L256 b2": the integer-dot kernel
@@ -61,17 +61,21 @@ TILES = ["8x8/16", "8x4/16", "4x8/16", "4x4/16", "4x4/32"]
 def parse_variant(v: str) -> dict | None:
     """'8x4/16 s2 L128' -> TileConfig fields (split-k 2, 128 loader threads); 'q8 8x4 L256 b2' -> the
     integer-dot kernel's (2 blocks per step); 'default' -> {}; 'f32' / 'q8' -> that kernel's default
-    choice; 'mma' / 'mma 2x4' / 'mma 2x4 b32' -> the matrix-unit kernel (where Device.has_mma), its default
-    or SGM x SGN subgroups, BK; 'f16tiles' -> default with F16 weights in f16 tiles."""
+    choice; 'mma' / 'mma 2x4 t4 b32' -> the matrix-unit kernel (where Device.has_mma), its default or
+    SGM x SGN subgroups of 2 x TNB blocks, BK; 'f16tiles' -> default with F16 weights in f16 tiles."""
     if v == "default":
         return {}
     if v in ("f32", "q8"):
         return {"q8": v == "q8"}
-    if v.startswith("mma"):   # 'mma', 'mma 2x4', 'mma 2x4 b32': the matrix-unit kernel, SGM x SGN subgroups, BK
-        out = {"mma": True}
+    if v.startswith("mma"):   # 'mma', 'mma 2x4 t4 b32': the matrix-unit kernel, SGM x SGN subgroups, TNB, BK
+        out, sg = {"mma": True}, None
         for a in v.split()[1:]:
-            out |= {"bk": int(a[1:])} if a.startswith("b") else {"tm": 2 * int(a.split("x")[0]),
-                                                                  "tn": 2 * int(a.split("x")[1])}
+            if a[0] in "bt":
+                out["bk" if a[0] == "b" else "sn"] = int(a[1:])
+            else:
+                sg = [int(i) for i in a.split("x")]
+        if sg:
+            out |= {"tm": 2 * sg[0], "tn": out.get("sn", 2) * sg[1]}
         return out
     if v == "f16tiles":
         return {"f16": True}
@@ -245,7 +249,7 @@ def main() -> None:
                     yb = dev.create_buffer(4 * m * n)
                     d = kern.encode([xb, wb, yb])
                     c = kern.gemm.gemm.cfg
-                    cfg = (f"mma {c.tm // 2}x{c.tn // 2}" if c.mma else f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8
+                    cfg = (f"mma {c.tm // 2}x{c.tn // c.sn} t{c.sn} b{c.bk}" if c.mma else f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8
                            else f"{c.tm}x{c.tn}/{c.bk}") + f" s{c.splits} L{c.loaders}"
                 dev.submit(d)
                 got = dev.read(yb, np.float32, (m, n))
@@ -255,7 +259,7 @@ def main() -> None:
                 secs = time_dispatches(dev, d)
                 rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, cfg=cfg, us=secs * 1e6,
                            tflops=flops / secs / 1e12, err=err, ok=err <= tol + (1e-4 if kind == "mma" else 0))
-                if cfg.startswith("q8"):
+                if cfg.startswith(("q8", "mma")):
                     rec["xpass_us"] = time_dispatches(dev, d[:1]) * 1e6
                 yb.destroy()
             except Exception as e:  # report and go on

@@ -246,8 +246,10 @@ def test_q8_choice(dev, monkeypatch):
         kern("Q5_K", {"q8": True})
 
 
-MMA_TILES = [dict(tm=4, tn=8), dict(tm=4, tn=4), dict(tm=8, tn=8), dict(tm=2, tn=4)]
-"""The matrix-unit GEMM's subgroup grids (2 x 2 blocks of 16 x 16 each): 2 x 4, 2 x 2, 4 x 4, 1 x 2."""
+MMA_TILES = [dict(tm=4, tn=8), dict(tm=4, tn=4, bk=32), dict(tm=8, tn=8, bk=32), dict(tm=2, tn=4),
+             dict(tm=8, tn=8, sn=4), dict(tm=4, tn=16, sn=4, bk=32)]
+"""The matrix-unit GEMM's subgroup grids, blocks of 16 x 16 per subgroup and k per step: 2 x 4 of 2 x 2
+(64), 2 x 2 (32), 4 x 4 (32), 1 x 2 (64), 4 x 2 of 2 x 4 (64), 2 x 4 of 2 x 4 (32)."""
 
 
 def _needs_mma(dev) -> None:
@@ -276,14 +278,14 @@ def test_mma_epilogues(dev):
 
 def test_mma_choice(dev, monkeypatch):
     """Where the device has the matrix units, prefill chunks take them by default for F16 weights and for
-    the quantized types with at least MMA_WIDE output columns (4 x 2 subgroups, 64 k per step; 2 x 2 for
-    narrow outputs and 64-row chunks); narrower quantized outputs on request; Q5_K never; short chunks and
+    the quantized types with at least MMA_WIDE output columns (4 x 2 subgroups of 2 x 4 blocks, 64 k per
+    step; 2 x 2 of 2 x 2 for narrow outputs and 64-row chunks); narrower quantized outputs on request; Q5_K never; short chunks and
     devices without them keep their kernels."""
     monkeypatch.setattr(dev, "has_mma", True, raising=False)
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 49152)
     shader, defines, cfg = gemm_shader(dev, 512, "F16", 14336, None, 4096)
-    assert shader == "gemm_mma.wgsl" and (defines["SGM"], defines["SGN"], defines["BK"], defines["WLOAD"]) == \
-        (4, 2, 64, "f16")
+    assert shader == "gemm_mma.wgsl" and (defines["SGM"], defines["SGN"], defines["TNB"], defines["BK"],
+                                          defines["WLOAD"]) == (4, 2, 4, 64, "f16")
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 32768)   # 32 k per step where 64 won't fit
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[1]["BK"] == 32
     shader, defines, _ = gemm_shader(dev, 64, "Q4_K", 14336, None, 4096)

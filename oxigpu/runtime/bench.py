@@ -413,9 +413,10 @@ def _describe_model(engine: Engine, path: Path) -> dict[str, Any]:
 def _device_name(engine: Engine) -> str:
     if _resident(engine):
         info = engine.backend.dev.info()
-        gemm = " (F16: matrix units)" if info["mma"] else ""
-        return (f"{info['name']} ({info['backend']} through {info['webgpu']}; "
-                f"{'int8' if info['int8_dots'] else 'float'} dots in GEMV and GEMM{gemm})")
+        dots = "int8" if info["int8_dots"] else "float"
+        gemm = (f"{dots} dots in GEMV, matrix units in prefill GEMM (narrow quantized outputs: {dots} dots)"
+                if info["mma"] else f"{dots} dots in GEMV and GEMM")
+        return f"{info['name']} ({info['backend']} through {info['webgpu']}; {gemm})"
     return "CPU (numpy)"
 
 

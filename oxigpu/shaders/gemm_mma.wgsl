@@ -1,14 +1,15 @@
 // Prefill GEMM on the GPU's matrix units (Dawn's subgroup matrices, where Device.has_mma; ops/gemm.py):
 // Y[m, n] = sum_k x[m, k] W[n, k] (+ bias, + residual, multi-output segments: common/matmul_io.wgsl's
-// store), f16 products with f32 sums, as llama.cpp's dequantize-then-cuBLAS path. Each step stages BK k of
-// an x tile (f32 -> f16) and of a weight tile (gemm_mma/<w>.wgsl: dequantized to f16) in workgroup memory,
-// and every subgroup multiplies its 2 x 2 blocks of 16 x 16 results from them. The next step's x and
-// weights are read from memory into registers while the matrix units work on this one (few workgroups
-// fit an SM at prefill sizes, so nothing else hides that latency).
+// store), f16 products with f32 sums, as llama.cpp's dequantize-then-cuBLAS path. x comes in f16 from the
+// x pass (gemm_xh.wgsl, binding 6). Each step stages BK k of an x tile and of a weight tile
+// (gemm_mma/<w>.wgsl: dequantized to f16) in workgroup memory, and every subgroup multiplies its 2 x TNB
+// blocks of 16 x 16 results from them. The next step's x and weights are read from memory into registers
+// while the matrix units work on this one (few workgroups fit an SM at prefill sizes, so nothing else
+// hides that latency).
 //
 // Workgroup: SGM x SGN subgroups of 32 lanes (NVIDIA's size; gemm.py takes this kernel only there), tile
-// BM x BN = 32 SGM x 32 SGN. Tint wants subgroup-matrix offsets uniform over the workgroup; here they are
-// uniform per subgroup, which is what the hardware needs, so that check is switched off below.
+// BM x BN = 32 SGM x 16 TNB SGN. Tint wants subgroup-matrix offsets uniform over the workgroup; here they
+// are uniform per subgroup, which is what the hardware needs, so that check is switched off below.
 // Rows at or past the step's n_tokens read as zero; row tiles wholly past it return at once.
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
@@ -18,12 +19,13 @@ enable chromium_experimental_subgroup_matrix;
 
 const SGM: u32 = {{SGM}}u;
 const SGN: u32 = {{SGN}}u;
+const TNB: u32 = {{TNB}}u;       // 16 x 16 blocks per subgroup along n: 2 or 4
 const BK: u32 = {{BK}}u;         // k per step: 32 or 64
 const BM: u32 = 32u * SGM;
-const BN: u32 = 32u * SGN;
+const BN: u32 = 16u * TNB * SGN;
 const WG: u32 = 32u * SGM * SGN;
 const LD: u32 = BK + 8u;         // halves per staged row: BK and 8 of padding (spreads the matrix loads' banks)
-const XPL: u32 = BM * BK / 4u / WG;              // x vec4s per lane per step (exact: BK / 4 SGN)
+const XPL: u32 = BM * BK / 8u / WG;              // x vec4s (8 halves) per lane per step
 const WUN: u32 = BN * BK / 32u;                  // weight units (one row's 32-block) per step
 const WPL: u32 = (WUN + WG - 1u) / WG;           // per lane (the last round partial where WUN < WG)
 
@@ -33,19 +35,21 @@ var<workgroup> cs: array<f32, SGM * SGN * 256u>; // one 16 x 16 result block per
 
 #include "gemm_mma/{{WLOAD}}.wgsl"
 
-var<private> xr: array<vec4<f32>, XPL>;          // the next step's x and weights, in registers
+@group(0) @binding(6) var<storage, read> XH: array<vec4<u32>>;   // x in f16, [m][k / 8] (gemm_xh.wgsl)
+
+var<private> xr: array<vec4<u32>, XPL>;          // the next step's x and weights, in registers
 var<private> wr: array<WBlock, WPL>;
 
-// Reads step k0's x (row m0 + u / (BK / 4), 4 k at 4 (u % (BK / 4)); zero past the chunk, n_tokens or k)
+// Reads step k0's x (row m0 + u / (BK / 8), 8 k at 8 (u % (BK / 8)); zero past the chunk, n_tokens or k)
 // and weight units (row n0 + u / (BK / 32), its 32-block u % (BK / 32)) into xr, wr.
 fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
   let mlim = min(D.m, P.n_tokens);
   for (var i = 0u; i < XPL; i++) {
     let u = lid + i * WG;
-    let m = m0 + u / (BK / 4u);
-    let k = k0 + 4u * (u % (BK / 4u));
-    xr[i] = vec4<f32>(0.0);
-    if (m < mlim && k < D.k) { xr[i] = X[(m * D.k + k) / 4u]; }   // k: 8-multiples
+    let m = m0 + u / (BK / 8u);
+    let k = k0 + 8u * (u % (BK / 8u));
+    xr[i] = vec4<u32>(0u);
+    if (m < mlim && k < D.k) { xr[i] = XH[(m * D.k + k) / 8u]; }   // k: 8-multiples
   }
   for (var i = 0u; i < WPL; i++) {
     let u = lid + i * WG;
@@ -57,9 +61,11 @@ fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
 fn stage(lid: u32) {
   for (var i = 0u; i < XPL; i++) {
     let u = lid + i * WG;
-    let h = vec4<f16>(xr[i]);
-    let o = (u / (BK / 4u)) * LD + 4u * (u % (BK / 4u));
-    xs[o] = h.x; xs[o + 1u] = h.y; xs[o + 2u] = h.z; xs[o + 3u] = h.w;
+    let o = (u / (BK / 8u)) * LD + 8u * (u % (BK / 8u));
+    for (var e = 0u; e < 4u; e++) {
+      let h = bitcast<vec2<f16>>(xr[i][e]);
+      xs[o + 2u * e] = h.x; xs[o + 2u * e + 1u] = h.y;
+    }
   }
   for (var i = 0u; i < WPL; i++) {
     let u = lid + i * WG;
@@ -88,11 +94,15 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let sm = sg % SGM;
   let sn = sg / SGM;
   let xo = 32u * sm * LD;
-  let wo = 32u * sn * LD;
+  let wo = 16u * TNB * sn * LD;
   var c00: subgroup_matrix_result<f32, 16, 16>;
   var c01: subgroup_matrix_result<f32, 16, 16>;
+  var c02: subgroup_matrix_result<f32, 16, 16>;
+  var c03: subgroup_matrix_result<f32, 16, 16>;
   var c10: subgroup_matrix_result<f32, 16, 16>;
   var c11: subgroup_matrix_result<f32, 16, 16>;
+  var c12: subgroup_matrix_result<f32, 16, 16>;
+  var c13: subgroup_matrix_result<f32, 16, 16>;
   fetch(m0, n0, 0u, lid);
   for (var k0 = 0u; k0 < D.k; k0 += BK) {
     stage(lid);
@@ -107,12 +117,20 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
       c01 = subgroupMatrixMultiplyAccumulate(a0, b1, c01);
       c10 = subgroupMatrixMultiplyAccumulate(a1, b0, c10);
       c11 = subgroupMatrixMultiplyAccumulate(a1, b1, c11);
+      if (TNB == 4u) {
+        let b2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + 32u * LD + kk, true, LD);
+        let b3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + 48u * LD + kk, true, LD);
+        c02 = subgroupMatrixMultiplyAccumulate(a0, b2, c02);
+        c03 = subgroupMatrixMultiplyAccumulate(a0, b3, c03);
+        c12 = subgroupMatrixMultiplyAccumulate(a1, b2, c12);
+        c13 = subgroupMatrixMultiplyAccumulate(a1, b3, c13);
+      }
     }
     workgroupBarrier();
   }
   let e = lid % 32u;
   let m = m0 + 32u * sm;
-  let n = n0 + 32u * sn;
+  let n = n0 + 16u * TNB * sn;
   subgroupMatrixStore(&cs, sg * 256u, c00, false, 16u);
   put_block(sg, e, m, n);
   subgroupMatrixStore(&cs, sg * 256u, c01, false, 16u);
@@ -121,4 +139,14 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   put_block(sg, e, m + 16u, n);
   subgroupMatrixStore(&cs, sg * 256u, c11, false, 16u);
   put_block(sg, e, m + 16u, n + 16u);
+  if (TNB == 4u) {
+    subgroupMatrixStore(&cs, sg * 256u, c02, false, 16u);
+    put_block(sg, e, m, n + 32u);
+    subgroupMatrixStore(&cs, sg * 256u, c03, false, 16u);
+    put_block(sg, e, m, n + 48u);
+    subgroupMatrixStore(&cs, sg * 256u, c12, false, 16u);
+    put_block(sg, e, m + 16u, n + 32u);
+    subgroupMatrixStore(&cs, sg * 256u, c13, false, 16u);
+    put_block(sg, e, m + 16u, n + 48u);
+  }
 }

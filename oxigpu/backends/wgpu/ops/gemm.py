@@ -32,16 +32,21 @@ MMA_TYPES = (*Q8_TYPES, "F16")
 MMA_WIDE = 2048
 """Where prefill takes the matrix units by default (with ``Device.has_mma``): F16 weights, and the quantized
 types for outputs of at least this many columns; narrower ones (Qwen2.5-0.5B's 896 and 1152) keep the
-integer-dot GEMM, whose split-k fills the GPU there. H100 under Dawn (scripts/bench_gemm.py, 512 rows,
-TFLOP/s, integer-dot against matrix units 4 x 2): Llama-3.1-8B gate+up Q4_K 36.1 -> 51.2, o Q4_K 35.3 ->
-50.8, down Q6_K 33.2 -> 47.0, o Q8_0 36.7 -> 48.3; F16 o 46.1 (the f32 GEMM: 15-21)."""
+integer-dot GEMM, whose split-k fills the GPU there (its down, 896 x 4864 Q4_K: 28.5 TFLOP/s unsplit against
+the matrix units' 31.3). H100 under Dawn (scripts/bench_gemm.py, 512 rows, TFLOP/s, integer-dot against
+matrix units at ``mma_tile``'s default): Llama-3.1-8B gate+up Q4_K 36.1 -> 67.7, o Q4_K 35.3 -> 67.3, down
+Q6_K 33.2 -> 65.4, o Q8_0 36.7 -> 64.8; F16 o 65.1 (the f32 GEMM: 15-21)."""
 
 
 def mma_tile(m: int, n: int) -> dict[str, int]:
-    """The matrix-unit GEMM's default tile for an m x n output: 4 x 2 subgroups (128 x 64 outputs), 64 k
-    per step (H100, 8B shapes: 1.04-1.3x of 2 x 4 or of 32 k); 2 x 2 (64 x 64) for narrow outputs, so more
-    column tiles keep the SMs busy, and for chunks of up to 64 rows."""
-    return {"tm": 8 if n >= MMA_WIDE and m > 64 else 4, "tn": 4, "bk": 64}
+    """The matrix-unit GEMM's default tile for an m x n output: 4 x 2 subgroups of 2 x 4 blocks (128 x 128
+    outputs), 64 k per step. H100, 8B shapes: 1.3-1.45x of 2 x 2 blocks (64 columns: each x row tile is
+    read by twice the workgroups), 1.2-1.35x of 32 k per step. Narrow outputs, and chunks of up to 64
+    rows, take 2 x 2 subgroups of 2 x 2 blocks (64 x 64), which keep more SMs busy (Qwen's 896 x 4864
+    down: 31.3 against 16.6 TFLOP/s)."""
+    if n >= MMA_WIDE and m > 64:
+        return {"tm": 8, "tn": 8, "sn": 4, "bk": 64}
+    return {"tm": 4, "tn": 4, "bk": 64}
 
 
 def q8_round(x: np.ndarray, per: int = 32) -> np.ndarray:
@@ -77,8 +82,9 @@ class TileConfig:
     GEMMs and a reduction pass (``gemm_reduce.wgsl``); ``loaders``: threads beside the 256 FMA threads
     that alone load and dequantize the tiles (0: the FMA threads do). ``q8``: the integer-dot kernel
     (``gemm_q8.wgsl``), whose steps are ``nb`` 32-element blocks (BK = 32 nb; ``bk`` unused). ``mma``: the
-    matrix-unit kernel (``gemm_mma.wgsl``): a grid of tm / 2 x tn / 2 subgroups, each with 2 x 2 blocks of
-    16 x 16 (the same 16 tm x 16 tn tile), ``bk`` 32 or 64 k per step (``loaders`` and ``nb`` unused, ``splits`` 1)."""
+    matrix-unit kernel (``gemm_mma.wgsl``): a grid of tm / 2 x tn / sn subgroups, each with 2 x sn blocks
+    of 16 x 16 (the same 16 tm x 16 tn tile), ``bk`` 32 or 64 k per step (``loaders`` and ``nb`` unused,
+    ``splits`` 1)."""
 
     tm: int = 8
     tn: int = 8
@@ -88,6 +94,7 @@ class TileConfig:
     q8: bool = False
     nb: int = 1
     mma: bool = False
+    sn: int = 2
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -98,7 +105,7 @@ class TileConfig:
         x and weights, the x scales (and x sums with ``mins``) per block, the weight scales per ``fk``
         elements (and mins per block)."""
         if self.mma:   # f16 x and weight rows of bk + 8 padding, one 16 x 16 f32 block per subgroup
-            return 2 * (self.bk + 8) * 16 * (self.tm + self.tn) + 1024 * (self.tm // 2) * (self.tn // 2)
+            return 2 * (self.bk + 8) * 16 * (self.tm + self.tn) + 1024 * (self.tm // 2) * (self.tn // self.sn)
         if not self.q8:
             return 2 * self.bk * (16 * self.tm * 4 + 16 * self.tn * wt_bytes)
         bm, bn, k = 16 * self.tm, 16 * self.tn, 32 * self.nb
@@ -184,8 +191,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     wide = qtype == "F16" or (qtype in MMA_TYPES and n >= MMA_WIDE)
     if override.get("mma", dev.has_mma and wide and not override):
         cfg = TileConfig(**{**mma_tile(m, n), "mma": True, **override})
-        if qtype not in MMA_TYPES or cfg.tm not in (2, 4, 8) or cfg.tn not in (2, 4, 8) or cfg.splits != 1 \
-                or cfg.bk not in (32, 64):
+        if qtype not in MMA_TYPES or cfg.tm not in (2, 4, 8) or cfg.sn not in (2, 4) or cfg.splits != 1 \
+                or cfg.tn not in (cfg.sn, 2 * cfg.sn, 4 * cfg.sn) or cfg.bk not in (32, 64):
             raise DeviceError(f"matmul: no matrix-unit GEMM for {qtype} with tile {cfg}")
         limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
         if cfg.smem_bytes() > limit and "bk" not in override:
@@ -193,7 +200,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
         if cfg.smem_bytes() > limit:
             raise DeviceError(f"matmul: GEMM tile {cfg} needs {cfg.smem_bytes()} B of workgroup memory; the "
                               f"adapter allows {limit}")
-        return ("gemm_mma.wgsl", {"SGM": cfg.tm // 2, "SGN": cfg.tn // 2, "BK": cfg.bk,
+        return ("gemm_mma.wgsl", {"SGM": cfg.tm // 2, "SGN": cfg.tn // cfg.sn, "TNB": cfg.sn, "BK": cfg.bk,
                                   "WLOAD": "f16" if qtype == "F16" else "q32"}, cfg)
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
     if q8 and qtype not in Q8_TYPES:
@@ -256,16 +263,24 @@ class GemmKernel:
         self.tile = self.cfg.tile if self.cfg else (GEMM_BM, GEMM_BN)
         self.splits = self.cfg.splits if self.cfg else 1
         self.q8 = bool(self.cfg and self.cfg.q8)
+        self.mma = bool(self.cfg and self.cfg.mma)
         self.pipe = dev.pipeline(shader, defines={**defines, **extra})
         self.reduce = (dev.pipeline("gemm_reduce.wgsl", defines={**defines, "SPLITS": self.splits})
                        if self.splits > 1 else None)
-        self.xpass = (dev.pipeline("gemm_xq.wgsl", defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
-                      if self.q8 else None)
+        self.xpass = (dev.pipeline("gemm_xq.wgsl" if self.q8 else "gemm_xh.wgsl",
+                                   defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
+                      if self.q8 or self.mma else None)
 
     def x_pass(self, dims: Binding, x: Binding) -> tuple[list[Dispatch], dict[int, Binding]]:
         """For the integer-dot kernel: the dispatch rounding x (``dims``: any of this GEMM's, for k and m)
         to int8 into a shared scratch buffer, once per input, and the bindings (6, 8) through which
-        :meth:`encode`'s dispatches read it; for the f32 kernel nothing."""
+        :meth:`encode`'s dispatches read it; for the matrix-unit kernel x in f16 (binding 6); for the f32
+        kernel nothing."""
+        if self.mma:
+            nh = 2 * self.m * self.k
+            xb = {6: (_scratch(self.dev, nh, "f16 x"), 0, nh)}
+            bg = self.dev.bind_group(self.xpass, {PARAMS_BINDING: self.dev.params_buffer, 1: dims, 2: x, **xb})
+            return [Dispatch(self.xpass, bg, (-(-self.k // 512), self.m, 1))], xb
         if not self.q8:
             return [], {}
         nq, nd = self.m * self.k, 8 * self.m * (self.k // 32)
@@ -277,11 +292,11 @@ class GemmKernel:
 
     def encode(self, binds: Mapping[int, Binding], rows: int) -> list[Dispatch]:
         """Dispatches for one weight row range: ``binds`` as matmul_io.wgsl declares them (1 dims, 2 x,
-        3 W, 4 bias, 5 y, 7 res; the integer-dot kernel reads x through :meth:`x_pass`'s 6 and 8 instead
-        of 2), ``rows`` the range's weight rows."""
+        3 W, 4 bias, 5 y, 7 res; the integer-dot and matrix-unit kernels read x through :meth:`x_pass`'s 6
+        (and 8) instead of 2), ``rows`` the range's weight rows."""
         grid = gemm_grid(self.tile, self.m, rows, self.splits)
         binds = {PARAMS_BINDING: self.dev.params_buffer, **binds}   # n_tokens: padding row tiles exit
-        if self.q8:
+        if self.q8 or self.mma:
             binds = {i: b for i, b in binds.items() if i != 2}
         if self.splits == 1:
             return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid)]
