@@ -51,7 +51,7 @@ SHAPES = {   # name: (n, k, weight type) of one prefill GEMM (q/k/v and gate/up 
     "llama1b.qkv": (3072, 2048, "Q4_K"), "llama1b.o": (2048, 2048, "Q4_K"),
     "llama1b.gateup": (16384, 2048, "Q4_K"), "llama1b.down": (2048, 8192, "Q6_K"),
     "llama8b.o.f16": (4096, 4096, "F16"), "llama8b.o.q8": (4096, 4096, "Q8_0"),
-    "qwen0.5b.down6": (896, 4864, "Q6_K"), "llama8b.o.q40": (4096, 4096, "Q4_0"),
+    "qwen0.5b.down6": (896, 4864, "Q6_K"), "llama8b.o.q40": (4096, 4096, "Q4_0"), "llama8b.v": (1024, 4096, "Q6_K"),
     "test.q4k": (200, 512, "Q4_K"), "test.f16": (200, 512, "F16"),
 }
 

@@ -278,21 +278,22 @@ def test_mma_epilogues(dev):
 
 def test_mma_choice(dev, monkeypatch):
     """Where the device has the matrix units, prefill chunks take them by default for F16 weights and for
-    the quantized types with at least MMA_WIDE output columns (4 x 2 subgroups of 2 x 4 blocks, 64 k per
-    step; 2 x 2 of 2 x 2 for narrow outputs and 64-row chunks); narrower quantized outputs on request; Q5_K never; short chunks and
-    devices without them keep their kernels."""
+    the quantized types where ``mma_tile`` expects MMA_Q8_TFLOPS (Qwen2.5-0.5B's 896 columns too): 128 x 128 tiles where they fill the GPU,
+    128 x 64 or 64 x 64 where those fill more SMs, 64 k per step; narrower quantized outputs on request;
+    Q5_K never; short chunks and devices without them keep their kernels."""
     monkeypatch.setattr(dev, "has_mma", True, raising=False)
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 49152)
+    grid = lambda d: (d["SGM"], d["SGN"], d["TNB"], d["BK"], d["WLOAD"])
     shader, defines, cfg = gemm_shader(dev, 512, "F16", 14336, None, 4096)
-    assert shader == "gemm_mma.wgsl" and (defines["SGM"], defines["SGN"], defines["TNB"], defines["BK"],
-                                          defines["WLOAD"]) == (4, 2, 4, 64, "f16")
+    assert shader == "gemm_mma.wgsl" and grid(defines) == (4, 2, 4, 64, "f16")
+    assert grid(gemm_shader(dev, 512, "Q4_K", 2048, None, 2048)[1]) == (4, 2, 2, 64, "q32")    # 1B o: 128 x 64
+    assert grid(gemm_shader(dev, 512, "Q6_K", 1024, None, 4096)[1]) == (2, 2, 2, 64, "q32")    # 8B v: 64 x 64
+    assert grid(gemm_shader(dev, 64, "F16", 28672, None, 4096)[1]) == (2, 2, 2, 64, "f16")     # 64 rows
+    assert gemm_shader(dev, 512, "Q4_K", 896, None, 4864)[0] == "gemm_mma.wgsl"                # Qwen down
+    assert gemm_shader(dev, 512, "Q4_K", 256, None, 4864)[0] != "gemm_mma.wgsl"                # 4 column tiles
+    assert gemm_shader(dev, 512, "Q5_K", 14336, None, 4096)[0] != "gemm_mma.wgsl"
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 32768)   # 32 k per step where 64 won't fit
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[1]["BK"] == 32
-    shader, defines, _ = gemm_shader(dev, 64, "Q4_K", 14336, None, 4096)
-    assert shader == "gemm_mma.wgsl" and (defines["SGM"], defines["SGN"], defines["WLOAD"]) == (2, 2, "q32")
-    assert gemm_shader(dev, 512, "F16", 896, None, 896)[1]["SGM"] == 2
-    assert gemm_shader(dev, 512, "Q4_K", 896, None, 4864)[0] != "gemm_mma.wgsl"
-    assert gemm_shader(dev, 512, "Q5_K", 14336, None, 4096)[0] != "gemm_mma.wgsl"
     shader, defines, _ = gemm_shader(dev, 512, "Q5_0", 896, {"mma": True}, 896)
     assert shader == "gemm_mma.wgsl" and (defines["SGN"], defines["WLOAD"]) == (2, "q32")
     assert gemm_shader(dev, 8, "F16", 4096, None, 4096)[0] == "gemm_q.wgsl"

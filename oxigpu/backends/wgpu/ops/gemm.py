@@ -29,24 +29,33 @@ Q8_TYPES = ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0")
 MMA_TYPES = (*Q8_TYPES, "F16")
 """Weight types the matrix-unit GEMM (``gemm_mma.wgsl``) stages: through their gemm_q8 snippet, or F16."""
 
-MMA_WIDE = 2048
-"""Where prefill takes the matrix units by default (with ``Device.has_mma``): F16 weights, and the quantized
-types for outputs of at least this many columns; narrower ones (Qwen2.5-0.5B's 896 and 1152) keep the
-integer-dot GEMM, whose split-k fills the GPU there (its down, 896 x 4864 Q4_K: 28.5 TFLOP/s unsplit against
-the matrix units' 31.3). H100 under Dawn (scripts/bench_gemm.py, 512 rows, TFLOP/s, integer-dot against
-matrix units at ``mma_tile``'s default): Llama-3.1-8B gate+up Q4_K 36.1 -> 67.7, o Q4_K 35.3 -> 67.3, down
-Q6_K 33.2 -> 65.4, o Q8_0 36.7 -> 64.8; F16 o 65.1 (the f32 GEMM: 15-21)."""
+MMA_TILES = ((dict(tm=8, tn=8, sn=4), 67.0), (dict(tm=8, tn=4, sn=2), 51.0), (dict(tm=4, tn=4, sn=2), 44.0))
+"""The matrix-unit GEMM's tiles ``mma_tile`` chooses from, with their TFLOP/s where they fill the GPU (H100,
+512 rows, 8B shapes): 4 x 2 subgroups of 2 x 4 blocks (128 x 128), of 2 x 2 (128 x 64), 2 x 2 of 2 x 2
+(64 x 64). 128 x 128 is 1.3-1.45x the 128 x 64 tile's rate (each x row tile is read by half the
+workgroups), but gives fewer workgroups: Llama-3.2-1B's 2048-column outputs fill 64 of 132 SMs."""
+
+MMA_Q8_TFLOPS = 36.0
+"""Quantized types take the matrix units by default (with ``Device.has_mma``; F16 always) where
+``mma_tile`` expects at least this, what the integer-dot GEMM reaches at best. H100 under Dawn
+(scripts/bench_gemm.py, 512 rows, TFLOP/s, integer-dot with its split-k against matrix units):
+Llama-3.1-8B gate+up Q4_K 36.1 -> 67.7, o Q4_K 35.3 -> 67.3, down Q6_K 33.2 -> 65.4, o Q8_0 36.7 -> 64.8,
+v Q6_K 27.4 -> 31.4; Llama-3.2-1B o Q4_K 30.2 -> 48.0; Qwen2.5-0.5B qkv Q5_0 18.9 -> 24.0, o 19.9 -> 25.3,
+down Q4_K 28.5 -> 31.3; F16 o 65.1 (the f32 GEMM: 15-21)."""
 
 
-def mma_tile(m: int, n: int) -> dict[str, int]:
-    """The matrix-unit GEMM's default tile for an m x n output: 4 x 2 subgroups of 2 x 4 blocks (128 x 128
-    outputs), 64 k per step. H100, 8B shapes: 1.3-1.45x of 2 x 2 blocks (64 columns: each x row tile is
-    read by twice the workgroups), 1.2-1.35x of 32 k per step. Narrow outputs, and chunks of up to 64
-    rows, take 2 x 2 subgroups of 2 x 2 blocks (64 x 64), which keep more SMs busy (Qwen's 896 x 4864
-    down: 31.3 against 16.6 TFLOP/s)."""
-    if n >= MMA_WIDE and m > 64:
-        return {"tm": 8, "tn": 8, "sn": 4, "bk": 64}
-    return {"tm": 4, "tn": 4, "bk": 64}
+def mma_tile(m: int, n: int) -> tuple[dict[str, int], float]:
+    """The matrix-unit GEMM's default tile for an m x n output and the TFLOP/s it is expected to reach: of
+    ``MMA_TILES``, the first whose rate, times the share of ``SLOTS`` SMs its workgroups fill and the share
+    of its rows that are not past m, is within 5 % of the best; 64 k per step (1.2-1.35x of 32 k). 512
+    rows: 128 x 128 for every Llama-3.1-8B GEMM but v (1024 columns: 64 x 64), 128 x 64 for the 1B's 2048
+    columns; 64-row chunks: 64 x 64."""
+    def score(tile: dict[str, int], tflops: float) -> float:
+        mt, bm = -(-m // (16 * tile["tm"])), 16 * tile["tm"]
+        return tflops * min(1.0, mt * -(-n // (16 * tile["tn"])) / SLOTS) * m / (mt * bm)
+    best = max(score(*t) for t in MMA_TILES)
+    tile, rate = next(t for t in MMA_TILES if score(*t) >= 0.95 * best)
+    return {**tile, "bk": 64}, score(tile, rate)
 
 
 def q8_round(x: np.ndarray, per: int = 32) -> np.ndarray:
@@ -188,9 +197,10 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     f16_tiles = override.pop("f16", False)
     if m < TILED_MIN_ROWS and not override:
         return "gemm_q.wgsl", {}, None
-    wide = qtype == "F16" or (qtype in MMA_TYPES and n >= MMA_WIDE)
-    if override.get("mma", dev.has_mma and wide and not override):
-        cfg = TileConfig(**{**mma_tile(m, n), "mma": True, **override})
+    tile, tflops = mma_tile(m, n)
+    fast = qtype == "F16" or (qtype in MMA_TYPES and tflops >= MMA_Q8_TFLOPS)
+    if override.get("mma", dev.has_mma and fast and not override):
+        cfg = TileConfig(**{**tile, "mma": True, **override})
         if qtype not in MMA_TYPES or cfg.tm not in (2, 4, 8) or cfg.sn not in (2, 4) or cfg.splits != 1 \
                 or cfg.tn not in (cfg.sn, 2 * cfg.sn, 4 * cfg.sn) or cfg.bk not in (32, 64):
             raise DeviceError(f"matmul: no matrix-unit GEMM for {qtype} with tile {cfg}")
