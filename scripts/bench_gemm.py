@@ -61,8 +61,8 @@ TILES = ["8x8/16", "8x4/16", "4x8/16", "4x4/16", "4x4/32"]
 def parse_variant(v: str) -> dict | None:
     """'8x4/16 s2 L128' -> TileConfig fields (split-k 2, 128 loader threads); 'q8 8x4 L256 b2' -> the
     integer-dot kernel's (2 blocks per step); 'default' -> {}; 'f32' / 'q8' -> that kernel's default
-    choice; 'mma' / 'mma 2x4 t4 b32' -> the matrix-unit kernel (where Device.has_mma), its default or
-    SGM x SGN subgroups of 2 x TNB blocks, BK; 'f16tiles' -> default with F16 weights in f16 tiles."""
+    choice; 'mma' / 'mma 2x4 t4 b32 s2' -> the matrix-unit kernel (where Device.has_mma), its default
+    or SGM x SGN subgroups of 2 x TNB blocks, BK, split-k; 'f16tiles' -> default with F16 weights in f16 tiles."""
     if v == "default":
         return {}
     if v in ("f32", "q8"):
@@ -70,8 +70,8 @@ def parse_variant(v: str) -> dict | None:
     if v.startswith("mma"):   # 'mma', 'mma 2x4 t4 b32': the matrix-unit kernel, SGM x SGN subgroups, TNB, BK
         out, sg = {"mma": True}, None
         for a in v.split()[1:]:
-            if a[0] in "bt":
-                out["bk" if a[0] == "b" else "sn"] = int(a[1:])
+            if a[0] in "bts":
+                out[{"b": "bk", "t": "sn", "s": "splits"}[a[0]]] = int(a[1:])
             else:
                 sg = [int(i) for i in a.split("x")]
         if sg:
@@ -249,7 +249,7 @@ def main() -> None:
                     yb = dev.create_buffer(4 * m * n)
                     d = kern.encode([xb, wb, yb])
                     c = kern.gemm.gemm.cfg
-                    cfg = (f"mma {c.tm // 2}x{c.tn // c.sn} t{c.sn} b{c.bk}" if c.mma else f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8
+                    cfg = (f"mma {c.tm // 2}x{c.tn // c.sn} t{c.sn} b{c.bk} s{c.splits}" if c.mma else f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8
                            else f"{c.tm}x{c.tn}/{c.bk}") + f" s{c.splits} L{c.loaders}"
                 dev.submit(d)
                 got = dev.read(yb, np.float32, (m, n))

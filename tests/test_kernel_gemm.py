@@ -247,9 +247,9 @@ def test_q8_choice(dev, monkeypatch):
 
 
 MMA_TILES = [dict(tm=4, tn=8), dict(tm=4, tn=4, bk=32), dict(tm=8, tn=8, bk=32), dict(tm=2, tn=4),
-             dict(tm=8, tn=8, sn=4), dict(tm=4, tn=16, sn=4, bk=32)]
+             dict(tm=8, tn=8, sn=4), dict(tm=4, tn=16, sn=4, bk=32), dict(tm=4, tn=4, splits=3)]
 """The matrix-unit GEMM's subgroup grids, blocks of 16 x 16 per subgroup and k per step: 2 x 4 of 2 x 2
-(64), 2 x 2 (32), 4 x 4 (32), 1 x 2 (64), 4 x 2 of 2 x 4 (64), 2 x 4 of 2 x 4 (32)."""
+(64), 2 x 2 (32), 4 x 4 (32), 1 x 2 (64), 4 x 2 of 2 x 4 (64), 2 x 4 of 2 x 4 (32), 2 x 2 split-k 3."""
 
 
 def _needs_mma(dev) -> None:
@@ -278,23 +278,23 @@ def test_mma_epilogues(dev):
 
 def test_mma_choice(dev, monkeypatch):
     """Where the device has the matrix units, prefill chunks take them by default for F16 weights and for
-    the quantized types where ``mma_tile`` expects MMA_Q8_TFLOPS (Qwen2.5-0.5B's 896 columns too): 128 x 128 tiles where they fill the GPU,
-    128 x 64 or 64 x 64 where those fill more SMs, 64 k per step; narrower quantized outputs on request;
-    Q5_K never; short chunks and devices without them keep their kernels."""
+    the quantized types where ``mma_tile`` expects MMA_Q8_TFLOPS (Qwen2.5-0.5B's 896 columns too): 128 x
+    128 tiles unsplit where they fill the GPU, split-k or smaller tiles where those fill more SMs, 64 k per
+    step; narrower quantized outputs on request; Q5_K never; short chunks and devices without them keep
+    their kernels."""
     monkeypatch.setattr(dev, "has_mma", True, raising=False)
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 49152)
-    grid = lambda d: (d["SGM"], d["SGN"], d["TNB"], d["BK"], d["WLOAD"])
-    shader, defines, cfg = gemm_shader(dev, 512, "F16", 14336, None, 4096)
-    assert shader == "gemm_mma.wgsl" and grid(defines) == (4, 2, 4, 64, "f16")
-    assert grid(gemm_shader(dev, 512, "Q4_K", 2048, None, 2048)[1]) == (4, 2, 2, 64, "q32")    # 1B o: 128 x 64
-    assert grid(gemm_shader(dev, 512, "Q6_K", 1024, None, 4096)[1]) == (2, 2, 2, 64, "q32")    # 8B v: 64 x 64
-    assert grid(gemm_shader(dev, 64, "F16", 28672, None, 4096)[1]) == (2, 2, 2, 64, "f16")     # 64 rows
-    assert gemm_shader(dev, 512, "Q4_K", 896, None, 4864)[0] == "gemm_mma.wgsl"                # Qwen down
-    assert gemm_shader(dev, 512, "Q4_K", 256, None, 4864)[0] != "gemm_mma.wgsl"                # 4 column tiles
+    grid = lambda d: (d["SGM"], d["SGN"], d["TNB"], d["BK"], d["SPLITS"], d["WLOAD"])
+    shader, defines, cfg = gemm_shader(dev, 512, "F16", 28672, None, 4096)                     # 8B gate+up
+    assert shader == "gemm_mma.wgsl" and grid(defines) == (4, 2, 4, 64, 1, "f16")
+    assert grid(gemm_shader(dev, 512, "Q4_K", 2048, None, 2048)[1]) == (4, 2, 4, 64, 2, "q32")   # 1B o: 64 tiles
+    assert grid(gemm_shader(dev, 512, "Q4_K", 896, None, 4864)[1])[4] > 1                        # Qwen down
+    assert grid(gemm_shader(dev, 64, "F16", 28672, None, 4096)[1])[:3] == (2, 2, 2)              # 64 rows
+    assert gemm_shader(dev, 512, "Q4_K", 128, None, 1024)[0] != "gemm_mma.wgsl"                # 1 column tile
     assert gemm_shader(dev, 512, "Q5_K", 14336, None, 4096)[0] != "gemm_mma.wgsl"
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 32768)   # 32 k per step where 64 won't fit
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[1]["BK"] == 32
-    shader, defines, _ = gemm_shader(dev, 512, "Q5_0", 896, {"mma": True}, 896)
+    shader, defines, _ = gemm_shader(dev, 512, "Q5_0", 896, {"mma": True, "tm": 4, "tn": 4}, 896)
     assert shader == "gemm_mma.wgsl" and (defines["SGN"], defines["WLOAD"]) == (2, "q32")
     assert gemm_shader(dev, 8, "F16", 4096, None, 4096)[0] == "gemm_q.wgsl"
     with pytest.raises(DeviceError, match="no matrix-unit GEMM for Q5_K"):

@@ -10,17 +10,20 @@
 // Workgroup: SGM x SGN subgroups of 32 lanes (NVIDIA's size; gemm.py takes this kernel only there), tile
 // BM x BN = 32 SGM x 16 TNB SGN. Tint wants subgroup-matrix offsets uniform over the workgroup; here they
 // are uniform per subgroup, which is what the hardware needs, so that check is switched off below.
-// Rows at or past the step's n_tokens read as zero; row tiles wholly past it return at once.
+// Rows at or past the step's n_tokens read as zero; row tiles wholly past it return at once. Split-k
+// (SPLITS > 1, common/split_k.wgsl): workgroup z covers k_range(z) and writes partial sums.
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable chromium_experimental_subgroup_matrix;
 #include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
+#include "common/split_k.wgsl"
 
 const SGM: u32 = {{SGM}}u;
 const SGN: u32 = {{SGN}}u;
 const TNB: u32 = {{TNB}}u;       // 16 x 16 blocks per subgroup along n: 2 or 4
 const BK: u32 = {{BK}}u;         // k per step: 32 or 64
+const SPLITS: u32 = {{SPLITS}}u;
 const BM: u32 = 32u * SGM;
 const BN: u32 = 16u * TNB * SGN;
 const WG: u32 = 32u * SGM * SGN;
@@ -73,14 +76,15 @@ fn stage(lid: u32) {
   }
 }
 
-// Block (i, j) of a subgroup's results to Y, through its cs slot: lane e writes 8 of the 256.
-fn put_block(sg: u32, e: u32, m: u32, n: u32) {
+// Block (i, j) of a subgroup's results to Y (split z's partial sums), through its cs slot: lane e
+// writes 8 of the 256.
+fn put_block(z: u32, sg: u32, e: u32, m: u32, n: u32) {
   workgroupBarrier();
   for (var t = 0u; t < 8u; t++) {
     let q = t * 32u + e;
     let mm = m + q / 16u;
     let nn = n + q % 16u;
-    if (mm < D.m && nn < D.rows) { store(mm, D.col0 + nn, cs[sg * 256u + q]); }
+    if (mm < D.m && nn < D.rows) { put_y(z, mm, nn, cs[sg * 256u + q]); }
   }
   workgroupBarrier();
 }
@@ -103,11 +107,12 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var c11: subgroup_matrix_result<f32, 16, 16>;
   var c12: subgroup_matrix_result<f32, 16, 16>;
   var c13: subgroup_matrix_result<f32, 16, 16>;
-  fetch(m0, n0, 0u, lid);
-  for (var k0 = 0u; k0 < D.k; k0 += BK) {
+  let kr = k_range(wid.z);
+  fetch(m0, n0, kr.x, lid);
+  for (var k0 = kr.x; k0 < kr.y; k0 += BK) {
     stage(lid);
     workgroupBarrier();
-    if (k0 + BK < D.k) { fetch(m0, n0, k0 + BK, lid); }
+    if (k0 + BK < kr.y) { fetch(m0, n0, k0 + BK, lid); }
     for (var kk = 0u; kk < BK; kk += 16u) {
       let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + kk, false, LD);
       let a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 16u * LD + kk, false, LD);
@@ -132,21 +137,21 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let m = m0 + 32u * sm;
   let n = n0 + 16u * TNB * sn;
   subgroupMatrixStore(&cs, sg * 256u, c00, false, 16u);
-  put_block(sg, e, m, n);
+  put_block(wid.z, sg, e, m, n);
   subgroupMatrixStore(&cs, sg * 256u, c01, false, 16u);
-  put_block(sg, e, m, n + 16u);
+  put_block(wid.z, sg, e, m, n + 16u);
   subgroupMatrixStore(&cs, sg * 256u, c10, false, 16u);
-  put_block(sg, e, m + 16u, n);
+  put_block(wid.z, sg, e, m + 16u, n);
   subgroupMatrixStore(&cs, sg * 256u, c11, false, 16u);
-  put_block(sg, e, m + 16u, n + 16u);
+  put_block(wid.z, sg, e, m + 16u, n + 16u);
   if (TNB == 4u) {
     subgroupMatrixStore(&cs, sg * 256u, c02, false, 16u);
-    put_block(sg, e, m, n + 32u);
+    put_block(wid.z, sg, e, m, n + 32u);
     subgroupMatrixStore(&cs, sg * 256u, c03, false, 16u);
-    put_block(sg, e, m, n + 48u);
+    put_block(wid.z, sg, e, m, n + 48u);
     subgroupMatrixStore(&cs, sg * 256u, c12, false, 16u);
-    put_block(sg, e, m + 16u, n + 32u);
+    put_block(wid.z, sg, e, m + 16u, n + 32u);
     subgroupMatrixStore(&cs, sg * 256u, c13, false, 16u);
-    put_block(sg, e, m + 16u, n + 48u);
+    put_block(wid.z, sg, e, m + 16u, n + 48u);
   }
 }

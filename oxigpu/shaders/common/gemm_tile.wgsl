@@ -1,5 +1,5 @@
 // Shared by the register-tiled prefill GEMMs (gemm_tiled.wgsl: f32 FMAs; gemm_q8.wgsl: integer dots):
-// which outputs a compute thread owns, split-k's inner range and the epilogue. The including kernel
+// which outputs a compute thread owns and the epilogue (split-k's part: common/split_k.wgsl). The including kernel
 // defines TM, TN (4 or 8: outputs per thread), BK (inner elements per step) and SPLITS.
 //
 // Compute thread lid (< 256) owns rows 4 ty + 64 a + (0..3) and columns 4 tx + 64 b + (0..3), a < TM / 4,
@@ -8,23 +8,7 @@
 fn tile_ty(lid: u32) -> u32 { return (lid / 64u) * 4u + (lid % 32u) / 8u; }
 fn tile_tx(lid: u32) -> u32 { return ((lid / 32u) % 2u) * 8u + lid % 8u; }
 
-// Inner elements [x, y) of split z: k / SPLITS rounded up to BK per split (the last ones may be empty).
-fn k_range(z: u32) -> vec2<u32> {
-  if (SPLITS == 1u) { return vec2<u32>(0u, D.k); }
-  let kper = ((D.k + SPLITS - 1u) / SPLITS + BK - 1u) / BK * BK;
-  let kbeg = min(z * kper, D.k);
-  return vec2<u32>(kbeg, min(kbeg + kper, D.k));
-}
-
-// Column n (of this chunk's rows) of row m: through store(), or as split z's partial sum into
-// Y = a scratch buffer [SPLITS][m][rows] (gemm_reduce.wgsl adds them).
-fn put_y(z: u32, m: u32, n: u32, v: f32) {
-  if (SPLITS > 1u) {
-    Y[(z * D.m + m) * D.rows + n] = v;
-  } else {
-    store(m, D.col0 + n, v);
-  }
-}
+#include "common/split_k.wgsl"
 
 // Row m's outputs at columns n + (0..3) (v0) and n + 64 + (0..3) (v1, TN 8 only).
 fn store_row(z: u32, m: u32, n: u32, v0: vec4<f32>, v1: vec4<f32>) {

@@ -31,31 +31,50 @@ MMA_TYPES = (*Q8_TYPES, "F16")
 
 MMA_TILES = ((dict(tm=8, tn=8, sn=4), 67.0), (dict(tm=8, tn=4, sn=2), 51.0), (dict(tm=4, tn=4, sn=2), 44.0))
 """The matrix-unit GEMM's tiles ``mma_tile`` chooses from, with their TFLOP/s where they fill the GPU (H100,
-512 rows, 8B shapes): 4 x 2 subgroups of 2 x 4 blocks (128 x 128), of 2 x 2 (128 x 64), 2 x 2 of 2 x 2
-(64 x 64). 128 x 128 is 1.3-1.45x the 128 x 64 tile's rate (each x row tile is read by half the
-workgroups), but gives fewer workgroups: Llama-3.2-1B's 2048-column outputs fill 64 of 132 SMs."""
+512 rows, 8B shapes, k 4096): 4 x 2 subgroups of 2 x 4 blocks (128 x 128), of 2 x 2 (128 x 64), 2 x 2 of
+2 x 2 (64 x 64). 128 x 128 is 1.3-1.45x the 128 x 64 tile's rate (each x row tile is read by half the
+workgroups), but gives fewer workgroups: Llama-3.2-1B's 2048-column outputs fill 64 of 132 SMs unsplit."""
 
-MMA_Q8_TFLOPS = 36.0
+MMA_K0 = 64
+"""The matrix-unit GEMM's per-workgroup cost outside its k loop, in k: a workgroup over k inner elements
+runs at k / (k + MMA_K0) of its rate, relative to k = 4096 (fitted on the H100 to within 10 % of 9 of
+``mma_tile``'s measured choices; Qwen2.5-0.5B's 896 x 896 o at 64 x 64 unsplit it overrates, 35 vs 25)."""
+
+MMA_Q8_TFLOPS = 30.0
 """Quantized types take the matrix units by default (with ``Device.has_mma``; F16 always) where
-``mma_tile`` expects at least this, what the integer-dot GEMM reaches at best. H100 under Dawn
-(scripts/bench_gemm.py, 512 rows, TFLOP/s, integer-dot with its split-k against matrix units):
-Llama-3.1-8B gate+up Q4_K 36.1 -> 67.7, o Q4_K 35.3 -> 67.3, down Q6_K 33.2 -> 65.4, o Q8_0 36.7 -> 64.8,
-v Q6_K 27.4 -> 31.4; Llama-3.2-1B o Q4_K 30.2 -> 48.0; Qwen2.5-0.5B qkv Q5_0 18.9 -> 24.0, o 19.9 -> 25.3,
-down Q4_K 28.5 -> 31.3; F16 o 65.1 (the f32 GEMM: 15-21)."""
+``mma_tile`` expects at least this; the integer-dot GEMM reaches 19-37 TFLOP/s on the same shapes (H100)."""
 
 
-def mma_tile(m: int, n: int) -> tuple[dict[str, int], float]:
-    """The matrix-unit GEMM's default tile for an m x n output and the TFLOP/s it is expected to reach: of
-    ``MMA_TILES``, the first whose rate, times the share of ``SLOTS`` SMs its workgroups fill and the share
-    of its rows that are not past m, is within 5 % of the best; 64 k per step (1.2-1.35x of 32 k). 512
-    rows: 128 x 128 for every Llama-3.1-8B GEMM but v (1024 columns: 64 x 64), 128 x 64 for the 1B's 2048
-    columns; 64-row chunks: 64 x 64."""
-    def score(tile: dict[str, int], tflops: float) -> float:
-        mt, bm = -(-m // (16 * tile["tm"])), 16 * tile["tm"]
-        return tflops * min(1.0, mt * -(-n // (16 * tile["tn"])) / SLOTS) * m / (mt * bm)
-    best = max(score(*t) for t in MMA_TILES)
-    tile, rate = next(t for t in MMA_TILES if score(*t) >= 0.95 * best)
-    return {**tile, "bk": 64}, score(tile, rate)
+def mma_tile(m: int, n: int, k: int) -> tuple[dict[str, int], float]:
+    """The matrix-unit GEMM's default tile and split-k for an m x n output over k, and the TFLOP/s it is
+    expected to reach. Each of ``MMA_TILES`` with 1-4 splits (>= 256 k each) is timed by a cost model: its
+    rate, times the workgroups' share of the waves of ``SLOTS`` they take, the share of its rows that are
+    not past m, and ``MMA_K0``'s factor for k per split, plus the reduction pass (``RED_BYTES_S``); the
+    first that is not beaten by 5 % wins; 64 k per step (1.2-1.35x of 32 k).
+
+    H100 under Dawn (scripts/bench_gemm.py, 512 rows, TFLOP/s, the integer-dot GEMM with its split-k
+    against this choice): Llama-3.1-8B gate+up Q4_K 36.1 -> 67.7, o Q4_K 35.3 -> 67.4, down Q6_K 33.2 ->
+    65.4, o Q8_0 36.7 -> 64.8 (all 128 x 128 unsplit), qkv Q4_K 34.2 -> 62.9 (split 2), v Q6_K 27.4 -> 54.4
+    (split 4); Llama-3.2-1B o Q4_K 30.2 -> 56.0, down Q6_K 30.6 -> 59.6 (split 2); Qwen2.5-0.5B gate+up
+    Q5_0 31.6 -> 53.8, down Q4_K 28.5 -> 54.4 (split 4), qkv Q5_0 18.9 -> 33.7 (split 3), o 19.9 -> 25.3 (64
+    x 64); F16 o 65.1 (the f32 GEMM: 15-21)."""
+    flops = 2 * m * n * k
+    best = None
+    for tile, rate in MMA_TILES:
+        bm, bn = 16 * tile["tm"], 16 * tile["tn"]
+        for splits in range(1, 5):
+            if splits > 1 and k < 256 * splits:
+                break
+            wgs = -(-m // bm) * -(-n // bn) * splits
+            fill = wgs / (-(-wgs // SLOTS) * SLOTS) * m / (-(-m // bm) * bm)
+            ks = k / splits
+            eff = ks / (ks + MMA_K0) * (4096 + MMA_K0) / 4096
+            t = flops / (rate * 1e12 * fill * eff)
+            if splits > 1:
+                t += (splits + 2) * 4 * m * n / RED_BYTES_S + RED_FIXED_S
+            if best is None or t < 0.95 * best[0]:
+                best = (t, {**tile, "bk": 64, "splits": splits})
+    return best[1], flops / best[0] / 1e12
 
 
 def q8_round(x: np.ndarray, per: int = 32) -> np.ndarray:
@@ -92,8 +111,8 @@ class TileConfig:
     that alone load and dequantize the tiles (0: the FMA threads do). ``q8``: the integer-dot kernel
     (``gemm_q8.wgsl``), whose steps are ``nb`` 32-element blocks (BK = 32 nb; ``bk`` unused). ``mma``: the
     matrix-unit kernel (``gemm_mma.wgsl``): a grid of tm / 2 x tn / sn subgroups, each with 2 x sn blocks
-    of 16 x 16 (the same 16 tm x 16 tn tile), ``bk`` 32 or 64 k per step (``loaders`` and ``nb`` unused,
-    ``splits`` 1)."""
+    of 16 x 16 (the same 16 tm x 16 tn tile), ``bk`` 32 or 64 k per step (``loaders`` and ``nb``
+    unused)."""
 
     tm: int = 8
     tn: int = 8
@@ -197,11 +216,11 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     f16_tiles = override.pop("f16", False)
     if m < TILED_MIN_ROWS and not override:
         return "gemm_q.wgsl", {}, None
-    tile, tflops = mma_tile(m, n)
+    tile, tflops = mma_tile(m, n, k)
     fast = qtype == "F16" or (qtype in MMA_TYPES and tflops >= MMA_Q8_TFLOPS)
     if override.get("mma", dev.has_mma and fast and not override):
         cfg = TileConfig(**{**tile, "mma": True, **override})
-        if qtype not in MMA_TYPES or cfg.tm not in (2, 4, 8) or cfg.sn not in (2, 4) or cfg.splits != 1 \
+        if qtype not in MMA_TYPES or cfg.tm not in (2, 4, 8) or cfg.sn not in (2, 4) or not 1 <= cfg.splits <= 8 \
                 or cfg.tn not in (cfg.sn, 2 * cfg.sn, 4 * cfg.sn) or cfg.bk not in (32, 64):
             raise DeviceError(f"matmul: no matrix-unit GEMM for {qtype} with tile {cfg}")
         limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
@@ -210,7 +229,10 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
         if cfg.smem_bytes() > limit:
             raise DeviceError(f"matmul: GEMM tile {cfg} needs {cfg.smem_bytes()} B of workgroup memory; the "
                               f"adapter allows {limit}")
+        if cfg.splits > 1 and 4 * cfg.splits * m * n > dev.max_storage_binding:
+            cfg = replace(cfg, splits=1)    # the partial sums would not fit one binding
         return ("gemm_mma.wgsl", {"SGM": cfg.tm // 2, "SGN": cfg.tn // cfg.sn, "TNB": cfg.sn, "BK": cfg.bk,
+                                  "SPLITS": cfg.splits,
                                   "WLOAD": "f16" if qtype == "F16" else "q32"}, cfg)
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
     if q8 and qtype not in Q8_TYPES:
