@@ -24,7 +24,7 @@ pytestmark = pytest.mark.gpu
 
 
 def _run(case, dev, attrs=None):
-    got = run_op(case.op, case.inputs, attrs or case.attrs, in_types=case.in_types, dev=dev)
+    got = run_op(case.op, case.inputs, {**case.attrs, **(attrs or {})}, in_types=case.in_types, dev=dev)
     err = rel_error(got[0], case.reference()[0])
     assert err <= case.tol, f"{case.name}: rel. error {err:.3g} > {case.tol:.3g}"
 
@@ -48,26 +48,31 @@ def test_gemv_without_subgroups(dev, t, monkeypatch):
     _run(matmul_case(t, 1, _cols(t, 1), 130, bias=True, seed=7), dev)
 
 
-# The register-tiled prefill GEMM (m >= TILED_MIN_ROWS): partial 64x128 tiles in both dimensions, k
-# not a multiple of its 32-element step (F32/F16 at k = 200); F16 weights in f16 tiles and (forced) in f32.
+# The register-tiled prefill GEMM (m >= TILED_MIN_ROWS; gemm_tiled.wgsl, pinned: on a GPU with int8 dots
+# or matrix units the default is gemm_q8.wgsl or gemm_mma.wgsl, tested against their twins in
+# test_kernel_gemm.py): partial 64x128 tiles in both dimensions, k not a multiple of its 32-element step
+# (F32/F16 at k = 200); F16 weights in f16 tiles and (forced) in f32.
+TILED = {"gemm": {"q8": False, "mma": False}}
+
+
 @pytest.mark.parametrize("t", TYPES)
 def test_tiled_gemm_every_type(dev, t):
-    _run(matmul_case(t, 70, _cols(t, 1), 130, bias=True, seed=60), dev)
+    _run(matmul_case(t, 70, _cols(t, 1), 130, bias=True, seed=60), dev, TILED)
 
 
 @pytest.mark.parametrize("t,k", [("F16", 200), ("F32", 200)])
 def test_tiled_gemm_f32_tiles(dev, t, k, monkeypatch):
-    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=61), dev)
+    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=61), dev, TILED)
     monkeypatch.setattr(Device, "has_f16", property(lambda self: False))
-    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=61), dev)
+    _run(matmul_case(t, TILED_MIN_ROWS, k, 67, bias=False, seed=61), dev, TILED)
 
 
 def test_tiled_gemm_epilogues(dev):
     """Residual and multi-output stores, and a binding split, through the tiled kernel."""
-    _run(matmul_add_case("Q6_K", 65, 1024, 129, bias=True, seed=62), dev)
-    _run(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 40, 1024, (70, 130, 67), True, seed=63), dev)
+    _run(matmul_add_case("Q6_K", 65, 1024, 129, bias=True, seed=62), dev, TILED)
+    _run(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 40, 1024, (70, 130, 67), True, seed=63), dev, TILED)
     with dev.binding_limit(20000):
-        _run(matmul_case("Q8_0", 64, 640, 203, bias=True, seed=64), dev)
+        _run(matmul_case("Q8_0", 64, 640, 203, bias=True, seed=64), dev, TILED)
 
 
 # GEMV splits: lanes per group (TPR), rows per group (R), groups per workgroup (GPW), pieces per

@@ -219,6 +219,17 @@ def test_implementation_choice(monkeypatch):
     assert devmod.implementation() == ("dawn" if devmod._dawn_has_gpu() else "wgpu-native")
 
 
+def test_robustness_choice(monkeypatch):
+    """Dawn's shader bounds checks are off unless OXIGPU_ROBUST=1; anything else is refused by name."""
+    monkeypatch.delenv("OXIGPU_ROBUST", raising=False)
+    assert devmod.robust() is False
+    monkeypatch.setenv("OXIGPU_ROBUST", "1")
+    assert devmod.robust() is True
+    monkeypatch.setenv("OXIGPU_ROBUST", "yes")
+    with pytest.raises(InvalidParameterError, match="OXIGPU_ROBUST must be 0 or 1"):
+        devmod.robust()
+
+
 def test_dawn_sources_enable_what_tint_wants(dev, shader_dir, monkeypatch):
     """naga takes subgroup builtins and f16 without `enable`; Tint (Dawn) needs them, and its subgroup
     uniformity analysis switched off (the reductions sit in branches uniform per subgroup by construction)."""

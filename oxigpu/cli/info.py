@@ -108,7 +108,8 @@ def _format_device(d: dict[str, Any]) -> str:
     lines = [f"device: {d['name']} ({d['vendor']}), backend {d['backend']}, type {d['adapter_type']}"
              + (f", {d['description']}" if d["description"] else ""),
              f"  WebGPU implementation {d['webgpu']} (OXIGPU_WEBGPU); prefill GEMM on the matrix units: "
-             f"{'yes' if d['mma'] else 'no'} (OXIGPU_MMA)",
+             f"{'yes' if d['mma'] else 'no'} (OXIGPU_MMA); bounds-checked shaders: "
+             f"{'yes' if d['robust'] else 'no'} (OXIGPU_ROBUST)",
              f"  max storage binding {d['max_storage_binding']:,} bytes; decode GEMVs: "
              f"{'int8 x, integer dots' if d['int8_dots'] else 'float dots'} (OXIGPU_INT8_DOTS)",
              f"features: {', '.join(d['features']) or 'none'}", "limits:"]

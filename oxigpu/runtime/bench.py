@@ -416,7 +416,8 @@ def _device_name(engine: Engine) -> str:
         dots = "int8" if info["int8_dots"] else "float"
         gemm = (f"{dots} dots in GEMV, matrix units in prefill GEMM (narrow quantized outputs: {dots} dots)"
                 if info["mma"] else f"{dots} dots in GEMV and GEMM")
-        return f"{info['name']} ({info['backend']} through {info['webgpu']}; {gemm})"
+        checks = "" if info["robust"] else "; no shader bounds checks"
+        return f"{info['name']} ({info['backend']} through {info['webgpu']}; {gemm}{checks})"
     return "CPU (numpy)"
 
 
