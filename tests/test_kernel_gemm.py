@@ -19,7 +19,7 @@ import numpy as np
 import pytest
 from test_kernel_matmul import _run_multi_joined
 
-from oxigpu.backends.wgpu.device import Device
+from oxigpu.backends.wgpu.device import PARAMS_BINDING, Device, Dispatch, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
 from oxigpu.backends.wgpu.ops.gemm import MMA_TYPES, Q8_TYPES, TILED_MIN_ROWS, GemmKernel, TileConfig, gemm_shader, tile_config
 from oxigpu.backends.wgpu.ops.matmul import (TYPES, matmul_add_case, matmul_case, matmul_multi_case, mma_gemm_case,
@@ -301,6 +301,24 @@ def test_mma_choice(dev, monkeypatch):
         gemm_shader(dev, 512, "Q5_K", 4096, {"mma": True}, 4096)
     monkeypatch.setattr(dev, "has_mma", False, raising=False)
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[0] != "gemm_mma.wgsl"
+
+
+def test_mma_x_pass(dev):
+    """gemm_xh.wgsl, the matrix-unit GEMM's x pass (GemmKernel.x_pass's grid): each row of x rounded to
+    f16 (to nearest even, as numpy rounds), 8 halves per vec4 in row order; rows at or past n_tokens left
+    as they were. Dawn only (naga takes no bitcast of vec2<f16>), so where the matrix units are."""
+    _needs_mma(dev)
+    m, k, n_tokens = 5, 200, 4
+    x = (np.random.default_rng(7).standard_normal((m, k)) * 3).astype(np.float32)
+    x[0, :4] = [65504.0, 1e-7, -2.0 ** -24, 0.1]       # the f16 maximum, subnormals, an inexact value
+    pipe = dev.pipeline("gemm_xh.wgsl", defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
+    out = dev.upload(np.full(m * k, np.nan, np.float16))
+    dims = dev.uniform([k, 1, 1, 0, 2 * k, m, 0, 0] + [0] * 8)
+    bg = dev.bind_group(pipe, {PARAMS_BINDING: dev.params_buffer, 1: dims, 2: dev.upload(x), 6: out})
+    dev.write_params(Params(pos=0, n_tokens=n_tokens))
+    dev.submit([Dispatch(pipe, bg, (-(-k // 512), m, 1))])
+    got = dev.read(out, np.float16, (m, k))
+    assert np.array_equal(got[:n_tokens], x[:n_tokens].astype(np.float16)) and np.isnan(got[n_tokens:]).all()
 
 
 def test_mma_twin_is_not_the_float_reference():
