@@ -16,7 +16,7 @@
 // with <= 127 weights), with no int-to-float conversion.
 //
 // Rows at or past the step's n_tokens read as zero (their x was not quantized); row tiles wholly past it
-// return at once. Split-k as gemm_tiled.wgsl (partial sums to a scratch Y, gemm_reduce.wgsl).
+// return at once. Split-k: common/split_k.wgsl.
 #include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
 #include "common/gemm_tile.wgsl"

@@ -1,4 +1,4 @@
-// Second pass of the split-k GEMM (gemm_tiled.wgsl with SPLITS > 1): Y[m, col0 + c] = sum over z of
+// Second pass of the split-k GEMMs (common/split_k.wgsl): Y[m, col0 + c] = sum over z of
 // PS[z][m][c] (+ bias, + residual, multi-output segments: common/matmul_io.wgsl's store), the partial sums
 // added in z order so results are deterministic. One thread per output; grid (ceil(rows / 256), m); rows
 // at or past the step's n_tokens (padding) are skipped.

@@ -22,9 +22,7 @@
 // with 256 loaders. An experiment (scripts/bench_gemm_exp.wgsl) had shown the FMA loop and the load /
 // dequantize / store work adding up instead of overlapping.
 //
-// Split-k (SPLITS > 1, for outputs too narrow to fill the GPU): workgroup z of the grid covers inner
-// elements k_range(z) and writes its raw partial sums to a scratch buffer; gemm_reduce.wgsl adds them up
-// in z order (deterministic) and stores through store().
+// Split-k (SPLITS > 1, for outputs too narrow to fill the GPU): common/split_k.wgsl.
 //
 // Row tiles at or past the step's n_tokens (P) return at once: a short prompt in a 512-row prefill plan
 // costs its own rows, not the plan's (the rows past n_tokens are padding, which nothing reads).

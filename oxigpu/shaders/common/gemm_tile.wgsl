@@ -1,6 +1,6 @@
 // Shared by the register-tiled prefill GEMMs (gemm_tiled.wgsl: f32 FMAs; gemm_q8.wgsl: integer dots):
-// which outputs a compute thread owns and the epilogue (split-k's part: common/split_k.wgsl). The including kernel
-// defines TM, TN (4 or 8: outputs per thread), BK (inner elements per step) and SPLITS.
+// which outputs a compute thread owns and the epilogue (split-k's part: common/split_k.wgsl). The
+// including kernel defines TM, TN (4 or 8: outputs per thread), BK (inner elements per step) and SPLITS.
 //
 // Compute thread lid (< 256) owns rows 4 ty + 64 a + (0..3) and columns 4 tx + 64 b + (0..3), a < TM / 4,
 // b < TN / 4: a warp holds 4 ty x 8 tx, so its vec4 reads of a k row of the x and weight tiles (k-major,

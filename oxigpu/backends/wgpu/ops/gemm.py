@@ -12,7 +12,7 @@ from __future__ import annotations
 import threading
 import weakref
 from dataclasses import dataclass, replace
-from typing import Any, Mapping
+from typing import Any, Callable, Mapping
 
 import numpy as np
 
@@ -223,14 +223,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
         if qtype not in MMA_TYPES or cfg.tm not in (2, 4, 8) or cfg.sn not in (2, 4) or not 1 <= cfg.splits <= 8 \
                 or cfg.tn not in (cfg.sn, 2 * cfg.sn, 4 * cfg.sn) or cfg.bk not in (32, 64):
             raise DeviceError(f"matmul: no matrix-unit GEMM for {qtype} with tile {cfg}")
-        limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
-        if cfg.smem_bytes() > limit and "bk" not in override:
-            cfg = replace(cfg, bk=32)       # 64 k per step (half the barriers) where it fits
-        if cfg.smem_bytes() > limit:
-            raise DeviceError(f"matmul: GEMM tile {cfg} needs {cfg.smem_bytes()} B of workgroup memory; the "
-                              f"adapter allows {limit}")
-        if cfg.splits > 1 and 4 * cfg.splits * m * n > dev.max_storage_binding:
-            cfg = replace(cfg, splits=1)    # the partial sums would not fit one binding
+        # 64 k per step (half the barriers) where it fits, else 32
+        cfg = _fit_limits(dev, cfg, m, n, TileConfig.smem_bytes, None if "bk" in override else {"bk": 32})
         return ("gemm_mma.wgsl", {"SGM": cfg.tm // 2, "SGN": cfg.tn // cfg.sn, "TNB": cfg.sn, "BK": cfg.bk,
                                   "SPLITS": cfg.splits,
                                   "WLOAD": "f16" if qtype == "F16" else "q32"}, cfg)
@@ -239,24 +233,33 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
         raise DeviceError(f"matmul: no integer-dot GEMM for weight type {qtype}")
     cfg = TileConfig(**{**tile_config(m, n, k, q8).__dict__, **override})
     cfg.check()
-    if cfg.splits > 1 and 4 * cfg.splits * m * n > dev.max_storage_binding:
-        cfg = replace(cfg, splits=1)        # the partial sums would not fit one binding
     if 256 + cfg.loaders > dev.limits.get("max-compute-invocations-per-workgroup", 256):
         cfg = replace(cfg, loaders=0)       # the FMA threads load too
     f16 = f16_tiles and qtype == "F16" and dev.has_f16
     smem = lambda c: c.smem_bytes(2 if f16 else 4, fk=16 if qtype == "Q6_K" else 32, mins=qtype == "Q4_K")
-    limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
-    if cfg.q8 and "nb" not in override and smem(cfg) > limit:
-        cfg = replace(cfg, nb=1)            # one block per step: half the workgroup memory (lavapipe: 32 KiB)
-    if smem(cfg) > limit:
-        raise DeviceError(f"matmul: GEMM tile {cfg} needs {smem(cfg)} B of workgroup memory; the adapter allows "
-                          f"{limit}")
+    # one block per step where two do not fit: half the workgroup memory (lavapipe: 32 KiB)
+    cfg = _fit_limits(dev, cfg, m, n, smem, {"nb": 1} if cfg.q8 and "nb" not in override else None)
     if cfg.q8:
         return ("gemm_q8.wgsl", {"TM": cfg.tm, "TN": cfg.tn, "NB": cfg.nb, "SPLITS": cfg.splits,
                                  "NL": cfg.loaders, "LT": cfg.loaders or 256}, cfg)
     return ("gemm_tiled.wgsl", {"WT": "f16" if f16 else "f32", "WT_ENABLE": "enable f16;" if f16 else "",
                                 "TM": cfg.tm, "TN": cfg.tn, "BK": cfg.bk, "SPLITS": cfg.splits,
                                 "NL": cfg.loaders}, cfg)
+
+
+def _fit_limits(dev: Device, cfg: TileConfig, m: int, n: int, smem: Callable[[TileConfig], int],
+                shrink: dict[str, int] | None) -> TileConfig:
+    """``cfg`` within the adapter's limits: unsplit where split-k's partial sums would not fit one binding;
+    with ``shrink``'s fields where its workgroup memory (``smem``) would not fit; else a DeviceError."""
+    if cfg.splits > 1 and 4 * cfg.splits * m * n > dev.max_storage_binding:
+        cfg = replace(cfg, splits=1)
+    limit = dev.limits.get("max-compute-workgroup-storage-size", 16384)
+    if shrink and smem(cfg) > limit:
+        cfg = replace(cfg, **shrink)
+    if smem(cfg) > limit:
+        raise DeviceError(f"matmul: GEMM tile {cfg} needs {smem(cfg)} B of workgroup memory; the adapter allows "
+                          f"{limit}")
+    return cfg
 
 
 def gemm_grid(tile: tuple[int, int], m: int, rows: int, splits: int = 1) -> tuple[int, int, int]:
@@ -308,19 +311,18 @@ class GemmKernel:
         to int8 into a shared scratch buffer, once per input, and the bindings (6, 8) through which
         :meth:`encode`'s dispatches read it; for the matrix-unit kernel x in f16 (binding 6); for the f32
         kernel nothing."""
-        if self.mma:
+        if self.mma:        # one thread per 8 elements
             nh = 2 * self.m * self.k
-            xb = {6: (_scratch(self.dev, nh, "f16 x"), 0, nh)}
-            bg = self.dev.bind_group(self.xpass, {PARAMS_BINDING: self.dev.params_buffer, 1: dims, 2: x, **xb})
-            return [Dispatch(self.xpass, bg, (-(-self.k // 512), self.m, 1))], xb
-        if not self.q8:
+            xb, per_group = {6: (_scratch(self.dev, nh, "f16 x"), 0, nh)}, 512
+        elif self.q8:       # one thread per 32-block
+            nq, nd = self.m * self.k, 8 * self.m * (self.k // 32)
+            off = -(-nq // self.dev.storage_align) * self.dev.storage_align
+            buf = _scratch(self.dev, off + nd, "int8 x")
+            xb, per_group = {6: (buf, 0, nq), 8: (buf, off, nd)}, 2048
+        else:
             return [], {}
-        nq, nd = self.m * self.k, 8 * self.m * (self.k // 32)
-        off = -(-nq // self.dev.storage_align) * self.dev.storage_align
-        buf = _scratch(self.dev, off + nd, "int8 x")
-        xb = {6: (buf, 0, nq), 8: (buf, off, nd)}
         bg = self.dev.bind_group(self.xpass, {PARAMS_BINDING: self.dev.params_buffer, 1: dims, 2: x, **xb})
-        return [Dispatch(self.xpass, bg, (-(-self.k // 2048), self.m, 1))], xb
+        return [Dispatch(self.xpass, bg, (-(-self.k // per_group), self.m, 1))], xb
 
     def encode(self, binds: Mapping[int, Binding], rows: int) -> list[Dispatch]:
         """Dispatches for one weight row range: ``binds`` as matmul_io.wgsl declares them (1 dims, 2 x,
