@@ -118,6 +118,10 @@ def robust() -> bool:
     return v == "1"
 
 
+_dawn_robust = functools.cache(robust)
+"""robust() as Dawn's instance was set up with (once per process), for what :meth:`Device.info` reports."""
+
+
 def implementation() -> str:
     """Which WebGPU implementation the device runs on: ``OXIGPU_WEBGPU`` = ``dawn`` (Google's, through the
     ``wgpudawn`` package: the same Python API, faster submission and readback, and subgroup matrices, i.e.
@@ -156,7 +160,7 @@ def webgpu_module(impl: str) -> Any:
         except ImportError as e:
             raise DeviceError(f"OXIGPU_WEBGPU=dawn needs the wgpudawn package ({e}); pip install wgpudawn, "
                               f"or unset OXIGPU_WEBGPU") from e
-        fast = () if robust() else ("disable_robustness",)
+        fast = () if _dawn_robust() else ("disable_robustness",)
         extras.set_instance_extras(enable_toggles=_DAWN_TOGGLES["enable"] + fast,
                                    disable_toggles=_DAWN_TOGGLES["disable"])
         return wgpudawn
@@ -316,7 +320,7 @@ class Device:
                 "backend": ai["backend_type"], "adapter_type": ai["adapter_type"], "webgpu": self.implementation,
                 "features": sorted(self.features), "limits": dict(self.limits),
                 "max_storage_binding": self.max_storage_binding, "int8_dots": self.int8_dots, "mma": self.has_mma,
-                "robust": self.implementation != "dawn" or robust()}
+                "robust": self.implementation != "dawn" or _dawn_robust()}
 
     # -- errors ----------------------------------------------------------------------------------
     def error(self, what: str, e: BaseException) -> DeviceError:
