@@ -55,9 +55,11 @@ def _err(case, dev, gemm: dict | None) -> float:
 def _uses(case, dev, gemm: dict | None, kind: str) -> bool:
     """Whether ``case`` runs the integer-dot kernel (``kind`` "q8") or the matrix-unit one ("mma"): where
     asked for, or by default on adapters with int8 dots (the H100; not lavapipe) or subgroup matrices
-    (the H100 under Dawn)."""
+    (the H100 under Dawn). Each weight's own row count: the matrix-unit choice depends on it, and run_op
+    uploads every weight on its own, so each gets its own GEMM."""
     m, k = case.inputs[0].shape
-    cfgs = [gemm_shader(dev, m, t, 128, gemm, k)[2] for t in case.in_types[1:] if t != "f32"]
+    cfgs = [gemm_shader(dev, m, t, w.shape[0], gemm, k)[2]
+            for w, t in zip(case.inputs[1:], case.in_types[1:]) if t != "f32"]
     return all(c is not None and getattr(c, kind) for c in cfgs)
 
 
