@@ -9,7 +9,8 @@ fn w_load(n: u32, j: u32) -> WBlock {
   if (n < D.rows) {
     let w = n * D.row_bytes / 4u + 16u * j;
     for (var i = 0u; i < 4u; i++) {
-      if (32u * j + 8u * i < D.k) { b.v[i] = vec4<u32>(W[w + 4u * i], W[w + 4u * i + 1u], W[w + 4u * i + 2u], W[w + 4u * i + 3u]); }
+      let o = w + 4u * i;
+      if (32u * j + 8u * i < D.k) { b.v[i] = vec4<u32>(W[o], W[o + 1u], W[o + 2u], W[o + 3u]); }
     }
   }
   return b;
