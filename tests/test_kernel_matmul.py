@@ -204,6 +204,22 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     assert _run_multi_joined(dev, case, (3200, 67)) == 1
 
 
+def test_f16_gemv_clamped_x(dev):
+    """F16 rows of >= 2048 elements take 128-lane workgroups with x's index clamped (gemv_config's F16 rule),
+    as plain, norm-prologue multi (three weights joined) and GLU nodes; rows under 2048 keep the old split."""
+    assert gemv_config("F16", 2048, 130).xclamp and gemv_config("F16", 2048, 130).tpr == 128
+    assert not gemv_config("F16", 896, 130).xclamp and not gemv_config("Q4_K", 4096, 4096).xclamp
+    _run(matmul_add_case("F16", 1, 2048, 67, bias=True, seed=160), dev)
+    case = matmul_multi_case(("F16",) * 3, 1, 2048, (130, 33, 33), False, seed=161, norm=True)
+    assert _run_multi_joined(dev, case, (130, 33, 33)) == 1
+    g, u = matmul_case("F16", 1, 2304, 67, False, seed=162), matmul_case("F16", 1, 2304, 67, False, seed=163)
+    x, w, xn = norm_input(g.inputs[0], 164)
+    a, b = (xn @ dequantize(c.inputs[1], get_type("F16")).astype(np.float64).T for c in (g, u))
+    got = run_op("matmul_glu", [x, g.inputs[1], u.inputs[1], w], {"act": "silu", "norm_eps": NORM_EPS},
+                 in_types=["f32", "F16", "F16", "f32"], dev=dev)[0]
+    assert rel_error(got, a / (1 + np.exp(-a)) * b) <= 2e-7 * np.sqrt(2304)
+
+
 @pytest.mark.parametrize("env,want", [("0", False), ("1", True), (None, None)])
 def test_int8_dots_switch(dev, monkeypatch, env, want):
     """On by default on hardware adapters, off on CPU ones; OXIGPU_INT8_DOTS overrides; a bad value is

@@ -86,7 +86,8 @@ class GemvConfig:
     ``u2`` takes two pieces per loop step (both pieces' loads in flight before either is reduced);
     ``q8x`` quantizes each piece's x to int8 and reduces rows by packed integer dots (Q8X_PIECES only);
     ``xq`` (with q8x) does that quantization once, in a dispatch before the GEMV (gemv_q.wgsl quantize_x);
-    ``xs`` (with q8x) once per workgroup, into workgroup memory (gemv_q.wgsl stage_x).
+    ``xs`` (with q8x) once per workgroup, into workgroup memory (gemv_q.wgsl stage_x);
+    ``xclamp`` clamps x's index into its array (gemv_q.wgsl xv): see gemv_config's F16 rule.
     """
 
     tpr: int = 32
@@ -99,6 +100,7 @@ class GemvConfig:
     q8x: bool = False
     xq: bool = False
     xs: bool = False
+    xclamp: bool = False
 
 
 def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
@@ -168,17 +170,25 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
     - n < 3200 (Qwen q/k/v 1152 rows, attn_output and ffn_down 896): one row per group of 64 lanes (the
       rows are few, so more lanes per row keep more SMs busy; in the step Q6_K 896x4864 12.9 -> 10.6 us,
       Q5_0 896x896 7.8 -> 7.4); Q4_K takes the two-word piece q4_k2 with u2 (896x4864 11.7 -> 10.5 us).
-    - Float rows (F32/F16/BF16): one row per group (R = 2 for GLU pairs); F16 swept
-      (`--set f16 --sweep float`): 32 lanes above 4096 rows (q/k/v with its norm prologue, gate+up, LM
-      heads), else 64 (8B 4096x14336 47.2 -> 43.4 us, 4096x4096 16.5 -> 15.8; 1B 2048x2048 8.1 -> 7.0) or
-      128 for rows >= 4x longer than the row count (1B 2048x8192 21.1 -> 16.0); u2 from 16384 rows of
-      >= 4096 (8B gate+up 94.1 -> 90.4; the 1B's 8192+8192x2048 was indifferent).
+    - F16 rows of >= 2048 elements: one row per 128-lane workgroup, x's index clamped (xclamp). Dawn
+      without bounds checks made the F16 GEMVs slower (8B F16 tg128 154 -> 144 tok/s, the other rows
+      faster); clamping only x's index gives the speed back and more. `bench_gemv.py --set f16
+      --variants`, us, the old split (32 lanes above 4096 rows, u2 from 16384 rows of >= 4096, else 64
+      or 128) -> clamped -> clamped with 128 lanes: 8B gate+up 90.0 -> 83.2 -> 80.0, q/k/v 21.5 -> 21.5 ->
+      21.0, 4096x4096 15.9 -> 14.6 -> 14.5, 4096x14336 47.0 -> 42.4 -> 42.1, LM head 343.5 -> 339.4 ->
+      333.2; 1B gate+up 29.9 -> 26.2 (128 lanes), 2048x2048 6.38 -> 6.10, 2048x8192 15.7 -> 14.6, LM head
+      176.5 -> 169.5. The same clamp on the quantized float-dot GEMVs cost 1-18 % (qwen's and the 1B's
+      nodes, their LM heads most), and the integer-dot ones never load x as f32.
+    - Other float rows (F32/BF16, F16 under 2048 elements): one row per group; 32 lanes above 4096 rows,
+      else 64, or 128 for rows >= 4x longer than the row count (F16, before the rule above: 8B 4096x14336
+      47.2 -> 43.4 us, 4096x4096 16.5 -> 15.8; 1B 2048x2048 8.1 -> 7.0, 2048x8192 21.1 -> 16.0).
     """
     piece = GEMV_PIECES.get(qtype, "dq8")
+    if qtype == "F16" and k >= 2048:
+        return GemvConfig(tpr=128, r=1, gpw=1, piece=piece, xclamp=True)
     if qtype in ("F32", "F16", "BF16"):
         tpr = 32 if n > 4096 else 128 if k >= 4 * n else 64
-        return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece,
-                          u2=qtype == "F16" and n >= 16384 and k >= 4096)
+        return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece)
     q4k = qtype == "Q4_K"
     if int8 and qtype in ("Q4_K", "Q6_K", "Q8_0", "Q4_0") and k >= 2048 and 2048 <= n < 65536:
         legacy = qtype in ("Q8_0", "Q4_0")
@@ -292,7 +302,7 @@ class Gemv:
                    "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": norm_eps is not None,
                    "EPS": f32_lit(norm_eps or 0.0), "TPR": cfg.tpr, "R": cfg.r, "GPW": cfg.gpw,
                    "PPB32": cfg.ppb32, "MAGIC": cfg.magic, "U2": cfg.u2, "Q8X": cfg.q8x, "XQIN": cfg.xq,
-                   "XSTAGE": cfg.xs, "XSWORDS": xs_words, "REDUCE": "sg" if dev.has_subgroups else "wg"}
+                   "XSTAGE": cfg.xs, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp, "REDUCE": "sg" if dev.has_subgroups else "wg"}
         self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
         if cfg.xq:      # x quantized once per piece by a dispatch (one invocation per piece), then read
             self.xq_pieces = sum(k // piece_elems(p, cfg.ppb32) for p in pieces)
