@@ -205,9 +205,11 @@ def test_gemv_q8x_choice(dev, monkeypatch):
 
 
 def test_f16_gemv_clamped_x(dev):
-    """F16 rows of >= 2048 elements take 128-lane workgroups with x's index clamped (gemv_config's F16 rule),
-    as plain, norm-prologue multi (three weights joined) and GLU nodes; rows under 2048 keep the old split."""
-    assert gemv_config("F16", 2048, 130).xclamp and gemv_config("F16", 2048, 130).tpr == 128
+    """F16 rows of >= 2048 elements take 128-lane workgroups of two rows with x's index clamped (gemv_config's
+    F16 rule), as plain, norm-prologue multi (three weights joined) and GLU nodes; shorter rows keep the old
+    split."""
+    cfg = gemv_config("F16", 2048, 130)
+    assert cfg.xclamp and (cfg.tpr, cfg.r, cfg.gpw) == (128, 2, 1)
     assert not gemv_config("F16", 896, 130).xclamp and not gemv_config("Q4_K", 4096, 4096).xclamp
     _run(matmul_add_case("F16", 1, 2048, 67, bias=True, seed=160), dev)
     case = matmul_multi_case(("F16",) * 3, 1, 2048, (130, 33, 33), False, seed=161, norm=True)

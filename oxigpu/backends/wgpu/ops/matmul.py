@@ -170,7 +170,7 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
     - n < 3200 (Qwen q/k/v 1152 rows, attn_output and ffn_down 896): one row per group of 64 lanes (the
       rows are few, so more lanes per row keep more SMs busy; in the step Q6_K 896x4864 12.9 -> 10.6 us,
       Q5_0 896x896 7.8 -> 7.4); Q4_K takes the two-word piece q4_k2 with u2 (896x4864 11.7 -> 10.5 us).
-    - F16 rows of >= 2048 elements: one row per 128-lane workgroup, x's index clamped (xclamp). Dawn
+    - F16 rows of >= 2048 elements: two rows per 128-lane workgroup, x's index clamped (xclamp). Dawn
       without bounds checks made the F16 GEMVs slower (8B F16 tg128 154 -> 144 tok/s, the other rows
       faster); clamping only x's index gives the speed back and more. `bench_gemv.py --set f16
       --variants`, us, the old split (32 lanes above 4096 rows, u2 from 16384 rows of >= 4096, else 64
@@ -178,14 +178,16 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       21.0, 4096x4096 15.9 -> 14.6 -> 14.5, 4096x14336 47.0 -> 42.4 -> 42.1, LM head 343.5 -> 339.4 ->
       333.2; 1B gate+up 29.9 -> 26.2 (128 lanes), 2048x2048 6.38 -> 6.10, 2048x8192 15.7 -> 14.6, LM head
       176.5 -> 169.5. The same clamp on the quantized float-dot GEMVs cost 1-18 % (qwen's and the 1B's
-      nodes, their LM heads most), and the integer-dot ones never load x as f32.
+      nodes, their LM heads most), and the integer-dot ones never load x as f32. Then two rows per
+      workgroup (each x load serves both): whole model tg128 (alternated twice, one row -> R = 2 -> R = 4)
+      8B F16 156.6 -> 162.2 -> 161.5 tok/s, 1B F16 770 -> 787 -> 786; 64-lane groups of R = 2 157.8 / 756.
     - Other float rows (F32/BF16, F16 under 2048 elements): one row per group; 32 lanes above 4096 rows,
       else 64, or 128 for rows >= 4x longer than the row count (F16, before the rule above: 8B 4096x14336
       47.2 -> 43.4 us, 4096x4096 16.5 -> 15.8; 1B 2048x2048 8.1 -> 7.0, 2048x8192 21.1 -> 16.0).
     """
     piece = GEMV_PIECES.get(qtype, "dq8")
     if qtype == "F16" and k >= 2048:
-        return GemvConfig(tpr=128, r=1, gpw=1, piece=piece, xclamp=True)
+        return GemvConfig(tpr=128, r=2, gpw=1, piece=piece, xclamp=True)
     if qtype in ("F32", "F16", "BF16"):
         tpr = 32 if n > 4096 else 128 if k >= 4 * n else 64
         return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece)
