@@ -78,8 +78,13 @@ def _check(r: dict, backend: str, profiled: bool) -> None:
         if backend == "wgpu":
             assert p["source"] in ("timestamp", "wall")
             assert all(_positive(p[k]) for k in ("gpu_pass_s", "host_encode_s", "submit_s"))
+            # in-step costs: every row's, each within the one-pass step (a difference of two timings, so it
+            # can come out slightly negative for a tiny row); the largest rows cost time
+            assert all(math.isfinite(n["in_step_s"]) and n["in_step_s"] < p["gpu_pass_s"] for n in p["nodes"])
+            assert max(n["in_step_s"] for n in p["nodes"]) > 0
         else:
             assert p["source"] == "wall" and p["gpu_pass_s"] is None
+            assert all(n["in_step_s"] is None for n in p["nodes"])
     md = to_markdown(json.loads(json.dumps(r)))      # renders after a JSON round trip (bench_h100.sh does)
     assert f"pp{P}" in md and f"tg{N} @ d{DEPTHS[1]}" in md and md.count("\n|") >= 3
     assert ("Where the time goes" in md) == profiled

@@ -25,7 +25,12 @@ is split the same way (:func:`_profile_prefill`; per-shape rows add each matmul'
 step at that mean position is split by kernel family (matmul per quant type,
 the LM head apart, attention, norms, ...). On wgpu every node is its own compute pass with GPU timestamps
 (``Device.time_passes``; wall-clock ``Device.time`` where the adapter lacks timestamp-query), next to the
-host's encode and submit time per step and the GPU time of the step as one pass. On numpy each op is
+host's encode and submit time per step and the GPU time of the step as one pass. A node alone in a pass
+pays the pass's start and end, and a node in a chain of its own copies finds other weights in L2 than in
+the step, so each per-shape row of a decode step is also timed where it runs (``in_step_s``): the one-pass
+step less the same pass with the row's nodes left out (their consumers read stale values for that pass;
+only the step's own K/V row is written, and a normal step rewrites it after; on a CPU adapter stale values
+can change the arithmetic's speed, so there the figures are rough). On numpy each op is
 timed by wall clock through the backend's trace hook, and the host sampler is one more family.
 
 :func:`run_bench` returns a JSON-ready dict; :func:`to_markdown` renders one, also after a JSON round trip
@@ -254,11 +259,27 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
     if dev.has_timestamps:
         source = "timestamp"
         per = np.median([dev.time_passes(groups) for _ in range(_PROFILE_REPEATS)], axis=0).tolist()
-        one_pass = statistics.median(dev.time_passes([flat])[0] for _ in range(_PROFILE_REPEATS))
+
+        def pass_s(ds: list[Any]) -> float:
+            return dev.time_passes([ds])[0]
     else:
         source = "wall"
         per = [dev.time(ds, repeat=10) for ds in groups]
-        one_pass = dev.time(flat, repeat=10)
+
+        def pass_s(ds: list[Any]) -> float:
+            return dev.time(ds, repeat=2)
+    one_pass = statistics.median(pass_s(flat) for _ in range(_PROFILE_REPEATS))
+    # each row's cost inside the step: the whole step less the step without that row's nodes, timed in
+    # turns so clock drift cancels (their consumers read stale values for that pass; only this step's K/V
+    # row is written, and the step below rewrites it)
+    keys = [_node_key(node, plan) for node, _ in step]
+    in_step = {}
+    for key in dict.fromkeys(keys):
+        without = [d for k, ds in zip(keys, groups) if k != key for d in ds]
+        pairs = [(pass_s(flat), pass_s(without)) for _ in range(_PROFILE_REPEATS)]
+        in_step[key] = statistics.median(a for a, _ in pairs) - statistics.median(b for _, b in pairs)
+    for _ in be.decode_stream(plan, ctx, cfg, 0, 1):
+        pass
     k = be.resident_batch
     enc = dev.device.create_command_encoder()
     t = time.perf_counter()
@@ -270,7 +291,7 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
     dev.queue.submit([buffer])
     submit_s = (time.perf_counter() - t) / k
     dev.sync()
-    prof = _table(step, per, plan, source)
+    prof = _table(step, per, plan, source, in_step)
     prof.update(gpu_pass_s=one_pass, host_encode_s=encode_s, submit_s=submit_s)
     return prof
 
@@ -299,9 +320,17 @@ def _profile_host(engine: Engine, ctx: list[int], cfg: SamplerConfig,
     return prof
 
 
+def _node_key(node: Node | None, plan: Plan) -> tuple[str, str, str]:
+    """The row of the per-shape table a node's time goes to: (family, op, input shapes)."""
+    if node is None:
+        return _family(node, plan), "sample", ""
+    return _family(node, plan), node.op, " ".join("x".join(map(str, v.shape)) for v in node.inputs[:3])
+
+
 def _table(step: Sequence[tuple[Node | None, list[Any]]], seconds: Sequence[float], plan: Plan,
-           source: str) -> dict[str, Any]:
-    """Per-group times summed by family: seconds and dispatches per step, percent of their sum."""
+           source: str, in_step: dict[tuple[str, str, str], float] | None = None) -> dict[str, Any]:
+    """Per-group times summed by family: seconds and dispatches per step, percent of their sum; ``in_step``:
+    each per-shape row's cost inside the whole step (its nodes left out), seconds per step."""
     fams: dict[str, list[float]] = {}
     for (node, ds), s in zip(step, seconds):
         row = fams.setdefault(_family(node, plan), [0.0, 0])
@@ -309,9 +338,7 @@ def _table(step: Sequence[tuple[Node | None, list[Any]]], seconds: Sequence[floa
         row[1] += len(ds)
     kernels: dict[tuple[str, str, str], list[float]] = {}
     for (node, ds), s in zip(step, seconds):
-        key = ((_family(node, plan), "sample", "") if node is None else
-               (_family(node, plan), node.op, " ".join("x".join(map(str, v.shape)) for v in node.inputs[:3])))
-        row = kernels.setdefault(key, [0.0, 0, 0])
+        row = kernels.setdefault(_node_key(node, plan), [0.0, 0, 0])
         row[0] += s
         row[1] += len(ds)
         row[2] += 1
@@ -319,7 +346,8 @@ def _table(step: Sequence[tuple[Node | None, list[Any]]], seconds: Sequence[floa
     rows = [{"family": f, "dispatches": int(n), "seconds": s, "percent": 100 * s / total if total else 0.0}
             for f, (s, n) in sorted(fams.items(), key=lambda kv: -kv[1][0])]
     nodes = [{"family": f, "op": op, "shapes": shp, "nodes": int(c), "dispatches": int(n), "seconds": s,
-              "percent": 100 * s / total if total else 0.0}
+              "percent": 100 * s / total if total else 0.0,
+              "in_step_s": None if in_step is None else in_step[(f, op, shp)]}
              for (f, op, shp), (s, n, c) in sorted(kernels.items(), key=lambda kv: -kv[1][0])]
     return {"source": source, "step_s": total, "rows": rows, "nodes": nodes}
 
@@ -504,11 +532,17 @@ def _profile_markdown(t: dict[str, Any], name: str) -> list[str]:
              "| kernel family | dispatches/step | us/step | % of step |", "|---|---:|---:|---:|"]
     lines += [f"| {row['family']} | {row['dispatches']} | {row['seconds'] * 1e6:,.1f} | {row['percent']:.1f} |"
               for row in p["rows"]]
-    if p.get("nodes"):
-        lines += ["", "| op (family) | input shapes | nodes | dispatches | us/node | % of step |",
-                  "|---|---|---:|---:|---:|---:|"]
+    nodes = p.get("nodes") or []
+    in_step = bool(nodes) and all(n.get("in_step_s") is not None for n in nodes)
+    if nodes:
+        lines += ["", "| op (family) | input shapes | nodes | dispatches | us/node | % of step |"
+                  + (" in step, us/node |" if in_step else ""), "|---|---|---:|---:|---:|---:|" + ("---:|" if in_step else "")]
         lines += [f"| {n['op']} ({n['family']}) | {n['shapes']} | {n['nodes']} | {n['dispatches']} | "
-                  f"{n['seconds'] / n['nodes'] * 1e6:,.1f} | {n['percent']:.1f} |" for n in p["nodes"]]
+                  f"{n['seconds'] / n['nodes'] * 1e6:,.1f} | {n['percent']:.1f} |"
+                  + (f" {n['in_step_s'] / n['nodes'] * 1e6:,.1f} |" if in_step else "") for n in nodes]
+        if in_step:
+            lines += ["", "in step: the whole step as one pass less the step with those nodes left out, per node "
+                      f"(together {sum(n['in_step_s'] for n in nodes) * 1e6:,.1f} us)"]
     wall = 1e6 / t["tokens_per_s"]
     extra = f"sum {p['step_s'] * 1e6:,.1f} us"
     if p["gpu_pass_s"] is not None:
