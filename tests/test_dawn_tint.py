@@ -48,7 +48,7 @@ def test_every_pipeline_passes_tint(dev, tiny_models, tmp_path, monkeypatch):
     from oxigpu import LLM
     from oxigpu.backends.wgpu import device as devmod
     from oxigpu.backends.wgpu.kernel import run_op
-    from oxigpu.backends.wgpu.ops.matmul import matmul_case
+    from oxigpu.backends.wgpu.ops.matmul import matmul_case, matmul_glu_checks
 
     sources: dict[str, str] = {}
     build = devmod.Device.pipeline
@@ -68,6 +68,9 @@ def test_every_pipeline_passes_tint(dev, tiny_models, tmp_path, monkeypatch):
             for k, n in ((4096, 14336), (14336, 4096)):
                 c = matmul_case(t, 1, k, n, bias=False, seed=1, distinct_rows=64)
                 assert np.isfinite(run_op(c.op, c.inputs, in_types=c.in_types, dev=dev)[0]).all()
+    glu = matmul_glu_checks()[2]          # workgroups taking rows in turn (persist): barriers in a loop
+    gv = {"q8x": True, "xs": True, "persist": 2, "piece": "q4_k"}
+    assert np.isfinite(run_op(glu.op, glu.inputs, {**glu.attrs, "gemv": gv}, in_types=glu.in_types, dev=dev)[0]).all()
     assert len(sources) > 40
     for src, name in sources.items():
         (tmp_path / f"{name}.wgsl").write_text(src)

@@ -116,7 +116,8 @@ _Q8X_SPLITS = [dict(tpr=32, r=8, gpw=4, ppb32=2), dict(tpr=64, r=4, gpw=2, u2=Tr
                dict(tpr=32, r=2, gpw=4, ppb32=2, xq=True), dict(tpr=64, r=1, gpw=2, u2=True, ppb32=1, xq=True),
                dict(tpr=16, r=2, gpw=8, ppb32=2, xs=True),    # qwen's gate+up (Q8_0, Q4_0, Q5_0)
                dict(tpr=16, r=4, gpw=16, ppb32=2, xs=True),   # the 8B's Q4_0 gate+up
-               dict(tpr=32, r=4, gpw=8, ppb32=2, xs=True)]    # the 8B's Q8_0 gate+up
+               dict(tpr=32, r=4, gpw=8, ppb32=2, xs=True),    # the 8B's Q8_0 gate+up
+               dict(tpr=32, r=2, gpw=2, ppb32=2, xs=True, persist=3)]   # 3 workgroups taking 10 in turn
 
 
 @pytest.mark.parametrize("piece", sorted(Q8X_PIECES))
@@ -134,11 +135,16 @@ def test_gemv_q8x(dev, piece, v):
 
 @pytest.mark.parametrize("v", range(len(_Q8X_SPLITS)))
 def test_gemv_q8x_fused(dev, v):
-    """Mixed q/k/v (Q4_K + Q6_K in one dispatch, each slot its own x pieces) and gate+up with the norm."""
+    """Mixed q/k/v (Q4_K + Q6_K in one dispatch, each slot its own x pieces; refused with persist, which
+    takes one weight type) and gate+up with the norm."""
     gv = {**_Q8X_SPLITS[v], "q8x": True}
     case = matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 1, 1024, (130, 67, 37), True, seed=140 + v, norm=True)
-    assert _run_multi_joined(dev, q8x_case(case, ["q4_k"] * 2 + ["q6_k"]), (130, 67, 37),
-                             {**case.attrs, "gemv": {**gv, "piece": "q4_k"}}) == 1 + gv.get("xq", False)
+    qkv = (dev, q8x_case(case, ["q4_k"] * 2 + ["q6_k"]), (130, 67, 37), {**case.attrs, "gemv": {**gv, "piece": "q4_k"}})
+    if gv.get("persist"):
+        with pytest.raises(DeviceError, match="unsupported GEMV split"):
+            _run_multi_joined(*qkv)
+    else:
+        assert _run_multi_joined(*qkv) == 1 + gv.get("xq", False)
     glu = matmul_glu_checks()[2]                      # Q4_K, silu, norm prologue
     _run(q8x_case(glu, ["q4_k"] * 2), dev, {**glu.attrs, "gemv": {**gv, "piece": "q4_k"}})
 
@@ -146,16 +152,17 @@ def test_gemv_q8x_fused(dev, v):
 @pytest.mark.parametrize("t,piece,ppb32", [("Q4_K", "q4_k", 2), ("Q4_K", "q4_k2", 2), ("Q6_K", "q6_k", 2),
                                           ("Q8_0", "q8_0", 1), ("Q4_0", "q4_0", 2), ("Q5_0", "q5_0", 4)])
 def test_gemv_xq_is_the_in_kernel_quantization(dev, t, piece, ppb32):
-    """x quantized by its own dispatch (xq), or once per workgroup into workgroup memory (xs), gives the
-    GEMV the int8 pieces, scales and x^2 sums it makes for itself in every group: the outputs are equal bit
-    for bit (joined gate+up with the norm, and a mixed q/k/v)."""
+    """x quantized by its own dispatch (xq), or once per workgroup into workgroup memory (xs, also with
+    fewer workgroups taking the rows in turn: persist), gives the GEMV the int8 pieces, scales and x^2 sums
+    it makes for itself in every group: the outputs are equal bit for bit (joined gate+up with the norm, and
+    a mixed q/k/v)."""
     k = _cols(t, 1)
     g, u = matmul_case(t, 1, k, 45, False, seed=150), matmul_case(t, 1, k, 45, False, seed=151)
     x, nw, _ = norm_input(g.inputs[0], 152)
     wg, wu = g.inputs[1], u.inputs[1]
     wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
     got, n_disp = [], []
-    modes = ({}, {"xq": True}, {"xs": True})
+    modes = ({}, {"xq": True}, {"xs": True}, {"xs": True, "persist": 2})    # 2 workgroups take 12 in turn
     for mode in modes:
         kern = MatmulGluKernel(dev, {"act": "silu", "norm_eps": NORM_EPS, "gemv": dict(
             tpr=32, r=2, gpw=4, q8x=True, piece=piece, ppb32=ppb32, **mode)}, [x.shape, wg.shape, wu.shape, nw.shape],
@@ -166,12 +173,12 @@ def test_gemv_xq_is_the_in_kernel_quantization(dev, t, piece, ppb32):
         dev.submit(ds)
         got.append(dev.read(y, np.float32, (1, 45)))
         n_disp.append(len(ds))
-    assert n_disp == [1, 2, 1] and np.isfinite(got[0]).all() and np.abs(got[0]).max() > 0
-    assert np.array_equal(got[0], got[1]) and np.array_equal(got[0], got[2])
+    assert n_disp == [1, 2, 1, 1] and np.isfinite(got[0]).all() and np.abs(got[0]).max() > 0
+    assert all(np.array_equal(got[0], other) for other in got[1:])
     case = q8x_case(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 1, 1024, (70, 33, 37), True, seed=153, norm=True),
                     ["q4_k"] * 2 + ["q6_k"])
     outs: list[list[np.ndarray]] = [[], [], []]
-    for i, mode in enumerate(modes):
+    for i, mode in enumerate(modes[:3]):        # persist takes one weight type: this q/k/v has two
         gv = {"tpr": 64, "r": 1, "gpw": 2, "q8x": True, "piece": "q4_k", **mode}
         assert _run_multi_joined(dev, case, (70, 33, 37), {**case.attrs, "gemv": gv}, outs[i]) == 1 + (i == 1)
     assert all(np.array_equal(a, b) and np.array_equal(a, c) for a, b, c in zip(*outs))

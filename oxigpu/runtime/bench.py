@@ -535,8 +535,9 @@ def _profile_markdown(t: dict[str, Any], name: str) -> list[str]:
     nodes = p.get("nodes") or []
     in_step = bool(nodes) and all(n.get("in_step_s") is not None for n in nodes)
     if nodes:
-        lines += ["", "| op (family) | input shapes | nodes | dispatches | us/node | % of step |"
-                  + (" in step, us/node |" if in_step else ""), "|---|---|---:|---:|---:|---:|" + ("---:|" if in_step else "")]
+        extra = (" in step, us/node |", "---:|") if in_step else ("", "")
+        lines += ["", "| op (family) | input shapes | nodes | dispatches | us/node | % of step |" + extra[0],
+                  "|---|---|---:|---:|---:|---:|" + extra[1]]
         lines += [f"| {n['op']} ({n['family']}) | {n['shapes']} | {n['nodes']} | {n['dispatches']} | "
                   f"{n['seconds'] / n['nodes'] * 1e6:,.1f} | {n['percent']:.1f} |"
                   + (f" {n['in_step_s'] / n['nodes'] * 1e6:,.1f} |" if in_step else "") for n in nodes]

@@ -16,7 +16,7 @@
 // XQIN: by a dispatch of the entry quantize_x before the GEMV, once (see xpiece); XSTAGE: by each
 // workgroup, once, into workgroup memory (stage_x).
 // Defines: QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
-// GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XSWORDS, XCLAMP (see ops/matmul.py).
+// GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XSWORDS, XCLAMP, PERSIST (see ops/matmul.py).
 #include "math.wgsl"
 #include "common/matmul_io.wgsl"
 #include "gemv/common.wgsl"
@@ -275,6 +275,10 @@ fn rows_dot(s: u32, c0: u32, gl: u32) -> Partial {
   return Partial(array<f32, 8>(a0, a1, a2, a3, a4, a5, a6, a7), ss);
 }
 
+// PERSIST: the host launches fewer workgroups than the D._p1 the rows need, and each takes workgroups g,
+// g + launched, ... in turn: x staged (XSTAGE) once per launched workgroup instead of once per D._p1.
+const PERSIST: bool = {{PERSIST}};
+
 @compute @workgroup_size(WG)
 fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let grp = lane.lid / TPR;
@@ -282,20 +286,25 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   var g = wid.y * nwg.x + wid.x;
   var s = 0u;
   if (MIXED && g >= slot1_wg0()) { s = 1u; g -= slot1_wg0(); }
-  let c0 = (g * GPW + grp) * RO;   // the group's first output column in its slot
   if (XSTAGE) { if (MIXED && s == 1u) { stage_x(1u, lane.lid); } else { stage_x(0u, lane.lid); } }
-  var pt: Partial;
-  if (MIXED && s == 1u) { pt = rows_dot(1u, c0, gl); } else { pt = rows_dot(0u, c0, gl); }
-  // Never true (the host writes 0): keeps every view of the weights in the auto bind-group layout.
-  if (D._p0 == 0xFFFFFFFFu) { pt.acc[0] += f32(W[0] ^ W4[0].x ^ slot1_keep()) + B[0] + NW[0].x; }
-  let tq = group_sum(lane, grp, gl, pt.acc, pt.ss);
-  var t = tq.x;
-  if (HAS_NORM) { t *= 1.0 / sqrt(tq.y / f32(D.k) + EPS); }
-  if (GLU) {
-    if (gl < R) { tot[grp * R + gl] = t; }
-    workgroupBarrier();
-    if (gl < RO && c0 + gl < D.n) { store(0u, c0 + gl, act(tot[grp * R + gl]) * tot[grp * R + gl + RO]); }
-  } else if (gl < R && c0 + gl < rows_of(s)) {
-    store(0u, first_col(s) + c0 + gl, t + bias(s, c0 + gl));
+  loop {
+    let c0 = (g * GPW + grp) * RO;   // the group's first output column in its slot
+    var pt: Partial;
+    if (MIXED && s == 1u) { pt = rows_dot(1u, c0, gl); } else { pt = rows_dot(0u, c0, gl); }
+    // Never true (the host writes 0): keeps every view of the weights in the auto bind-group layout.
+    if (D._p0 == 0xFFFFFFFFu) { pt.acc[0] += f32(W[0] ^ W4[0].x ^ slot1_keep()) + B[0] + NW[0].x; }
+    let tq = group_sum(lane, grp, gl, pt.acc, pt.ss);
+    var t = tq.x;
+    if (HAS_NORM) { t *= 1.0 / sqrt(tq.y / f32(D.k) + EPS); }
+    if (GLU) {
+      if (gl < R) { tot[grp * R + gl] = t; }
+      workgroupBarrier();
+      if (gl < RO && c0 + gl < D.n) { store(0u, c0 + gl, act(tot[grp * R + gl]) * tot[grp * R + gl + RO]); }
+    } else if (gl < R && c0 + gl < rows_of(s)) {
+      store(0u, first_col(s) + c0 + gl, t + bias(s, c0 + gl));
+    }
+    g += nwg.x * nwg.y;
+    if (!PERSIST || g >= D._p1) { break; }
+    workgroupBarrier();   // every lane is done with red and tot before the next turn writes them
   }
 }

@@ -87,7 +87,9 @@ class GemvConfig:
     ``q8x`` quantizes each piece's x to int8 and reduces rows by packed integer dots (Q8X_PIECES only);
     ``xq`` (with q8x) does that quantization once, in a dispatch before the GEMV (gemv_q.wgsl quantize_x);
     ``xs`` (with q8x) once per workgroup, into workgroup memory (gemv_q.wgsl stage_x);
-    ``xclamp`` clamps x's index into its array (gemv_q.wgsl xv): see gemv_config's F16 rule.
+    ``xclamp`` clamps x's index into its array (gemv_q.wgsl xv): see gemv_config's F16 rule;
+    ``persist`` (> 0, one weight type) launches at most that many workgroups, each taking several
+    workgroups' rows in turn (gemv_q.wgsl PERSIST): with ``xs``, x is staged once per launched workgroup.
     """
 
     tpr: int = 32
@@ -101,6 +103,7 @@ class GemvConfig:
     xq: bool = False
     xs: bool = False
     xclamp: bool = False
+    persist: int = 0
 
 
 def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
@@ -296,7 +299,7 @@ class Gemv:
         if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256 \
                 or (self.mixed and (pieces[1] == "dq8" or act or has_res)) \
                 or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)) or ((cfg.xq or cfg.xs) and not cfg.q8x) \
-                or (cfg.xq and cfg.xs):
+                or (cfg.xq and cfg.xs) or cfg.persist < 0 or (cfg.persist and self.mixed):
             raise DeviceError(f"matmul: unsupported GEMV split {cfg} (pieces {pieces})")
         self.cfg, self.pieces = cfg, pieces
         defines = {"QUANT": self.qts[0].name.lower(), "PIECE0": pieces[0], "PIECE1": pieces[-1],
@@ -304,7 +307,8 @@ class Gemv:
                    "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": norm_eps is not None,
                    "EPS": f32_lit(norm_eps or 0.0), "TPR": cfg.tpr, "R": cfg.r, "GPW": cfg.gpw,
                    "PPB32": cfg.ppb32, "MAGIC": cfg.magic, "U2": cfg.u2, "Q8X": cfg.q8x, "XQIN": cfg.xq,
-                   "XSTAGE": cfg.xs, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp, "REDUCE": "sg" if dev.has_subgroups else "wg"}
+                   "XSTAGE": cfg.xs, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp, "PERSIST": cfg.persist > 0,
+                   "REDUCE": "sg" if dev.has_subgroups else "wg"}
         self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
         if cfg.xq:      # x quantized once per piece by a dispatch (one invocation per piece), then read
             self.xq_pieces = sum(k // piece_elems(p, cfg.ppb32) for p in pieces)
@@ -342,7 +346,8 @@ class Gemv:
         for row0, rows in self.ranges:
             wbuf, wbase = _span(ws[0])
             w = _word_span(wbuf, wbase + row0 * self.row_bytes[0], rows * self.row_bytes[0])
-            dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes[0], 1, 0, 0,
+            n_wg = -(-(rows // 2 if self.act else rows) // per_wg)
+            dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes[0], 1, 0, n_wg,
                                      *seg_end, *pad, *seg_y, *pad])
             xin = x
             if self.cfg.xq:
@@ -351,7 +356,8 @@ class Gemv:
                     out.append(Dispatch(self.xq_pipe, qbg, workgroups_for(-(-self.xq_pieces // 64))))
                 xin = self.xq_buf
             binds = {1: dims, 2: xin, 3: w, 4: bs[0] or x, 5: y, 6: w, 7: res or x, 8: nw or x}
-            n_wg = -(-(rows // 2 if self.act else rows) // per_wg)
+            if self.cfg.persist:
+                n_wg = min(n_wg, self.cfg.persist)
             if self.mixed:
                 wg0 = -(-self.rows[0] // per_wg)
                 w1buf, w1base = _span(ws[1])
