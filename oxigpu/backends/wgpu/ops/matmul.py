@@ -765,29 +765,34 @@ def matmul_multi_checks() -> list[Case]:
             matmul_multi_case(("Q4_K", "Q6_K"), 5, 1024, (70, 67), False, seed=3)]
 
 
+def matmul_glu_case(t: str, k: int, n: int, act: str, norm: bool, seed: int = 0) -> Case:
+    """Gate and up GEMVs (``matmul_case`` weights, seeds ``seed`` and ``seed + 10``) with the activation
+    epilogue, and the RMS-norm prologue with ``norm`` (its weights from seed ``seed + 20``), uploaded
+    separately: against float64 ``act(x Wg) * (x Wu)``."""
+    g, u = matmul_case(t, 1, k, n, False, seed=seed), matmul_case(t, 1, k, n, False, seed=seed + 10)
+    x, xn, nw = g.inputs[0], g.inputs[0].astype(np.float64), []
+    if norm:
+        x, w, xn = norm_input(x, seed + 20)
+        nw = [w]
+
+    def reference() -> list[np.ndarray]:
+        a, b = (xn @ dequantize(c.inputs[1], get_type(t)).astype(np.float64).T for c in (g, u))
+        f = a / (1 + np.exp(-a)) if act == "silu" else \
+            0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3)))
+        return [f * b]
+    return Case("matmul_glu", f"{t} glu_{act} 1x{k} @ 2x{n}x{k}{' +norm' if norm else ''}",
+                [x, g.inputs[1], u.inputs[1], *nw], ["f32", t, t, *(["f32"] * len(nw))], reference,
+                tol=2e-7 * math.sqrt(k), attrs={"act": act, **({"norm_eps": NORM_EPS} if norm else {})})
+
+
 @check("matmul_glu")
 def matmul_glu_checks() -> list[Case]:
     """Gate and up GEMVs with the activation epilogue, with and without the norm prologue (separately
     uploaded here: the fallback path; tests/test_fuse.py runs the joined one)."""
-    cases = []
-    for i, (t, k, n, act, norm) in enumerate([("Q4_K", 1024, 130, "silu", False),
-                                              ("Q5_0", 640, 67, "gelu_tanh", False),
-                                              ("Q4_K", 768, 67, "silu", True)]):
-        g, u = matmul_case(t, 1, k, n, False, seed=10 + i), matmul_case(t, 1, k, n, False, seed=20 + i)
-        x, xn, nw = g.inputs[0], g.inputs[0].astype(np.float64), []
-        if norm:
-            x, w, xn = norm_input(x, 30 + i)
-            nw = [w]
-
-        def reference(g=g, u=u, xd=xn, t=t, act=act) -> list[np.ndarray]:
-            a, b = (xd @ dequantize(c.inputs[1], get_type(t)).astype(np.float64).T for c in (g, u))
-            f = a / (1 + np.exp(-a)) if act == "silu" else \
-                0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3)))
-            return [f * b]
-        cases.append(Case("matmul_glu", f"{t} glu_{act} 1x{k} @ 2x{n}x{k}{' +norm' if norm else ''}",
-                          [x, g.inputs[1], u.inputs[1], *nw], ["f32", t, t, *(["f32"] * len(nw))], reference,
-                          tol=2e-7 * math.sqrt(k), attrs={"act": act, **({"norm_eps": NORM_EPS} if norm else {})}))
-    return cases
+    return [matmul_glu_case(t, k, n, act, norm, seed=10 + i)
+            for i, (t, k, n, act, norm) in enumerate([("Q4_K", 1024, 130, "silu", False),
+                                                      ("Q5_0", 640, 67, "gelu_tanh", False),
+                                                      ("Q4_K", 768, 67, "silu", True)])]
 
 
 @check("matmul.bench", bench=True)
