@@ -24,14 +24,16 @@ ARGS=${ARGS:-"-p 0 -n 128 --reps 3"}
 ROUNDS=${ROUNDS:-2}
 TIMEOUT_S=${TIMEOUT_S:-100}
 PY=${PY:-python3}
-MODEL=${MODEL:-/tmp/ab.gguf}
+MODEL=$(realpath -m "${MODEL:-/tmp/ab.gguf}")
 BASE=${PYTHONPATH:-}
 trap 'rm -f "$MODEL"' EXIT
 
 # side NAME PACKAGE_PARENT ENV: one bench run of $MODEL, summarized
 side() {
     local out
-    out=$(env PYTHONPATH="$(cd "$2" && pwd)${BASE:+:$BASE}" $3 timeout "$TIMEOUT_S" \
+    # run from the package's parent: `python -m` puts the working directory first on sys.path, so a
+    # package there would shadow the one on PYTHONPATH
+    out=$(cd "$2" && env PYTHONPATH="$PWD${BASE:+:$BASE}" $3 timeout "$TIMEOUT_S" \
           "$PY" -m oxigpu bench -m "$MODEL" $ARGS --backend wgpu --json 2>/dev/null | "$PY" -c '
 import json, sys
 d = json.load(sys.stdin)

@@ -117,7 +117,8 @@ _Q8X_SPLITS = [dict(tpr=32, r=8, gpw=4, ppb32=2), dict(tpr=64, r=4, gpw=2, u2=Tr
                dict(tpr=16, r=2, gpw=8, ppb32=2, xs=True),    # qwen's gate+up (Q8_0, Q4_0, Q5_0)
                dict(tpr=16, r=4, gpw=16, ppb32=2, xs=True),   # the 8B's Q4_0 gate+up
                dict(tpr=32, r=4, gpw=8, ppb32=2, xs=True),    # the 8B's Q8_0 gate+up
-               dict(tpr=32, r=2, gpw=2, ppb32=2, xs=True, persist=3)]   # 3 workgroups taking 10 in turn
+               dict(tpr=32, r=2, gpw=2, ppb32=2, xs=True, persist=3),   # 3 workgroups taking 10 in turn
+               dict(tpr=32, r=8, gpw=4, ppb32=2, xs=True, persist=2)]   # the 8B's Q4_K gate+up split
 
 
 @pytest.mark.parametrize("piece", sorted(Q8X_PIECES))
@@ -191,10 +192,11 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     assert not gemv_config("Q4_K", 896, 1152).q8x and not gemv_config("Q5_K", 4096, 4096).q8x
     assert not gemv_config("Q5_0", 896, 2304).q8x and gemv_config("Q8_0", 896, 151936).q8x   # short rows
     assert not any(gemv_config(t, 4096, 28672, int8=False).q8x for t in ("Q4_K", "Q6_K", "Q8_0"))
-    # x quantized once: by its own dispatch on the 8B's Q4_K gate+up, its Q8_0/Q4_0 ffn_down and the Q8_0 LM
-    # heads; per workgroup (xs) on the other nodes of >= 2048 rows of >= 2048 elements; not on gemma3's
+    # x quantized once: by its own dispatch on the 8B's Q8_0/Q4_0 ffn_down and the Q8_0 LM heads; per
+    # workgroup (xs) on the 8B's Q4_K gate+up (with persist) and the other nodes of >= 2048 rows of >= 2048 elements; not on gemma3's
     # 640-row ffn_down (float dots), nor on the Q6_K LM heads
-    assert gemv_config("Q4_K", 4096, 28672).xq and all(gemv_config(t, 4096, 28672).xs for t in ("Q8_0", "Q4_0"))
+    glu = gemv_config("Q4_K", 4096, 28672)
+    assert glu.xs and glu.persist and all(gemv_config(t, 4096, 28672).xs for t in ("Q8_0", "Q4_0"))
     assert all(gemv_config(t, 14336, 4096).xq for t in ("Q8_0", "Q4_0")) and gemv_config("Q8_0", 896, 151936).xq
     assert all(gemv_config(t, k, n).xs for t in ("Q4_K", "Q8_0", "Q4_0") for k, n in ((4096, 6144), (4096, 4096),
                                                                                        (2048, 3072), (2048, 2048),
@@ -217,6 +219,7 @@ def test_f16_gemv_clamped_x(dev):
     split."""
     cfg = gemv_config("F16", 2048, 130)
     assert cfg.xclamp and (cfg.tpr, cfg.r, cfg.gpw) == (128, 2, 1)
+    assert (gemv_config("F16", 4096, 6144).tpr, gemv_config("F16", 14336, 4096).tpr) == (256, 256)   # the 8B's
     assert not gemv_config("F16", 896, 130).xclamp and not gemv_config("Q4_K", 4096, 4096).xclamp
     _run(matmul_add_case("F16", 1, 2048, 67, bias=True, seed=160), dev)
     case = matmul_multi_case(("F16",) * 3, 1, 2048, (130, 33, 33), False, seed=161, norm=True)

@@ -127,8 +127,8 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       (q/k/v 12.1 -> 9.1 / 11.4 -> 8.4, ffn_down 2048x8192 15.2 -> 13.2 / 14.1 -> 11.4; its 2048x2048
       attn_output lost, 6.7 -> 7.6): the ffn_down keeps the dispatch, the others now stage x (below).
     - x quantized once per workgroup into workgroup memory (xs: no dispatch; 256-lane workgroups of 8
-      groups share it) on the nodes of >= 2048 rows of >= 2048 elements but the 8B's Q4_K gate+up and its
-      Q8_0/Q4_0 ffn_down, which keep the dispatch. Measured (`bench_gemv.py --variants`, us, xq or float
+      groups share it) on the nodes of >= 2048 rows of >= 2048 elements but the 8B's Q8_0/Q4_0 ffn_down,
+      which keep the dispatch (the 8B's Q4_K gate+up stages it with persist: see the last point). Measured (`bench_gemv.py --variants`, us, xq or float
       -> xs): 8B q/k/v Q4_K 14.2 -> 12.5, Q4_0 14.0 -> 13.0, Q8_0 16.8 -> 16.3 (R = 2); attn_output Q4_K
       11.1 -> 8.9, Q8_0 13.2 -> 11.8, Q4_0 11.2 -> 10.0 (R = 1); ffn_down Q4_K 22.0 -> 19.8, Q6_K 27.7 ->
       25.7 (R = 2), Q8_0 / Q4_0 30.7 / 21.9 -> 32.4 / 25.0 (kept xq); gate+up 39.6 -> 39.8 (kept xq); the 1B
@@ -173,9 +173,9 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
     - n < 3200 (Qwen q/k/v 1152 rows, attn_output and ffn_down 896): one row per group of 64 lanes (the
       rows are few, so more lanes per row keep more SMs busy; in the step Q6_K 896x4864 12.9 -> 10.6 us,
       Q5_0 896x896 7.8 -> 7.4); Q4_K takes the two-word piece q4_k2 with u2 (896x4864 11.7 -> 10.5 us).
-    - F16 rows of >= 2048 elements: two rows per 128-lane workgroup, x's index clamped (xclamp). Dawn
-      without bounds checks made the F16 GEMVs slower (8B F16 tg128 154 -> 144 tok/s, the other rows
-      faster); clamping only x's index gives the speed back and more. `bench_gemv.py --set f16
+    - F16 rows of >= 2048 elements: two rows per 128-lane workgroup (256 lanes from 4096 rows of >= 4096:
+      stop 17 below), x's index clamped (xclamp). Dawn without bounds checks made the F16 GEMVs slower
+      (8B F16 tg128 154 -> 144 tok/s, the other rows faster); clamping only x's index gives the speed back and more. `bench_gemv.py --set f16
       --variants`, us, the old split (32 lanes above 4096 rows, u2 from 16384 rows of >= 4096, else 64
       or 128) -> clamped -> clamped with 128 lanes: 8B gate+up 90.0 -> 83.2 -> 80.0, q/k/v 21.5 -> 21.5 ->
       21.0, 4096x4096 15.9 -> 14.6 -> 14.5, 4096x14336 47.0 -> 42.4 -> 42.1, LM head 343.5 -> 339.4 ->
@@ -184,13 +184,26 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       nodes, their LM heads most), and the integer-dot ones never load x as f32. Then two rows per
       workgroup (each x load serves both): whole model tg128 (alternated twice, one row -> R = 2 -> R = 4)
       8B F16 156.6 -> 162.2 -> 161.5 tok/s, 1B F16 770 -> 787 -> 786; 64-lane groups of R = 2 157.8 / 756.
+    - Stop 17 (whole model tg128 on the H100, old / new alternated twice, the old package run from its
+      own folder; isolated us from `bench_gemv.py --variants`):
+      - the 8B's Q4_K gate+up stages x (no quantize dispatch) in 128-lane workgroups of R = 8, at most 528
+        launched, each taking the 896 workgroups' rows in turn (persist): x staged 528 times, not 896 (isolated
+        31.4 -> 29.9 us; staged in all 896: 33.0). 8B Q4_K_M 339.4 / 338.7 -> 346.7 / 347.2 tok/s (R = 4 in
+        256-lane workgroups: 343.9 / 342.5; persist 264 / 1056 / 2112 were slower isolated or whole).
+      - u2 on the Q8_0 / Q4_0 q/k/v and attn_output: 8B Q4_0 344.7 / 343.6 -> 351.0 / 354.3, 1B Q4_0 1,148 /
+        1,146 -> 1,170 / 1,161, 8B Q8_0 239.5 / 239.0 -> 241.2 / 240.6, 1B Q8_0 953 / 958 -> 960 / 973.
+      - R = 8 for the 1B's Q4_K gate+up: 1B Q4_K_M 1,130 / 1,118 -> 1,144 / 1,144 (its Q8_0 / Q4_0: within
+        noise, kept R = 4).
+      - F16 rows and row counts of >= 4096: 256 lanes per workgroup of two rows: 8B F16 162.1 / 161.9 ->
+        165.7 / 165.4 (128 lanes on the q/k/v and attn_output only: 163.8 / 163.2); the 1B's (2048-element
+        rows) lost with it (787 -> 772-778) and keep 128.
     - Other float rows (F32/BF16, F16 under 2048 elements): one row per group; 32 lanes above 4096 rows,
       else 64, or 128 for rows >= 4x longer than the row count (F16, before the rule above: 8B 4096x14336
       47.2 -> 43.4 us, 4096x4096 16.5 -> 15.8; 1B 2048x2048 8.1 -> 7.0, 2048x8192 21.1 -> 16.0).
     """
     piece = GEMV_PIECES.get(qtype, "dq8")
     if qtype == "F16" and k >= 2048:
-        return GemvConfig(tpr=128, r=2, gpw=1, piece=piece, xclamp=True)
+        return GemvConfig(tpr=256 if k >= 4096 and n >= 4096 else 128, r=2, gpw=1, piece=piece, xclamp=True)
     if qtype in ("F32", "F16", "BF16"):
         tpr = 32 if n > 4096 else 128 if k >= 4 * n else 64
         return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece)
@@ -199,18 +212,18 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
         legacy = qtype in ("Q8_0", "Q4_0")
         if n >= 8192:                                   # gate+up
             if k <= 2048:
-                return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, q8x=True, xs=True)
+                return GemvConfig(tpr=32, r=8 if q4k else 4, gpw=4, piece=piece, ppb32=2, q8x=True, xs=True)
             if legacy:                                  # the 8B's Q8_0 / Q4_0: 256-lane workgroups share x
                 tpr = 32 if qtype == "Q8_0" else 16
                 return GemvConfig(tpr=tpr, r=4, gpw=256 // tpr, piece=piece, ppb32=2, q8x=True, xs=True)
-            return GemvConfig(tpr=32, r=2, gpw=4, piece=piece, ppb32=2, q8x=True, xq=True)
+            return GemvConfig(tpr=32, r=8, gpw=4, piece=piece, ppb32=2, q8x=True, xs=True, persist=528)
         if k >= 8192:                                   # ffn_down
             if legacy:
                 return GemvConfig(tpr=64, r=1, gpw=2, piece=piece, ppb32=2, q8x=True, xq=True)
             return GemvConfig(tpr=32, r=2 if n >= 4096 else 1, gpw=8, piece=piece, u2=n >= 4096, q8x=True, xs=True)
         small = q4k and n < 3200                         # q/k/v, attn_output
         return GemvConfig(tpr=32, r=2 if n >= 6144 else 1, gpw=8, piece="q4_k2" if small else piece, ppb32=2,
-                          u2=small, q8x=True, xs=True)
+                          u2=small or legacy, q8x=True, xs=True)
     if int8 and qtype in ("Q8_0", "Q4_0", "Q5_0") and 8192 <= n < 65536:   # gate+up of rows under 2048 (qwen)
         return GemvConfig(tpr=16, r=2, gpw=8, piece=piece, ppb32=2, q8x=True, xs=True)
     if n < 3200:
