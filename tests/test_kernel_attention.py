@@ -18,7 +18,7 @@ import pytest
 from oxigpu.backends import numpy_ops
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import CHECKS, case_error, load_kernels, prepare, rel_error, run_op
-from oxigpu.backends.wgpu.ops._common import HALF_STEP
+from oxigpu.backends.wgpu.ops._common import HALF_STEP, workgroups_for
 from oxigpu.backends.wgpu.ops.attention import attention_case, decode_config
 from oxigpu.backends.wgpu.ops.rope import reference as rope_reference
 from oxigpu.backends.wgpu.ops.rope_attention import rope_kv_attention_case
@@ -95,6 +95,30 @@ def test_replay_across_positions(dev, subgroups, monkeypatch):
         got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
         assert rel_error(got, _ref(case, q, pos)) < 2e-5, pos
         assert not _counters(dev, p.kernel).any(), pos
+
+
+@pytest.mark.parametrize("window", [0, 100])
+def test_grid_sized_to_the_active_splits(dev, window):
+    """The GPU-resident decode launches only the workgroups a step's active splits need
+    (Attention.decode_groups; with T == 1 the shader gives consecutive workgroups a row block's active
+    splits): at changing positions (one split, several, split boundaries, a window), that grid gives the
+    whole grid's output and leaves no counter set."""
+    case = attention_case("sized", 1, 1, 599, 14, 2, 64, 600, window=window, seed=9, n_split=8, split_chunk=64)
+    p = prepare("attention", case.inputs, case.attrs, dev=dev)
+    kern, q = p.kernel, case.inputs[0]
+    sizes = []
+    for pos in (599, 0, 63, 64, 300, 5, 511, 512, 127, 599, 1):
+        n = kern.decode_groups(pos)
+        sizes.append(n)
+        sized = [d._replace(workgroups=workgroups_for(n)) for d in p.dispatches]
+        dev.write_params(Params(pos=pos, n_tokens=1))
+        dev.write(p.out_bufs[0], np.full(p.out_shapes[0], np.nan, np.float32))
+        dev.submit(sized)
+        got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
+        assert rel_error(got, _ref(case, q, pos)) < 2e-5, pos
+        assert not _counters(dev, kern).any(), pos
+    n_blocks = kern.n_groups // kern.split
+    assert min(sizes) == n_blocks and max(sizes) == (2 * n_blocks if window else kern.n_groups)
 
 
 @pytest.mark.parametrize("pos", [40, 333])
@@ -187,7 +211,9 @@ def test_rope_kv_attention_decode_sequence(dev, subgroups, monkeypatch):
         for buf, x in zip(p.in_bufs, (q, k, v)):
             dev.write(buf, x)
         dev.write_params(Params(pos=pos, n_tokens=1))
-        dev.submit(p.dispatches)
+        # odd steps launch only the active splits' workgroups, as the GPU-resident decode does
+        n = p.kernel.decode_groups(pos) if pos % 2 else p.kernel.n_groups
+        dev.submit([d._replace(workgroups=workgroups_for(n)) for d in p.dispatches])
         ck[pos] = dev.read(p.in_bufs[3], np.float16, ck.shape)[pos]
         assert rel_error(ck[pos], rope_reference(k, Hkv, **ra, pos=pos)[0].astype(np.float16)) <= HALF_STEP, pos
         cv[pos] = v[0].astype(np.float16)

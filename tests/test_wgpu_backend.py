@@ -106,6 +106,31 @@ def test_resident_decode_draws_the_host_loop_tokens(dev, synth_files, shape, nam
     assert got + [t for b in batches for t in b] == ctx
 
 
+@pytest.mark.parametrize("shape", ["tiny-llama", "tiny-gemma3"])
+def test_resident_decode_launches_only_the_active_splits(dev, synth_files, shape):
+    """With a context allocated far beyond the position, the GPU-resident decode sizes each step's attention
+    grid to the splits that step uses (``_Resident.step``; gemma3's window layers and global layers apart)
+    and still draws the host loop's tokens, whose ``run`` launches the whole grid."""
+    n_ctx = 1024
+    model = GGUFFile(synth_files[shape])
+    prompt = tokens_for(model, 10)
+    prefill = compile(build_graph(model, None, 16, n_ctx, "last"))
+    decode = compile(build_graph(model, None, 1, n_ctx, "last"))
+    wb = WgpuBackend(model, n_ctx, dev)
+    ctx = list(prompt)
+    logits = wb.run(prefill, {"tokens": np.asarray(ctx)}, 0, len(ctx))["logits"]
+    for i in range(24):
+        ctx.append(sample(logits, SamplerConfig(), ctx, i))
+        logits = wb.run(decode, {"tokens": np.asarray(ctx[-1:])}, len(ctx) - 1, 1)["logits"]
+    got = prompt + [ctx[len(prompt)]]
+    assert got + [t for b in wb.decode_stream(decode, got, SamplerConfig(), 1, 23) for t in b] == ctx
+    res = next(iter(wb._resident.values()))
+    assert res.sized and all(k.decode_groups(len(ctx)) < k.n_groups for _, k in res.sized)
+    full = [d.workgroups for d in res.variants[0]]
+    step = [d.workgroups for d in res.step(0, len(ctx))]
+    assert sum(a != b for a, b in zip(step, full)) == sum(len(idx) for idx, _ in res.sized) > 0
+
+
 def test_engine_same_generations_on_both_backends(dev, synth_files):
     """Greedy, sampled, a stop string met mid-batch and close() mid-batch: the same tokens, text, finish
     reasons and KV-cache bookkeeping (ids drawn past the end are not counted as cached)."""

@@ -103,7 +103,10 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     say(f"loaded {path.name} on {engine.backend_name} in {load_s:.2f} s (n_ctx {engine.n_ctx})")
 
     plan = engine._decode
-    step = _step_groups(engine, len(ban), params.temperature <= 0)
+    def step_at(pos: int | None) -> list[tuple[Node | None, list[Any]]]:
+        return _step_groups(engine, len(ban), params.temperature <= 0, pos)
+
+    step = step_at(None)
     result: dict[str, Any] = {
         **_describe_model(engine, path), "backend": engine.backend_name, "device": _device_name(engine),
         "n_ctx": engine.n_ctx, "reps": reps, "temperature": params.temperature, "roofline_gbs": roofline_gbs,
@@ -126,7 +129,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
             say(f"pp{n_prompt}: profiled one {len(chunk)}-token prefill chunk")
 
     for depth in depths if n_gen else ():
-        result["tg"].append(_tg(engine, ids, depth, n_gen, params, cfg, step, reps, profile, result, say))
+        result["tg"].append(_tg(engine, ids, depth, n_gen, params, cfg, step_at, reps, profile, result, say))
     result["memory_bytes"] = engine.backend.memory_bytes()
     return result
 
@@ -143,9 +146,10 @@ def _check_args(n_prompt: int, n_gen: int, depths: Sequence[int], reps: int, roo
 
 
 def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: SamplingParams, cfg: SamplerConfig,
-        step: list[tuple[Node | None, list[Any]]], reps: int, profile: bool, result: dict[str, Any],
-        say: Log) -> dict[str, Any]:
-    """tg at one depth: fill the cache to ``depth`` (untimed), then time generations of ``n_gen`` tokens."""
+        step_at: Callable[[int | None], list[tuple[Node | None, list[Any]]]], reps: int, profile: bool,
+        result: dict[str, Any], say: Log) -> dict[str, Any]:
+    """tg at one depth: fill the cache to ``depth`` (untimed), then time generations of ``n_gen`` tokens;
+    ``step_at(pos)``: the decode step's dispatches at pos, as :func:`_step_groups`."""
     if depth:
         engine.eval(ids[:depth])              # reuses what the cache already holds of it
 
@@ -169,7 +173,8 @@ def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: Sampling
                roofline_pct=100 * gbs / result["roofline_gbs"], profile=None)
     if profile:
         ctx = ids[:depth + n_gen // 2 + 1]    # one step at the run's mean position
-        out["profile"] = (_profile_device if _resident(engine) else _profile_host)(engine, ctx, cfg, step)
+        out["profile"] = (_profile_device if _resident(engine) else _profile_host)(engine, ctx, cfg,
+                                                                                    step_at(len(ctx) - 1))
         out["profile"]["position"] = len(ctx) - 1
         del engine.cached_tokens[depth:]
         say(f"{name}: profiled one step at position {len(ctx) - 1}")
@@ -222,12 +227,13 @@ def _resident(engine: Engine) -> bool:
     return hasattr(engine.backend, "resident_step")
 
 
-def _step_groups(engine: Engine, n_bias: int, greedy: bool) -> list[tuple[Node | None, list[Any]]]:
+def _step_groups(engine: Engine, n_bias: int, greedy: bool, pos: int | None = None
+                 ) -> list[tuple[Node | None, list[Any]]]:
     """One decode step as (node, its dispatches), with the sampler the tg runs use (``greedy``: the
-    temperature-0 one); the sampler is node None. On the host each node is one op and the sampler is
-    not in the list."""
+    temperature-0 one); the sampler is node None; ``pos``: grids sized for a step there, as the tg runs
+    launch them. On the host each node is one op and the sampler is not in the list."""
     if _resident(engine):
-        return engine.backend.resident_step(engine._decode, n_bias, greedy)
+        return engine.backend.resident_step(engine._decode, n_bias, greedy, pos)
     return [(node, [node]) for node in engine._decode.nodes]
 
 

@@ -7,7 +7,10 @@
 // several row blocks, whose repeated K/V reads mostly hit L2) and one split of the keys they can see.
 // Splits: the grid holds MAXS splits per row block, but only `nact` are active, computed from P at run
 // time: keys per split = max(CHUNK, ceil(n_keys / MAXS)) rounded up to BLK (one pass of the workgroup),
-// so short contexts use few workgroups per row block and idle workgroups return at once.
+// so short contexts use few workgroups per row block and idle workgroups return at once. With T == 1
+// the workgroups take the active splits only, block after block, so a grid of NKV * NRB * nact suffices
+// (the GPU-resident decode launches that many per step: on the H100 the idle workgroups of a grid sized
+// for a 4225-key context cost ~2.5 % of the 8B's decode at 65 keys).
 // Inside a workgroup: R * KS teams of L lanes, team = slice * R + row: each walks its row's share of the
 // split (KB keys per pass, slices interleaved, so a workgroup pass covers BLK = KS * KB keys). A lane
 // holds vec4 columns c0 = lane and c1 = lane + L (NCK, NCV: 1 or 2 of them) of q, of the K and V rows it
@@ -88,6 +91,13 @@ fn key_range(rg0: u32, n: u32) -> vec2<u32> {
   var lo = 0u;
   if (WINDOW > 0u && P.pos + t_first + 1u > WINDOW) { lo = P.pos + t_first + 1u - WINDOW; }
   return vec2<u32>(lo, P.pos + t_last + 1u);
+}
+
+// (keys per split, active splits) of a row block seeing the keys in range (DecodeConfig.splits).
+fn splits_of(range: vec2<u32>) -> vec2<u32> {
+  let n_keys = range.y - range.x;
+  let kps = max(CHUNK, (n_keys + MAXS * BLK - 1u) / (MAXS * BLK) * BLK);
+  return vec2<u32>(kps, max(1u, (n_keys + kps - 1u) / kps));
 }
 
 // Which of keys j a row at position p sees (j < ke: inside the split).
@@ -205,15 +215,18 @@ fn write_out(rw: Row, tl: u32, st: St) {
 @compute @workgroup_size(WG)
 fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let linear = wid.y * nwg.x + wid.x;
-  let split = linear % MAXS;
-  let blk = linear / MAXS;              // kvh * NRB + rb
+  // T == 1: every row block sees the same keys, so a block's nact active splits are consecutive
+  // workgroups and the host may launch only NKV * NRB * nact (Attention.decode_groups); else MAXS per block
+  let per = select(MAXS, splits_of(key_range(0u, R)).y, {{T}}u == 1u);
+  let split = linear % per;
+  let blk = linear / per;               // kvh * NRB + rb
   if (blk >= NKV * NRB) { return; }
   let rb = blk % NRB;
   let kvh = blk / NRB;
   let range = key_range(rb * R, R);
-  let n_keys = range.y - range.x;
-  let kps = max(CHUNK, (n_keys + MAXS * BLK - 1u) / (MAXS * BLK) * BLK);
-  let nact = max(1u, (n_keys + kps - 1u) / kps);
+  let sp = splits_of(range);
+  let kps = sp.x;
+  let nact = sp.y;
   if (split >= nact) { return; }
   let ks = range.x + split * kps;
   let ke = min(ks + kps, range.y);

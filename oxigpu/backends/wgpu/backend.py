@@ -30,7 +30,7 @@ import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -42,7 +42,7 @@ from ...quant import dequantize, get_type
 from ...runtime.sampling import SamplerConfig
 from .. import step_inputs
 from ..numpy_backend import _mem_available, fmt_bytes
-from .device import Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module
+from .device import Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module, workgroups_for
 from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
 
 Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
@@ -99,13 +99,33 @@ class _Loaded:
 
 @dataclass
 class _Resident:
-    """A decode plan + ``sample``, twice: variant i reads the current id from ``tok[i]``, writes ``tok[1-i]``."""
+    """A decode plan + ``sample``, twice: variant i reads the current id from ``tok[i]``, writes ``tok[1-i]``.
+
+    ``sized``: dispatches whose grid follows the step's position (``decode_groups`` of their kernel: the
+    decode attention launches only the splits it uses), as (their indices in a variant, one kernel of the
+    kind); :meth:`step` gives a variant so sized for a position, built once per distinct grid."""
 
     variants: tuple[list[Dispatch], list[Dispatch]]
     tok: tuple[Any, Any]
     bias_ids: Any
     bias_vals: Any
     n_bias: int
+    sized: tuple[tuple[tuple[int, ...], Any], ...] = ()
+    by_grid: dict[tuple, list[Dispatch]] = field(default_factory=dict)
+
+    def step(self, i: int, pos: int) -> list[Dispatch]:
+        """Variant ``i``'s dispatches for the step at ``pos``."""
+        if not self.sized:
+            return self.variants[i]
+        key = (i, *(kernel.decode_groups(pos) for _, kernel in self.sized))
+        ds = self.by_grid.get(key)
+        if ds is None:
+            ds = list(self.variants[i])
+            for (idx, _), n in zip(self.sized, key[1:]):
+                for j in idx:
+                    ds[j] = ds[j]._replace(workgroups=workgroups_for(n))
+            self.by_grid[key] = ds
+        return ds
 
 
 class WgpuBackend:
@@ -385,14 +405,14 @@ class WgpuBackend:
         """The distinct buffers holding ``tensors`` (joined weights share one)."""
         return dict.fromkeys(b[0] if isinstance(b, tuple) else b for b, _ in map(self._weights.get, tensors))
 
-    def resident_step(self, plan: Plan, n_bias: int = 0, greedy: bool = False
+    def resident_step(self, plan: Plan, n_bias: int = 0, greedy: bool = False, pos: int | None = None
                       ) -> list[tuple[Node | None, list[Dispatch]]]:
         """One GPU-resident decode step as it is encoded: each node's dispatches, then ``(None, the
         sampler's and the next step's Params copy)``. For profiling and dispatch counts
         (``runtime/bench.py``); ``n_bias`` as in :meth:`decode_stream`'s logit bias, ``greedy`` its
-        temperature-0 sampler."""
+        temperature-0 sampler; ``pos``: the step's position (grids sized for it), else grids for any."""
         res = self._resident_for(plan, n_bias, greedy)
-        flat, groups, i = res.variants[0], [], 0
+        flat, groups, i = res.variants[0] if pos is None else res.step(0, pos), [], 0
         for node, ds in zip(plan.nodes, self._loaded(plan).node_dispatches):
             groups.append((node, flat[i:i + len(ds)]))
             i += len(ds)
@@ -456,7 +476,7 @@ class WgpuBackend:
         self.dev.queue.write_buffer(self._staging[slot], 0, params)
         enc = self.dev.device.create_command_encoder()
         nxt = self._next_params[slot]
-        self.dev.encode(enc, [d for j in range(k) for d in (nxt[j], *res.variants[(step0 + j) % 2])])
+        self.dev.encode(enc, [d for j in range(k) for d in (nxt[j], *res.step((step0 + j) % 2, pos0 + step0 + j))])
         enc.copy_buffer_to_buffer(self._ring, (pos0 + step0 + 1) * 4, self._readback[slot], 0, k * 4)
         return enc.finish()
 
@@ -512,7 +532,14 @@ class WgpuBackend:
                 ds += own
             ds += sampler.encode([loaded.bindings[logits], tok[i], self._ring, bias_ids, bias_vals, tok[1 - i]])
             variants.append(ds)
-        res = _Resident((variants[0], variants[1]), tok, bias_ids, bias_vals, nb)
+        kinds: dict[tuple, tuple[list[int], Any]] = {}
+        i = 0
+        for kernel, own in zip(loaded.kernels, loaded.node_dispatches):
+            if getattr(kernel, "decode_groups", None) and kernel.decode_groups(0) is not None and len(own) == 1:
+                kinds.setdefault((kernel.cfg, kernel.window, kernel.n_blocks), ([], kernel))[0].append(i)
+            i += len(own)
+        sized = tuple((tuple(idx), kernel) for idx, kernel in kinds.values())
+        res = _Resident((variants[0], variants[1]), tok, bias_ids, bias_vals, nb, sized)
         self._resident[key] = res
         return res
 

@@ -149,7 +149,9 @@ class Attention(OpKernel):
                             int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)))
         self.cfg = cfg
         self.split = cfg.MAXS
+        self.one_row, self.window = T == 1, int(a.get("window", 0))
         n_blocks = Hkv * cfg.NRB
+        self.n_blocks = n_blocks
         self.n_groups = n_blocks * cfg.MAXS
         merge = cfg.KS * cfg.R if cfg.KS > 1 else 1
         self.pipe = self.dev.pipeline("attention_decode.wgsl", "main", common | {
@@ -160,6 +162,14 @@ class Attention(OpKernel):
         part_bytes = n_blocks * cfg.MAXS * cfg.R * (DV // 4 + 1) * 16 if cfg.MAXS > 1 else 16
         self.part = self.dev.create_buffer(part_bytes, label="attention.partials")
         self.counters = self.dev.create_buffer(4 * n_blocks, label="attention.counters")   # zero-filled
+
+    def decode_groups(self, pos: int) -> int | None:
+        """Workgroups a one-token step at ``pos`` needs: its row blocks' active splits (the shader maps
+        workgroups to them so when T == 1); None where the grid stays whole (prefill, T > 1)."""
+        if self.prefill or not self.one_row:
+            return None
+        n_keys = min(pos + 1, self.window) if self.window else pos + 1
+        return self.n_blocks * self.cfg.splits(n_keys)[1]
 
     def key_source(self) -> dict:
         """Defines of the decode kernel's attention/kv_*.wgsl hooks: q and every key from the buffers."""
