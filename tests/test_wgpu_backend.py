@@ -89,21 +89,27 @@ def test_resident_decode_draws_the_host_loop_tokens(dev, synth_files, shape, nam
     docstring; test_logits_match_numpy bounds it), which moved one of these draws (tiny-gemma3,
     penalties+bias, the 24th token) once the caches were f16."""
     cfg = CONFIGS[name]
-    model = GGUFFile(synth_files[shape])
-    prompt = tokens_for(model, 10)
-    prefill = compile(build_graph(model, None, 16, N_CTX, "last"))
-    decode = compile(build_graph(model, None, 1, N_CTX, "last"))
-    wb = WgpuBackend(model, N_CTX, dev)
-    ctx = list(prompt)
-    logits = wb.run(prefill, {"tokens": np.asarray(ctx)}, 0, len(ctx))["logits"]
-    for i in range(24):
-        ctx.append(sample(logits, cfg, ctx, i))
-        logits = wb.run(decode, {"tokens": np.asarray(ctx[-1:])}, len(ctx) - 1, 1)["logits"]
-    logits = wb.run(prefill, {"tokens": np.asarray(prompt)}, 0, len(prompt))["logits"]
-    got = prompt + [sample(logits, cfg, prompt, 0)]
+    wb, decode, prompt, ctx = _host_loop(dev, synth_files[shape], cfg, N_CTX)
+    got = prompt + [ctx[len(prompt)]]
     batches = list(wb.decode_stream(decode, got, cfg, 1, 23))
     assert [len(b) for b in batches][:3] == [2, 4, 8]
     assert got + [t for b in batches for t in b] == ctx
+
+
+def _host_loop(dev, path, cfg: SamplerConfig, n_ctx: int, n: int = 24):
+    """A wgpu backend, its decode plan, a 10-token prompt and the prompt + n tokens its host loop draws
+    (``run`` + the numpy sampler: the whole attention grid every step)."""
+    model = GGUFFile(path)
+    prompt = tokens_for(model, 10)
+    prefill = compile(build_graph(model, None, 16, n_ctx, "last"))
+    decode = compile(build_graph(model, None, 1, n_ctx, "last"))
+    wb = WgpuBackend(model, n_ctx, dev)
+    ctx = list(prompt)
+    logits = wb.run(prefill, {"tokens": np.asarray(ctx)}, 0, len(ctx))["logits"]
+    for i in range(n):
+        ctx.append(sample(logits, cfg, ctx, i))
+        logits = wb.run(decode, {"tokens": np.asarray(ctx[-1:])}, len(ctx) - 1, 1)["logits"]
+    return wb, decode, prompt, ctx
 
 
 @pytest.mark.parametrize("shape", ["tiny-llama", "tiny-gemma3"])
@@ -111,17 +117,7 @@ def test_resident_decode_launches_only_the_active_splits(dev, synth_files, shape
     """With a context allocated far beyond the position, the GPU-resident decode sizes each step's attention
     grid to the splits that step uses (``_Resident.step``; gemma3's window layers and global layers apart)
     and still draws the host loop's tokens, whose ``run`` launches the whole grid."""
-    n_ctx = 1024
-    model = GGUFFile(synth_files[shape])
-    prompt = tokens_for(model, 10)
-    prefill = compile(build_graph(model, None, 16, n_ctx, "last"))
-    decode = compile(build_graph(model, None, 1, n_ctx, "last"))
-    wb = WgpuBackend(model, n_ctx, dev)
-    ctx = list(prompt)
-    logits = wb.run(prefill, {"tokens": np.asarray(ctx)}, 0, len(ctx))["logits"]
-    for i in range(24):
-        ctx.append(sample(logits, SamplerConfig(), ctx, i))
-        logits = wb.run(decode, {"tokens": np.asarray(ctx[-1:])}, len(ctx) - 1, 1)["logits"]
+    wb, decode, prompt, ctx = _host_loop(dev, synth_files[shape], SamplerConfig(), 1024)
     got = prompt + [ctx[len(prompt)]]
     assert got + [t for b in wb.decode_stream(decode, got, SamplerConfig(), 1, 23) for t in b] == ctx
     res = next(iter(wb._resident.values()))
