@@ -193,8 +193,8 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     assert not gemv_config("Q5_0", 896, 2304).q8x and gemv_config("Q8_0", 896, 151936).q8x   # short rows
     assert not any(gemv_config(t, 4096, 28672, int8=False).q8x for t in ("Q4_K", "Q6_K", "Q8_0"))
     # x quantized once: by its own dispatch on the 8B's Q8_0/Q4_0 ffn_down and the Q8_0 LM heads; per
-    # workgroup (xs) on the 8B's Q4_K gate+up (with persist) and the other nodes of >= 2048 rows of >= 2048 elements; not on gemma3's
-    # 640-row ffn_down (float dots), nor on the Q6_K LM heads
+    # workgroup (xs) on the 8B's Q4_K gate+up (with persist) and the other nodes of >= 2048 rows of >= 2048
+    # elements; not on gemma3's 640-row ffn_down (float dots), nor on the Q6_K LM heads
     glu = gemv_config("Q4_K", 4096, 28672)
     assert glu.xs and glu.persist and all(gemv_config(t, 4096, 28672).xs for t in ("Q8_0", "Q4_0"))
     assert all(gemv_config(t, 14336, 4096).xq for t in ("Q8_0", "Q4_0")) and gemv_config("Q8_0", 896, 151936).xq

@@ -103,6 +103,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     say(f"loaded {path.name} on {engine.backend_name} in {load_s:.2f} s (n_ctx {engine.n_ctx})")
 
     plan = engine._decode
+
     def step_at(pos: int | None) -> list[tuple[Node | None, list[Any]]]:
         return _step_groups(engine, len(ban), params.temperature <= 0, pos)
 

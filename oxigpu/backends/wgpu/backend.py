@@ -42,7 +42,8 @@ from ...quant import dequantize, get_type
 from ...runtime.sampling import SamplerConfig
 from .. import step_inputs
 from ..numpy_backend import _mem_available, fmt_bytes
-from .device import Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module, workgroups_for
+from .device import (Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module,
+                     workgroups_for)
 from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
 
 Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
@@ -476,7 +477,8 @@ class WgpuBackend:
         self.dev.queue.write_buffer(self._staging[slot], 0, params)
         enc = self.dev.device.create_command_encoder()
         nxt = self._next_params[slot]
-        self.dev.encode(enc, [d for j in range(k) for d in (nxt[j], *res.step((step0 + j) % 2, pos0 + step0 + j))])
+        self.dev.encode(enc, [d for j in range(k)
+                              for d in (nxt[j], *res.step((step0 + j) % 2, pos0 + step0 + j))])
         enc.copy_buffer_to_buffer(self._ring, (pos0 + step0 + 1) * 4, self._readback[slot], 0, k * 4)
         return enc.finish()
 

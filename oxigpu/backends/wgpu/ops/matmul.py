@@ -126,26 +126,26 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
       the Q4_K/Q6_K nodes under 3200 rows gained nothing. On the 1B's 2048-3199-row Q8_0/Q4_0 nodes
       (q/k/v 12.1 -> 9.1 / 11.4 -> 8.4, ffn_down 2048x8192 15.2 -> 13.2 / 14.1 -> 11.4; its 2048x2048
       attn_output lost, 6.7 -> 7.6): the ffn_down keeps the dispatch, the others now stage x (below).
-    - x quantized once per workgroup into workgroup memory (xs: no dispatch; 256-lane workgroups of 8
-      groups share it) on the nodes of >= 2048 rows of >= 2048 elements but the 8B's Q8_0/Q4_0 ffn_down,
-      which keep the dispatch (the 8B's Q4_K gate+up stages it with persist: see the last point). Measured (`bench_gemv.py --variants`, us, xq or float
-      -> xs): 8B q/k/v Q4_K 14.2 -> 12.5, Q4_0 14.0 -> 13.0, Q8_0 16.8 -> 16.3 (R = 2); attn_output Q4_K
-      11.1 -> 8.9, Q8_0 13.2 -> 11.8, Q4_0 11.2 -> 10.0 (R = 1); ffn_down Q4_K 22.0 -> 19.8, Q6_K 27.7 ->
-      25.7 (R = 2), Q8_0 / Q4_0 30.7 / 21.9 -> 32.4 / 25.0 (kept xq); gate+up 39.6 -> 39.8 (kept xq); the 1B
-      (integer dots now from 2048 rows: gemma3's 640 keep float dots) q/k/v Q4_K 9.5 -> 6.6, Q8_0 9.1 ->
-      7.6, attn_output Q4_K 6.6 -> 5.6, ffn_down Q6_K 13.0 -> 11.1, gate+up (R = 4) Q4_K 18.7 -> 17.3,
-      Q8_0 24.4 -> 22.2. Whole model tg128 (A/B against `cb3637b`): 8B Q4_K_M 269 -> 285, Q4_0 282 ->
-      291, Q8_0 212 -> 217; 1B Q4_K_M 869 -> 978, Q4_0 854 -> 983, Q8_0 800 -> 867. Qwen's Q8_0/Q4_0
-      gate+up (2 x 4864 x 896, `--set qwen-legacy`) with 16 lanes per group: 13.4 -> 10.0, 12.2 -> 9.2
-      (its other nodes, 896-1152 rows, were faster with float dots); its Q5_0 gate+up (the Q4_K_M files'
+    - x quantized once per workgroup into workgroup memory (xs: no dispatch; 256-lane workgroups of 8 groups
+      share it) on the nodes of >= 2048 rows of >= 2048 elements but the 8B's Q8_0/Q4_0 ffn_down, which keep
+      the dispatch (the 8B's Q4_K gate+up stages it with persist: see the last point). Measured
+      (`bench_gemv.py --variants`, us, xq or float -> xs): 8B q/k/v Q4_K 14.2 -> 12.5, Q4_0 14.0 -> 13.0, Q8_0
+      16.8 -> 16.3 (R = 2); attn_output Q4_K 11.1 -> 8.9, Q8_0 13.2 -> 11.8, Q4_0 11.2 -> 10.0 (R = 1);
+      ffn_down Q4_K 22.0 -> 19.8, Q6_K 27.7 -> 25.7 (R = 2), Q8_0 / Q4_0 30.7 / 21.9 -> 32.4 / 25.0 (kept xq);
+      gate+up 39.6 -> 39.8 (kept xq); the 1B (integer dots now from 2048 rows: gemma3's 640 keep float dots)
+      q/k/v Q4_K 9.5 -> 6.6, Q8_0 9.1 -> 7.6, attn_output Q4_K 6.6 -> 5.6, ffn_down Q6_K 13.0 -> 11.1, gate+up
+      (R = 4) Q4_K 18.7 -> 17.3, Q8_0 24.4 -> 22.2. Whole model tg128 (A/B against `cb3637b`): 8B Q4_K_M 269
+      -> 285, Q4_0 282 -> 291, Q8_0 212 -> 217; 1B Q4_K_M 869 -> 978, Q4_0 854 -> 983, Q8_0 800 -> 867. Qwen's
+      Q8_0/Q4_0 gate+up (2 x 4864 x 896, `--set qwen-legacy`) with 16 lanes per group: 13.4 -> 10.0, 12.2 ->
+      9.2 (its other nodes, 896-1152 rows, were faster with float dots); its Q5_0 gate+up (the Q4_K_M files'
       and the real Qwen2.5's: 896 is no multiple of 256) likewise, 12.3 -> 10.5 us, whole model tg128 (A/B
-      against `587591b`) 871 / 870 -> 907 / 908 tok/s, at depth 4096 791 / 780 -> 804 / 809; the int8
-      parity test's qwen figure stays at 1.7e-2 (bound 3e-2). The 8B's Q8_0/Q4_0 gate+up (2 x 14336 x
-      4096) stage x too, in 256-lane workgroups with R = 4 (`--set 8b-legacy --variants`, us, xq -> xs):
-      Q8_0 57.1 -> 54.1 (32 lanes per group; 16 lanes: 56.7), Q4_0 40.0 -> 36.6 (16 lanes; 32: 38.7);
-      R = 2 was slower (57.5, 42.2). Whole model tg128, alternated twice against `587591b`: Q4_0 293 / 293
-      -> 307 / 307 tok/s, Q8_0 216 / 216 -> 220 / 220. Their ffn_down (4096 x 14336) keeps xq: staged it
-      ran 32.6 / 24.8 us (R = 2, 8 groups) against 31.0 / 21.7.
+      against `587591b`) 871 / 870 -> 907 / 908 tok/s, at depth 4096 791 / 780 -> 804 / 809; the int8 parity
+      test's qwen figure stays at 1.7e-2 (bound 3e-2). The 8B's Q8_0/Q4_0 gate+up (2 x 14336 x 4096)
+      stage x too, in 256-lane workgroups with R = 4 (`--set 8b-legacy --variants`, us, xq -> xs): Q8_0 57.1
+      -> 54.1 (32 lanes per group; 16 lanes: 56.7), Q4_0 40.0 -> 36.6 (16 lanes; 32: 38.7); R = 2 was slower
+      (57.5, 42.2). Whole model tg128, alternated twice against `587591b`: Q4_0 293 / 293 -> 307 / 307 tok/s,
+      Q8_0 216 / 216 -> 220 / 220. Their ffn_down (4096 x 14336) keeps xq: staged it ran 32.6 / 24.8 us
+      (R = 2, 8 groups) against 31.0 / 21.7.
     - Integer dots (q8x: x as int8 per piece) wherever n >= 3200 and the piece has them. Q4_K/Q6_K,
       isolated (`bench_gemv.py --sweep q8x`): 8B gate+up 51.3 -> 43.5 us with R = 8 (q8x alone: 50.0);
       q/k/v (Q4_K+Q6_K) 22.5 -> 18.3 and ffn_down Q4_K 4096x14336 26.4 -> 22.3 with 64 lanes, R = 4 and
@@ -173,17 +173,17 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
     - n < 3200 (Qwen q/k/v 1152 rows, attn_output and ffn_down 896): one row per group of 64 lanes (the
       rows are few, so more lanes per row keep more SMs busy; in the step Q6_K 896x4864 12.9 -> 10.6 us,
       Q5_0 896x896 7.8 -> 7.4); Q4_K takes the two-word piece q4_k2 with u2 (896x4864 11.7 -> 10.5 us).
-    - F16 rows of >= 2048 elements: two rows per 128-lane workgroup (256 lanes from 4096 rows of >= 4096:
-      stop 17 below), x's index clamped (xclamp). Dawn without bounds checks made the F16 GEMVs slower
-      (8B F16 tg128 154 -> 144 tok/s, the other rows faster); clamping only x's index gives the speed back and more. `bench_gemv.py --set f16
-      --variants`, us, the old split (32 lanes above 4096 rows, u2 from 16384 rows of >= 4096, else 64
-      or 128) -> clamped -> clamped with 128 lanes: 8B gate+up 90.0 -> 83.2 -> 80.0, q/k/v 21.5 -> 21.5 ->
-      21.0, 4096x4096 15.9 -> 14.6 -> 14.5, 4096x14336 47.0 -> 42.4 -> 42.1, LM head 343.5 -> 339.4 ->
-      333.2; 1B gate+up 29.9 -> 26.2 (128 lanes), 2048x2048 6.38 -> 6.10, 2048x8192 15.7 -> 14.6, LM head
-      176.5 -> 169.5. The same clamp on the quantized float-dot GEMVs cost 1-18 % (qwen's and the 1B's
-      nodes, their LM heads most), and the integer-dot ones never load x as f32. Then two rows per
-      workgroup (each x load serves both): whole model tg128 (alternated twice, one row -> R = 2 -> R = 4)
-      8B F16 156.6 -> 162.2 -> 161.5 tok/s, 1B F16 770 -> 787 -> 786; 64-lane groups of R = 2 157.8 / 756.
+    - F16 rows of >= 2048 elements: two rows per 128-lane workgroup (256 lanes from 4096 rows of >= 4096: stop
+      17 below), x's index clamped (xclamp). Dawn without bounds checks made the F16 GEMVs slower (8B F16
+      tg128 154 -> 144 tok/s, the other rows faster); clamping only x's index gives the speed back and more.
+      `bench_gemv.py --set f16 --variants`, us, the old split (32 lanes above 4096 rows, u2 from 16384 rows of
+      >= 4096, else 64 or 128) -> clamped -> clamped with 128 lanes: 8B gate+up 90.0 -> 83.2 -> 80.0, q/k/v
+      21.5 -> 21.5 -> 21.0, 4096x4096 15.9 -> 14.6 -> 14.5, 4096x14336 47.0 -> 42.4 -> 42.1, LM head 343.5 ->
+      339.4 -> 333.2; 1B gate+up 29.9 -> 26.2 (128 lanes), 2048x2048 6.38 -> 6.10, 2048x8192 15.7 -> 14.6, LM
+      head 176.5 -> 169.5. The same clamp on the quantized float-dot GEMVs cost 1-18 % (qwen's and the 1B's
+      nodes, their LM heads most), and the integer-dot ones never load x as f32. Then two rows per workgroup
+      (each x load serves both): whole model tg128 (alternated twice, one row -> R = 2 -> R = 4) 8B F16 156.6
+      -> 162.2 -> 161.5 tok/s, 1B F16 770 -> 787 -> 786; 64-lane groups of R = 2 157.8 / 756.
     - Stop 17 (whole model tg128 on the H100, old / new alternated twice, the old package run from its
       own folder; isolated us from `bench_gemv.py --variants`):
       - the 8B's Q4_K gate+up stages x (no quantize dispatch) in 128-lane workgroups of R = 8, at most 528
