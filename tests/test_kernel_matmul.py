@@ -215,8 +215,8 @@ def test_gemv_q8x_choice(dev, monkeypatch):
 
 def test_f16_gemv_clamped_x(dev):
     """F16 rows of >= 2048 elements take 128-lane workgroups of two rows with x's index clamped (gemv_config's
-    F16 rule), as plain, norm-prologue multi (three weights joined) and GLU nodes; shorter rows keep the old
-    split."""
+    F16 rule; 256 lanes from 4096 rows of >= 4096), as plain, norm-prologue multi (three weights joined) and
+    GLU nodes; shorter rows keep the old split."""
     cfg = gemv_config("F16", 2048, 130)
     assert cfg.xclamp and (cfg.tpr, cfg.r, cfg.gpw) == (128, 2, 1)
     assert (gemv_config("F16", 4096, 6144).tpr, gemv_config("F16", 14336, 4096).tpr) == (256, 256)   # the 8B's
@@ -225,6 +225,11 @@ def test_f16_gemv_clamped_x(dev):
     case = matmul_multi_case(("F16",) * 3, 1, 2048, (130, 33, 33), False, seed=161, norm=True)
     assert _run_multi_joined(dev, case, (130, 33, 33)) == 1
     _run(matmul_glu_case("F16", 2304, 67, "silu", True, seed=162), dev)
+    # the 256-lane split gemv_config gives the 8B's rows, at short odd shapes (lanes past a row's end)
+    wide = {"gemv": {"tpr": 256, "r": 2, "gpw": 1, "xclamp": True}}
+    _run(matmul_add_case("F16", 1, 2080, 67, bias=True, seed=163), dev, wide)
+    glu = matmul_glu_case("F16", 2304, 37, "silu", True, seed=164)
+    _run(glu, dev, {**glu.attrs, **wide})
 
 
 @pytest.mark.parametrize("env,want", [("0", False), ("1", True), (None, None)])
