@@ -52,6 +52,8 @@ SHAPES = {   # name: (n, k, weight type) of one prefill GEMM (q/k/v and gate/up 
     "llama1b.gateup": (16384, 2048, "Q4_K"), "llama1b.down": (2048, 8192, "Q6_K"),
     "llama8b.o.f16": (4096, 4096, "F16"), "llama8b.o.q8": (4096, 4096, "Q8_0"),
     "qwen0.5b.down6": (896, 4864, "Q6_K"), "llama8b.o.q40": (4096, 4096, "Q4_0"), "llama8b.v": (1024, 4096, "Q6_K"),
+    "llama8b.qkv.f16": (6144, 4096, "F16"), "llama8b.gateup.f16": (28672, 4096, "F16"),
+    "llama8b.down.f16": (4096, 14336, "F16"),
     "test.q4k": (200, 512, "Q4_K"), "test.f16": (200, 512, "F16"),
 }
 
@@ -61,8 +63,8 @@ TILES = ["8x8/16", "8x4/16", "4x8/16", "4x4/16", "4x4/32"]
 def parse_variant(v: str) -> dict | None:
     """'8x4/16 s2 L128' -> TileConfig fields (split-k 2, 128 loader threads); 'q8 8x4 L256 b2' -> the
     integer-dot kernel's (2 blocks per step); 'default' -> {}; 'f32' / 'q8' -> that kernel's default
-    choice; 'mma' / 'mma 2x4 t4 b32 s2' -> the matrix-unit kernel (where Device.has_mma), its default
-    or SGM x SGN subgroups of 2 x TNB blocks, BK, split-k; 'f16tiles' -> default with F16 weights in f16 tiles."""
+    choice; 'mma' / 'mma 2x4 t4 b32 s2 f4' -> the matrix-unit kernel (where Device.has_mma), its default
+    or SGM x SGN subgroups of FM (default 2) x TNB blocks, BK, split-k; 'f16tiles' -> default with F16 weights in f16 tiles."""
     if v == "default":
         return {}
     if v in ("f32", "q8"):
@@ -70,12 +72,12 @@ def parse_variant(v: str) -> dict | None:
     if v.startswith("mma"):   # 'mma', 'mma 2x4 t4 b32': the matrix-unit kernel, SGM x SGN subgroups, TNB, BK
         out, sg = {"mma": True}, None
         for a in v.split()[1:]:
-            if a[0] in "bts":
-                out[{"b": "bk", "t": "sn", "s": "splits"}[a[0]]] = int(a[1:])
+            if a[0] in "btsf":
+                out[{"b": "bk", "t": "sn", "s": "splits", "f": "fm"}[a[0]]] = int(a[1:])
             else:
                 sg = [int(i) for i in a.split("x")]
         if sg:
-            out |= {"tm": 2 * sg[0], "tn": out.get("sn", 2) * sg[1]}
+            out |= {"tm": out.get("fm", 2) * sg[0], "tn": out.get("sn", 2) * sg[1]}
         return out
     if v == "f16tiles":
         return {"f16": True}

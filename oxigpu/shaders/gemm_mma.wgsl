@@ -2,13 +2,14 @@
 // Y[m, n] = sum_k x[m, k] W[n, k] (+ bias, + residual, multi-output segments: common/matmul_io.wgsl's
 // store), f16 products with f32 sums, as llama.cpp's dequantize-then-cuBLAS path. x comes in f16 from the
 // x pass (gemm_xh.wgsl, binding 6). Each step stages BK k of an x tile and of a weight tile
-// (gemm_mma/<w>.wgsl: dequantized to f16) in workgroup memory, and every subgroup multiplies its 2 x TNB
-// blocks of 16 x 16 results from them. The next step's x and weights are read from memory into registers
+// (gemm_mma/<w>.wgsl: dequantized to f16) in workgroup memory, and every subgroup multiplies its FM x TNB
+// blocks of 16 x 16 results from them (FM = 4: each fragment loaded from workgroup memory serves more
+// products). The next step's x and weights are read from memory into registers
 // while the matrix units work on this one (few workgroups fit an SM at prefill sizes, so nothing else
 // hides that latency).
 //
 // Workgroup: SGM x SGN subgroups of 32 lanes (NVIDIA's size; gemm.py takes this kernel only there), tile
-// BM x BN = 32 SGM x 16 TNB SGN. Tint wants subgroup-matrix offsets uniform over the workgroup; here they
+// BM x BN = 16 FM SGM x 16 TNB SGN. Tint wants subgroup-matrix offsets uniform over the workgroup; here they
 // are uniform per subgroup, which is what the hardware needs, so that check is switched off below.
 // Rows at or past the step's n_tokens read as zero; row tiles wholly past it return at once. Split-k
 // (SPLITS > 1, common/split_k.wgsl): workgroup z covers k_range(z) and writes partial sums.
@@ -21,15 +22,16 @@ enable chromium_experimental_subgroup_matrix;
 
 const SGM: u32 = {{SGM}}u;
 const SGN: u32 = {{SGN}}u;
+const FM: u32 = {{FM}}u;         // 16 x 16 blocks per subgroup along m: 2 or 4
 const TNB: u32 = {{TNB}}u;       // 16 x 16 blocks per subgroup along n: 2 or 4
 const BK: u32 = {{BK}}u;         // k per step: 32 or 64
 const SPLITS: u32 = {{SPLITS}}u;
-const BM: u32 = 32u * SGM;
+const BM: u32 = 16u * FM * SGM;
 const BN: u32 = 16u * TNB * SGN;
 const WG: u32 = 32u * SGM * SGN;
 const LD: u32 = BK + 8u;         // halves per staged row: BK and 8 of padding (spreads the matrix loads' banks)
 const XPL: u32 = BM * BK / 8u / WG;              // x vec4s (8 halves) per lane per step
-const WUN: u32 = BN * BK / 32u;                  // weight units (one row's 32-block) per step
+const WUN: u32 = BN * BK / WU;                   // weight units (WU halves of a row: gemm_mma/<w>.wgsl) per step
 const WPL: u32 = (WUN + WG - 1u) / WG;           // per lane (the last round partial where WUN < WG)
 
 var<workgroup> xs: array<f16, BM * LD>;          // [m][k]
@@ -44,7 +46,7 @@ var<private> xr: array<vec4<u32>, XPL>;          // the next step's x and weight
 var<private> wr: array<WBlock, WPL>;
 
 // Reads step k0's x (row m0 + u / (BK / 8), 8 k at 8 (u % (BK / 8)); zero past the chunk, n_tokens or k)
-// and weight units (row n0 + u / (BK / 32), its 32-block u % (BK / 32)) into xr, wr.
+// and weight units (row n0 + u / (BK / WU), its unit u % (BK / WU)) into xr, wr.
 fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
   let mlim = min(D.m, P.n_tokens);
   for (var i = 0u; i < XPL; i++) {
@@ -56,7 +58,7 @@ fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
   }
   for (var i = 0u; i < WPL; i++) {
     let u = lid + i * WG;
-    if (u < WUN) { wr[i] = w_load(n0 + u / (BK / 32u), k0 / 32u + u % (BK / 32u)); }
+    if (u < WUN) { wr[i] = w_load(n0 + u / (BK / WU), k0 / WU + u % (BK / WU)); }
   }
 }
 
@@ -72,7 +74,7 @@ fn stage(lid: u32) {
   }
   for (var i = 0u; i < WPL; i++) {
     let u = lid + i * WG;
-    if (u < WUN) { w_put((u / (BK / 32u)) * LD + 32u * (u % (BK / 32u)), wr[i]); }
+    if (u < WUN) { w_put((u / (BK / WU)) * LD + WU * (u % (BK / WU)), wr[i]); }
   }
 }
 
@@ -97,7 +99,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let sg = lid / 32u;
   let sm = sg % SGM;
   let sn = sg / SGM;
-  let xo = 32u * sm * LD;
+  let xo = 16u * FM * sm * LD;
   let wo = 16u * TNB * sn * LD;
   var c00: subgroup_matrix_result<f32, 16, 16>;
   var c01: subgroup_matrix_result<f32, 16, 16>;
@@ -107,6 +109,14 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var c11: subgroup_matrix_result<f32, 16, 16>;
   var c12: subgroup_matrix_result<f32, 16, 16>;
   var c13: subgroup_matrix_result<f32, 16, 16>;
+  var c20: subgroup_matrix_result<f32, 16, 16>;
+  var c21: subgroup_matrix_result<f32, 16, 16>;
+  var c22: subgroup_matrix_result<f32, 16, 16>;
+  var c23: subgroup_matrix_result<f32, 16, 16>;
+  var c30: subgroup_matrix_result<f32, 16, 16>;
+  var c31: subgroup_matrix_result<f32, 16, 16>;
+  var c32: subgroup_matrix_result<f32, 16, 16>;
+  var c33: subgroup_matrix_result<f32, 16, 16>;
   let kr = k_range(wid.z);
   fetch(m0, n0, kr.x, lid);
   for (var k0 = kr.x; k0 < kr.y; k0 += BK) {
@@ -129,12 +139,31 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         c03 = subgroupMatrixMultiplyAccumulate(a0, b3, c03);
         c12 = subgroupMatrixMultiplyAccumulate(a1, b2, c12);
         c13 = subgroupMatrixMultiplyAccumulate(a1, b3, c13);
+        if (FM == 4u) {
+          let a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 32u * LD + kk, false, LD);
+          let a3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 48u * LD + kk, false, LD);
+          c20 = subgroupMatrixMultiplyAccumulate(a2, b0, c20);
+          c21 = subgroupMatrixMultiplyAccumulate(a2, b1, c21);
+          c22 = subgroupMatrixMultiplyAccumulate(a2, b2, c22);
+          c23 = subgroupMatrixMultiplyAccumulate(a2, b3, c23);
+          c30 = subgroupMatrixMultiplyAccumulate(a3, b0, c30);
+          c31 = subgroupMatrixMultiplyAccumulate(a3, b1, c31);
+          c32 = subgroupMatrixMultiplyAccumulate(a3, b2, c32);
+          c33 = subgroupMatrixMultiplyAccumulate(a3, b3, c33);
+        }
+      } else if (FM == 4u) {
+        let a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 32u * LD + kk, false, LD);
+        let a3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 48u * LD + kk, false, LD);
+        c20 = subgroupMatrixMultiplyAccumulate(a2, b0, c20);
+        c21 = subgroupMatrixMultiplyAccumulate(a2, b1, c21);
+        c30 = subgroupMatrixMultiplyAccumulate(a3, b0, c30);
+        c31 = subgroupMatrixMultiplyAccumulate(a3, b1, c31);
       }
     }
     workgroupBarrier();
   }
   let e = lid % 32u;
-  let m = m0 + 32u * sm;
+  let m = m0 + 16u * FM * sm;
   let n = n0 + 16u * TNB * sn;
   subgroupMatrixStore(&cs, sg * 256u, c00, false, 16u);
   put_block(wid.z, sg, e, m, n);
@@ -153,5 +182,25 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     put_block(wid.z, sg, e, m + 16u, n + 32u);
     subgroupMatrixStore(&cs, sg * 256u, c13, false, 16u);
     put_block(wid.z, sg, e, m + 16u, n + 48u);
+  }
+  if (FM == 4u) {
+    subgroupMatrixStore(&cs, sg * 256u, c20, false, 16u);
+    put_block(wid.z, sg, e, m + 32u, n);
+    subgroupMatrixStore(&cs, sg * 256u, c21, false, 16u);
+    put_block(wid.z, sg, e, m + 32u, n + 16u);
+    subgroupMatrixStore(&cs, sg * 256u, c30, false, 16u);
+    put_block(wid.z, sg, e, m + 48u, n);
+    subgroupMatrixStore(&cs, sg * 256u, c31, false, 16u);
+    put_block(wid.z, sg, e, m + 48u, n + 16u);
+    if (TNB == 4u) {
+      subgroupMatrixStore(&cs, sg * 256u, c22, false, 16u);
+      put_block(wid.z, sg, e, m + 32u, n + 32u);
+      subgroupMatrixStore(&cs, sg * 256u, c23, false, 16u);
+      put_block(wid.z, sg, e, m + 32u, n + 48u);
+      subgroupMatrixStore(&cs, sg * 256u, c32, false, 16u);
+      put_block(wid.z, sg, e, m + 48u, n + 32u);
+      subgroupMatrixStore(&cs, sg * 256u, c33, false, 16u);
+      put_block(wid.z, sg, e, m + 48u, n + 48u);
+    }
   }
 }

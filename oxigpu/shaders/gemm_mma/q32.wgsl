@@ -3,6 +3,7 @@
 #include "gemm_q8/q32.wgsl"
 #include "gemm_q8/{{QUANT}}.wgsl"
 
+const WU: u32 = 32u;     // halves per weight unit: one 32-block
 alias WBlock = Q32;
 
 fn w_load(n: u32, j: u32) -> Q32 {

@@ -110,9 +110,9 @@ class TileConfig:
     GEMMs and a reduction pass (``gemm_reduce.wgsl``); ``loaders``: threads beside the 256 FMA threads
     that alone load and dequantize the tiles (0: the FMA threads do). ``q8``: the integer-dot kernel
     (``gemm_q8.wgsl``), whose steps are ``nb`` 32-element blocks (BK = 32 nb; ``bk`` unused). ``mma``: the
-    matrix-unit kernel (``gemm_mma.wgsl``): a grid of tm / 2 x tn / sn subgroups, each with 2 x sn blocks
-    of 16 x 16 (the same 16 tm x 16 tn tile), ``bk`` 32 or 64 k per step (``loaders`` and ``nb``
-    unused)."""
+    matrix-unit kernel (``gemm_mma.wgsl``): a grid of tm / fm x tn / sn subgroups, each with fm x sn
+    blocks of 16 x 16 (the same 16 tm x 16 tn tile; fm and sn 2 or 4), ``bk`` 32 or 64 k per step
+    (``loaders`` and ``nb`` unused)."""
 
     tm: int = 8
     tn: int = 8
@@ -123,17 +123,23 @@ class TileConfig:
     nb: int = 1
     mma: bool = False
     sn: int = 2
+    fm: int = 2
 
     @property
     def tile(self) -> tuple[int, int]:
         return 16 * self.tm, 16 * self.tn
+
+    @property
+    def subgroups(self) -> int:
+        """The matrix-unit kernel's subgroups per workgroup."""
+        return (self.tm // self.fm) * (self.tn // self.sn)
 
     def smem_bytes(self, wt_bytes: int = 4, fk: int = 32, mins: bool = False) -> int:
         """Workgroup memory, two buffers of: f32 x (BK x BM) and BK x BN weights of ``wt_bytes``; q8: int8
         x and weights, the x scales (and x sums with ``mins``) per block, the weight scales per ``fk``
         elements (and mins per block)."""
         if self.mma:   # f16 x and weight rows of bk + 8 padding, one 16 x 16 f32 block per subgroup
-            return 2 * (self.bk + 8) * 16 * (self.tm + self.tn) + 1024 * (self.tm // 2) * (self.tn // self.sn)
+            return 2 * (self.bk + 8) * 16 * (self.tm + self.tn) + 1024 * self.subgroups
         if not self.q8:
             return 2 * self.bk * (16 * self.tm * 4 + 16 * self.tn * wt_bytes)
         bm, bn, k = 16 * self.tm, 16 * self.tn, 32 * self.nb
@@ -220,12 +226,14 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     fast = qtype == "F16" or (qtype in MMA_TYPES and tflops >= MMA_Q8_TFLOPS)
     if override.get("mma", dev.has_mma and fast and not override):
         cfg = TileConfig(**{**tile, "mma": True, **override})
-        if qtype not in MMA_TYPES or cfg.tm not in (2, 4, 8) or cfg.sn not in (2, 4) or not 1 <= cfg.splits <= 8 \
-                or cfg.tn not in (cfg.sn, 2 * cfg.sn, 4 * cfg.sn) or cfg.bk not in (32, 64):
+        if qtype not in MMA_TYPES or cfg.fm not in (2, 4) or cfg.tm not in (cfg.fm, 2 * cfg.fm, 4 * cfg.fm) \
+                or cfg.sn not in (2, 4) or cfg.tn not in (cfg.sn, 2 * cfg.sn, 4 * cfg.sn) \
+                or cfg.bk not in (32, 64) or not 1 <= cfg.splits <= 8 or 2 * cfg.tm * cfg.bk % (32 * cfg.subgroups):
             raise DeviceError(f"matmul: no matrix-unit GEMM for {qtype} with tile {cfg}")
         # 64 k per step (half the barriers) where it fits, else 32
         cfg = _fit_limits(dev, cfg, m, n, TileConfig.smem_bytes, None if "bk" in override else {"bk": 32})
-        return ("gemm_mma.wgsl", {"SGM": cfg.tm // 2, "SGN": cfg.tn // cfg.sn, "TNB": cfg.sn, "BK": cfg.bk,
+        return ("gemm_mma.wgsl", {"SGM": cfg.tm // cfg.fm, "SGN": cfg.tn // cfg.sn, "FM": cfg.fm, "TNB": cfg.sn,
+                                  "BK": cfg.bk,
                                   "SPLITS": cfg.splits,
                                   "WLOAD": "f16" if qtype == "F16" else "q32"}, cfg)
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
