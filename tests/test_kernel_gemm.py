@@ -251,11 +251,11 @@ def test_q8_choice(dev, monkeypatch):
 MMA_TILES = [dict(tm=4, tn=8), dict(tm=4, tn=4, bk=32), dict(tm=8, tn=8, bk=32), dict(tm=2, tn=4),
              dict(tm=8, tn=8, sn=4), dict(tm=4, tn=16, sn=4, bk=32), dict(tm=4, tn=4, splits=3),
              dict(tm=8, tn=8, sn=4, fm=4), dict(tm=4, tn=8, fm=4, bk=32), dict(tm=8, tn=16, sn=4, fm=4, bk=32),
-             dict(tm=16, tn=8, sn=2, fm=4, splits=2, bk=32)]
+             dict(tm=16, tn=8, sn=2, fm=4, splits=2, bk=32), dict(tm=8, tn=8, sn=2)]
 """The matrix-unit GEMM's subgroup grids, blocks of 16 x 16 per subgroup and k per step: 2 x 4 of 2 x 2
 (64), 2 x 2 (32), 4 x 4 (32), 1 x 2 (64), 4 x 2 of 2 x 4 (64), 2 x 4 of 2 x 4 (32), 2 x 2 split-k 3; with
 4 blocks along m: 2 x 2 of 4 x 4 (64), 1 x 4 of 4 x 2 (32), 2 x 4 of 4 x 4 (32), 4 x 4 of 4 x 2 split-k 2
-(32)."""
+(32); 4 x 4 of 2 x 2 (64: 16 subgroups, taking turns at the 8 result slots)."""
 
 
 def _needs_mma(dev) -> None:

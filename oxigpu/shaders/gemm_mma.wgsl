@@ -36,7 +36,8 @@ const WPL: u32 = (WUN + WG - 1u) / WG;           // per lane (the last round par
 
 var<workgroup> xs: array<f16, BM * LD>;          // [m][k]
 var<workgroup> ws: array<f16, BN * LD>;          // [n][k]: the right matrix, column-major
-var<workgroup> cs: array<f32, SGM * SGN * 256u>; // one 16 x 16 result block per subgroup, on its way out
+const CSS: u32 = min(SGM * SGN, 8u);             // result slots: one 16 x 16 block per subgroup, at most 8
+var<workgroup> cs: array<f32, CSS * 256u>;       // results on their way out
 
 #include "gemm_mma/{{WLOAD}}.wgsl"
 
@@ -78,17 +79,23 @@ fn stage(lid: u32) {
   }
 }
 
-// Block (i, j) of a subgroup's results to Y (split z's partial sums), through its cs slot: lane e
-// writes 8 of the 256.
-fn put_block(z: u32, sg: u32, e: u32, m: u32, n: u32) {
-  workgroupBarrier();
-  for (var t = 0u; t < 8u; t++) {
-    let q = t * 32u + e;
-    let mm = m + q / 16u;
-    let nn = n + q % 16u;
-    if (mm < D.m && nn < D.rows) { put_y(z, mm, nn, cs[sg * 256u + q]); }
+// Block c of a subgroup's results, at (m, n), to Y (split z's partial sums), through its cs slot: lane e
+// writes 8 of the 256. Past CSS subgroups, they take turns.
+fn put_block(z: u32, sg: u32, e: u32, m: u32, n: u32, c: subgroup_matrix_result<f32, 16, 16>) {
+  for (var r = 0u; r < SGM * SGN / CSS; r++) {
+    let mine = sg / CSS == r;
+    if (mine) { subgroupMatrixStore(&cs, (sg % CSS) * 256u, c, false, 16u); }
+    workgroupBarrier();
+    if (mine) {
+      for (var t = 0u; t < 8u; t++) {
+        let q = t * 32u + e;
+        let mm = m + q / 16u;
+        let nn = n + q % 16u;
+        if (mm < D.m && nn < D.rows) { put_y(z, mm, nn, cs[(sg % CSS) * 256u + q]); }
+      }
+    }
+    workgroupBarrier();
   }
-  workgroupBarrier();
 }
 
 @compute @workgroup_size(WG)
@@ -165,42 +172,26 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let e = lid % 32u;
   let m = m0 + 16u * FM * sm;
   let n = n0 + 16u * TNB * sn;
-  subgroupMatrixStore(&cs, sg * 256u, c00, false, 16u);
-  put_block(wid.z, sg, e, m, n);
-  subgroupMatrixStore(&cs, sg * 256u, c01, false, 16u);
-  put_block(wid.z, sg, e, m, n + 16u);
-  subgroupMatrixStore(&cs, sg * 256u, c10, false, 16u);
-  put_block(wid.z, sg, e, m + 16u, n);
-  subgroupMatrixStore(&cs, sg * 256u, c11, false, 16u);
-  put_block(wid.z, sg, e, m + 16u, n + 16u);
+  put_block(wid.z, sg, e, m, n, c00);
+  put_block(wid.z, sg, e, m, n + 16u, c01);
+  put_block(wid.z, sg, e, m + 16u, n, c10);
+  put_block(wid.z, sg, e, m + 16u, n + 16u, c11);
   if (TNB == 4u) {
-    subgroupMatrixStore(&cs, sg * 256u, c02, false, 16u);
-    put_block(wid.z, sg, e, m, n + 32u);
-    subgroupMatrixStore(&cs, sg * 256u, c03, false, 16u);
-    put_block(wid.z, sg, e, m, n + 48u);
-    subgroupMatrixStore(&cs, sg * 256u, c12, false, 16u);
-    put_block(wid.z, sg, e, m + 16u, n + 32u);
-    subgroupMatrixStore(&cs, sg * 256u, c13, false, 16u);
-    put_block(wid.z, sg, e, m + 16u, n + 48u);
+    put_block(wid.z, sg, e, m, n + 32u, c02);
+    put_block(wid.z, sg, e, m, n + 48u, c03);
+    put_block(wid.z, sg, e, m + 16u, n + 32u, c12);
+    put_block(wid.z, sg, e, m + 16u, n + 48u, c13);
   }
   if (FM == 4u) {
-    subgroupMatrixStore(&cs, sg * 256u, c20, false, 16u);
-    put_block(wid.z, sg, e, m + 32u, n);
-    subgroupMatrixStore(&cs, sg * 256u, c21, false, 16u);
-    put_block(wid.z, sg, e, m + 32u, n + 16u);
-    subgroupMatrixStore(&cs, sg * 256u, c30, false, 16u);
-    put_block(wid.z, sg, e, m + 48u, n);
-    subgroupMatrixStore(&cs, sg * 256u, c31, false, 16u);
-    put_block(wid.z, sg, e, m + 48u, n + 16u);
+    put_block(wid.z, sg, e, m + 32u, n, c20);
+    put_block(wid.z, sg, e, m + 32u, n + 16u, c21);
+    put_block(wid.z, sg, e, m + 48u, n, c30);
+    put_block(wid.z, sg, e, m + 48u, n + 16u, c31);
     if (TNB == 4u) {
-      subgroupMatrixStore(&cs, sg * 256u, c22, false, 16u);
-      put_block(wid.z, sg, e, m + 32u, n + 32u);
-      subgroupMatrixStore(&cs, sg * 256u, c23, false, 16u);
-      put_block(wid.z, sg, e, m + 32u, n + 48u);
-      subgroupMatrixStore(&cs, sg * 256u, c32, false, 16u);
-      put_block(wid.z, sg, e, m + 48u, n + 32u);
-      subgroupMatrixStore(&cs, sg * 256u, c33, false, 16u);
-      put_block(wid.z, sg, e, m + 48u, n + 48u);
+      put_block(wid.z, sg, e, m + 32u, n + 32u, c22);
+      put_block(wid.z, sg, e, m + 32u, n + 48u, c23);
+      put_block(wid.z, sg, e, m + 48u, n + 32u, c32);
+      put_block(wid.z, sg, e, m + 48u, n + 48u, c33);
     }
   }
 }

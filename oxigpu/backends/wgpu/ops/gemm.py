@@ -138,8 +138,8 @@ class TileConfig:
         """Workgroup memory, two buffers of: f32 x (BK x BM) and BK x BN weights of ``wt_bytes``; q8: int8
         x and weights, the x scales (and x sums with ``mins``) per block, the weight scales per ``fk``
         elements (and mins per block)."""
-        if self.mma:   # f16 x and weight rows of bk + 8 padding, one 16 x 16 f32 block per subgroup
-            return 2 * (self.bk + 8) * 16 * (self.tm + self.tn) + 1024 * self.subgroups
+        if self.mma:   # f16 x and weight rows of bk + 8 padding, a 16 x 16 f32 block per subgroup (<= 8)
+            return 2 * (self.bk + 8) * 16 * (self.tm + self.tn) + 1024 * min(self.subgroups, 8)
         if not self.q8:
             return 2 * self.bk * (16 * self.tm * 4 + 16 * self.tn * wt_bytes)
         bm, bn, k = 16 * self.tm, 16 * self.tn, 32 * self.nb
