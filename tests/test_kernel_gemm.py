@@ -21,9 +21,10 @@ from test_kernel_matmul import _run_multi_joined
 
 from oxigpu.backends.wgpu.device import PARAMS_BINDING, Device, Dispatch, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
-from oxigpu.backends.wgpu.ops.gemm import MMA_TYPES, Q8_TYPES, TILED_MIN_ROWS, GemmKernel, TileConfig, gemm_shader, tile_config
-from oxigpu.backends.wgpu.ops.matmul import (TYPES, matmul_add_case, matmul_case, matmul_multi_case, mma_gemm_case,
-                                             q8_gemm_case)
+from oxigpu.backends.wgpu.ops.gemm import (MMA_TYPES, Q8_TYPES, TILED_MIN_ROWS, GemmKernel, TileConfig, gemm_shader,
+                                           glu_gemm, tile_config)
+from oxigpu.backends.wgpu.ops.matmul import (TYPES, MatmulGluKernel, matmul_add_case, matmul_case, matmul_glu_case,
+                                             matmul_multi_case, mma_gemm_case, q8_gemm_case)
 from oxigpu.errors import DeviceError
 from oxigpu.quant import get_type
 
@@ -307,6 +308,32 @@ def test_mma_choice(dev, monkeypatch):
         gemm_shader(dev, 512, "Q5_K", 4096, {"mma": True}, 4096)
     monkeypatch.setattr(dev, "has_mma", False, raising=False)
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[0] != "gemm_mma.wgsl"
+
+
+@pytest.mark.parametrize("t,act,m,k,n", [("F16", "silu", 150, 224, 203), ("Q4_K", "gelu_tanh", 70, 512, 96),
+                                         ("Q8_0", "silu", 40, 640, 33), ("Q6_K", "silu", 300, 256, 300)])
+def test_glu_joined(dev, t, act, m, k, n):
+    """matmul_glu of m rows with gate and up back to back in one buffer (as WgpuBackend joins them): on the
+    matrix units one GEMM whose epilogue pairs each subgroup's gate and up blocks (and the x pass), against
+    its twin; elsewhere two GEMMs and the glu kernel, against float64 (or the integer-dot twin). Partial
+    tiles in m and n; the last rows past n_tokens."""
+    case = matmul_glu_case(t, k, n, act, False, seed=7, m=m)
+    x, wg, wu = case.inputs
+    mma = glu_gemm(dev, m, t, 2 * n, k)
+    if mma:
+        case = mma_gemm_case(case)
+    elif _uses(case, dev, None, "q8"):
+        case = q8_gemm_case(case)
+    wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
+    y = dev.upload(np.full((m, n), np.nan, np.float32))
+    kern = MatmulGluKernel(dev, case.attrs, [(m, k), (n, k), (n, k)], case.in_types, [(m, n)])
+    ds = kern.encode([dev.upload(case.inputs[0]), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes), y])
+    assert not mma or len(ds) == 2                         # the x pass and the GEMM
+    live = m - 3                                          # the last rows are padding: never written
+    dev.write_params(Params(pos=0, n_tokens=live))
+    dev.submit(ds)
+    got = dev.read(y, np.float32, (m, n))
+    assert rel_error(got[:live], case.reference()[0][:live]) <= case.tol
 
 
 def test_mma_x_pass(dev):

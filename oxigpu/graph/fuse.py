@@ -7,8 +7,9 @@ the same numbers as the unfused one on the numpy backend:
 
 - ``matmul_multi``: matmuls reading the same input (q/k/v; gate/up) become one node (the GPU runs one
   dispatch per distinct weight type);
-- ``matmul_glu`` (decode graphs, T == 1): a gate/up ``matmul_multi`` of one weight type followed by
-  ``glu`` becomes one GEMV storing act(x Wg) * (x Wu);
+- ``matmul_glu``: a gate/up ``matmul_multi`` of one weight type followed by ``glu`` becomes one node
+  storing act(x Wg) * (x Wu) (a GEMV; in prefill the matrix-unit GEMM's epilogue, or two GEMMs and the
+  glu where that kernel is not there);
 - ``matmul_add``: ``add(r, matmul(h, W))`` becomes a matmul with the residual added in its epilogue
   (attn_output, ffn_down; where gemma3's post-norm sits between them, nothing is fused);
 - norm prologue (decode graphs): an ``rms_norm`` over whole rows read only by a ``matmul_multi`` or
@@ -31,9 +32,9 @@ from .ir import Graph, Node, Value
 
 def fuse(graph: Graph) -> Graph:
     """Apply every pattern in order of value; returns ``graph`` with its node list rewritten."""
-    nodes = _multi_matmul(graph, graph.nodes)
+    nodes = _glu_epilogue(graph, _multi_matmul(graph, graph.nodes))
     if graph.T == 1:
-        nodes = _norm_prologue(graph, _glu_epilogue(graph, nodes))
+        nodes = _norm_prologue(graph, nodes)
     nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
     graph.nodes = _rope_kv_attention(graph, nodes) if graph.T == 1 else nodes
     return graph

@@ -13,12 +13,16 @@
 // are uniform per subgroup, which is what the hardware needs, so that check is switched off below.
 // Rows at or past the step's n_tokens read as zero; row tiles wholly past it return at once. Split-k
 // (SPLITS > 1, common/split_k.wgsl): workgroup z covers k_range(z) and writes partial sums.
+// GLU (matmul_glu, TNB 4, unsplit): W holds D.n gate rows then D.n up rows; each subgroup's 64 tile
+// columns are 32 gate rows and the matching up rows (wrow), and it stores ACT(x Wg) * (x Wu) for its 32
+// output columns (put_glu), so the gate and up products never leave the workgroup.
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable chromium_experimental_subgroup_matrix;
 #include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
 #include "common/split_k.wgsl"
+#include "math.wgsl"
 
 const SGM: u32 = {{SGM}}u;
 const SGN: u32 = {{SGN}}u;
@@ -26,6 +30,7 @@ const FM: u32 = {{FM}}u;         // 16 x 16 blocks per subgroup along m: 2 or 4
 const TNB: u32 = {{TNB}}u;       // 16 x 16 blocks per subgroup along n: 2 or 4
 const BK: u32 = {{BK}}u;         // k per step: 32 or 64
 const SPLITS: u32 = {{SPLITS}}u;
+const GLU: bool = {{GLU}};
 const BM: u32 = 16u * FM * SGM;
 const BN: u32 = 16u * TNB * SGN;
 const WG: u32 = 32u * SGM * SGN;
@@ -46,6 +51,17 @@ var<workgroup> cs: array<f32, CSS * 256u>;       // results on their way out
 var<private> xr: array<vec4<u32>, XPL>;          // the next step's x and weights, in registers
 var<private> wr: array<WBlock, WPL>;
 
+fn act(v: f32) -> f32 { return {{ACT}}(v); }
+
+// Weight row of tile row r (n0: the tile's first): n0 + r, or under GLU, of subgroup column r / 64's 32
+// output columns from n0 / 2, gate rows then up rows (past D.n: out of range, read as zero).
+fn wrow(n0: u32, r: u32) -> u32 {
+  if (!GLU) { return n0 + r; }
+  let c = n0 / 2u + (r / 64u) * 32u + r % 32u;
+  if (c >= D.n) { return D.rows; }
+  return select(c, D.n + c, r % 64u >= 32u);
+}
+
 // Reads step k0's x (row m0 + u / (BK / 8), 8 k at 8 (u % (BK / 8)); zero past the chunk, n_tokens or k)
 // and weight units (row n0 + u / (BK / WU), its unit u % (BK / WU)) into xr, wr.
 fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
@@ -59,7 +75,7 @@ fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
   }
   for (var i = 0u; i < WPL; i++) {
     let u = lid + i * WG;
-    if (u < WUN) { wr[i] = w_load(n0 + u / (BK / WU), k0 / WU + u % (BK / WU)); }
+    if (u < WUN) { wr[i] = w_load(wrow(n0, u / (BK / WU)), k0 / WU + u % (BK / WU)); }
   }
 }
 
@@ -92,6 +108,34 @@ fn put_block(z: u32, sg: u32, e: u32, m: u32, n: u32, c: subgroup_matrix_result<
         let mm = m + q / 16u;
         let nn = n + q % 16u;
         if (mm < D.m && nn < D.rows) { put_y(z, mm, nn, cs[(sg % CSS) * 256u + q]); }
+      }
+    }
+    workgroupBarrier();
+  }
+}
+
+// Gate block g and up block u of a subgroup's results (GLU), output columns n.., to Y as ACT(g) * u: each
+// through the cs slot in turn, the gate values kept in registers meanwhile.
+fn put_glu(sg: u32, e: u32, m: u32, n: u32, g: subgroup_matrix_result<f32, 16, 16>,
+           u: subgroup_matrix_result<f32, 16, 16>) {
+  for (var r = 0u; r < SGM * SGN / CSS; r++) {
+    let mine = sg / CSS == r;
+    let slot = (sg % CSS) * 256u;
+    var gv: array<f32, 8>;
+    if (mine) { subgroupMatrixStore(&cs, slot, g, false, 16u); }
+    workgroupBarrier();
+    if (mine) {
+      for (var t = 0u; t < 8u; t++) { gv[t] = cs[slot + t * 32u + e]; }
+    }
+    workgroupBarrier();
+    if (mine) { subgroupMatrixStore(&cs, slot, u, false, 16u); }
+    workgroupBarrier();
+    if (mine) {
+      for (var t = 0u; t < 8u; t++) {
+        let q = t * 32u + e;
+        let mm = m + q / 16u;
+        let nn = n + q % 16u;
+        if (mm < D.m && nn < D.n) { store(mm, nn, act(gv[t]) * cs[slot + q]); }
       }
     }
     workgroupBarrier();
@@ -171,6 +215,20 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   }
   let e = lid % 32u;
   let m = m0 + 16u * FM * sm;
+  if (GLU) {   // TNB 4: blocks 0, 1 gate and 2, 3 up, for the same 32 output columns
+    let nc = n0 / 2u + 32u * sn;
+    put_glu(sg, e, m, nc, c00, c02);
+    put_glu(sg, e, m, nc + 16u, c01, c03);
+    put_glu(sg, e, m + 16u, nc, c10, c12);
+    put_glu(sg, e, m + 16u, nc + 16u, c11, c13);
+    if (FM == 4u) {
+      put_glu(sg, e, m + 32u, nc, c20, c22);
+      put_glu(sg, e, m + 32u, nc + 16u, c21, c23);
+      put_glu(sg, e, m + 48u, nc, c30, c32);
+      put_glu(sg, e, m + 48u, nc + 16u, c31, c33);
+    }
+    return;
+  }
   let n = n0 + 16u * TNB * sn;
   put_block(wid.z, sg, e, m, n, c00);
   put_block(wid.z, sg, e, m, n + 16u, c01);

@@ -207,7 +207,7 @@ def tile_config(m: int, n: int, k: int, q8: bool = False) -> TileConfig:
 
 
 def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[str, Any] | None = None,
-                k: int = 0) -> tuple[str, dict[str, Any], TileConfig | None]:
+                k: int = 0, glu: bool = False) -> tuple[str, dict[str, Any], TileConfig | None]:
     """The GEMM for m > 1 rows: (shader, extra defines, tile; None for gemm_q.wgsl's fixed 32x64).
 
     Prefill chunks (m >= TILED_MIN_ROWS) take a register-tiled kernel (``tile_config``; ``override``:
@@ -217,12 +217,20 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     relative) flipped seeded samples against the numpy backend (tests/test_reliability_wgpu.py), and F16
     weights, which f16 tiles hold exactly, ran faster in f32 tiles too (H100, 4096 x 4096: 21.2 against
     19.3 TFLOP/s); override ``f16``: True puts F16 weights in f16 tiles where the adapter has shader-f16.
+
+    ``glu`` (matmul_glu: n gate rows then up rows, ``act(x Wg) * (x Wu)`` stored): only the matrix-unit
+    kernel has that epilogue, with 4 blocks along n per subgroup (2 gate, 2 up) and unsplit; a DeviceError
+    where it is not the kernel (:func:`glu_gemm`).
     """
     override = dict(override or {})
     f16_tiles = override.pop("f16", False)
+    if glu and m < TILED_MIN_ROWS and not override:
+        raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM (short chunks take gemm_q)")
     if m < TILED_MIN_ROWS and not override:
         return "gemm_q.wgsl", {}, None
     tile, tflops = mma_tile(m, n, k)
+    if glu:
+        tile = {**tile, "sn": 4, "tn": max(tile["tn"], 4), "splits": 1}
     fast = qtype == "F16" or (qtype in MMA_TYPES and tflops >= MMA_Q8_TFLOPS)
     if override.get("mma", dev.has_mma and fast and not override):
         cfg = TileConfig(**{**tile, "mma": True, **override})
@@ -230,12 +238,16 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
                 or cfg.sn not in (2, 4) or cfg.tn not in (cfg.sn, 2 * cfg.sn, 4 * cfg.sn) \
                 or cfg.bk not in (32, 64) or not 1 <= cfg.splits <= 8 or 2 * cfg.tm * cfg.bk % (32 * cfg.subgroups):
             raise DeviceError(f"matmul: no matrix-unit GEMM for {qtype} with tile {cfg}")
+        if glu and (cfg.sn != 4 or cfg.splits != 1):
+            raise DeviceError(f"matmul: the GLU epilogue needs 4 blocks along n and no split-k, not {cfg}")
         # 64 k per step (half the barriers) where it fits, else 32
         cfg = _fit_limits(dev, cfg, m, n, TileConfig.smem_bytes, None if "bk" in override else {"bk": 32})
         return ("gemm_mma.wgsl", {"SGM": cfg.tm // cfg.fm, "SGN": cfg.tn // cfg.sn, "FM": cfg.fm, "TNB": cfg.sn,
                                   "BK": cfg.bk,
                                   "SPLITS": cfg.splits,
                                   "WLOAD": "f16" if qtype == "F16" else "q32"}, cfg)
+    if glu:
+        raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM")
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
     if q8 and qtype not in Q8_TYPES:
         raise DeviceError(f"matmul: no integer-dot GEMM for weight type {qtype}")
@@ -253,6 +265,15 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     return ("gemm_tiled.wgsl", {"WT": "f16" if f16 else "f32", "WT_ENABLE": "enable f16;" if f16 else "",
                                 "TM": cfg.tm, "TN": cfg.tn, "BK": cfg.bk, "SPLITS": cfg.splits,
                                 "NL": cfg.loaders}, cfg)
+
+
+def glu_gemm(dev: Device, m: int, qtype: str, n: int, k: int, override: Mapping[str, Any] | None = None) -> bool:
+    """Whether an m-row ``matmul_glu`` over n gate + up rows runs as one GEMM with the GLU epilogue."""
+    try:
+        gemm_shader(dev, m, qtype, n, override, k, glu=True)
+    except DeviceError:
+        return False
+    return True
 
 
 def _fit_limits(dev: Device, cfg: TileConfig, m: int, n: int, smem: Callable[[TileConfig], int],
@@ -279,7 +300,7 @@ _SCRATCH: "weakref.WeakKeyDictionary[Device, dict[str, list[Any]]]" = weakref.We
 _SCRATCH_LOCK = threading.Lock()
 
 
-def _scratch(dev: Device, nbytes: int, kind: str) -> Any:
+def scratch_buffer(dev: Device, nbytes: int, kind: str) -> Any:
     """A device-wide buffer of at least ``nbytes`` per ``kind`` (split-k partial sums, int8 x). One is
     shared by every GEMM (dispatches run in order, and wgpu orders each dispatch's writes before the next
     one's reads); a larger need replaces it for later GEMMs while earlier bind groups keep theirs (kept
@@ -302,7 +323,7 @@ class GemmKernel:
     def __init__(self, dev: Device, m: int, k: int, n: int, qtype: str, defines: Mapping[str, Any],
                  override: Mapping[str, Any] | None = None):
         self.dev, self.m, self.k = dev, m, k
-        shader, extra, self.cfg = gemm_shader(dev, m, qtype, n, override, k=k)
+        shader, extra, self.cfg = gemm_shader(dev, m, qtype, n, override, k=k, glu=bool(defines.get("GLU")))
         self.tile = self.cfg.tile if self.cfg else (GEMM_BM, GEMM_BN)
         self.splits = self.cfg.splits if self.cfg else 1
         self.q8 = bool(self.cfg and self.cfg.q8)
@@ -321,11 +342,11 @@ class GemmKernel:
         kernel nothing."""
         if self.mma:        # one thread per 8 elements
             nh = 2 * self.m * self.k
-            xb, per_group = {6: (_scratch(self.dev, nh, "f16 x"), 0, nh)}, 512
+            xb, per_group = {6: (scratch_buffer(self.dev, nh, "f16 x"), 0, nh)}, 512
         elif self.q8:       # one thread per 32-block
             nq, nd = self.m * self.k, 8 * self.m * (self.k // 32)
             off = -(-nq // self.dev.storage_align) * self.dev.storage_align
-            buf = _scratch(self.dev, off + nd, "int8 x")
+            buf = scratch_buffer(self.dev, off + nd, "int8 x")
             xb, per_group = {6: (buf, 0, nq), 8: (buf, off, nd)}, 2048
         else:
             return [], {}
@@ -343,7 +364,7 @@ class GemmKernel:
         if self.splits == 1:
             return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid)]
         nbytes = 4 * self.splits * self.m * rows
-        part = (_scratch(self.dev, nbytes, "split-k"), 0, nbytes)
+        part = (scratch_buffer(self.dev, nbytes, "split-k"), 0, nbytes)
         gemm = Dispatch(self.pipe, self.dev.bind_group(self.pipe, {**binds, 5: part}), grid)
         red = {i: binds[i] for i in (PARAMS_BINDING, 1, 4, 5, 7)} | {6: part}
         return [gemm, Dispatch(self.reduce, self.dev.bind_group(self.reduce, red), (-(-rows // 256), self.m, 1))]

@@ -19,7 +19,7 @@ from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
 from ._common import f32_lit
 from .elementwise import Glu
-from .gemm import Q8_TYPES, GemmKernel, q8_round, q8_tie_free
+from .gemm import Q8_TYPES, GemmKernel, glu_gemm, q8_round, q8_tie_free, scratch_buffer
 
 def matmul_tol(m: int, k: int) -> float:
     """max |err| / max |ref| allowed: every GEMV/GEMM path multiplies exact f32 weights in f32, whose
@@ -388,7 +388,8 @@ class Gemm:
 
     Shared by ``matmul``, ``matmul_add`` (``res``: the residual added in the epilogue), ``matmul_multi``
     (``nseg`` > 1: several weights stored back to back, each writing its own output) and ``matmul_glu``
-    (``act``: the n rows are n/2 gate rows then n/2 up rows; GEMV only, one output of n/2 columns).
+    (``act``: the n rows are n/2 gate rows then n/2 up rows, one output of n/2 columns; GEMV, or the
+    matrix-unit GEMM where ``ops/gemm.py`` ``glu_gemm``).
     ``norm_eps`` (GEMV only): x is RMS-normalized on the fly (the ``nw`` weights, this eps).
     One row runs :class:`Gemv`; more the GEMM of ``ops/gemm.py``.
     """
@@ -402,7 +403,7 @@ class Gemm:
             raise DeviceError(f"matmul: no WGSL dequant snippet for weight type {self.qt.name}")
         if self.k % 8:
             raise DeviceError(f"matmul: inner dimension {self.k} is not a multiple of 8")
-        if not 1 <= nseg <= 4 or (has_res and nseg > 1) or (act and (m != 1 or has_res or has_bias)) \
+        if not 1 <= nseg <= 4 or (has_res and nseg > 1) or (act and (has_res or has_bias)) \
                 or (norm_eps is not None and m != 1):
             raise DeviceError(f"matmul: {nseg} output segments (residual: {has_res}, GLU {act}, {m} rows) "
                               "unsupported")
@@ -413,7 +414,7 @@ class Gemm:
             return
         self.ranges = split_rows(self.n, self.row_bytes, dev.max_storage_binding, dev.storage_align)
         defines = {"QUANT": self.qt.name.lower(), "HAS_BIAS": has_bias, "HAS_RES": has_res, "NSEG": nseg,
-                   "GLU": False, "ACT": "silu", "HAS_NORM": False, "EPS": f32_lit(0.0)}
+                   "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": False, "EPS": f32_lit(0.0)}
         # ops/gemm.py picks the kernel and encodes it; attrs["gemm"] (tests, benchmarks): tile overrides
         self.gemm = GemmKernel(dev, m, self.k, self.n, self.qt.name, defines, attrs.get("gemm"))
 
@@ -583,11 +584,12 @@ def _segments(part: Sequence[int], ys: Sequence[Binding]) -> tuple[Binding, list
 
 @register
 class MatmulGluKernel(OpKernel):
-    """``matmul_glu`` (one row): x[1, k], W_gate[n, k], W_up[n, k] -> act(x Wg) * (x Wu), [1, n]; with
-    attr ``norm_eps`` a last input, norm weights w[k], RMS-normalizes x first (GEMV prologue).
+    """``matmul_glu``: x[m, k], W_gate[n, k], W_up[n, k] -> act(x Wg) * (x Wu), [m, n]; with attr
+    ``norm_eps`` (one row) a last input, norm weights w[k], RMS-normalizes x first (GEMV prologue).
 
-    Gate and up stored back to back in one buffer (as WgpuBackend joins them) run as one GEMV with the
-    activation in its epilogue; otherwise two GEMVs into scratch buffers and the ``glu`` kernel.
+    Gate and up stored back to back in one buffer (as WgpuBackend joins them) run as one GEMV, or one
+    matrix-unit GEMM (``ops/gemm.py`` ``glu_gemm``), with the activation in its epilogue; otherwise two
+    GEMVs / GEMMs into scratch buffers and the ``glu`` kernel.
     """
 
     op = "matmul_glu"
@@ -596,8 +598,9 @@ class MatmulGluKernel(OpKernel):
                  in_types: Sequence[str], out_shapes: Sequence[Shape]):
         super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
         (self.m, self.k), (self.n, _) = self.in_shapes[0], self.in_shapes[1]
-        if self.m != 1 or in_types[1] != in_types[2]:
-            raise DeviceError(f"matmul_glu: one row and one weight type, got {self.m} rows, {in_types[1:3]}")
+        if in_types[1] != in_types[2] or (self.m != 1 and "norm_eps" in attrs):
+            raise DeviceError(f"matmul_glu: one weight type, and the norm prologue on one row only; got "
+                              f"{self.m} rows, {in_types[1:3]}")
         self.qtype = in_types[1]
 
     @classmethod
@@ -609,16 +612,26 @@ class MatmulGluKernel(OpKernel):
         eps = self.attrs.get("norm_eps")
         nw = buffers[3] if eps is not None else None
         nbytes = self.n * get_type(self.qtype).row_bytes(self.k)
-        if _contiguous([wg, wu], [nbytes]) and 2 * nbytes <= self.dev.max_storage_binding:
-            gemm = Gemm(self.dev, self.attrs, 1, self.k, 2 * self.n, self.qtype, False, act=self.attrs["act"],
-                        norm_eps=eps)
+        m, n, act = self.m, self.n, self.attrs["act"]
+        joined = _contiguous([wg, wu], [nbytes])
+        if joined and 2 * nbytes <= self.dev.max_storage_binding \
+                and (m == 1 or glu_gemm(self.dev, m, self.qtype, 2 * n, self.k, self.attrs.get("gemm"))):
+            gemm = Gemm(self.dev, self.attrs, m, self.k, 2 * n, self.qtype, False, act=act, norm_eps=eps)
             return gemm.encode(x, (wg[0], wg[1], 2 * nbytes), None, y, nw=nw)
-        gemv = Gemm(self.dev, self.attrs, 1, self.k, self.n, self.qtype, False, norm_eps=eps)
-        self.scratch = [self.dev.create_buffer(4 * self.n, label="matmul_glu scratch") for _ in range(2)]
-        glu = Glu(self.dev, {"act": self.attrs["act"]}, [(1, self.n)] * 2, ["f32"] * 2, [(1, self.n)])
-        return (gemv.encode(x, wg, None, self.scratch[0], nw=nw)
-                + gemv.encode(x, wu, None, self.scratch[1], nw=nw)
-                + glu.encode([*self.scratch, y]))
+        # gate and up into one device-wide scratch (dispatches run in order), up at a binding-aligned element
+        al = self.dev.storage_align // 4
+        up0 = -(-m * n // al) * al
+        buf = scratch_buffer(self.dev, 4 * (up0 + m * n), "glu")
+        halves = [(buf, 0, 4 * m * n), (buf, 4 * up0, 4 * m * n)]
+        if joined:    # as matmul_multi runs them: one GEMM over both, two output segments
+            gemm = Gemm(self.dev, self.attrs, m, self.k, 2 * n, self.qtype, False, nseg=2, norm_eps=eps)
+            out = gemm.encode(x, (wg[0], wg[1], 2 * nbytes), None, (buf, 0, 4 * (up0 + m * n)),
+                              seg_end=[n, 2 * n], seg_y=[0, up0], nw=nw)
+        else:
+            gemm = Gemm(self.dev, self.attrs, m, self.k, n, self.qtype, False, norm_eps=eps)
+            out = gemm.encode(x, wg, None, halves[0], nw=nw) + gemm.encode(x, wu, None, halves[1], nw=nw)
+        glu = Glu(self.dev, {"act": act}, [(m, n)] * 2, ["f32"] * 2, [(m, n)])
+        return out + glu.encode([*halves, y])
 
 
 def _contiguous(bindings: Sequence[Binding], sizes: Sequence[int]) -> bool:
@@ -679,28 +692,34 @@ def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callabl
               for p, w, t in zip(pieces, ws, types)]
         if case.op == "matmul_glu":
             g, u = ys
-            return [g / (1 + np.exp(-g)) * u]
+            if case.attrs["act"] == "silu":
+                return [g / (1 + np.exp(-g)) * u]
+            return [0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3))) * u]
         if case.op == "matmul_add":
             return [ys[0] + extra[0] + (extra[1] if len(extra) > 1 else 0)]
         return [y + (b if extra else 0) for y, b in zip(ys, extra or [0] * len(ys))]
     return replace(case, name=case.name + " int8 x", reference=reference)
 
 
+def _n_weights(case: Case) -> int:
+    return 2 if case.op == "matmul_glu" else case.attrs.get("n_w", 1)
+
+
 def q8_gemm_case(case: Case) -> Case:
-    """A GEMM ``case`` (matmul, matmul_add, matmul_multi) as the integer-dot GEMM computes it: x moved off
+    """A GEMM ``case`` (matmul, matmul_add, matmul_multi, matmul_glu) as the integer-dot GEMM computes it: x moved off
     rounding ties (ops/gemm.py ``q8_tie_free``), the reference from ``q8_round``'s int8 x per 32; to be run
     with ``{"gemm": {"q8": True, ...}}`` at the f32 tolerance."""
     case = replace(case, inputs=[q8_tie_free(case.inputs[0]), *case.inputs[1:]])
-    return q8x_case(case, [""] * case.attrs.get("n_w", 1), x_round=lambda x, p: q8_round(x))
+    return q8x_case(case, [""] * _n_weights(case), x_round=lambda x, p: q8_round(x))
 
 def mma_gemm_case(case: Case) -> Case:
-    """A GEMM ``case`` (matmul, matmul_add, matmul_multi) as the matrix-unit GEMM (``gemm_mma.wgsl``)
+    """A GEMM ``case`` (matmul, matmul_add, matmul_multi, matmul_glu) as the matrix-unit GEMM (``gemm_mma.wgsl``)
     computes it: x and the dequantized weights rounded to f16, their products (exact in f32) summed in
     f32; to be run with ``{"gemm": {"mma": True}}``. Tolerance: the f32 bound plus 1e-4 for weights whose
     f32 dequantization differs from numpy's in the last bit at an f16 rounding tie (one such weight moves
     an output by ~1.5e-5 of max |ref| at these sizes; a wrong scale, element or row moves it by ~1)."""
     f16 = lambda a: np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
-    twin = q8x_case(case, [""] * case.attrs.get("n_w", 1), x_round=lambda x, p: f16(x), w_round=f16)
+    twin = q8x_case(case, [""] * _n_weights(case), x_round=lambda x, p: f16(x), w_round=f16)
     return replace(twin, name=case.name + " f16 products", tol=case.tol + 1e-4)
 
 
@@ -778,11 +797,11 @@ def matmul_multi_checks() -> list[Case]:
             matmul_multi_case(("Q4_K", "Q6_K"), 5, 1024, (70, 67), False, seed=3)]
 
 
-def matmul_glu_case(t: str, k: int, n: int, act: str, norm: bool, seed: int = 0) -> Case:
-    """Gate and up GEMVs (``matmul_case`` weights, seeds ``seed`` and ``seed + 10``) with the activation
-    epilogue, and the RMS-norm prologue with ``norm`` (its weights from seed ``seed + 20``), uploaded
-    separately: against float64 ``act(x Wg) * (x Wu)``."""
-    g, u = matmul_case(t, 1, k, n, False, seed=seed), matmul_case(t, 1, k, n, False, seed=seed + 10)
+def matmul_glu_case(t: str, k: int, n: int, act: str, norm: bool, seed: int = 0, m: int = 1) -> Case:
+    """Gate and up matmuls of m rows (``matmul_case`` weights, seeds ``seed`` and ``seed + 10``) with the
+    activation epilogue, and (one row) the RMS-norm prologue with ``norm`` (its weights from seed ``seed +
+    20``), uploaded separately: against float64 ``act(x Wg) * (x Wu)``."""
+    g, u = matmul_case(t, m, k, n, False, seed=seed), matmul_case(t, m, k, n, False, seed=seed + 10)
     x, xn, nw = g.inputs[0], g.inputs[0].astype(np.float64), []
     if norm:
         x, w, xn = norm_input(x, seed + 20)
@@ -793,19 +812,21 @@ def matmul_glu_case(t: str, k: int, n: int, act: str, norm: bool, seed: int = 0)
         f = a / (1 + np.exp(-a)) if act == "silu" else \
             0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3)))
         return [f * b]
-    return Case("matmul_glu", f"{t} glu_{act} 1x{k} @ 2x{n}x{k}{' +norm' if norm else ''}",
+    return Case("matmul_glu", f"{t} glu_{act} {m}x{k} @ 2x{n}x{k}{' +norm' if norm else ''}",
                 [x, g.inputs[1], u.inputs[1], *nw], ["f32", t, t, *(["f32"] * len(nw))], reference,
                 tol=2e-7 * math.sqrt(k), attrs={"act": act, **({"norm_eps": NORM_EPS} if norm else {})})
 
 
 @check("matmul_glu")
 def matmul_glu_checks() -> list[Case]:
-    """Gate and up GEMVs with the activation epilogue, with and without the norm prologue (separately
-    uploaded here: the fallback path; tests/test_fuse.py runs the joined one)."""
-    return [matmul_glu_case(t, k, n, act, norm, seed=10 + i)
-            for i, (t, k, n, act, norm) in enumerate([("Q4_K", 1024, 130, "silu", False),
-                                                      ("Q5_0", 640, 67, "gelu_tanh", False),
-                                                      ("Q4_K", 768, 67, "silu", True)])]
+    """Gate and up GEMVs with the activation epilogue, with and without the norm prologue, and a short
+    GEMM (gemm_q.wgsl on every adapter: checked against float64 alone), separately uploaded here: the
+    fallback path (tests/test_fuse.py and tests/test_kernel_gemm.py run the joined one)."""
+    return [matmul_glu_case(t, k, n, act, norm, seed=10 + i, m=m)
+            for i, (t, k, n, act, norm, m) in enumerate([("Q4_K", 1024, 130, "silu", False, 1),
+                                                         ("Q5_0", 640, 67, "gelu_tanh", False, 1),
+                                                         ("Q4_K", 768, 67, "silu", True, 1),
+                                                         ("Q8_0", 640, 70, "silu", False, 20)])]
 
 
 @check("matmul.bench", bench=True)
