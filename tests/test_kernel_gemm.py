@@ -310,15 +310,19 @@ def test_mma_choice(dev, monkeypatch):
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[0] != "gemm_mma.wgsl"
 
 
-@pytest.mark.parametrize("t,act,m,k,n", [("F16", "silu", 150, 224, 203), ("Q4_K", "gelu_tanh", 70, 512, 96),
-                                         ("Q8_0", "silu", 40, 640, 33), ("Q6_K", "silu", 300, 256, 300)])
-def test_glu_joined(dev, t, act, m, k, n):
+@pytest.mark.parametrize("t,act,m,k,n,norm", [("F16", "silu", 150, 224, 203, False),
+                                              ("Q4_K", "gelu_tanh", 70, 512, 96, False),
+                                              ("Q8_0", "silu", 40, 640, 33, False),
+                                              ("Q6_K", "silu", 300, 256, 300, False),
+                                              ("Q4_K", "silu", 90, 512, 130, True),
+                                              ("F16", "gelu_tanh", 64, 256, 64, True)])
+def test_glu_joined(dev, t, act, m, k, n, norm):
     """matmul_glu of m rows with gate and up back to back in one buffer (as WgpuBackend joins them): on the
     matrix units one GEMM whose epilogue pairs each subgroup's gate and up blocks (and the x pass), against
     its twin; elsewhere two GEMMs and the glu kernel, against float64 (or the integer-dot twin). Partial
-    tiles in m and n; the last rows past n_tokens."""
-    case = matmul_glu_case(t, k, n, act, False, seed=7, m=m)
-    x, wg, wu = case.inputs
+    tiles in m and n; the last rows past n_tokens. With ``norm``, the RMS norm in the prologue."""
+    case = matmul_glu_case(t, k, n, act, norm, seed=7, m=m)
+    x, wg, wu, *nw = case.inputs
     mma = glu_gemm(dev, m, t, 2 * n, k)
     if mma:
         case = mma_gemm_case(case)
@@ -326,14 +330,26 @@ def test_glu_joined(dev, t, act, m, k, n):
         case = q8_gemm_case(case)
     wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
     y = dev.upload(np.full((m, n), np.nan, np.float32))
-    kern = MatmulGluKernel(dev, case.attrs, [(m, k), (n, k), (n, k)], case.in_types, [(m, n)])
-    ds = kern.encode([dev.upload(case.inputs[0]), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes), y])
+    kern = MatmulGluKernel(dev, case.attrs, [(m, k), (n, k), (n, k), *(w.shape for w in nw)], case.in_types,
+                           [(m, n)])
+    ds = kern.encode([dev.upload(case.inputs[0]), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes),
+                      *map(dev.upload, nw), y])
     assert not mma or len(ds) == 2                         # the x pass and the GEMM
     live = m - 3                                          # the last rows are padding: never written
     dev.write_params(Params(pos=0, n_tokens=live))
     dev.submit(ds)
     got = dev.read(y, np.float32, (m, n))
     assert rel_error(got[:live], case.reference()[0][:live]) <= case.tol
+
+
+@pytest.mark.parametrize("t", ["Q4_K", "F16", "Q8_0"])
+def test_norm_prologue(dev, t):
+    """matmul_multi of prefill rows with the RMS norm in its prologue, weights uploaded apart: on the matrix
+    units the x pass normalizes each row (against the twin rounding x after the norm), elsewhere the
+    rms_norm kernel runs first (float64). The integer-dot GEMM is kept out: after the norm its int8 x may
+    meet a rounding tie q8_tie_free did not remove."""
+    case = matmul_multi_case((t, t), 70, _k(t) if t != "F16" else 224, (150, 40), True, seed=31, norm=True)
+    _run(case, dev, {"mma": True} if dev.has_mma else {"q8": False})
 
 
 def test_mma_x_pass(dev):
@@ -344,12 +360,14 @@ def test_mma_x_pass(dev):
     m, k, n_tokens = 5, 200, 4
     x = (np.random.default_rng(7).standard_normal((m, k)) * 3).astype(np.float32)
     x[0, :4] = [65504.0, 1e-7, -2.0 ** -24, 0.1]       # the f16 maximum, subnormals, an inexact value
-    pipe = dev.pipeline("gemm_xh.wgsl", defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
-    out = dev.upload(np.full(m * k, np.nan, np.float16))
+    kern = GemmKernel(dev, m, k, 64, "F16", {"QUANT": "f16", "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1},
+                      {"mma": True})
     dims = dev.uniform([k, 1, 1, 0, 2 * k, m, 0, 0] + [0] * 8)
-    bg = dev.bind_group(pipe, {PARAMS_BINDING: dev.params_buffer, 1: dims, 2: dev.upload(x), 6: out})
+    ds, xb = kern.x_pass(dims, dev.upload(x))
+    out = xb[6][0]
+    dev.queue.write_buffer(out, 0, np.full(m * k, np.nan, np.float16).tobytes())
     dev.write_params(Params(pos=0, n_tokens=n_tokens))
-    dev.submit([Dispatch(pipe, bg, (-(-k // 512), m, 1))])
+    dev.submit(ds)
     got = dev.read(out, np.float16, (m, k))
     assert np.array_equal(got[:n_tokens], x[:n_tokens].astype(np.float16)) and np.isnan(got[n_tokens:]).all()
 

@@ -12,9 +12,10 @@ the same numbers as the unfused one on the numpy backend:
   glu where that kernel is not there);
 - ``matmul_add``: ``add(r, matmul(h, W))`` becomes a matmul with the residual added in its epilogue
   (attn_output, ffn_down; where gemma3's post-norm sits between them, nothing is fused);
-- norm prologue (decode graphs): an ``rms_norm`` over whole rows read only by a ``matmul_multi`` or
-  ``matmul_glu`` moves into it (attr ``norm_eps``, the norm weight as its last input): each GEMV
-  workgroup recomputes the row's sum of squares, cheap for d <= 4096;
+- norm prologue: an ``rms_norm`` over whole rows read only by a ``matmul_multi`` or ``matmul_glu``
+  moves into it (attr ``norm_eps``, the norm weight as its last input): each GEMV workgroup recomputes
+  the row's sum of squares, cheap for d <= 4096; in prefill the matrix-unit GEMM's x pass normalizes
+  each row as it rounds it to f16 (elsewhere the norm runs first, into a scratch);
 - ``rope_kv_store``: ``rope(q)``, ``rope(k)`` and the ``kv_store`` of that k become one node (one
   dispatch rotates q, rotates k straight into the cache and copies v);
 - ``rope_kv_attention`` (decode graphs): that ``rope_kv_store`` and the ``attention`` reading its q
@@ -32,9 +33,7 @@ from .ir import Graph, Node, Value
 
 def fuse(graph: Graph) -> Graph:
     """Apply every pattern in order of value; returns ``graph`` with its node list rewritten."""
-    nodes = _glu_epilogue(graph, _multi_matmul(graph, graph.nodes))
-    if graph.T == 1:
-        nodes = _norm_prologue(graph, nodes)
+    nodes = _norm_prologue(graph, _glu_epilogue(graph, _multi_matmul(graph, graph.nodes)))
     nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
     graph.nodes = _rope_kv_attention(graph, nodes) if graph.T == 1 else nodes
     return graph

@@ -18,6 +18,7 @@ import numpy as np
 
 from ....errors import DeviceError
 from ..device import PARAMS_BINDING, Binding, Device, Dispatch
+from ._common import f32_lit
 
 GEMM_BM, GEMM_BN = 32, 64   # must match gemm_q.wgsl
 TILED_MIN_ROWS = 33
@@ -321,9 +322,10 @@ class GemmKernel:
     """
 
     def __init__(self, dev: Device, m: int, k: int, n: int, qtype: str, defines: Mapping[str, Any],
-                 override: Mapping[str, Any] | None = None):
+                 override: Mapping[str, Any] | None = None, norm_eps: float | None = None):
         self.dev, self.m, self.k = dev, m, k
-        shader, extra, self.cfg = gemm_shader(dev, m, qtype, n, override, k=k, glu=bool(defines.get("GLU")))
+        defines = {"GLU": False, "ACT": "silu", **defines}
+        shader, extra, self.cfg = gemm_shader(dev, m, qtype, n, override, k=k, glu=defines["GLU"])
         self.tile = self.cfg.tile if self.cfg else (GEMM_BM, GEMM_BN)
         self.splits = self.cfg.splits if self.cfg else 1
         self.q8 = bool(self.cfg and self.cfg.q8)
@@ -331,15 +333,19 @@ class GemmKernel:
         self.pipe = dev.pipeline(shader, defines={**defines, **extra})
         self.reduce = (dev.pipeline("gemm_reduce.wgsl", defines={**defines, "SPLITS": self.splits})
                        if self.splits > 1 else None)
-        self.xpass = (dev.pipeline("gemm_xq.wgsl" if self.q8 else "gemm_xh.wgsl",
-                                   defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
-                      if self.q8 or self.mma else None)
+        # the matrix-unit kernel's x pass applies the RMS norm of a norm prologue (one workgroup per row)
+        self.norm_xpass = self.mma and norm_eps is not None
+        io = {"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1}
+        xh = {**io, "WG": 256 if self.norm_xpass else 64, "HAS_NORM": self.norm_xpass,
+              "EPS": f32_lit(norm_eps or 0.0), "RED": "sg" if dev.has_subgroups else "wg"}
+        self.xpass = (dev.pipeline("gemm_xq.wgsl", defines=io) if self.q8 else
+                      dev.pipeline("gemm_xh.wgsl", defines=xh) if self.mma else None)
 
-    def x_pass(self, dims: Binding, x: Binding) -> tuple[list[Dispatch], dict[int, Binding]]:
+    def x_pass(self, dims: Binding, x: Binding, nw: Binding | None = None) -> tuple[list[Dispatch], dict[int, Binding]]:
         """For the integer-dot kernel: the dispatch rounding x (``dims``: any of this GEMM's, for k and m)
         to int8 into a shared scratch buffer, once per input, and the bindings (6, 8) through which
-        :meth:`encode`'s dispatches read it; for the matrix-unit kernel x in f16 (binding 6); for the f32
-        kernel nothing."""
+        :meth:`encode`'s dispatches read it; for the matrix-unit kernel x in f16 (binding 6; RMS-normed
+        with ``nw``, the norm weights, where built with ``norm_eps``); for the f32 kernel nothing."""
         if self.mma:        # one thread per 8 elements
             nh = 2 * self.m * self.k
             xb, per_group = {6: (scratch_buffer(self.dev, nh, "f16 x"), 0, nh)}, 512
@@ -350,8 +356,11 @@ class GemmKernel:
             xb, per_group = {6: (buf, 0, nq), 8: (buf, off, nd)}, 2048
         else:
             return [], {}
-        bg = self.dev.bind_group(self.xpass, {PARAMS_BINDING: self.dev.params_buffer, 1: dims, 2: x, **xb})
-        return [Dispatch(self.xpass, bg, (-(-self.k // per_group), self.m, 1))], xb
+        binds = {PARAMS_BINDING: self.dev.params_buffer, 1: dims, 2: x, **xb}
+        if self.mma:     # gemm_xh.wgsl's norm weights (read only with the norm)
+            binds[8] = nw if self.norm_xpass else x
+        bg = self.dev.bind_group(self.xpass, binds)
+        return [Dispatch(self.xpass, bg, (1 if self.norm_xpass else -(-self.k // per_group), self.m, 1))], xb
 
     def encode(self, binds: Mapping[int, Binding], rows: int) -> list[Dispatch]:
         """Dispatches for one weight row range: ``binds`` as matmul_io.wgsl declares them (1 dims, 2 x,

@@ -19,6 +19,7 @@ from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
 from ._common import f32_lit
 from .elementwise import Glu
+from .norm import RmsNorm
 from .gemm import Q8_TYPES, GemmKernel, glu_gemm, q8_round, q8_tie_free, scratch_buffer
 
 def matmul_tol(m: int, k: int) -> float:
@@ -390,7 +391,8 @@ class Gemm:
     (``nseg`` > 1: several weights stored back to back, each writing its own output) and ``matmul_glu``
     (``act``: the n rows are n/2 gate rows then n/2 up rows, one output of n/2 columns; GEMV, or the
     matrix-unit GEMM where ``ops/gemm.py`` ``glu_gemm``).
-    ``norm_eps`` (GEMV only): x is RMS-normalized on the fly (the ``nw`` weights, this eps).
+    ``norm_eps``: x is RMS-normalized first (the ``nw`` weights, this eps): on the fly in the GEMV, in
+    the matrix-unit GEMM's x pass, else by the ``rms_norm`` kernel into a device-wide scratch.
     One row runs :class:`Gemv`; more the GEMM of ``ops/gemm.py``.
     """
 
@@ -403,8 +405,7 @@ class Gemm:
             raise DeviceError(f"matmul: no WGSL dequant snippet for weight type {self.qt.name}")
         if self.k % 8:
             raise DeviceError(f"matmul: inner dimension {self.k} is not a multiple of 8")
-        if not 1 <= nseg <= 4 or (has_res and nseg > 1) or (act and (has_res or has_bias)) \
-                or (norm_eps is not None and m != 1):
+        if not 1 <= nseg <= 4 or (has_res and nseg > 1) or (act and (has_res or has_bias)):
             raise DeviceError(f"matmul: {nseg} output segments (residual: {has_res}, GLU {act}, {m} rows) "
                               "unsupported")
         self.row_bytes = self.qt.row_bytes(self.k)
@@ -416,7 +417,9 @@ class Gemm:
         defines = {"QUANT": self.qt.name.lower(), "HAS_BIAS": has_bias, "HAS_RES": has_res, "NSEG": nseg,
                    "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": False, "EPS": f32_lit(0.0)}
         # ops/gemm.py picks the kernel and encodes it; attrs["gemm"] (tests, benchmarks): tile overrides
-        self.gemm = GemmKernel(dev, m, self.k, self.n, self.qt.name, defines, attrs.get("gemm"))
+        self.gemm = GemmKernel(dev, m, self.k, self.n, self.qt.name, defines, attrs.get("gemm"), norm_eps)
+        self.norm = (RmsNorm(dev, {"eps": norm_eps, "group": k}, [(m, k), (k,)], ["f32", "f32"], [(m, k)])
+                     if norm_eps is not None and not self.gemm.norm_xpass else None)
 
     def encode(self, x: Binding, w: Binding, bias: Binding | None, y: Binding, res: Binding | None = None,
                seg_end: Sequence[int] = (), seg_y: Sequence[int] = (), nw: Binding | None = None) -> list[Dispatch]:
@@ -430,12 +433,16 @@ class Gemm:
         wbuf, wbase = _span(w)
         out: list[Dispatch] = []
         xq: dict[int, Binding] = {}
+        if self.norm is not None:    # x RMS-normed into a device-wide scratch (dispatches run in order)
+            xn = scratch_buffer(self.dev, 4 * self.m * self.k, "normed x")
+            out += self.norm.encode([x, nw, xn])
+            x = xn
         for i, (row0, rows) in enumerate(self.ranges):
             ws = _word_span(wbuf, wbase + row0 * self.row_bytes, rows * self.row_bytes)
             dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes, self.m, 0, 0,
                                      *seg_end, *pad, *seg_y, *pad])
             if i == 0:      # the integer-dot GEMM's int8 x, once for all row ranges
-                pre, xq = self.gemm.x_pass(dims, x)
+                pre, xq = self.gemm.x_pass(dims, x, nw)
                 out += pre
             binds = {1: dims, 2: x, 3: ws, 4: bias or x, 5: y, 7: res or x, **xq}
             out += self.gemm.encode(binds, rows)
@@ -585,7 +592,7 @@ def _segments(part: Sequence[int], ys: Sequence[Binding]) -> tuple[Binding, list
 @register
 class MatmulGluKernel(OpKernel):
     """``matmul_glu``: x[m, k], W_gate[n, k], W_up[n, k] -> act(x Wg) * (x Wu), [m, n]; with attr
-    ``norm_eps`` (one row) a last input, norm weights w[k], RMS-normalizes x first (GEMV prologue).
+    ``norm_eps`` a last input, norm weights w[k], RMS-normalizes x first (:class:`Gemm`).
 
     Gate and up stored back to back in one buffer (as WgpuBackend joins them) run as one GEMV, or one
     matrix-unit GEMM (``ops/gemm.py`` ``glu_gemm``), with the activation in its epilogue; otherwise two
@@ -598,9 +605,8 @@ class MatmulGluKernel(OpKernel):
                  in_types: Sequence[str], out_shapes: Sequence[Shape]):
         super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
         (self.m, self.k), (self.n, _) = self.in_shapes[0], self.in_shapes[1]
-        if in_types[1] != in_types[2] or (self.m != 1 and "norm_eps" in attrs):
-            raise DeviceError(f"matmul_glu: one weight type, and the norm prologue on one row only; got "
-                              f"{self.m} rows, {in_types[1:3]}")
+        if in_types[1] != in_types[2]:
+            raise DeviceError(f"matmul_glu: one weight type, got {in_types[1:3]}")
         self.qtype = in_types[1]
 
     @classmethod
@@ -670,20 +676,21 @@ def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0, d
 
 
 def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callable | None = None,
-             w_round: Callable = lambda w: w) -> Case:
+             w_round: Callable = lambda w: w, norm_first: bool = False) -> Case:
     """A GEMV ``case`` (matmul, matmul_add, matmul_multi, matmul_glu; norm prologue or not) with its
     reference recomputed from :func:`q8x_round`'s x, one piece per weight: what the q8x GEMV computes, to
     be run with ``{"gemv": {"q8x": True, ...}}`` at the f32 tolerance. ``x_round(x, piece)`` replaces
     q8x_round (the integer-dot GEMM: ops/gemm.py ``q8_round``); ``w_round`` rounds the dequantized
-    weights (the matrix-unit GEMM: to f16)."""
+    weights (the matrix-unit GEMM: to f16); ``norm_first``: x is rounded after the norm (the matrix-unit
+    GEMM's x pass), not multiplied by the row's 1 / rms after the products (the GEMV)."""
     x, n_w = case.inputs[0], len(pieces)
     ws = case.inputs[1:1 + n_w] if case.op != "matmul_add" else case.inputs[1:2]
     types = case.in_types[1:1 + len(ws)]
     extra = case.inputs[1 + len(ws):]
     xw, rs = x, 1.0
     if "norm_eps" in case.attrs:
-        xw = x * extra[-1]
-        rs = 1 / np.sqrt((x.astype(np.float64) ** 2).mean() + case.attrs["norm_eps"])
+        rs = 1 / np.sqrt((x.astype(np.float64) ** 2).mean(axis=-1, keepdims=True) + case.attrs["norm_eps"])
+        xw, rs = (x * rs * extra[-1], 1.0) if norm_first else (x * extra[-1], rs)
         extra = extra[:-1]
 
     def reference() -> list[np.ndarray]:
@@ -719,7 +726,7 @@ def mma_gemm_case(case: Case) -> Case:
     f32 dequantization differs from numpy's in the last bit at an f16 rounding tie (one such weight moves
     an output by ~1.5e-5 of max |ref| at these sizes; a wrong scale, element or row moves it by ~1)."""
     f16 = lambda a: np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
-    twin = q8x_case(case, [""] * _n_weights(case), x_round=lambda x, p: f16(x), w_round=f16)
+    twin = q8x_case(case, [""] * _n_weights(case), x_round=lambda x, p: f16(x), w_round=f16, norm_first=True)
     return replace(twin, name=case.name + " f16 products", tol=case.tol + 1e-4)
 
 
@@ -760,7 +767,7 @@ def norm_input(x: np.ndarray, seed: int) -> tuple[np.ndarray, np.ndarray, np.nda
 def matmul_multi_case(qtypes: Sequence[str], m: int, k: int, ns: Sequence[int], bias: bool, seed: int = 0,
                       norm: bool = False) -> Case:
     """One x times several weights (``matmul_case`` each, same x): one output per weight; ``norm``: the
-    RMS-norm prologue (GEMV only)."""
+    RMS-norm prologue."""
     cs = [matmul_case(t, m, k, n, bias, seed + i) for i, (t, n) in enumerate(zip(qtypes, ns))]
     x, xn = cs[0].inputs[0], cs[0].inputs[0].astype(np.float64)
     nw: list[np.ndarray] = []
