@@ -40,9 +40,10 @@ def shader(m: int, n: int, k: int, fm: int, fn: int, sgm: int, sgn: int, unroll:
     step = []
     for u in range(unroll):
         kk = f"k0 + {16 * u}u"
-        step += [f"    let a{i}_{u} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&X, xo + {16 * i}u * K + {kk}, false, K);"
+        left, right = "subgroup_matrix_left<f16, 16, 16>", "subgroup_matrix_right<f16, 16, 16>"
+        step += [f"    let a{i}_{u} = subgroupMatrixLoad<{left}>(&X, xo + {16 * i}u * K + {kk}, false, K);"
                  for i in range(fm)]
-        step += [f"    let b{j}_{u} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&W, wo + {16 * j}u * K + {kk}, true, K);"
+        step += [f"    let b{j}_{u} = subgroupMatrixLoad<{right}>(&W, wo + {16 * j}u * K + {kk}, true, K);"
                  for j in range(fn)]
     for u in range(unroll):
         step += [f"    c{i}{j} = subgroupMatrixMultiplyAccumulate(a{i}_{u}, b{j}_{u}, c{i}{j});" for i, j in acc]

@@ -44,9 +44,9 @@ def test_shader_compile_error_names_node_op_kernel_and_shapes(path, fresh_device
     msg = str(info.value)
     assert "\n" not in msg
     # the prefill's attn_norm runs in its q/k/v matmul's prologue (here the rms_norm kernel first)
-    assert re.search(r"node '[^']*attn_norm[^']*' \(op matmul_multi, inputs \[64, 256\] f32, .* -> outputs \[64, 256\], "
-                     r".*\) \(kernel MatmulMultiKernel\): compiling shader 'rms_norm\.wgsl' entry 'main' defines "
-                     r"\{.*'GROUP': 256", msg), msg
+    assert re.search(r"node '[^']*attn_norm[^']*' \(op matmul_multi, inputs \[64, 256\] f32, .* -> outputs "
+                     r"\[64, 256\], .*\) \(kernel MatmulMultiKernel\): compiling shader 'rms_norm\.wgsl' entry "
+                     r"'main' defines \{.*'GROUP': 256", msg), msg
     # the CLI prints it as one line and exits 1
     res = CliRunner().invoke(cli, ["run", "-m", path, "-p", "x", "--backend", "wgpu", "--n-ctx", "64"])
     errors = [line for line in res.stderr.splitlines() if line.startswith("Error:")]
