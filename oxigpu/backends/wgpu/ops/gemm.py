@@ -3,9 +3,11 @@
 Kept apart from ``matmul.py`` (the GEMV side and the fused-op plumbing) so the prefill GEMM can be tuned
 on its own: ``tile_config`` picks the register tile and split-k, ``gemm_shader`` the shader and its
 defines, ``gemm_grid`` the workgroup grid, and :class:`GemmKernel` (which ``matmul.Gemm`` holds) builds
-the pipelines and encodes the dispatches of one weight row range. Two tiled kernels: f32 FMAs on
-dequantized weights (``gemm_tiled.wgsl``) and integer dots on int8 x (``gemm_q8.wgsl``, ``Q8_TYPES``,
-where ``Device.int8_dots`` allows; ``q8_round`` is its x in numpy).
+the pipelines and encodes the dispatches of one weight row range. Three tiled kernels: f32 FMAs on
+dequantized weights (``gemm_tiled.wgsl``), integer dots on int8 x (``gemm_q8.wgsl``, ``Q8_TYPES``,
+where ``Device.int8_dots`` allows; ``q8_round`` is its x in numpy), and f16 products on the matrix units
+(``gemm_mma.wgsl``, ``MMA_TYPES``, where ``Device.has_mma``), whose x pass (``gemm_xh.wgsl``) also runs
+a norm prologue and whose epilogue also runs ``matmul_glu``'s activation (``glu_gemm``).
 """
 from __future__ import annotations
 
