@@ -19,8 +19,8 @@ from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
 from ._common import f32_lit
 from .elementwise import Glu
-from .norm import RmsNorm
 from .gemm import Q8_TYPES, GemmKernel, glu_gemm, q8_round, q8_tie_free, scratch_buffer
+from .norm import RmsNorm
 
 def matmul_tol(m: int, k: int) -> float:
     """max |err| / max |ref| allowed: every GEMV/GEMM path multiplies exact f32 weights in f32, whose
