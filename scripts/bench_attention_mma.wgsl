@@ -42,26 +42,19 @@ var<workgroup> kv: array<f16, BQ * LD>;   // the Q tile first, then each K and V
 var<workgroup> ss: array<f32, BQ * SL>;   // scores, then O blocks on their way out, [row][key]
 var<workgroup> ps: array<f16, BQ * PL>;   // probabilities [row][key]
 
-// The K (V) tile from key k0 into kv, zero at or past hi: word units, so a subgroup's loads lie side by
-// side along a key's row and its stores hit consecutive words.
-fn stage_k(k0: u32, hi: u32, kvh: u32, lid: u32) {
-  for (var u = lid; u < BK * D / 2u; u += WG) {
-    let j = k0 + u / (D / 2u);
+// The K tile (V: the V tile) from key k0 into kv, zero at or past hi: word units, so a subgroup's loads
+// lie side by side along a key's row and its stores hit consecutive words.
+fn stage(k0: u32, hi: u32, kvh: u32, lid: u32, V: bool) {
+  let W = select(D, DV, V) / 2u;   // words per key row
+  for (var u = lid; u < BK * W; u += WG) {
+    let j = k0 + u / W;
     var v = 0u;
-    if (j < hi) { v = cache_k[(j * NKV + kvh) * (D / 2u) + u % (D / 2u)]; }
+    if (j < hi) {
+      let i = (j * NKV + kvh) * W + u % W;
+      if (V) { v = cache_v[i]; } else { v = cache_k[i]; }
+    }
     let h = bitcast<vec2<f16>>(v);
-    let o = (u / (D / 2u)) * LD + 2u * (u % (D / 2u));
-    kv[o] = h.x; kv[o + 1u] = h.y;
-  }
-}
-
-fn stage_v(k0: u32, hi: u32, kvh: u32, lid: u32) {
-  for (var u = lid; u < BK * DV / 2u; u += WG) {
-    let j = k0 + u / (DV / 2u);
-    var v = 0u;
-    if (j < hi) { v = cache_v[(j * NKV + kvh) * (DV / 2u) + u % (DV / 2u)]; }
-    let h = bitcast<vec2<f16>>(v);
-    let o = (u / (DV / 2u)) * LD + 2u * (u % (DV / 2u));
+    let o = (u / W) * LD + 2u * (u % W);
     kv[o] = h.x; kv[o + 1u] = h.y;
   }
 }
@@ -103,7 +96,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   // pass 1: each row's maximum score
   var m = NEG;
   for (var k0 = 0u; k0 < hi; k0 += BK) {
-    stage_k(k0, hi, kvh, lid);
+    stage(k0, hi, kvh, lid, false);
     workgroupBarrier();
 {{SDECL}}
 {{S_MMA}}
@@ -120,7 +113,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var l = 0.0;
 {{ODECL}}
   for (var k0 = 0u; k0 < hi; k0 += BK) {
-    stage_k(k0, hi, kvh, lid);
+    stage(k0, hi, kvh, lid, false);
     workgroupBarrier();
 {{SDECL}}
 {{S_MMA}}
@@ -133,7 +126,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
       l += f32(ph);                         // the sum of what PV multiplies
       ps[row * PL + c] = ph;
     }
-    stage_v(k0, hi, kvh, lid);              // every K fragment was read before the barrier above
+    stage(k0, hi, kvh, lid, true);    // every K fragment was read before the barrier above
     workgroupBarrier();
 {{PV_MMA}}
     workgroupBarrier();
