@@ -20,6 +20,7 @@ from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import CHECKS, case_error, load_kernels, prepare, rel_error, run_op
 from oxigpu.backends.wgpu.ops._common import HALF_STEP, workgroups_for
 from oxigpu.backends.wgpu.ops.attention import attention_case, decode_config
+from oxigpu.backends.wgpu.ops.attention_mma import MmaTile, mma_tile
 from oxigpu.backends.wgpu.ops.rope import reference as rope_reference
 from oxigpu.backends.wgpu.ops.rope_attention import rope_kv_attention_case
 
@@ -254,9 +255,64 @@ def test_prefill_replay_across_positions(dev):
         dev.submit(p.dispatches)
         got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
         _, ck, cv = case.inputs
-        want = numpy_ops.attention(*(np.asarray(a, np.float64) for a in (q, ck, cv)), **case.attrs, pos=pos,
-                                   n_tokens=n)
+        attrs = {k: v for k, v in case.attrs.items() if k != "prefill_mma"}
+        want = numpy_ops.attention(*(np.asarray(a, np.float64) for a in (q, ck, cv)), **attrs, pos=pos, n_tokens=n)
         assert rel_error(got, want) < 2e-5, (pos, n)
+
+
+MMA_TOL = 2e-3
+"""The matrix-unit kernel rounds q * scale and P to f16 (the caches already are): ~4e-4 of max |ref| seen."""
+
+
+def _mma_cases():
+    growth = {"rescale": 4.0}
+    cases = [
+        attention_case("mma D=64 GQA7 T=150 n_tokens=141 pos=93 (ragged rows, several tiles)", 150, 141, 93, 14, 2,
+                       64, 240, seed=70, prefill_mma=True),
+        attention_case("mma D=128 GQA4 T=70 n_tokens=66 pos=5", 70, 66, 5, 8, 2, 128, 80, seed=71, prefill_mma=True),
+        attention_case("mma D=128 GQA4 T=512 pos=512 tile 4:32", 512, 512, 512, 8, 2, 128, 1024, seed=72,
+                       prefill_mma="4:32"),
+        attention_case("mma D=64 GQA1 T=65 pos=31 window=40 softcap", 65, 65, 31, 2, 2, 64, 96, window=40,
+                       softcap=10.0, seed=73, prefill_mma=True),
+        attention_case("mma D=64 GQA4 T=33 pos=1 window=1 (each row sees itself)", 33, 33, 1, 4, 1, 64, 34, window=1,
+                       seed=74, prefill_mma=True),
+        attention_case("mma D=96 Dv=64 GQA3 T=20 n_tokens=19 pos=9", 20, 19, 9, 6, 2, 96, 28, dv=64, seed=75,
+                       prefill_mma=True),
+        attention_case("mma D=16 GQA2 T=24 pos=4", 24, 24, 4, 4, 2, 16, 28, seed=76, prefill_mma=True),
+        attention_case("mma D=64 GQA7 T=16 n_tokens=1 (one live row)", 16, 1, 0, 7, 1, 64, 16, seed=77,
+                       prefill_mma=True),
+        attention_case("mma rescale D=64 GQA4 T=200 pos=40 (keys grow along the cache)", 200, 200, 40, 8, 2, 64, 256,
+                       seed=78, prefill_mma=True),
+        attention_case("mma rescale D=128 T=130 pos=17 window=70 softcap", 130, 130, 17, 4, 4, 128, 160, window=70,
+                       softcap=20.0, seed=79, prefill_mma="4:32"),
+    ]
+    for c in cases:
+        if any(k in c.name for k in growth):   # later tiles' maxima exceed the first's by more than RESCALE
+            ck = c.inputs[1]
+            ck *= (1.0 + growth["rescale"] * np.arange(len(ck)) / len(ck)).astype(np.float16)[:, None]
+    return cases
+
+
+@pytest.mark.parametrize("case", _mma_cases(), ids=lambda c: c.name)
+def test_prefill_mma(dev, case):
+    """shaders/attention_mma.wgsl (the matrix units; Dawn on NVIDIA) against float64, NaN past the written
+    cache rows; the rescale cases move rows' reference maxima after the first tile."""
+    if not dev.has_mma:
+        pytest.skip("no subgroup matrices (the matrix-unit prefill attention runs on Dawn with them only)")
+    assert isinstance(prepare("attention", case.inputs, case.attrs, dev=dev).kernel.cfg, MmaTile)
+    got = run_op("attention", case.inputs, case.attrs, case.pos, case.n_tokens, dev=dev)
+    err = rel_error(got[0], case.reference()[0])
+    assert err <= MMA_TOL, f"{case.name}: rel. error {err:.3g}"
+
+
+def test_mma_tile_choice():
+    """Head dims the matrix-unit kernel takes, and the tile that fits the workgroup memory."""
+    assert mma_tile(64, 64, 49152) == MmaTile(4, 32) and mma_tile(128, 128, 49152) == MmaTile(4, 32)
+    assert mma_tile(128, 128, 49152, "4:64") == MmaTile(4, 64) and mma_tile(128, 128, 16384) is None
+    assert mma_tile(256, 256, 1 << 20) is None and mma_tile(72, 64, 49152) is None and mma_tile(96, 64, 49152)
+    assert all(MmaTile(4, bk).shared_bytes(128, 128) <= 49152 for bk in (32, 64))
+    with pytest.raises(ValueError, match="does not fit"):
+        mma_tile(128, 128, 16384, "4:64")
 
 
 @pytest.mark.parametrize("d,dv,limit", [(64, 64, 49152), (128, 128, 49152), (256, 256, 49152), (64, 64, 32768),

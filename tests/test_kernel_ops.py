@@ -69,7 +69,8 @@ def test_attention_matches_numpy_oracle(dev):
     case = attention_case("oracle", 7, 6, 12, 6, 2, 64, 24, window=9, softcap=15.0, seed=3)
     got = run_op("attention", case.inputs, case.attrs, case.pos, case.n_tokens, dev=dev)[0]
     q, ck, cv = case.inputs
-    want = numpy_ops.attention(q, ck, cv, **case.attrs, pos=case.pos, n_tokens=case.n_tokens)
+    attrs = {k: v for k, v in case.attrs.items() if k != "prefill_mma"}   # a kernel choice, not the op's
+    want = numpy_ops.attention(q, ck, cv, **attrs, pos=case.pos, n_tokens=case.n_tokens)
     assert rel_error(got, want) < 2e-5
 
 

@@ -12,7 +12,10 @@ Test/tuning attrs: ``n_split`` (the most splits per row block), ``split_chunk`` 
 split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most rows per workgroup),
 ``team_keys`` (keys per team pass, 4 or 8) and
 ``prefill_tile`` (the prefill kernel's tile, "NRG:RT:KT" with an "s" where K and V share a buffer; see
-ops/attention_prefill.py)."""
+ops/attention_prefill.py; keeps the FMA kernel) and ``prefill_mma`` (False: the FMA kernel; True or a tile
+"NSG:BK": the matrix-unit kernel wherever the device has it). Without them, where ``Device.has_mma``, the
+head dims allow and the chunk fills the GPU (ops/attention_mma.py ``MIN_MMA_WG``), prefill runs
+shaders/attention_mma.wgsl on the matrix units (f16 Q and P: ~5e-4 relative error)."""
 from __future__ import annotations
 
 import math
@@ -24,6 +27,7 @@ import numpy as np
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ._common import check_f16_caches, f32_lit, rng, workgroups_for
+from .attention_mma import MIN_MMA_WG, mma_defines, mma_tile
 from .attention_prefill import prefill_config, prefill_defines
 
 DECODE_LANES = 256       # invocations per decode workgroup (rows x key slices x team lanes)
@@ -133,10 +137,21 @@ class Attention(OpKernel):
         limit = int(self.dev.limits["max-compute-workgroup-storage-size"])
         common = {"D": D, "DV": DV, "G": G, "NH": H, "NKV": Hkv, "T": T, "SCALE": f32_lit(a["scale"]),
                   "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0))}
-        tile = prefill_config(D, DV, limit, a.get("prefill_tile"), T * G, Hkv) if T > 1 and not a.get("n_split") \
-            else None
-        self.prefill = tile is not None
         self.part = self.counters = None
+        prefill = T > 1 and not a.get("n_split")
+        mma = a.get("prefill_mma")   # None: chosen here; True or a tile: wherever the device can
+        use = prefill and mma is not False and not (mma is None and a.get("prefill_tile")) and self.dev.has_mma
+        mtile = mma_tile(D, DV, limit, mma if isinstance(mma, str) else None) \
+            if use and type(self) is Attention else None
+        prb = -(-T * G // mtile.BQ) if mtile else 0
+        if mtile is not None and (mma is not None or Hkv * prb >= MIN_MMA_WG):
+            self.prefill, self.cfg, self.split = True, mtile, 1
+            self.n_groups = Hkv * prb
+            self.pipe = self.dev.pipeline("attention_mma.wgsl", "main", common | mma_defines(mtile, D, DV) | {
+                "PRB": prb})
+            return
+        tile = prefill_config(D, DV, limit, a.get("prefill_tile"), T * G, Hkv) if prefill else None
+        self.prefill = tile is not None
         if self.prefill:
             self.cfg = tile
             prb = -(-T * G // tile.BQ)
@@ -207,8 +222,12 @@ def reference(q, ck, cv, n_head, n_head_kv, head_dim, v_head_dim, scale, window=
 
 def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int, D: int, n_ctx: int,
                    window: int = 0, softcap: float = 0.0, n_split: int = 0, seed: int = 0, dv: int = 0,
-                   split_chunk: int = 0, prefill_tile: str = "", team_keys: int = 0) -> Case:
-    """Random q and f16 caches; cache rows at or past pos + n_tokens hold NaN (must never be read)."""
+                   split_chunk: int = 0, prefill_tile: str = "", team_keys: int = 0,
+                   prefill_mma: bool | str = False) -> Case:
+    """Random q and f16 caches; cache rows at or past pos + n_tokens hold NaN (must never be read).
+    ``prefill_mma`` (T > 1): False keeps the FMA kernel these cases' tolerance is for; True or a tile
+    "NSG:BK" lets the matrix-unit kernel run where the device has it (test_kernel_attention.py holds it to
+    MMA_TOL)."""
     dv = dv or D
     g = rng(seed)
     q = g.standard_normal((T, H * D)).astype(np.float32)
@@ -227,6 +246,8 @@ def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int,
         attrs["prefill_tile"] = prefill_tile
     if team_keys:
         attrs["team_keys"] = team_keys
+    if T > 1:
+        attrs["prefill_mma"] = prefill_mma
     n_kv = pos + n_tokens
     return Case("attention", name, [q, ck, cv], ["f32", "f16", "f16"],
                 lambda: [reference(q, ck, cv, **attrs, pos=pos, n_tokens=n_tokens)], 2e-5, attrs=attrs,

@@ -1,0 +1,176 @@
+// Prefill attention (T > 1) on the matrix units (Dawn's subgroup matrices, f16 x f16 -> f32, subgroups of
+// 32): attention.wgsl's job where Device.has_mma and the head dims are multiples of 16, at most 128.
+// Same bindings, row order (rg = t * G + g of KV head kvh) and masking as attention.wgsl.
+//
+// A workgroup of NSG subgroups takes BQ = 16 NSG rows (16 per subgroup; Q * SCALE as f16 fragments held
+// in registers) and walks the keys they can see in tiles of BK keys, staged as f16 in workgroup memory
+// (16-byte cache loads into registers one stage ahead; zero at or past the block's last key: cache rows
+// there may be NaN). Per tile: S = Q K^T per subgroup into workgroup memory (ss); per row (two lanes a
+// row, BK / 2 keys each) the tile's masked maximum, P = exp(S - m) as f16 into ps and the running sum l;
+// O += P V. The result matrices cannot be scaled row by row, so m is a reference maximum that only moves
+// when a tile's maximum exceeds it by more than RESCALE (P <= e^RESCALE stays a finite f16); then, and
+// only then (workgroup-uniform: a flag in workgroup memory), every O block goes through ss to be scaled
+// by exp(m_old - m_new) per row. Real attention rarely moves it past the first tile.
+// Defines: D, DV, G, NH, NKV, T, SCALE, SOFTCAP (0: none), WINDOW (0: none), PRB (row blocks per KV
+// head), NSG, BK, and the generated blocks (ops/attention_mma.py): QLOAD, K_LOAD, K_STORE, V_LOAD,
+// V_STORE, S_MMA, ODECL, O_RESCALE, PV_MMA, O_OUT.
+diagnostic(off, chromium.subgroup_matrix_uniformity);
+enable f16;
+enable chromium_experimental_subgroup_matrix;
+#include "common/params.wgsl"
+#include "math.wgsl"
+
+@group(0) @binding(1) var<storage, read> q: array<f32>;
+@group(0) @binding(2) var<storage, read> cache_k: array<vec4<u32>>;   // [pos][NKV][D] halves, 8 a vec4
+@group(0) @binding(3) var<storage, read> cache_v: array<vec4<u32>>;
+@group(0) @binding(4) var<storage, read_write> dst: array<f32>;
+
+const D: u32 = {{D}}u;
+const DV: u32 = {{DV}}u;
+const G: u32 = {{G}}u;
+const NH: u32 = {{NH}}u;
+const NKV: u32 = {{NKV}}u;
+const ROWS: u32 = {{T}}u * G;
+const SCALE: f32 = {{SCALE}};
+const SOFTCAP: f32 = {{SOFTCAP}};
+const WINDOW: u32 = {{WINDOW}}u;
+const PRB: u32 = {{PRB}}u;
+const NSG: u32 = {{NSG}}u;
+const BQ: u32 = 16u * NSG;
+const BK: u32 = {{BK}}u;
+const WG: u32 = 32u * NSG;
+const CPL: u32 = BK / 2u;           // keys (and output columns) per lane of a row
+const LD: u32 = max(D, DV) + 8u;    // halves per staged row (8 of padding)
+const SL: u32 = BK + 4u;            // f32 per score row
+const PL: u32 = BK + 8u;            // halves per probability row
+const RESCALE: f32 = 8.0;
+
+var<workgroup> kv: array<f16, max(BQ, BK) * LD>;   // the Q tile first, then each K and V tile [row][d]
+var<workgroup> ss: array<f32, BQ * SL>;            // scores, O blocks on their way through, [row][col]
+var<workgroup> ps: array<f16, BQ * PL>;            // probabilities [row][key]
+var<workgroup> flag: array<u32, 4>;                // some row moved its reference maximum (by tile parity)
+// (4 words, not 2: every workgroup array here is a multiple of 16 bytes, so wherever the driver places
+// them the matrix loads' rows stay 16-byte aligned; with an 8-byte flag the H100 lost each K row's last
+// 4 halves from S = Q K^T)
+
+// 8 halves of key row k0 + e / W8 (W8 = vec4s per row), zero at or past hi.
+fn load8(k0: u32, hi: u32, kvh: u32, e: u32, V: bool) -> vec4<u32> {
+  let W8 = select(D, DV, V) / 8u;
+  let j = k0 + e / W8;
+  var v = vec4<u32>(0u);
+  if (j < hi) {
+    let i = (j * NKV + kvh) * W8 + e % W8;
+    if (V) { v = cache_v[i]; } else { v = cache_k[i]; }
+  }
+  return v;
+}
+
+fn store8(e: u32, v: vec4<u32>, V: bool) {
+  let W8 = select(D, DV, V) / 8u;
+  let o = (e / W8) * LD + 8u * (e % W8);
+  for (var i = 0u; i < 4u; i++) {
+    let h = bitcast<vec2<f16>>(v[i]);
+    kv[o + 2u * i] = h.x;
+    kv[o + 2u * i + 1u] = h.y;
+  }
+}
+
+// Keys query row rg sees: [x, y); x == y for padding rows.
+fn row_keys(rg: u32) -> vec2<u32> {
+  let t = rg / G;
+  if (rg >= ROWS || t >= P.n_tokens) { return vec2<u32>(0u); }
+  let p = P.pos + t;
+  var lo = 0u;
+  if (WINDOW > 0u && p + 1u > WINDOW) { lo = p + 1u - WINDOW; }
+  return vec2<u32>(lo, p + 1u);
+}
+
+fn score(s: f32) -> f32 {
+  if (SOFTCAP > 0.0) { return SOFTCAP * safe_tanh(s / SOFTCAP); }
+  return s;
+}
+
+@compute @workgroup_size(WG)
+fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
+        @builtin(num_workgroups) nwg: vec3<u32>) {
+  let w = wid.y * nwg.x + wid.x;
+  if (w >= PRB * NKV) { return; }
+  let rb = PRB - 1u - w / NKV;     // the longest row blocks first
+  let kvh = w % NKV;
+  let rg0 = rb * BQ;
+  let lo = row_keys(rg0).x;               // the block's first row sees the lowest keys ...
+  var hi = lo;                             // ... its last live row the highest (none: padding rows only)
+  if (rg0 / G < P.n_tokens) { hi = P.pos + min((rg0 + BQ - 1u) / G, min({{T}}u, P.n_tokens) - 1u) + 1u; }
+  let sg = lid / 32u;
+  let e = lid % 32u;
+  let row = 16u * sg + e / 2u;             // this lane's row of the block, keys c0 .. c0 + CPL of a tile
+  let rg = rg0 + row;
+  let c0 = CPL * (e % 2u);
+  let keys = row_keys(rg);
+
+  // Q tile (times SCALE) as f16 into kv, then each subgroup's 16 rows into registers.
+  for (var u = lid; u < BQ * D; u += WG) {
+    let r = rg0 + u / D;
+    let t = r / G;
+    var v = 0.0;
+    if (r < ROWS && t < P.n_tokens) { v = q[(t * NH + kvh * G + r % G) * D + u % D] * SCALE; }
+    kv[(u / D) * LD + u % D] = f16(v);
+  }
+  if (lid == 0u) { flag[0] = 0u; flag[1] = 0u; }
+  var k0 = lo;
+{{K_LOAD}}
+  workgroupBarrier();
+{{QLOAD}}
+  var m = NEG_BIG;    // this row's reference maximum (equal in its two lanes)
+  var l = 0.0;    // this lane's share of the row sum
+{{ODECL}}
+  for (var par = 0u; k0 < hi; par ^= 1u) {
+    workgroupBarrier();            // kv is free: the Q fragments, or the last tile's V, were read
+{{K_STORE}}
+    workgroupBarrier();
+{{V_LOAD}}
+{{S_MMA}}
+    workgroupBarrier();
+    let nk = k0 + BK;
+    if (nk < hi) {
+{{K_LOAD_NEXT}}
+    }
+    var mt = NEG_BIG;
+    for (var c = c0; c < c0 + CPL; c++) {
+      let j = k0 + c;
+      if (j >= keys.x && j < keys.y) { mt = max(mt, score(ss[row * SL + c])); }
+    }
+    mt = max(mt, subgroupShuffleXor(mt, 1u));
+    var alpha = 1.0;
+    if (mt > m + RESCALE) {
+      if (m > NEG_BIG) { flag[par] = 1u; }   // O holds earlier tiles: it must be scaled too
+      alpha = exp(m - mt);
+      m = mt;
+      l *= alpha;
+    }
+    for (var c = c0; c < c0 + CPL; c++) {
+      let j = k0 + c;
+      var p = 0.0;
+      if (j >= keys.x && j < keys.y) { p = exp(score(ss[row * SL + c]) - m); }
+      let ph = f16(p);
+      l += f32(ph);                   // the sum of what PV multiplies
+      ps[row * PL + c] = ph;
+    }
+    if (lid == 0u) { flag[par ^ 1u] = 0u; }   // read by every lane a tile ago
+{{V_STORE}}
+    if (workgroupUniformLoad(&flag[par]) != 0u) {   // the barrier that publishes V and P as well
+{{O_RESCALE}}
+    }
+{{PV_MMA}}
+    k0 = nk;
+  }
+  l += subgroupShuffleXor(l, 1u);
+
+  // O / l to dst, BK / 16 blocks at a time through this subgroup's rows of ss
+  let t = rg / G;
+  let live = rg < ROWS;                   // padding tokens' rows saw no keys: zeros
+  let h = kvh * G + rg % G;
+  var inv = 0.0;
+  if (l > 0.0) { inv = 1.0 / l; }
+{{O_OUT}}
+}
