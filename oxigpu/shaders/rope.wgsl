@@ -1,5 +1,6 @@
 // Rotary position embedding (common/rope.wgsl); row t is at position P.pos + t. One thread per
-// (row, head, pair). Defines: NT (threads: rows * NH * HD/2), NH, and common/rope.wgsl's.
+// (row, head, pair). Defines: NT (threads: rows * NH * HD/2), NH, and common/rope.wgsl's (its table at
+// binding 4).
 #include "common/params.wgsl"
 #include "common/rope.wgsl"
 

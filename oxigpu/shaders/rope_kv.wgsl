@@ -2,7 +2,8 @@
 // in one dispatch (common/rope.wgsl; the caches hold packed halves, common/half.wgsl; rows t >= n_tokens
 // never land in the caches). Threads: the q pairs (T * NH * HD/2), then the k element pairs (2i, 2i + 1)
 // of each head, one u32 of the cache each (T * NHKV * HD/2), then the v pairs (T * WV/2).
-// Defines: NQ, NK, NT (thread counts: q, q + k, all), NH, NHKV, WV, and common/rope.wgsl's.
+// Defines: NQ, NK, NT (thread counts: q, q + k, all), NH, NHKV, WV, and common/rope.wgsl's (its table at
+// binding 8).
 #include "common/params.wgsl"
 #include "common/rope.wgsl"
 #include "common/half.wgsl"

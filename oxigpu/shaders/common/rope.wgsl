@@ -7,13 +7,14 @@
 // frac(p * f_i / (2 pi)) = p * TURN_HI + mulhi(p, TURN_LO) mod 2^32 is the angle in 2^-32 turns. So the
 // angle error is ~1e-7 rad at any position (an f32 p * f loses 1e-3 rad by position 30000).
 // HAS_FF (bool): llama-3 frequency factors divide f_i; where a factor is not 1 (low frequencies, small
-// angles) the angle is p * FREQ_i / ff_i in f32 with a Cody-Waite reduction. The including shader
-// declares the `ff` binding. Defines: HD, NROT, NEOX (bool), HAS_FF, TURN_HI, TURN_LO, FREQ.
+// angles) the angle is p * f_i / ff_i in f32 with a Cody-Waite reduction. The including shader
+// declares the `ff` binding. Defines: HD, NROT, NEOX (bool), HAS_FF, and ROPE_TABLES (ops/rope.py
+// rope_defines): rope_turn(i) (TURN_HI, TURN_LO) and rope_freq(i) (f_i), read from a storage buffer
+// (many rows: a private array would be copied into each invocation's local memory) or from private
+// arrays (decode's one row).
 
 const HALF: u32 = {{NROT}}u / 2u;
-var<private> TURN_HI: array<u32, HALF> = array<u32, HALF>({{TURN_HI}});
-var<private> TURN_LO: array<u32, HALF> = array<u32, HALF>({{TURN_LO}});
-var<private> FREQ: array<f32, HALF> = array<f32, HALF>({{FREQ}});
+{{ROPE_TABLES}}
 
 const TWO_PI: f32 = 6.283185307179586;
 
@@ -28,12 +29,13 @@ fn mulhi(a: u32, b: u32) -> u32 {
 fn rope_angle(p: u32, j: u32) -> f32 {
   if ({{HAS_FF}}) {
     if (ff[j] != 1.0) {
-      let th = f32(p) * (FREQ[j] / ff[j]);
+      let th = f32(p) * (rope_freq(j) / ff[j]);
       let k = round(th / TWO_PI);
       return (th - k * 6.28125) - k * 1.9353071795864769e-3;   // 2 pi = 6.28125 + 1.935e-3
     }
   }
-  let turns = p * TURN_HI[j] + mulhi(p, TURN_LO[j]);
+  let t = rope_turn(j);
+  let turns = p * t.x + mulhi(p, t.y);
   return f32(bitcast<i32>(turns)) * (TWO_PI / 4294967296.0);
 }
 

@@ -1,7 +1,8 @@
 """rope (and rope_kv_store, rope fused with the KV-cache write): rotary embeddings (normal and NEOX,
 partial rotation, per-layer base, freq_scale and llama-3 frequency factors). The frequencies are computed
-on the host in float64 and baked into the shader as 64-bit fixed-point fractions of a turn, so angles stay
-exact at any position (see common/rope.wgsl)."""
+on the host in float64 as 64-bit fixed-point fractions of a turn, so angles stay exact at any position
+(see common/rope.wgsl); these kernels read them from a small storage buffer (``rope_table``), the
+decode attention's fused rope from private arrays in the shader."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -18,13 +19,39 @@ def inv_freqs(n_rot: int, base: float, freq_scale: float) -> np.ndarray:
     return freq_scale * base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
 
 
-def rope_defines(attrs: dict) -> dict:
-    """Defines of common/rope.wgsl: head layout and the frequencies as fixed-point turns."""
+def _turns(attrs: dict) -> tuple[np.ndarray, list[int]]:
+    """The frequencies f_i and f_i / (2 pi) as 64-bit fractions of a turn."""
     freqs = inv_freqs(attrs["n_rot"], attrs["base"], attrs.get("freq_scale", 1.0))
-    turns = [int(round(f / (2 * np.pi) * 2.0 ** 64)) % 2 ** 64 for f in freqs]
-    return {"HD": attrs["head_dim"], "NROT": attrs["n_rot"], "NEOX": bool(attrs["neox"]), "FREQ": f32_list(freqs),
-            "TURN_HI": ", ".join(f"{t >> 32}u" for t in turns),
-            "TURN_LO": ", ".join(f"{t & 0xFFFFFFFF}u" for t in turns)}
+    return freqs, [int(round(f / (2 * np.pi) * 2.0 ** 64)) % 2 ** 64 for f in freqs]
+
+
+def rope_defines(attrs: dict, table_binding: int | None = None) -> dict:
+    """Defines of common/rope.wgsl: head layout and the frequency tables, as private arrays or (with
+    ``table_binding``) read from the storage buffer :func:`rope_table` binds there."""
+    if table_binding is None:
+        freqs, turns = _turns(attrs)
+        tables = "\n".join([
+            f"var<private> TURN_HI: array<u32, HALF> = array<u32, HALF>({', '.join(f'{t >> 32}u' for t in turns)});",
+            f"var<private> TURN_LO: array<u32, HALF> = array<u32, HALF>({', '.join(f'{t & 0xFFFFFFFF}u' for t in turns)});",
+            f"var<private> FREQ: array<f32, HALF> = array<f32, HALF>({f32_list(freqs)});",
+            "fn rope_turn(j: u32) -> vec2<u32> { return vec2<u32>(TURN_HI[j], TURN_LO[j]); }",
+            "fn rope_freq(j: u32) -> f32 { return FREQ[j]; }"])
+    else:
+        tables = "\n".join([
+            f"@group(0) @binding({table_binding}) var<storage, read> rope_tab: array<vec4<u32>>;   // hi, lo, f",
+            "fn rope_turn(j: u32) -> vec2<u32> { return rope_tab[j].xy; }",
+            "fn rope_freq(j: u32) -> f32 { return bitcast<f32>(rope_tab[j].z); }"])
+    return {"HD": attrs["head_dim"], "NROT": attrs["n_rot"], "NEOX": bool(attrs["neox"]), "ROPE_TABLES": tables}
+
+
+def rope_table(dev, attrs: dict):
+    """The storage buffer of ``rope_defines(attrs, binding)``: per pair i, (TURN_HI, TURN_LO, f_i bits, 0)."""
+    freqs, turns = _turns(attrs)
+    tab = np.zeros((len(turns), 4), np.uint32)
+    tab[:, 0] = [t >> 32 for t in turns]
+    tab[:, 1] = [t & 0xFFFFFFFF for t in turns]
+    tab[:, 2] = freqs.astype(np.float32).view(np.uint32)
+    return dev.upload(tab, label="rope.table")
 
 
 @register
@@ -37,12 +64,13 @@ class Rope(OpKernel):
         self.n_threads = self.in_shapes[0][0] * a["n_head"] * a["head_dim"] // 2
         self.has_ff = len(self.in_shapes) == 2
         self.pipe = self.dev.pipeline("rope.wgsl", "main", {
-            "NT": self.n_threads, "NH": a["n_head"], "HAS_FF": self.has_ff, **rope_defines(a)})
+            "NT": self.n_threads, "NH": a["n_head"], "HAS_FF": self.has_ff, **rope_defines(a, 4)})
+        self.table = rope_table(self.dev, a)
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         # without factors the shader never reads `ff`, but the binding exists: x stands in for it
         bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: buffers[0], 2: buffers[-1],
-                                             3: buffers[1] if self.has_ff else buffers[0]})
+                                             3: buffers[1] if self.has_ff else buffers[0], 4: self.table})
         return [Dispatch(self.pipe, bg, grid(self.n_threads))]
 
 
@@ -66,11 +94,12 @@ class RopeKvStore(OpKernel):
         self.has_ff = len(self.in_shapes) == 6
         self.pipe = self.dev.pipeline("rope_kv.wgsl", "main", {
             "NQ": nq, "NK": nk, "NT": self.n_threads, "NH": a["n_head"], "NHKV": a["n_head_kv"], "WV": wv,
-            "HAS_FF": self.has_ff, **rope_defines(a)})
+            "HAS_FF": self.has_ff, **rope_defines(a, 8)})
+        self.table = rope_table(self.dev, a)
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         binds = {0: self.dev.params_buffer, **{i + 1: buffers[i] for i in range(5)},
-                 6: buffers[5] if self.has_ff else buffers[0], 7: buffers[-1]}
+                 6: buffers[5] if self.has_ff else buffers[0], 7: buffers[-1], 8: self.table}
         return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid(self.n_threads))]
 
 
