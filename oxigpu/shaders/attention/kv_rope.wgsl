@@ -4,7 +4,7 @@
 // registers and take v from `v`, both rounded to halves as the cache stores them (so the step's key counts
 // exactly as it will in later steps), and row block 0's workgroup of each KV head stores both rows in the
 // caches. No workgroup reads cache row P.pos, so none waits for another's write.
-// Defines: common/rope.wgsl's.
+// Defines: common/rope.wgsl's (its table at binding 10).
 #include "common/rope.wgsl"
 
 @group(0) @binding(2) var<storage, read_write> cache_k: array<vec2<u32>>;

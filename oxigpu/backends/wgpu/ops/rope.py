@@ -1,8 +1,8 @@
 """rope (and rope_kv_store, rope fused with the KV-cache write): rotary embeddings (normal and NEOX,
 partial rotation, per-layer base, freq_scale and llama-3 frequency factors). The frequencies are computed
 on the host in float64 as 64-bit fixed-point fractions of a turn, so angles stay exact at any position
-(see common/rope.wgsl); these kernels read them from a small storage buffer (``rope_table``), the
-decode attention's fused rope from private arrays in the shader."""
+(see common/rope.wgsl); the kernels (and the decode attention's fused rope) read them from a small
+storage buffer (``rope_table``)."""
 from __future__ import annotations
 
 from typing import Iterable
@@ -11,7 +11,7 @@ import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
-from ._common import HALF_STEP, check_f16_caches, f32_list, grid, rng
+from ._common import HALF_STEP, check_f16_caches, grid, rng
 
 
 def inv_freqs(n_rot: int, base: float, freq_scale: float) -> np.ndarray:
@@ -25,22 +25,12 @@ def _turns(attrs: dict) -> tuple[np.ndarray, list[int]]:
     return freqs, [int(round(f / (2 * np.pi) * 2.0 ** 64)) % 2 ** 64 for f in freqs]
 
 
-def rope_defines(attrs: dict, table_binding: int | None = None) -> dict:
-    """Defines of common/rope.wgsl: head layout and the frequency tables, as private arrays or (with
-    ``table_binding``) read from the storage buffer :func:`rope_table` binds there."""
-    if table_binding is None:
-        freqs, turns = _turns(attrs)
-        tables = "\n".join([
-            f"var<private> TURN_HI: array<u32, HALF> = array<u32, HALF>({', '.join(f'{t >> 32}u' for t in turns)});",
-            f"var<private> TURN_LO: array<u32, HALF> = array<u32, HALF>({', '.join(f'{t & 0xFFFFFFFF}u' for t in turns)});",
-            f"var<private> FREQ: array<f32, HALF> = array<f32, HALF>({f32_list(freqs)});",
-            "fn rope_turn(j: u32) -> vec2<u32> { return vec2<u32>(TURN_HI[j], TURN_LO[j]); }",
-            "fn rope_freq(j: u32) -> f32 { return FREQ[j]; }"])
-    else:
-        tables = "\n".join([
-            f"@group(0) @binding({table_binding}) var<storage, read> rope_tab: array<vec4<u32>>;   // hi, lo, f",
-            "fn rope_turn(j: u32) -> vec2<u32> { return rope_tab[j].xy; }",
-            "fn rope_freq(j: u32) -> f32 { return bitcast<f32>(rope_tab[j].z); }"])
+def rope_defines(attrs: dict, table_binding: int) -> dict:
+    """Defines of common/rope.wgsl: head layout and the frequency table's binding (:func:`rope_table`)."""
+    tables = "\n".join([
+        f"@group(0) @binding({table_binding}) var<storage, read> rope_tab: array<vec4<u32>>;   // hi, lo, f",
+        "fn rope_turn(j: u32) -> vec2<u32> { return rope_tab[j].xy; }",
+        "fn rope_freq(j: u32) -> f32 { return bitcast<f32>(rope_tab[j].z); }"])
     return {"HD": attrs["head_dim"], "NROT": attrs["n_rot"], "NEOX": bool(attrs["neox"]), "ROPE_TABLES": tables}
 
 

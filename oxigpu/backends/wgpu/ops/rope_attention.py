@@ -19,7 +19,7 @@ from ._common import HALF_STEP, rng, workgroups_for
 from .attention import Attention
 from .attention import reference as attention_reference
 from .rope import reference as rope_reference
-from .rope import rope_defines
+from .rope import rope_defines, rope_table
 
 
 @register
@@ -35,15 +35,16 @@ class RopeKvAttention(Attention):
         if in_shapes[0][0] != 1:
             raise ValueError(f"rope_kv_attention runs decode steps only (T == 1), got T = {in_shapes[0][0]}")
         super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
+        self.table = rope_table(dev, attrs)
 
     def key_source(self) -> dict:
-        return {"KV": "rope", "HAS_FF": len(self.in_shapes) == 6, **rope_defines(self.attrs)}
+        return {"KV": "rope", "HAS_FF": len(self.in_shapes) == 6, **rope_defines(self.attrs, 10)}
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         q, k, v, ck, cv, *ff, out = buffers
         # without factors the shader never reads `ff`, but the binding exists: q stands in for it
         binds = {0: self.dev.params_buffer, 1: q, 2: ck, 3: cv, 4: out, 5: self.part, 6: self.counters,
-                 7: k, 8: v, 9: ff[0] if ff else q}
+                 7: k, 8: v, 9: ff[0] if ff else q, 10: self.table}
         return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), workgroups_for(self.n_groups))]
 
 
