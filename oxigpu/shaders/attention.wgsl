@@ -70,15 +70,7 @@ var<workgroup> fp: array<vec4<f32>, BQ * PS>;    // probabilities [row][key / 4]
 
 #include "attention/prefill_{{REDUCE}}.wgsl"
 
-// Visible keys of query row rg (of a KV head): [x, x + y); y = 0 for padding rows.
-fn row_window(rg: u32) -> vec2<u32> {
-  let t = rg / G;
-  if (rg >= ROWS || t >= P.n_tokens) { return vec2<u32>(0u); }
-  let p = P.pos + t;
-  var lo = 0u;
-  if (WINDOW > 0u && p + 1u > WINDOW) { lo = p + 1u - WINDOW; }
-  return vec2<u32>(lo, p + 1u - lo);
-}
+#include "attention/prefill_rows.wgsl"
 
 // Keys any live row of the BQ rows from rg0 can see: [lo, hi). Empty when every row is padding.
 fn key_range(rg0: u32) -> vec2<u32> {
@@ -110,11 +102,6 @@ fn put_k(e: u32, v: vec2<u32>) { fk[(e / D4) * KS + e % D4] = unpack_half4(v); }
 fn put_v(e: u32, v: vec2<u32>) { {{FVN}}[e] = unpack_half4(v); }
 
 fn put_p(row: u32, key: u32, p: f32) { fp[row * PS + key / 4u][key % 4u] = p; }
-
-fn softcap(s: f32) -> f32 {
-  if (SOFTCAP > 0.0) { return SOFTCAP * safe_tanh(s / SOFTCAP); }
-  return s;
-}
 
 // Output vec4 column c4 of row rg (skipped past the last row; rows without keys get zeros).
 fn store_o(rg: u32, kvh: u32, c4: u32, o: vec4<f32>, l: f32) {

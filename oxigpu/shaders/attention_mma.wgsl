@@ -75,20 +75,7 @@ fn store8(e: u32, v: vec4<u32>, V: bool) {
   }
 }
 
-// Keys query row rg sees: [x, y); x == y for padding rows.
-fn row_keys(rg: u32) -> vec2<u32> {
-  let t = rg / G;
-  if (rg >= ROWS || t >= P.n_tokens) { return vec2<u32>(0u); }
-  let p = P.pos + t;
-  var lo = 0u;
-  if (WINDOW > 0u && p + 1u > WINDOW) { lo = p + 1u - WINDOW; }
-  return vec2<u32>(lo, p + 1u);
-}
-
-fn score(s: f32) -> f32 {
-  if (SOFTCAP > 0.0) { return SOFTCAP * safe_tanh(s / SOFTCAP); }
-  return s;
-}
+#include "attention/prefill_rows.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
@@ -98,7 +85,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let rb = PRB - 1u - w / NKV;     // the longest row blocks first
   let kvh = w % NKV;
   let rg0 = rb * BQ;
-  let lo = row_keys(rg0).x;               // the block's first row sees the lowest keys ...
+  let lo = row_window(rg0).x;             // the block's first row sees the lowest keys ...
   var hi = lo;                             // ... its last live row the highest (none: padding rows only)
   if (rg0 / G < P.n_tokens) { hi = P.pos + min((rg0 + BQ - 1u) / G, min({{T}}u, P.n_tokens) - 1u) + 1u; }
   let sg = lid / 32u;
@@ -106,7 +93,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let row = 16u * sg + e / 2u;             // this lane's row of the block, keys c0 .. c0 + CPL of a tile
   let rg = rg0 + row;
   let c0 = CPL * (e % 2u);
-  let keys = row_keys(rg);
+  let win = row_window(rg);
+  let keys = vec2<u32>(win.x, win.x + win.y);   // [first, end) of this row's keys
 
   // Q tile (times SCALE) as f16 into kv, then each subgroup's 16 rows into registers.
   for (var u = lid; u < BQ * D; u += WG) {
@@ -138,7 +126,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     var mt = NEG_BIG;
     for (var c = c0; c < c0 + CPL; c++) {
       let j = k0 + c;
-      if (j >= keys.x && j < keys.y) { mt = max(mt, score(ss[row * SL + c])); }
+      if (j >= keys.x && j < keys.y) { mt = max(mt, softcap(ss[row * SL + c])); }
     }
     mt = max(mt, subgroupShuffleXor(mt, 1u));
     var alpha = 1.0;
@@ -151,7 +139,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     for (var c = c0; c < c0 + CPL; c++) {
       let j = k0 + c;
       var p = 0.0;
-      if (j >= keys.x && j < keys.y) { p = exp(score(ss[row * SL + c]) - m); }
+      if (j >= keys.x && j < keys.y) { p = exp(softcap(ss[row * SL + c]) - m); }
       let ph = f16(p);
       l += f32(ph);                   // the sum of what PV multiplies
       ps[row * PL + c] = ph;

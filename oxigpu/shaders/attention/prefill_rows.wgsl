@@ -1,0 +1,17 @@
+// The prefill kernels' (attention.wgsl, attention_mma.wgsl) row masking and score cap. The including
+// shader defines G, ROWS, WINDOW (0: none) and SOFTCAP (0: none), and includes math.wgsl.
+
+// Visible keys of query row rg (of a KV head): [x, x + y); y = 0 for padding rows.
+fn row_window(rg: u32) -> vec2<u32> {
+  let t = rg / G;
+  if (rg >= ROWS || t >= P.n_tokens) { return vec2<u32>(0u); }
+  let p = P.pos + t;
+  var lo = 0u;
+  if (WINDOW > 0u && p + 1u > WINDOW) { lo = p + 1u - WINDOW; }
+  return vec2<u32>(lo, p + 1u - lo);
+}
+
+fn softcap(s: f32) -> f32 {
+  if (SOFTCAP > 0.0) { return SOFTCAP * safe_tanh(s / SOFTCAP); }
+  return s;
+}
