@@ -16,7 +16,6 @@ MAX_HEAD = 128
 """Widest head the kernel takes: Q's D / 16 fragments, O's DV / 16 blocks and the staging registers live
 in registers (~200 a lane at 128)."""
 
-
 MIN_MMA_WG = 132
 """Fewest workgroups (64-row blocks x KV heads) for which the matrix-unit kernel is chosen: below the
 H100's SM count the FMA kernel's smaller tiles spread wider. H100, 512-token chunk at position 0, us
@@ -41,9 +40,9 @@ class MmaTile:
         return 32 * self.NSG
 
     def shared_bytes(self, d: int, dv: int) -> int:
-        """Workgroup memory: the Q/K/V staging rows, the f32 scores, the f16 probabilities, 2 flags."""
+        """Workgroup memory: the Q/K/V staging rows, the f32 scores, the f16 probabilities, the flags."""
         ld = max(d, dv) + 8
-        return 2 * max(self.BQ, self.BK) * ld + 4 * self.BQ * (self.BK + 4) + 2 * self.BQ * (self.BK + 8) + 8
+        return 2 * max(self.BQ, self.BK) * ld + 4 * self.BQ * (self.BK + 4) + 2 * self.BQ * (self.BK + 8) + 16
 
 
 def mma_tile(d: int, dv: int, limit: int, tile: str | None = None) -> MmaTile | None:
