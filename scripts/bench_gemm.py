@@ -19,7 +19,8 @@ unsplit 128x128 grid has fewer than 264 workgroups. It checks each output agains
 does, on x kept off rounding ties by q8_tie_free), then times the dispatches (the integer-dot kernel's
 x pass included; ``xpass_us`` alone): after 0.25 s of the same passes
 (clock warm-up: an H100 drops its clock within a fraction of a second of host work), N copies in one
-compute pass between GPU timestamps, median of 3 passes, N sized to ~20 ms. TFLOP/s = 2 m n k / time.
+compute pass between GPU timestamps, median of 3 passes, N sized to ~20 ms (``--rotate R``: the runs of
+a pass cycle through R copies of the weights, so that they come from HBM). TFLOP/s = 2 m n k / time.
 Results: ``gemm_sweep.jsonl`` and a table on stdout. The ``test.*`` shapes are small, for a lavapipe run
 (``--m 70 --shapes test.q4k,test.f16``).
 """
@@ -196,6 +197,10 @@ def main() -> None:
                                                  "< 264 workgroups")
     ap.add_argument("--exp", default="", help="comma list of bench_gemm_exp.wgsl EXP bit sets to try")
     ap.add_argument("--exp-tiles", default="8x8/16", help="comma list of tiles for the --exp variants")
+    ap.add_argument("--rotate", type=int, default=1,
+                    help="weight copies the timed passes cycle through (the engine's kernels only): with R x "
+                         "the weight bytes past the H100's 50 MB L2 every run reads its weights from HBM, as "
+                         "a model's layers do, instead of from L2 as N copies of one run do")
     args = ap.parse_args()
     t_start = time.time()
     dev = Device.get()
@@ -224,7 +229,8 @@ def main() -> None:
         if t in Q8_TYPES:
             wants["q8"] = ref(q8_round(xh), wd)
         big = np.tile(raw, (n // distinct + 1, 1))[:n]
-        xb, wb = dev.upload(xh), dev.upload(big.reshape(-1).view(np.uint8))
+        wbs = [dev.upload(big.reshape(-1).view(np.uint8)) for _ in range(max(1, args.rotate))]
+        xb, wb = dev.upload(xh), wbs[0]
         flops = 2 * m * n * k
         tol = 2e-7 * math.sqrt(k)
         variants = args.variants.split(",")
@@ -238,6 +244,7 @@ def main() -> None:
             variants.append("f16tiles")
         for v in variants:
             try:
+                runs = None
                 if v == "old":
                     d, yb = old_kernel(dev, qt, m, k, n, xb, wb, f16=False)
                     cfg = "64x128 old"
@@ -251,6 +258,7 @@ def main() -> None:
                     kern = MatmulKernel(dev, {"gemm": over}, [(m, k), (n, k)], ["f32", t], [(m, n)])
                     yb = dev.create_buffer(4 * m * n)
                     d = kern.encode([xb, wb, yb])
+                    runs = [kern.encode([xb, w, yb]) for w in wbs]
                     c = kern.gemm.gemm.cfg
                     cfg = (f"mma {c.tm // 2}x{c.tn // c.sn} t{c.sn} b{c.bk} s{c.splits}" if c.mma else f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8
                            else f"{c.tm}x{c.tn}/{c.bk}") + f" s{c.splits} L{c.loaders}"
@@ -259,8 +267,9 @@ def main() -> None:
                 kind = cfg.split()[0] if cfg.split()[0] in wants else "f32"
                 want = wants[kind]
                 err = float(np.abs(got - want).max() / np.abs(want).max())
-                secs = time_dispatches(dev, d)
-                rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, cfg=cfg, us=secs * 1e6,
+                secs = time_dispatches(dev, [x for r in runs for x in r]) / len(runs) if runs \
+                    else time_dispatches(dev, d)
+                rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, cfg=cfg, us=secs * 1e6, rotate=len(runs or [d]),
                            tflops=flops / secs / 1e12, err=err, ok=err <= tol + (1e-4 if kind == "mma" else 0))
                 if cfg.startswith(("q8", "mma")):
                     rec["xpass_us"] = time_dispatches(dev, d[:1]) * 1e6
@@ -271,7 +280,8 @@ def main() -> None:
             out.flush()
             rows.append(rec)
         xb.destroy()
-        wb.destroy()
+        for w in wbs:
+            w.destroy()
         print(f"{name:16} {t:5} {n}x{k} done at {time.time() - t_start:.0f}s", flush=True)
     print(f"\n{'shape':16} {'type':5} {'n x k':>11} {'old':>6} {'default':>8} {'best':>6}  best variant (TFLOP/s; "
           f"default = {tile_config.__name__})")
