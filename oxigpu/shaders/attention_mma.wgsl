@@ -12,8 +12,8 @@
 // only then (workgroup-uniform: a flag in workgroup memory), every O block goes through ss to be scaled
 // by exp(m_old - m_new) per row. Real attention rarely moves it past the first tile.
 // Defines: D, DV, G, NH, NKV, T, SCALE, SOFTCAP (0: none), WINDOW (0: none), PRB (row blocks per KV
-// head), NSG, BK, and the generated blocks (ops/attention_mma.py): QLOAD, K_LOAD, K_STORE, V_LOAD,
-// V_STORE, S_MMA, ODECL, O_RESCALE, PV_MMA, O_OUT.
+// head), NSG, BK, and the generated blocks (ops/attention_mma.py): QLOAD, K_LOAD, K_LOAD_NEXT, K_STORE,
+// V_LOAD, V_STORE, S_MMA, ODECL, O_RESCALE, PV_MMA, O_OUT.
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable chromium_experimental_subgroup_matrix;

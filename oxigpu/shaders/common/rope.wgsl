@@ -8,13 +8,16 @@
 // angle error is ~1e-7 rad at any position (an f32 p * f loses 1e-3 rad by position 30000).
 // HAS_FF (bool): llama-3 frequency factors divide f_i; where a factor is not 1 (low frequencies, small
 // angles) the angle is p * f_i / ff_i in f32 with a Cody-Waite reduction. The including shader
-// declares the `ff` binding. Defines: HD, NROT, NEOX (bool), HAS_FF, and ROPE_TABLES (ops/rope.py
-// rope_defines): rope_turn(i) (TURN_HI, TURN_LO) and rope_freq(i) (f_i) from a small storage buffer
-// (private arrays, the tables' first home, NVIDIA copies into every invocation's local memory: 3x the
-// time of rope_kv_store at 512 tokens on the H100).
+// declares the `ff` binding. Defines: HD, NROT, NEOX (bool), HAS_FF, ROPE_BINDING (the binding of the
+// table ops/rope.py rope_table uploads: TURN_HI, TURN_LO and f_i's bits per pair; as private arrays, the
+// tables' first home, NVIDIA copied them into every invocation's local memory: 3x the time of
+// rope_kv_store at 512 tokens on the H100).
 
 const HALF: u32 = {{NROT}}u / 2u;
-{{ROPE_TABLES}}
+@group(0) @binding({{ROPE_BINDING}}) var<storage, read> rope_tab: array<vec4<u32>>;
+
+fn rope_turn(j: u32) -> vec2<u32> { return rope_tab[j].xy; }
+fn rope_freq(j: u32) -> f32 { return bitcast<f32>(rope_tab[j].z); }
 
 const TWO_PI: f32 = 6.283185307179586;
 

@@ -12,11 +12,6 @@ def f32_lit(x: float) -> str:
     return f"{float(np.float32(x)):.9e}"
 
 
-def f32_list(xs: np.ndarray) -> str:
-    """Comma-separated f32 literals (for const arrays baked into a shader)."""
-    return ", ".join(f32_lit(x) for x in np.asarray(xs).reshape(-1))
-
-
 def grid(n_threads: int, wg: int = 256) -> tuple[int, int, int]:
     """Workgroups for ``n_threads`` threads of ``wg`` lanes; shaders linearize ``wid.y * nwg.x + wid.x``."""
     return workgroups_for(-(-int(n_threads) // wg))

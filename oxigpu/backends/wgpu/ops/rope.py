@@ -19,24 +19,17 @@ def inv_freqs(n_rot: int, base: float, freq_scale: float) -> np.ndarray:
     return freq_scale * base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
 
 
-def _turns(attrs: dict) -> tuple[np.ndarray, list[int]]:
-    """The frequencies f_i and f_i / (2 pi) as 64-bit fractions of a turn."""
-    freqs = inv_freqs(attrs["n_rot"], attrs["base"], attrs.get("freq_scale", 1.0))
-    return freqs, [int(round(f / (2 * np.pi) * 2.0 ** 64)) % 2 ** 64 for f in freqs]
-
-
 def rope_defines(attrs: dict, table_binding: int) -> dict:
-    """Defines of common/rope.wgsl: head layout and the frequency table's binding (:func:`rope_table`)."""
-    tables = "\n".join([
-        f"@group(0) @binding({table_binding}) var<storage, read> rope_tab: array<vec4<u32>>;   // hi, lo, f",
-        "fn rope_turn(j: u32) -> vec2<u32> { return rope_tab[j].xy; }",
-        "fn rope_freq(j: u32) -> f32 { return bitcast<f32>(rope_tab[j].z); }"])
-    return {"HD": attrs["head_dim"], "NROT": attrs["n_rot"], "NEOX": bool(attrs["neox"]), "ROPE_TABLES": tables}
+    """Defines of common/rope.wgsl: head layout and the binding of the frequency table (:func:`rope_table`)."""
+    return {"HD": attrs["head_dim"], "NROT": attrs["n_rot"], "NEOX": bool(attrs["neox"]),
+            "ROPE_BINDING": table_binding}
 
 
 def rope_table(dev, attrs: dict):
-    """The storage buffer of ``rope_defines(attrs, binding)``: per pair i, (TURN_HI, TURN_LO, f_i bits, 0)."""
-    freqs, turns = _turns(attrs)
+    """common/rope.wgsl's frequency table: per pair i, f_i / (2 pi) as a 64-bit fraction of a turn (high,
+    low word), f_i's f32 bits, 0."""
+    freqs = inv_freqs(attrs["n_rot"], attrs["base"], attrs.get("freq_scale", 1.0))
+    turns = [int(round(f / (2 * np.pi) * 2.0 ** 64)) % 2 ** 64 for f in freqs]
     tab = np.zeros((len(turns), 4), np.uint32)
     tab[:, 0] = [t >> 32 for t in turns]
     tab[:, 1] = [t & 0xFFFFFFFF for t in turns]
