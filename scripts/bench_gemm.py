@@ -120,14 +120,22 @@ def gpu_time(dev: Device, d: list, n: int) -> float:
     return float(t[1] - t[0]) * 1e-9
 
 
+COPIES = 0   # --copies
+
+
 def time_dispatches(dev: Device, d: list) -> float:
     """GPU seconds per run of ``d``: after WARM_CASE_S of the same passes (the H100's clock drops within
-    a fraction of a second of host-side work between cases), median of 3 passes of N copies (~20 ms)."""
+    a fraction of a second of host-side work between cases), median of 3 passes of N copies (~20 ms). With
+    ``--copies N``: the median of ~20 ms of passes of N copies each, all in one submit (``Device.time_passes``;
+    1: each run in its own pass, as the model's per-node profile times a node)."""
     once = gpu_time(dev, d, 1)
     n = int(min(50, max(2, 0.02 / max(once, 1e-7))))
     t_end = time.perf_counter() + float(os.environ.get("WARM_CASE_S", "0.25"))
     while time.perf_counter() < t_end:
         gpu_time(dev, d, n)
+    if COPIES:
+        passes = int(min(200, max(5, 0.02 / max(once * COPIES, 1e-7))))
+        return max(float(np.median(dev.time_passes([list(d) * COPIES] * passes))) / COPIES, 1e-9)
     return max(float(np.median([gpu_time(dev, d, n) / n for _ in range(3)])), 1e-9)
 
 
@@ -197,16 +205,22 @@ def main() -> None:
                                                  "< 264 workgroups")
     ap.add_argument("--exp", default="", help="comma list of bench_gemm_exp.wgsl EXP bit sets to try")
     ap.add_argument("--exp-tiles", default="8x8/16", help="comma list of tiles for the --exp variants")
+    ap.add_argument("--copies", type=int, default=0,
+                    help="copies of the dispatches per timed pass (default: as many as fill ~20 ms; 1: one "
+                         "per pass, as the model's per-node profile runs them)")
     ap.add_argument("--rotate", type=int, default=1,
                     help="weight copies the timed passes cycle through (the engine's kernels only): with R x "
                          "the weight bytes past the H100's 50 MB L2 every run reads its weights from HBM, as "
                          "a model's layers do, instead of from L2 as N copies of one run do")
     args = ap.parse_args()
+    global COPIES
+    COPIES = args.copies
     t_start = time.time()
     dev = Device.get()
     print("device:", dev.info()["name"], dev.info()["backend"], flush=True)
     dev.write_params(Params(pos=0, n_tokens=args.m))   # row tiles at or past n_tokens would exit at once
     warm_up(dev)
+    Path(args.out).mkdir(parents=True, exist_ok=True)
     out = open(Path(args.out) / "gemm_sweep.jsonl", "a")
     rows = []
     m = args.m

@@ -97,7 +97,7 @@ def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
         g.scope(f"blk.{il}")
         x = _block(g, W, fam, hp, il, x, n_ctx, freq_factors)
     g.scope("")
-    if logits == "last":
+    if logits == "last" and T > 1:
         x = g.last_row(x)  # norm and head are row-wise: only the last valid row is needed
     x = g.rms_norm(x, W("output_norm.weight", (d,)), hp.rms_eps, name="output_norm")
     head = "output.weight" if "output.weight" in W else "token_embd.weight"

@@ -183,6 +183,16 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
       c01 = subgroupMatrixMultiplyAccumulate(a0, b1, c01);
       c10 = subgroupMatrixMultiplyAccumulate(a1, b0, c10);
       c11 = subgroupMatrixMultiplyAccumulate(a1, b1, c11);
+      var a2: subgroup_matrix_left<f16, 16, 16>;    // FM 4's rows 2, 3 (loaded before every use)
+      var a3: subgroup_matrix_left<f16, 16, 16>;
+      if (FM == 4u) {
+        a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 32u * LD + kk, false, LD);
+        a3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 48u * LD + kk, false, LD);
+        c20 = subgroupMatrixMultiplyAccumulate(a2, b0, c20);
+        c21 = subgroupMatrixMultiplyAccumulate(a2, b1, c21);
+        c30 = subgroupMatrixMultiplyAccumulate(a3, b0, c30);
+        c31 = subgroupMatrixMultiplyAccumulate(a3, b1, c31);
+      }
       if (TNB == 4u) {
         let b2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + 32u * LD + kk, true, LD);
         let b3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + 48u * LD + kk, true, LD);
@@ -191,24 +201,11 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         c12 = subgroupMatrixMultiplyAccumulate(a1, b2, c12);
         c13 = subgroupMatrixMultiplyAccumulate(a1, b3, c13);
         if (FM == 4u) {
-          let a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 32u * LD + kk, false, LD);
-          let a3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 48u * LD + kk, false, LD);
-          c20 = subgroupMatrixMultiplyAccumulate(a2, b0, c20);
-          c21 = subgroupMatrixMultiplyAccumulate(a2, b1, c21);
           c22 = subgroupMatrixMultiplyAccumulate(a2, b2, c22);
           c23 = subgroupMatrixMultiplyAccumulate(a2, b3, c23);
-          c30 = subgroupMatrixMultiplyAccumulate(a3, b0, c30);
-          c31 = subgroupMatrixMultiplyAccumulate(a3, b1, c31);
           c32 = subgroupMatrixMultiplyAccumulate(a3, b2, c32);
           c33 = subgroupMatrixMultiplyAccumulate(a3, b3, c33);
         }
-      } else if (FM == 4u) {
-        let a2 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 32u * LD + kk, false, LD);
-        let a3 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 48u * LD + kk, false, LD);
-        c20 = subgroupMatrixMultiplyAccumulate(a2, b0, c20);
-        c21 = subgroupMatrixMultiplyAccumulate(a2, b1, c21);
-        c30 = subgroupMatrixMultiplyAccumulate(a3, b0, c30);
-        c31 = subgroupMatrixMultiplyAccumulate(a3, b1, c31);
       }
     }
     workgroupBarrier();
