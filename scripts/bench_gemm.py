@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oxigpu.backends.wgpu.device import Device, Dispatch, Params  # noqa: E402
 from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES, q8_round, q8_tie_free, tile_config  # noqa: E402
-from oxigpu.backends.wgpu.ops.matmul import MatmulKernel  # noqa: E402
+from oxigpu.backends.wgpu.ops.matmul import MatmulGluKernel, MatmulKernel  # noqa: E402
 from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
 
 SHAPES = {   # name: (n, k, weight type) of one prefill GEMM (q/k/v and gate/up joined as the backend runs them)
@@ -267,6 +267,13 @@ def main() -> None:
                         continue
                     d, yb = exp_kernel(dev, qt, m, k, n, xb, wb, v)
                     cfg = v
+                elif v == "glu":    # the model's gate+up: n / 2 gate rows then n / 2 up rows, the GLU epilogue
+                    half = n // 2 * qt.row_bytes(k)
+                    kern = MatmulGluKernel(dev, {"act": "silu"}, [(m, k), (n // 2, k), (n // 2, k)], ["f32", t, t],
+                                           [(m, n // 2)])
+                    yb = dev.create_buffer(4 * m * n // 2)
+                    runs = [kern.encode([xb, (w, 0, half), (w, half, half), yb]) for w in wbs]
+                    d, cfg = runs[0], "glu"
                 else:
                     over = parse_variant(v)
                     kern = MatmulKernel(dev, {"gemm": over}, [(m, k), (n, k)], ["f32", t], [(m, n)])
@@ -277,9 +284,15 @@ def main() -> None:
                     cfg = (f"mma {c.tm // 2}x{c.tn // c.sn} t{c.sn} b{c.bk} s{c.splits}" if c.mma else f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8
                            else f"{c.tm}x{c.tn}/{c.bk}") + f" s{c.splits} L{c.loaders}"
                 dev.submit(d)
-                got = dev.read(yb, np.float32, (m, n))
-                kind = cfg.split()[0] if cfg.split()[0] in wants else "f32"
-                want = wants[kind]
+                if v == "glu":
+                    w2 = wants["mma" if dev.has_mma else "f32"]
+                    g = w2[:, :n // 2]
+                    want = g / (1 + np.exp(-g)) * w2[:, n // 2:]
+                    got, kind = dev.read(yb, np.float32, (m, n // 2)), "mma"
+                else:
+                    got = dev.read(yb, np.float32, (m, n))
+                    kind = cfg.split()[0] if cfg.split()[0] in wants else "f32"
+                    want = wants[kind]
                 err = float(np.abs(got - want).max() / np.abs(want).max())
                 secs = time_dispatches(dev, [x for r in runs for x in r]) / len(runs) if runs \
                     else time_dispatches(dev, d)
