@@ -2,6 +2,7 @@
 
     python3 scripts/bench_gemm.py [--m 512] [--out DIR] [--budget SECONDS] [--shapes NAME,...]
         [--variants V,...] [--narrow V,...] [--splits 2,4] [--split-tiles T,...] [--exp BITS,...]
+        [--rotate R] [--copies N]
 
 Each case multiplies x [m, k] by a weight of real shape (``distinct`` quantized rows tiled, so building it
 is cheap) with one variant: ``default`` (what ops/gemm.py picks on this adapter), ``f32`` / ``q8`` (its
@@ -11,7 +12,8 @@ f16 with 1e-4 more slack; e.g. ``--variants q8,mma,"mma 2x2","mma 4x2" --splits 
 854b7c9, before this rewrite: scripts/bench_gemm_old.wgsl, f32 tiles), TileConfig overrides ("8x8/16 s2
 L128": TM x TN per thread / BK, split-k 2, 128 loader threads; "q8 8x4 L256 b2": the integer-dot kernel
 with 8 x 4 per thread, 256 loaders, 2 blocks of 32 per step; unnamed fields as the default choice of
-that kernel has them), ``f16tiles`` (F16 weights in f16 tiles), or with ``--exp`` "8x8/16 e<bits>": scripts/
+that kernel has them), ``f16tiles`` (F16 weights in f16 tiles), ``glu`` (the shape's rows as gate rows then
+up rows, the model's matmul_glu with its epilogue, checked against silu(g) u of the reference), or with ``--exp`` "8x8/16 e<bits>": scripts/
 bench_gemm_exp.wgsl, the kernel before loader threads with parts switched off (see its header; most
 bits give wrong results, timing only). ``--narrow`` variants and the split-k ones run only where the
 unsplit 128x128 grid has fewer than 264 workgroups. It checks each output against float64
