@@ -1,9 +1,9 @@
-"""Decode attention: GPU time per dispatch at real model shapes, before (the two-dispatch kernel this
-replaced) vs after (attention_decode.wgsl), a sweep of the split size, and a stress test of the
-cross-workgroup merge. ``--prefill``: the prefill kernel (attention.wgsl) instead, a whole chunk per
-dispatch, the default tile and ``--tiles`` beside the kernel it replaced (bench_attention_prefill_old.wgsl).
+"""Decode attention: GPU time per dispatch at real model shapes (attention_decode.wgsl), a sweep of the
+split size, and a stress test of the cross-workgroup merge. ``--prefill``: the prefill kernel
+(attention.wgsl) instead, a whole chunk per dispatch, the default tile beside ``--tiles``. (The kernels
+both replaced, timed beside them here until stop 20, are in git history.)
 
-    python3 scripts/bench_attention.py [--positions 64,4160] [--configs 32:0,128:2:0:64] [--old/--no-old]
+    python3 scripts/bench_attention.py [--positions 64,4160] [--configs 32:0,128:2:0:64]
                                        [--stress N] [--shapes qwen,llama8b] [--layers 16]
     python3 scripts/bench_attention.py --prefill [--chunk 512] [--positions 0] [--tiles 16:4:4,16:1:4]
 
@@ -11,7 +11,7 @@ dispatch, the default tile and ``--tiles`` beside the kernel it replaced (bench_
 knob; MAXS: the most splits per row block, the ``n_split`` attr; KB: keys per team pass). ``--layers N``: each timed run walks N
 distinct K/V caches, as a decode step's layers do, so at long contexts the keys come from HBM (one
 llama-1B layer's 4224-row cache, 8.7 MB, would otherwise stay in the 50 MB L2 across copies). The caches
-are f16, as the models store them; the old kernels read f32 copies of the same values.
+are f16, as the models store them.
 
 Timing as scripts/bench_gemv.py: N copies of the dispatch(es) in one compute pass, GPU timestamps at the
 pass ends, median of 3 (no submit or Python encode cost; every copy pays the dependent-dispatch gap a
@@ -26,7 +26,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -36,9 +35,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oxigpu.backends import numpy_ops  # noqa: E402
-from oxigpu.backends.wgpu.device import Device, Dispatch, Params, workgroups_for  # noqa: E402
+from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
 from oxigpu.backends.wgpu.kernel import prepare, rel_error  # noqa: E402
-from oxigpu.backends.wgpu.ops._common import f32_lit  # noqa: E402
 
 SHAPES = {   # name: (n_head, n_head_kv, head_dim, window)
     "qwen": (14, 2, 64, 0),          # Qwen2.5-0.5B
@@ -84,58 +82,6 @@ def time_dispatches(dev: Device, d: list, warm: float = 0.03) -> float:
     return max(float(np.median([gpu_time(dev, d, n) / n for _ in range(3)])), 1e-9)
 
 
-def old_kernel(dev: Device, H, Hkv, D, n_ctx, window, q, ck, cv, out):
-    """The two-dispatch kernel this replaced (per-split `main`, then `combine`), as it was configured."""
-    root = Path(__file__).resolve().parents[1] / "oxigpu" / "shaders"
-    shutil.copy(Path(__file__).resolve().parent / "bench_attention_old.wgsl", root / "_bench_old_attention.wgsl")
-    T, G, TK = 1, H // Hkv, 64
-    R = min(T * G, 32, max(1, 4096 // (D + TK + 3)))
-    nrb = -(-T * G // R)
-    split = min(64, -(-n_ctx // TK), -(-256 // (Hkv * nrb)))
-    defines = {"D": D, "DV": D, "G": G, "NH": H, "NKV": Hkv, "T": T, "R": R, "NRB": nrb, "TK": TK,
-               "NSPLIT": split, "DIRECT": split == 1, "SCALE": f32_lit(1 / math.sqrt(D)),
-               "SOFTCAP": f32_lit(0.0), "WINDOW": window, "NACC": -(-R * D // 4 // TK)}
-    try:
-        pipe = dev.pipeline("_bench_old_attention.wgsl", "main", defines)
-        comb = dev.pipeline("_bench_old_attention.wgsl", "combine", defines) if split > 1 else None
-    finally:
-        (root / "_bench_old_attention.wgsl").unlink()
-    part = dev.create_buffer(split * H * (D + 4) * 4)
-    dst = out if split == 1 else part
-    ds = [Dispatch(pipe, dev.bind_group(pipe, {0: dev.params_buffer, 1: q, 2: ck, 3: cv, 4: dst}),
-                   workgroups_for(Hkv * nrb * split))]
-    if comb is not None:
-        ds.append(Dispatch(comb, dev.bind_group(comb, {4: part, 5: out}), workgroups_for(H)))
-    return ds
-
-
-def old_prefill_kernel(dev: Device, H, Hkv, D, T, window, q, ck, cv, out):
-    """The prefill kernel this replaced (one thread per key, 32 x 64 tiles), as it was configured."""
-    root = Path(__file__).resolve().parents[1] / "oxigpu" / "shaders"
-    shutil.copy(Path(__file__).resolve().parent / "bench_attention_prefill_old.wgsl", root / "_bench_old_prefill.wgsl")
-    limit = int(dev.limits["max-compute-workgroup-storage-size"])
-    ks = D // 4 | 1
-    for bq, bk in ((32, 64), (16, 64), (16, 32), (8, 32), (8, 16)):
-        if 4 * (4 * (bq * D // 4 + bk * ks) + bq * bk + 2 * 128 + 2 * bq) <= limit:
-            break
-    G = H // Hkv
-    prb = -(-T * G // bq)
-    defines = {"D": D, "DV": D, "G": G, "NH": H, "NKV": Hkv, "T": T, "SCALE": f32_lit(1 / math.sqrt(D)),
-               "SOFTCAP": f32_lit(0.0), "WINDOW": window, "BQ": bq, "BK": bk, "KS": ks, "PRB": prb,
-               "PACC": -(-bq * D // 4 // 128)}
-    try:
-        pipe = dev.pipeline("_bench_old_prefill.wgsl", "prefill", defines)
-    finally:
-        (root / "_bench_old_prefill.wgsl").unlink()
-    return [Dispatch(pipe, dev.bind_group(pipe, {0: dev.params_buffer, 1: q, 2: ck, 3: cv, 4: out}),
-                     workgroups_for(Hkv * prb))]
-
-
-def f32_caches(dev: Device, ck: np.ndarray, cv: np.ndarray) -> tuple:
-    """The f16 caches' values in f32 buffers, as the old kernels read them."""
-    return dev.upload(ck.astype(np.float32)), dev.upload(cv.astype(np.float32))
-
-
 def prefill_flops(H, D, T, pos, window):
     """2 FLOP per multiply-add of QK^T and PV over the (row, key) pairs the causal/window mask keeps."""
     keys = sum(min(pos + t + 1, window) if window else pos + t + 1 for t in range(T))
@@ -177,17 +123,6 @@ def prefill_bench(dev: Device, args, rows: list) -> None:
                 name = f"default={p.kernel.cfg.spec}" if tile == "default" else tile
                 line.append(f"{name}: {t * 1e6:7.1f} us {flops / t * 1e-12:5.2f} TFLOP/s (err {err:.1e})")
                 rows.append({"prefill": shape, "T": T, "pos": pos, "tile": name, "us": t * 1e6,
-                             "tflops": flops / t * 1e-12, "err": err})
-            if args.old:
-                p = prepare("attention", [q, ck, cv], attrs, dev=dev)
-                ds = old_prefill_kernel(dev, H, Hkv, D, T, window, p.in_bufs[0], *f32_caches(dev, ck, cv),
-                                        p.out_bufs[0])
-                dev.write_params(Params(pos=pos, n_tokens=T))
-                dev.submit(ds)
-                err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
-                t = time_dispatches(dev, ds, 0.25)
-                line.append(f"old: {t * 1e6:7.1f} us {flops / t * 1e-12:5.2f} TFLOP/s (err {err:.1e})")
-                rows.append({"prefill": shape, "T": T, "pos": pos, "tile": "old", "us": t * 1e6,
                              "tflops": flops / t * 1e-12, "err": err})
             print(" | ".join(line), flush=True)
 
@@ -262,7 +197,6 @@ def main() -> None:
     ap.add_argument("--shapes", default="qwen,llama8b,llama1b,gemma3")
     ap.add_argument("--positions", default="64,4160")
     ap.add_argument("--configs", default="", help="CHUNK:SLICES pairs to time besides the default")
-    ap.add_argument("--old", action=argparse.BooleanOptionalAction, default=True)
     ap.add_argument("--stress", type=int, default=0)
     ap.add_argument("--layers", type=int, default=1, help="distinct K/V caches each timed run walks")
     ap.add_argument("--warm", type=float, default=0.03, help="seconds of warm passes before each timing")
@@ -315,15 +249,6 @@ def main() -> None:
                 line.append(f"{tag}: {t * 1e6:6.2f} us ({nact} splits of {kps}, maxs {cfg.MAXS}, err {err:.1e})")
                 rows.append({"shape": shape, "pos": pos, "kernel": "new", "chunk": cfg.CHUNK, "ks": cfg.KS, "rows": cfg.R, "us": t * 1e6,
                              "err": err, "nact": nact, "maxs": cfg.MAXS, "layers": args.layers})
-            if args.old:
-                p = prepare("attention", [q, ck, cv], attrs, dev=dev)
-                H, Hkv, D, window = SHAPES[shape]
-                ds = old_kernel(dev, H, Hkv, D, N_CTX, window, p.in_bufs[0], *f32_caches(dev, ck, cv), p.out_bufs[0])
-                dev.submit(ds)
-                err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
-                t = time_dispatches(dev, ds)
-                line.append(f"old: {t * 1e6:6.2f} us (err {err:.1e})")
-                rows.append({"shape": shape, "pos": pos, "kernel": "old", "us": t * 1e6, "err": err})
             print(" | ".join(line), flush=True)
     for shape in (args.shapes.split(",") if args.stress else []):
         stress(dev, shape, args.stress, rows)

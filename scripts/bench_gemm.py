@@ -1,28 +1,26 @@
 """Prefill GEMM sweep: TFLOP/s of the tiled GEMM per real prefill shape, weight type and tile variant.
 
     python3 scripts/bench_gemm.py [--m 512] [--out DIR] [--budget SECONDS] [--shapes NAME,...]
-        [--variants V,...] [--narrow V,...] [--splits 2,4] [--split-tiles T,...] [--exp BITS,...]
-        [--rotate R] [--copies N]
+        [--variants V,...] [--narrow V,...] [--splits 2,4] [--split-tiles T,...] [--rotate R] [--copies N]
 
 Each case multiplies x [m, k] by a weight of real shape (``distinct`` quantized rows tiled, so building it
 is cheap) with one variant: ``default`` (what ops/gemm.py picks on this adapter), ``f32`` / ``q8`` (its
 choice for the f32 / the integer-dot kernel), ``mma`` / ``mma 2x4 t4 b32`` (the matrix-unit kernel where
-``Device.has_mma``: Dawn on NVIDIA; its default, or SGM x SGN subgroups of 2 x 4 blocks, 32 k per step, checked against x and weights in
-f16 with 1e-4 more slack; e.g. ``--variants q8,mma,"mma 2x2","mma 4x2" --splits ""``), ``old`` (the 64x128 kernel of commit
-854b7c9, before this rewrite: scripts/bench_gemm_old.wgsl, f32 tiles), TileConfig overrides ("8x8/16 s2
-L128": TM x TN per thread / BK, split-k 2, 128 loader threads; "q8 8x4 L256 b2": the integer-dot kernel
-with 8 x 4 per thread, 256 loaders, 2 blocks of 32 per step; unnamed fields as the default choice of
-that kernel has them), ``f16tiles`` (F16 weights in f16 tiles), ``glu`` (the shape's rows as gate rows then
-up rows, the model's matmul_glu with its epilogue, checked against silu(g) u of the reference), or with ``--exp`` "8x8/16 e<bits>": scripts/
-bench_gemm_exp.wgsl, the kernel before loader threads with parts switched off (see its header; most
-bits give wrong results, timing only). ``--narrow`` variants and the split-k ones run only where the
-unsplit 128x128 grid has fewer than 264 workgroups. It checks each output against float64
-(max |err| / max |ref| <= 2e-7 sqrt(k); the integer-dot kernel against x rounded as ops/gemm.py q8_round
-does, on x kept off rounding ties by q8_tie_free), then times the dispatches (the integer-dot kernel's
-x pass included; ``xpass_us`` alone): after 0.25 s of the same passes
-(clock warm-up: an H100 drops its clock within a fraction of a second of host work), N copies in one
-compute pass between GPU timestamps, median of 3 passes, N sized to ~20 ms (``--rotate R``: the runs of
-a pass cycle through R copies of the weights, so that they come from HBM). TFLOP/s = 2 m n k / time.
+``Device.has_mma``: Dawn on NVIDIA; its default, or SGM x SGN subgroups of 2 x 4 blocks, 32 k per step,
+checked against x and weights in f16 with 1e-4 more slack; e.g. ``--variants q8,mma,"mma 2x2","mma 4x2"
+--splits ""``), TileConfig overrides ("8x8/16 s2 L128": TM x TN per thread / BK, split-k 2, 128 loader
+threads; "q8 8x4 L256 b2": the integer-dot kernel with 8 x 4 per thread, 256 loaders, 2 blocks of 32 per
+step; unnamed fields as the default choice of that kernel has them), ``f16tiles`` (F16 weights in f16
+tiles) or ``glu`` (the shape's rows as gate rows then up rows, the model's matmul_glu with its epilogue,
+checked against silu(g) u of the reference). ``--narrow`` variants and the split-k ones run only where
+the unsplit 128x128 grid has fewer than 264 workgroups. (The kernels this sweep once compared against, the
+64x128 GEMM of 854b7c9 and the tiled GEMM with parts switched off, are in git history before stop 20.)
+It checks each output against float64 (max |err| / max |ref| <= 2e-7 sqrt(k); the integer-dot kernel
+against x rounded as ops/gemm.py q8_round does, on x kept off rounding ties by q8_tie_free), then times
+the dispatches (the integer-dot kernel's x pass included; ``xpass_us`` alone): after 0.25 s of the same
+passes (clock warm-up: an H100 drops its clock within a fraction of a second of host work), N copies in
+one compute pass between GPU timestamps, median of 3 passes, N sized to ~20 ms (``--rotate R``: the runs
+of a pass cycle through R copies of the weights, so that they come from HBM). TFLOP/s = 2 m n k / time.
 Results: ``gemm_sweep.jsonl`` and a table on stdout. The ``test.*`` shapes are small, for a lavapipe run
 (``--m 70 --shapes test.q4k,test.f16``).
 """
@@ -32,7 +30,6 @@ import argparse
 import json
 import math
 import os
-import shutil
 import sys
 import time
 from pathlib import Path
@@ -41,7 +38,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oxigpu.backends.wgpu.device import Device, Dispatch, Params  # noqa: E402
+from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
 from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES, q8_round, q8_tie_free, tile_config  # noqa: E402
 from oxigpu.backends.wgpu.ops.matmul import MatmulGluKernel, MatmulKernel  # noqa: E402
 from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
@@ -141,43 +138,6 @@ def time_dispatches(dev: Device, d: list) -> float:
     return max(float(np.median([gpu_time(dev, d, n) / n for _ in range(3)])), 1e-9)
 
 
-def old_kernel(dev: Device, qt, m: int, k: int, n: int, xb, wb, f16: bool):
-    """The 64x128 kernel of commit 854b7c9 (before this rewrite), for 'old'."""
-    root = Path(__file__).resolve().parents[1] / "oxigpu" / "shaders"
-    shutil.copy(Path(__file__).resolve().parent / "bench_gemm_old.wgsl", root / "_bench_old_gemm.wgsl")
-    try:
-        pipe = dev.pipeline("_bench_old_gemm.wgsl", defines={
-            "QUANT": qt.name.lower(), "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1,
-            "WT": "f16" if f16 else "f32", "WT_ENABLE": "enable f16;" if f16 else ""})
-    finally:
-        (root / "_bench_old_gemm.wgsl").unlink()
-    y = dev.create_buffer(4 * m * n)
-    dims = dev.uniform([k, n, n, 0, qt.row_bytes(k), m, 0, 0, n, 0, 0, 0, 0, 0, 0, 0])
-    bg = dev.bind_group(pipe, {1: dims, 2: xb, 3: wb, 4: xb, 5: y, 7: xb})
-    return [Dispatch(pipe, bg, (-(-n // 128), -(-m // 64), 1))], y
-
-
-def exp_kernel(dev: Device, qt, m: int, k: int, n: int, xb, wb, v: str):
-    """'8x8/16 e<bits>': scripts/bench_gemm_exp.wgsl (gemm_tiled.wgsl with parts switched off or changed;
-    see its header), for finding what limits the kernel. Bits 1/2/4/8/16 give wrong results."""
-    tile, e = v.split()
-    tm, tn = (int(a) for a in tile.split("/")[0].split("x"))
-    bk = int(tile.split("/")[1])
-    root = Path(__file__).resolve().parents[1] / "oxigpu" / "shaders"
-    shutil.copy(Path(__file__).resolve().parent / "bench_gemm_exp.wgsl", root / "_bench_exp_gemm.wgsl")
-    try:
-        pipe = dev.pipeline("_bench_exp_gemm.wgsl", defines={
-            "QUANT": qt.name.lower(), "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "WT": "f32", "WT_ENABLE": "",
-            "TM": tm, "TN": tn, "BK": bk, "SPLITS": 1, "EXP": int(e[1:]),
-            "RAWQ": {"F16": 1, "Q4_K": 2}.get(qt.name, 0)})
-    finally:
-        (root / "_bench_exp_gemm.wgsl").unlink()
-    y = dev.create_buffer(4 * m * n)
-    dims = dev.uniform([k, n, n, 0, qt.row_bytes(k), m, 0, 0, n, 0, 0, 0, 0, 0, 0, 0])
-    bg = dev.bind_group(pipe, {1: dims, 2: xb, 3: wb, 4: xb, 5: y, 7: xb})
-    return [Dispatch(pipe, bg, (-(-n // (16 * tn)), -(-m // (16 * tm)), 1))], y
-
-
 def warm_up(dev: Device) -> None:
     """~1 s of GEMMs so the clock is up before the first timed case (an idle H100 sits at ~345 MHz)."""
     m, k, n = (512, 4096, 4096) if not dev.is_software else (64, 256, 256)
@@ -198,15 +158,13 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=150.0, help="stop starting new shapes after this many s")
     ap.add_argument("--m", type=int, default=512)
     ap.add_argument("--shapes", default=",".join(SHAPES))
-    ap.add_argument("--variants", default="default,old," + ",".join(TILES),
+    ap.add_argument("--variants", default="default," + ",".join(TILES),
                     help="comma list; each shape also gets split-k variants where --splits says")
     ap.add_argument("--splits", default="2,4", help="split-k counts tried with --split-tiles where the unsplit "
                                                       "8x8 grid has < 264 workgroups")
     ap.add_argument("--split-tiles", default="8x8/16,8x4/16,4x4/32")
     ap.add_argument("--narrow", default="", help="comma list of variants tried only where the 8x8 grid has "
                                                  "< 264 workgroups")
-    ap.add_argument("--exp", default="", help="comma list of bench_gemm_exp.wgsl EXP bit sets to try")
-    ap.add_argument("--exp-tiles", default="8x8/16", help="comma list of tiles for the --exp variants")
     ap.add_argument("--copies", type=int, default=0,
                     help="copies of the dispatches per timed pass (default: as many as fill ~20 ms; 1: one "
                          "per pass, as the model's per-node profile runs them)")
@@ -250,8 +208,6 @@ def main() -> None:
         flops = 2 * m * n * k
         tol = 2e-7 * math.sqrt(k)
         variants = args.variants.split(",")
-        if args.exp:
-            variants += [f"{tile} e{e}" for tile in args.exp_tiles.split(",") for e in args.exp.split(",")]
         if -(-n // 128) * -(-m // 128) < 264:
             variants += [v for v in args.narrow.split(",") if v]
             if args.splits:
@@ -261,15 +217,7 @@ def main() -> None:
         for v in variants:
             try:
                 runs = None
-                if v == "old":
-                    d, yb = old_kernel(dev, qt, m, k, n, xb, wb, f16=False)
-                    cfg = "64x128 old"
-                elif " e" in v:
-                    if int(v.split()[1][1:]) & 32 and t not in ("F16", "Q4_K"):   # raw split: F16, Q4_K only
-                        continue
-                    d, yb = exp_kernel(dev, qt, m, k, n, xb, wb, v)
-                    cfg = v
-                elif v == "glu":    # the model's gate+up: n / 2 gate rows then n / 2 up rows, the GLU epilogue
+                if v == "glu":    # the model's gate+up: n / 2 gate rows then n / 2 up rows, the GLU epilogue
                     half = n // 2 * qt.row_bytes(k)
                     kern = MatmulGluKernel(dev, {"act": "silu"}, [(m, k), (n // 2, k), (n // 2, k)], ["f32", t, t],
                                            [(m, n // 2)])
@@ -312,7 +260,7 @@ def main() -> None:
         for w in wbs:
             w.destroy()
         print(f"{name:16} {t:5} {n}x{k} done at {time.time() - t_start:.0f}s", flush=True)
-    print(f"\n{'shape':16} {'type':5} {'n x k':>11} {'old':>6} {'default':>8} {'best':>6}  best variant (TFLOP/s; "
+    print(f"\n{'shape':16} {'type':5} {'n x k':>11} {'default':>8} {'best':>6}  best variant (TFLOP/s; "
           f"default = {tile_config.__name__})")
     for name in dict.fromkeys(r["shape"] for r in rows):
         rs = [r for r in rows if r["shape"] == name and "tflops" in r]
@@ -320,7 +268,7 @@ def main() -> None:
         get = lambda v: next((f"{r['tflops']:.2f}" for r in rs if r["variant"] == v), "-")
         best = max(rs, key=lambda r: r["tflops"]) if rs else None
         r0 = rows[[r["shape"] for r in rows].index(name)]
-        print(f"{name:16} {r0['type']:5} {r0['n']:>5}x{r0['k']:<5} {get('old'):>6} {get('default'):>8} "
+        print(f"{name:16} {r0['type']:5} {r0['n']:>5}x{r0['k']:<5} {get('default'):>8} "
               f"{best['tflops'] if best else 0:6.2f}  {best['variant'] if best else ''}"
               f"{'  BAD: ' + ', '.join(bad) if bad else ''}")
         print("    " + "  ".join(f"{r['variant']}: {r['tflops']:.2f}" for r in rs))
