@@ -306,9 +306,20 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
 def _profile_host(engine: Engine, ctx: list[int], cfg: SamplerConfig,
                   step: list[tuple[Node | None, list[Any]]]) -> dict[str, Any]:
     """Wall-clock time per op of one decode step at position ``len(ctx) - 1`` (trace hook), plus sampling."""
-    be, plan = engine.backend, engine._decode
-    index = {id(node): i for i, (node, _) in enumerate(step)}
-    times = np.zeros((_PROFILE_REPEATS, len(step) + 1))
+    plan = engine._decode
+    per = _traced(engine, plan, ctx[-1:], len(ctx) - 1, [node for node, _ in step],
+                  lambda out: sample(out["logits"], cfg, ctx, 0))
+    prof = _table([*step, (None, [None])], per, plan, "wall")
+    prof.update(gpu_pass_s=None, host_encode_s=None, submit_s=None)
+    return prof
+
+
+def _traced(engine: Engine, plan: Plan, tokens: list[int], pos: int, nodes: Sequence[Node],
+            after: Callable[[dict[str, np.ndarray]], Any] | None = None) -> list[float]:
+    """Median wall seconds of each of ``nodes`` (then of ``after(outputs)``, if given) over
+    ``_PROFILE_REPEATS`` runs of ``plan`` on ``tokens`` at ``pos``, through the backend's trace hook."""
+    index = {id(node): i for i, node in enumerate(nodes)}
+    times = np.zeros((_PROFILE_REPEATS, len(nodes) + (after is not None)))
     for r in range(_PROFILE_REPEATS):
         last = time.perf_counter()
 
@@ -317,14 +328,13 @@ def _profile_host(engine: Engine, ctx: list[int], cfg: SamplerConfig,
             now = time.perf_counter()
             times[r, index[id(node)]] = now - last
             last = now
-        out = be.run(plan, {"tokens": np.asarray(ctx[-1:], np.int32)}, pos=len(ctx) - 1, n_tokens=1, trace=trace)
-        t = time.perf_counter()
-        sample(out["logits"], cfg, ctx, 0)
-        times[r, -1] = time.perf_counter() - t
-    per = np.median(times, axis=0).tolist()
-    prof = _table([*step, (None, [None])], per, plan, "wall")
-    prof.update(gpu_pass_s=None, host_encode_s=None, submit_s=None)
-    return prof
+        out = engine.backend.run(plan, {"tokens": np.asarray(tokens, np.int32)}, pos=pos, n_tokens=len(tokens),
+                                 trace=trace)
+        if after is not None:
+            t = time.perf_counter()
+            after(out)
+            times[r, -1] = time.perf_counter() - t
+    return np.median(times, axis=0).tolist()
 
 
 def _node_key(node: Node | None, plan: Plan) -> tuple[str, str, str]:
@@ -402,18 +412,7 @@ def _profile_prefill(engine: Engine, chunk: list[int]) -> dict[str, Any]:
             one_pass = dev.time(flat, repeat=3)
     else:
         step = [(node, [node]) for node in plan.nodes]
-        index = {id(node): i for i, node in enumerate(plan.nodes)}
-        times = np.zeros((_PROFILE_REPEATS, len(step)))
-        for r in range(_PROFILE_REPEATS):
-            last = time.perf_counter()
-
-            def trace(node: Node, outs: tuple[np.ndarray, ...]) -> None:
-                nonlocal last
-                now = time.perf_counter()
-                times[r, index[id(node)]] = now - last
-                last = now
-            be.run(plan, {"tokens": np.asarray(chunk, np.int32)}, pos=0, n_tokens=len(chunk), trace=trace)
-        source, per, one_pass = "wall", np.median(times, axis=0).tolist(), None
+        source, per, one_pass = "wall", _traced(engine, plan, chunk, 0, plan.nodes), None
     engine.cached_tokens.clear()
     prof = _table(step, per, plan, source)
     flops: dict[tuple[str, str, str], int] = {}
