@@ -40,7 +40,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
 from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES, q8_round, q8_tie_free, tile_config  # noqa: E402
-from oxigpu.backends.wgpu.ops.matmul import MatmulGluKernel, MatmulKernel  # noqa: E402
+from oxigpu.backends.wgpu.ops.matmul import MatmulGluKernel, MatmulKernel, glu64  # noqa: E402
 from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
 
 SHAPES = {   # name: (n, k, weight type) of one prefill GEMM (q/k/v and gate/up joined as the backend runs them)
@@ -236,8 +236,7 @@ def main() -> None:
                 dev.submit(d)
                 if v == "glu":
                     w2 = wants["mma" if dev.has_mma else "f32"]
-                    g = w2[:, :n // 2]
-                    want = g / (1 + np.exp(-g)) * w2[:, n // 2:]
+                    want = glu64(w2[:, :n // 2], w2[:, n // 2:], "silu")
                     got, kind = dev.read(yb, np.float32, (m, n // 2)), "mma"
                 else:
                     got = dev.read(yb, np.float32, (m, n))

@@ -32,7 +32,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
 from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, NORM_EPS, Q8X_PIECES, MatmulAddKernel,  # noqa: E402
-                                             MatmulGluKernel, MatmulKernel, MatmulMultiKernel, gemv_config)
+                                             MatmulGluKernel, MatmulKernel, MatmulMultiKernel, gemv_config,
+                                             glu64)
 from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
 
 
@@ -175,8 +176,7 @@ def build(dev: Device, sh: Shape, distinct: int = 64):
     if sh.op == "glu":
         n = sh.ns[0]
         y = dev.upload(np.full(n, np.nan, np.float32))
-        g, u = refs
-        ref = g / (1 + np.exp(-g)) * u
+        ref = glu64(*refs, "silu")
         return (MatmulGluKernel, [(1, k), (n, k), (n, k), (k,)], ["f32", *sh.types, "f32"],
                 [xb, wb[0], wb[1], dev.upload(nw), y], [(y, 0, n)], [ref], wbytes + 4 * (2 * k + n))
     # multi: outputs in one arena at 256-byte aligned offsets; biases joined per type like the weights

@@ -675,6 +675,13 @@ def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0, d
 
 
 
+def glu64(g: np.ndarray, u: np.ndarray, act: str) -> np.ndarray:
+    """``act(g) * u`` in float64, silu or gelu_tanh: the GLU references (independent of numpy_ops)."""
+    if act == "silu":
+        return g / (1 + np.exp(-g)) * u
+    return 0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3))) * u
+
+
 def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callable | None = None,
              w_round: Callable = lambda w: w, norm_first: bool = False) -> Case:
     """A GEMV ``case`` (matmul, matmul_add, matmul_multi, matmul_glu; norm prologue or not) with its
@@ -698,10 +705,7 @@ def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callabl
         ys = [rs * rnd(xw, p) @ w_round(dequantize(w, get_type(t))).astype(np.float64).T
               for p, w, t in zip(pieces, ws, types)]
         if case.op == "matmul_glu":
-            g, u = ys
-            if case.attrs["act"] == "silu":
-                return [g / (1 + np.exp(-g)) * u]
-            return [0.5 * g * (1 + np.tanh(math.sqrt(2 / math.pi) * (g + 0.044715 * g ** 3))) * u]
+            return [glu64(*ys, case.attrs["act"])]
         if case.op == "matmul_add":
             return [ys[0] + extra[0] + (extra[1] if len(extra) > 1 else 0)]
         return [y + (b if extra else 0) for y, b in zip(ys, extra or [0] * len(ys))]
@@ -816,9 +820,7 @@ def matmul_glu_case(t: str, k: int, n: int, act: str, norm: bool, seed: int = 0,
 
     def reference() -> list[np.ndarray]:
         a, b = (xn @ dequantize(c.inputs[1], get_type(t)).astype(np.float64).T for c in (g, u))
-        f = a / (1 + np.exp(-a)) if act == "silu" else \
-            0.5 * a * (1 + np.tanh(math.sqrt(2 / math.pi) * (a + 0.044715 * a ** 3)))
-        return [f * b]
+        return [glu64(a, b, act)]
     return Case("matmul_glu", f"{t} glu_{act} {m}x{k} @ 2x{n}x{k}{' +norm' if norm else ''}",
                 [x, g.inputs[1], u.inputs[1], *nw], ["f32", t, t, *(["f32"] * len(nw))], reference,
                 tol=2e-7 * math.sqrt(k), attrs={"act": act, **({"norm_eps": NORM_EPS} if norm else {})})
