@@ -6,7 +6,12 @@
 // blocks of 16 x 16 results from them (FM = 4: each fragment loaded from workgroup memory serves more
 // products). The next step's x and weights are read from memory into registers
 // while the matrix units work on this one (few workgroups fit an SM at prefill sizes, so nothing else
-// hides that latency).
+// hides that latency). x is read and staged in words, as the F16 weights are: each subgroup takes one
+// row's BK halves side by side and stores consecutive words (a lane's vec4 of 8 halves put its stores in
+// 4-way conflicting banks). Tiles wholly inside x and W skip the bounds checks (fetch). Both together,
+// H100, 512 rows, TFLOP/s (scripts/bench_gemm.py): 8B F16 gate+up GLU 176 -> 218, ffn_down 183 -> 221, o
+// 160 -> 204, q/k/v 149 -> 174; Q4_K unchanged (121). Apart, words alone lost the GLU (153) and checks
+// skipped on vec4s lost everything (153-159): the compiler's register use moves by more than either.
 //
 // Workgroup: SGM x SGN subgroups of 32 lanes (NVIDIA's size; gemm.py takes this kernel only there), tile
 // BM x BN = 16 FM SGM x 16 TNB SGN. Tint wants subgroup-matrix offsets uniform over the workgroup; here they
@@ -35,11 +40,11 @@ const BM: u32 = 16u * FM * SGM;
 const BN: u32 = 16u * TNB * SGN;
 const WG: u32 = 32u * SGM * SGN;
 const LD: u32 = BK + 8u;         // halves per staged row: BK and 8 of padding (spreads the matrix loads' banks)
-const XPL: u32 = BM * BK / 8u / WG;              // x vec4s (8 halves) per lane per step
+const XPL: u32 = BM * BK / 2u / WG;              // x words (2 halves) per lane per step
 const WUN: u32 = BN * BK / WU;                   // weight units (WU halves of a row: gemm_mma/<w>.wgsl) per step
 const WPL: u32 = (WUN + WG - 1u) / WG;           // per lane (the last round partial where WUN < WG)
-const XPR: u32 = BK / 8u;                        // x vec4s per row and step (a divisor of WG)
-const XRS: u32 = WG / XPR;                       // tile rows between a lane's consecutive x vec4s
+const XPR: u32 = BK / 2u;                        // x words per row and step (a divisor of WG)
+const XRS: u32 = WG / XPR;                       // tile rows between a lane's consecutive x words
 const UPR: u32 = BK / WU;                        // weight units per row and step (a divisor of WG)
 const RS: u32 = WG / UPR;                        // tile rows between a lane's consecutive units
 
@@ -50,9 +55,9 @@ var<workgroup> cs: array<f32, CSS * 256u>;       // results on their way out
 
 #include "gemm_mma/{{WLOAD}}.wgsl"
 
-@group(0) @binding(6) var<storage, read> XH: array<vec4<u32>>;   // x in f16, [m][k / 8] (gemm_xh.wgsl)
+@group(0) @binding(6) var<storage, read> XH: array<u32>;        // x in f16, [m][k / 2] (gemm_xh.wgsl)
 
-var<private> xr: array<vec4<u32>, XPL>;          // the next step's x and weights, in registers
+var<private> xr: array<u32, XPL>;               // the next step's x and weights, in registers
 var<private> wr: array<WBlock, WPL>;
 
 fn act(v: f32) -> f32 { return {{ACT}}(v); }
@@ -78,35 +83,57 @@ fn wrow_at(n0: u32, r0: u32, i: u32) -> u32 {
   return select(c, D.n + c, ri % 64u >= 32u);
 }
 
-// Reads step k0's x (row m0 + u / XPR, 8 k at 8 (u % XPR), for u = lid + i WG; zero past the chunk,
+// wrow_at in a tile wholly inside W: no row past the end.
+fn wrow_in(n0: u32, r0: u32, i: u32) -> u32 {
+  let ri = RS * i;
+  if (!GLU) { return n0 + ri + r0; }
+  if (32u % RS != 0u) {
+    let r = ri + r0;
+    let c = n0 / 2u + (r / 64u) * 32u + r % 32u;
+    return select(c, D.n + c, r % 64u >= 32u);
+  }
+  let c = n0 / 2u + (ri / 64u) * 32u + ri % 32u + r0;
+  return select(c, D.n + c, ri % 64u >= 32u);
+}
+
+// Reads step k0's x (row m0 + u / XPR, 2 k at 2 (u % XPR), for u = lid + i WG; zero past the chunk,
 // n_tokens or k) and weight units (tile row u / UPR, its unit u % UPR) into xr, wr. XPR and UPR divide
 // WG, so a lane's column is the same for all its i and its rows step by XRS, RS: the unrolled loops add
 // constants to one base instead of dividing each u.
 fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
   let mlim = min(D.m, P.n_tokens);
   let m = m0 + lid / XPR;
-  let k = k0 + 8u * (lid % XPR);
-  let x0 = (m * D.k + k) / 8u;            // k: 8-multiples
-  for (var i = 0u; i < XPL; i++) {
-    xr[i] = vec4<u32>(0u);
-    if (m + XRS * i < mlim && k < D.k) { xr[i] = XH[x0 + XRS * i * (D.k / 8u)]; }
+  let k = k0 + 2u * (lid % XPR);
+  let x0 = (m * D.k + k) / 2u;
+  if (m0 + BM <= mlim && k0 + BK <= D.k) {
+    for (var i = 0u; i < XPL; i++) { xr[i] = XH[x0 + XRS * i * (D.k / 2u)]; }
+  } else {
+    for (var i = 0u; i < XPL; i++) {
+      xr[i] = 0u;
+      if (m + XRS * i < mlim && k < D.k) { xr[i] = XH[x0 + XRS * i * (D.k / 2u)]; }
+    }
   }
   let r0 = lid / UPR;
   let j = k0 / WU + lid % UPR;
-  for (var i = 0u; i < WPL; i++) {
-    if (lid + i * WG < WUN) { wr[i] = w_load(wrow_at(n0, r0, i), j); }
+  let wfull = k0 + BK <= D.k && select(n0 + BN <= D.rows, n0 / 2u + BN / 2u <= D.n, GLU);
+  if (wfull) {
+    for (var i = 0u; i < WPL; i++) {
+      if (lid + i * WG < WUN) { wr[i] = w_fast(wrow_in(n0, r0, i), j); }
+    }
+  } else {
+    for (var i = 0u; i < WPL; i++) {
+      if (lid + i * WG < WUN) { wr[i] = w_load(wrow_at(n0, r0, i), j); }
+    }
   }
 }
 
 // Writes xr, wr to xs, ws as f16 (the rows and columns fetch read).
 fn stage(lid: u32) {
-  let xo = (lid / XPR) * LD + 8u * (lid % XPR);
+  let xo = (lid / XPR) * LD + 2u * (lid % XPR);
   for (var i = 0u; i < XPL; i++) {
     let o = xo + XRS * i * LD;
-    for (var e = 0u; e < 4u; e++) {
-      let h = bitcast<vec2<f16>>(xr[i][e]);
-      xs[o + 2u * e] = h.x; xs[o + 2u * e + 1u] = h.y;
-    }
+    let h = bitcast<vec2<f16>>(xr[i]);
+    xs[o] = h.x; xs[o + 1u] = h.y;
   }
   let wo = (lid / UPR) * LD + WU * (lid % UPR);
   for (var i = 0u; i < WPL; i++) {
@@ -114,50 +141,49 @@ fn stage(lid: u32) {
   }
 }
 
-// Block c of a subgroup's results, at (m, n), to Y (split z's partial sums), through its cs slot: lane e
-// writes 8 of the 256. Past CSS subgroups, they take turns.
+// Lane e's 8 values of a subgroup's result block c (q = 32 t + e of its 256: row q / 16, column q % 16),
+// through the subgroup's cs slot in turn r (past CSS subgroups, they take turns; the others get zeros).
+// Every subgroup calls it alike: it holds two barriers.
+fn lane_vals(r: u32, sg: u32, e: u32, c: subgroup_matrix_result<f32, 16, 16>) -> array<f32, 8> {
+  let mine = sg / CSS == r;
+  let slot = (sg % CSS) * 256u;
+  var v: array<f32, 8>;
+  if (mine) { subgroupMatrixStore(&cs, slot, c, false, 16u); }
+  workgroupBarrier();
+  if (mine) {
+    for (var t = 0u; t < 8u; t++) { v[t] = cs[slot + t * 32u + e]; }
+  }
+  workgroupBarrier();
+  return v;
+}
+
+// Block c of a subgroup's results, at (m, n), to Y (split z's partial sums).
 fn put_block(z: u32, sg: u32, e: u32, m: u32, n: u32, c: subgroup_matrix_result<f32, 16, 16>) {
   for (var r = 0u; r < SGM * SGN / CSS; r++) {
-    let mine = sg / CSS == r;
-    if (mine) { subgroupMatrixStore(&cs, (sg % CSS) * 256u, c, false, 16u); }
-    workgroupBarrier();
-    if (mine) {
+    let v = lane_vals(r, sg, e, c);
+    if (sg / CSS == r) {
       for (var t = 0u; t < 8u; t++) {
-        let q = t * 32u + e;
-        let mm = m + q / 16u;
-        let nn = n + q % 16u;
-        if (mm < D.m && nn < D.rows) { put_y(z, mm, nn, cs[(sg % CSS) * 256u + q]); }
+        let mm = m + (t * 32u + e) / 16u;
+        let nn = n + e % 16u;
+        if (mm < D.m && nn < D.rows) { put_y(z, mm, nn, v[t]); }
       }
     }
-    workgroupBarrier();
   }
 }
 
-// Gate block g and up block u of a subgroup's results (GLU), output columns n.., to Y as ACT(g) * u: each
-// through the cs slot in turn, the gate values kept in registers meanwhile.
+// Gate block g and up block u of a subgroup's results (GLU), output columns n.., to Y as ACT(g) * u.
 fn put_glu(sg: u32, e: u32, m: u32, n: u32, g: subgroup_matrix_result<f32, 16, 16>,
            u: subgroup_matrix_result<f32, 16, 16>) {
   for (var r = 0u; r < SGM * SGN / CSS; r++) {
-    let mine = sg / CSS == r;
-    let slot = (sg % CSS) * 256u;
-    var gv: array<f32, 8>;
-    if (mine) { subgroupMatrixStore(&cs, slot, g, false, 16u); }
-    workgroupBarrier();
-    if (mine) {
-      for (var t = 0u; t < 8u; t++) { gv[t] = cs[slot + t * 32u + e]; }
-    }
-    workgroupBarrier();
-    if (mine) { subgroupMatrixStore(&cs, slot, u, false, 16u); }
-    workgroupBarrier();
-    if (mine) {
+    let gv = lane_vals(r, sg, e, g);
+    let uv = lane_vals(r, sg, e, u);
+    if (sg / CSS == r) {
       for (var t = 0u; t < 8u; t++) {
-        let q = t * 32u + e;
-        let mm = m + q / 16u;
-        let nn = n + q % 16u;
-        if (mm < D.m && nn < D.n) { store(mm, nn, act(gv[t]) * cs[slot + q]); }
+        let mm = m + (t * 32u + e) / 16u;
+        let nn = n + e % 16u;
+        if (mm < D.m && nn < D.n) { store(mm, nn, act(gv[t]) * uv[t]); }
       }
     }
-    workgroupBarrier();
   }
 }
 

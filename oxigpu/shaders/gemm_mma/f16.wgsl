@@ -7,9 +7,12 @@ alias WBlock = u32;
 
 // Halves 2 j, 2 j + 1 of weight row n: zero past the rows and past k (F16 rows are 8-multiples).
 fn w_load(n: u32, j: u32) -> u32 {
-  if (n < D.rows && 2u * j < D.k) { return W[n * D.row_bytes / 4u + j]; }
+  if (n < D.rows && 2u * j < D.k) { return w_fast(n, j); }
   return 0u;
 }
+
+// w_load inside W (fetch's tiles wholly inside it): unchecked.
+fn w_fast(n: u32, j: u32) -> u32 { return W[n * D.row_bytes / 4u + j]; }
 
 fn w_put(o: u32, b: u32) {
   let h = bitcast<vec2<f16>>(b);
