@@ -19,7 +19,7 @@ from oxigpu.backends import numpy_ops
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import CHECKS, case_error, load_kernels, prepare, rel_error, run_op
 from oxigpu.backends.wgpu.ops._common import HALF_STEP, workgroups_for
-from oxigpu.backends.wgpu.ops.attention import attention_case, decode_config
+from oxigpu.backends.wgpu.ops.attention import attention_case, decode_config, op_attrs
 from oxigpu.backends.wgpu.ops.attention_mma import MmaTile, mma_tile
 from oxigpu.backends.wgpu.ops.rope import reference as rope_reference
 from oxigpu.backends.wgpu.ops.rope_attention import rope_kv_attention_case
@@ -31,9 +31,7 @@ def _ref(case, q, pos, n_tokens=1):
     """float64 attention of ``q`` at ``pos`` over the case's caches (numpy_ops on float64 inputs)."""
     _, ck, cv = case.inputs
     f = lambda a: np.asarray(a, np.float64)   # noqa: E731
-    return numpy_ops.attention(f(q), f(ck), f(cv), **{k: v for k, v in case.attrs.items()
-                                                      if k not in ("n_split", "split_chunk", "key_slices", "decode_rows")},
-                               pos=pos, n_tokens=n_tokens)
+    return numpy_ops.attention(f(q), f(ck), f(cv), **op_attrs(case.attrs), pos=pos, n_tokens=n_tokens)
 
 
 def _decode_cases():
@@ -254,10 +252,7 @@ def test_prefill_replay_across_positions(dev):
         dev.write(p.out_bufs[0], np.full(p.out_shapes[0], np.nan, np.float32))
         dev.submit(p.dispatches)
         got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
-        _, ck, cv = case.inputs
-        attrs = {k: v for k, v in case.attrs.items() if k != "prefill_mma"}
-        want = numpy_ops.attention(*(np.asarray(a, np.float64) for a in (q, ck, cv)), **attrs, pos=pos, n_tokens=n)
-        assert rel_error(got, want) < 2e-5, (pos, n)
+        assert rel_error(got, _ref(case, q, pos, n)) < 2e-5, (pos, n)
 
 
 MMA_TOL = 2e-3

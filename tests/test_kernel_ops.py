@@ -17,7 +17,7 @@ import pytest
 from oxigpu.backends import numpy_ops
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import CHECKS, Case, case_error, load_kernels, prepare, rel_error, run_op
-from oxigpu.backends.wgpu.ops.attention import attention_case
+from oxigpu.backends.wgpu.ops.attention import attention_case, op_attrs
 from oxigpu.backends.wgpu.ops.attention_prefill import prefill_config
 from oxigpu.backends.wgpu.ops.embed import table_case
 
@@ -69,8 +69,7 @@ def test_attention_matches_numpy_oracle(dev):
     case = attention_case("oracle", 7, 6, 12, 6, 2, 64, 24, window=9, softcap=15.0, seed=3)
     got = run_op("attention", case.inputs, case.attrs, case.pos, case.n_tokens, dev=dev)[0]
     q, ck, cv = case.inputs
-    attrs = {k: v for k, v in case.attrs.items() if k != "prefill_mma"}   # a kernel choice, not the op's
-    want = numpy_ops.attention(q, ck, cv, **attrs, pos=case.pos, n_tokens=case.n_tokens)
+    want = numpy_ops.attention(q, ck, cv, **op_attrs(case.attrs), pos=case.pos, n_tokens=case.n_tokens)
     assert rel_error(got, want) < 2e-5
 
 

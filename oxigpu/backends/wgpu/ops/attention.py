@@ -141,8 +141,7 @@ class Attention(OpKernel):
         prefill = T > 1 and not a.get("n_split")
         mma = a.get("prefill_mma")   # None: chosen here; True or a tile: wherever the device can
         use = prefill and mma is not False and not (mma is None and a.get("prefill_tile")) and self.dev.has_mma
-        mtile = mma_tile(D, DV, limit, mma if isinstance(mma, str) else None) \
-            if use and type(self) is Attention else None
+        mtile = mma_tile(D, DV, limit, mma if isinstance(mma, str) else None) if use else None
         prb = -(-T * G // mtile.BQ) if mtile else 0
         if mtile is not None and (mma is not None or Hkv * prb >= MIN_MMA_WG):
             self.prefill, self.cfg, self.split = True, mtile, 1
@@ -197,6 +196,15 @@ class Attention(OpKernel):
             binds |= {5: self.part, 6: self.counters}
         bg = self.dev.bind_group(self.pipe, binds)
         return [Dispatch(self.pipe, bg, workgroups_for(self.n_groups))]
+
+
+TUNING_ATTRS = ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys", "prefill_tile", "prefill_mma")
+"""The kernel choices above: attrs of a test case that the op itself (numpy_ops.attention) does not take."""
+
+
+def op_attrs(attrs: dict) -> dict:
+    """``attrs`` without ``TUNING_ATTRS``: what numpy_ops.attention takes."""
+    return {k: v for k, v in attrs.items() if k not in TUNING_ATTRS}
 
 
 def reference(q, ck, cv, n_head, n_head_kv, head_dim, v_head_dim, scale, window=0, softcap=0.0, *,
