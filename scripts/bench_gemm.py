@@ -204,7 +204,7 @@ def main() -> None:
             wants["q8"] = ref(q8_round(xh), wd)
         big = np.tile(raw, (n // distinct + 1, 1))[:n]
         wbs = [dev.upload(big.reshape(-1).view(np.uint8)) for _ in range(max(1, args.rotate))]
-        xb, wb = dev.upload(xh), wbs[0]
+        xb = dev.upload(xh)
         flops = 2 * m * n * k
         tol = 2e-7 * math.sqrt(k)
         variants = args.variants.split(",")
@@ -216,23 +216,22 @@ def main() -> None:
             variants.append("f16tiles")
         for v in variants:
             try:
-                runs = None
                 if v == "glu":    # the model's gate+up: n / 2 gate rows then n / 2 up rows, the GLU epilogue
                     half = n // 2 * qt.row_bytes(k)
                     kern = MatmulGluKernel(dev, {"act": "silu"}, [(m, k), (n // 2, k), (n // 2, k)], ["f32", t, t],
                                            [(m, n // 2)])
                     yb = dev.create_buffer(4 * m * n // 2)
                     runs = [kern.encode([xb, (w, 0, half), (w, half, half), yb]) for w in wbs]
-                    d, cfg = runs[0], "glu"
+                    cfg = "glu"
                 else:
                     over = parse_variant(v)
                     kern = MatmulKernel(dev, {"gemm": over}, [(m, k), (n, k)], ["f32", t], [(m, n)])
                     yb = dev.create_buffer(4 * m * n)
-                    d = kern.encode([xb, wb, yb])
                     runs = [kern.encode([xb, w, yb]) for w in wbs]
                     c = kern.gemm.gemm.cfg
                     cfg = (f"mma {c.tm // 2}x{c.tn // c.sn} t{c.sn} b{c.bk} s{c.splits}" if c.mma else f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8
                            else f"{c.tm}x{c.tn}/{c.bk}") + f" s{c.splits} L{c.loaders}"
+                d = runs[0]
                 dev.submit(d)
                 if v == "glu":
                     w2 = wants["mma" if dev.has_mma else "f32"]
@@ -243,9 +242,8 @@ def main() -> None:
                     kind = cfg.split()[0] if cfg.split()[0] in wants else "f32"
                     want = wants[kind]
                 err = float(np.abs(got - want).max() / np.abs(want).max())
-                secs = time_dispatches(dev, [x for r in runs for x in r]) / len(runs) if runs \
-                    else time_dispatches(dev, d)
-                rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, cfg=cfg, us=secs * 1e6, rotate=len(runs or [d]),
+                secs = time_dispatches(dev, [x for r in runs for x in r]) / len(runs)
+                rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, cfg=cfg, us=secs * 1e6, rotate=len(runs),
                            tflops=flops / secs / 1e12, err=err, ok=err <= tol + (1e-4 if kind == "mma" else 0))
                 if cfg.startswith(("q8", "mma")):
                     rec["xpass_us"] = time_dispatches(dev, d[:1]) * 1e6
