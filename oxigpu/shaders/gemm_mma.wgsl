@@ -62,38 +62,31 @@ var<private> wr: array<WBlock, WPL>;
 
 fn act(v: f32) -> f32 { return {{ACT}}(v); }
 
-// Weight row of tile row r (n0: the tile's first): n0 + r, or under GLU, of subgroup column r / 64's 32
-// output columns from n0 / 2, gate rows then up rows (past D.n: out of range, read as zero).
-fn wrow(n0: u32, r: u32) -> u32 {
-  if (!GLU) { return n0 + r; }
-  let c = n0 / 2u + (r / 64u) * 32u + r % 32u;
-  if (c >= D.n) { return D.rows; }
-  return select(c, D.n + c, r % 64u >= 32u);
+// GLU: the output column of a lane's unit i, tile row r = r0 + RS i (r0 = lid / UPR < RS; n0: the tile's
+// first row), and whether the row is an up row. Each subgroup column r / 64 of the tile covers 32 output
+// columns from n0 / 2: gate rows, then the matching up rows. With RS a divisor of 32, r0 only moves the row
+// within its 32-row group, so every term but r0 is a constant of the unrolled fetch loop (dividing each
+// unit's index at every step instead, H100, 512 rows, TFLOP/s, scripts/bench_gemm.py: 8B gate+up GLU
+// 162.9 -> 174.5, ffn_down 174.4 -> 181.4).
+fn glu_col(n0: u32, r0: u32, i: u32) -> vec2<u32> {
+  var r = RS * i;
+  var c0 = r0;
+  if (32u % RS != 0u) { r += r0; c0 = 0u; }
+  return vec2<u32>(n0 / 2u + (r / 64u) * 32u + r % 32u + c0, u32(r % 64u >= 32u));
 }
 
-// wrow of a lane's unit i, tile row r0 + RS i (r0 = lid / UPR < RS): with RS a divisor of 32, r0 only moves
-// the row within its 32-row group, so every term but r0 is a constant of the unrolled fetch loop. With
-// fetch and stage dividing each unit's index every step before (F16: 16 weight units and 4 x vec4s a lane),
-// H100, 512 rows, TFLOP/s (scripts/bench_gemm.py): 8B gate+up GLU 162.9 -> 174.5, ffn_down 174.4 -> 181.4.
-fn wrow_at(n0: u32, r0: u32, i: u32) -> u32 {
-  let ri = RS * i;
-  if (!GLU || 32u % RS != 0u) { return wrow(n0, ri + r0); }
-  let c = n0 / 2u + (ri / 64u) * 32u + ri % 32u + r0;
-  if (c >= D.n) { return D.rows; }
-  return select(c, D.n + c, ri % 64u >= 32u);
-}
-
-// wrow_at in a tile wholly inside W: no row past the end.
+// Weight row of a lane's unit i in a tile wholly inside W: n0 + r, or under GLU the gate or up row of
+// its output column.
 fn wrow_in(n0: u32, r0: u32, i: u32) -> u32 {
-  let ri = RS * i;
-  if (!GLU) { return n0 + ri + r0; }
-  if (32u % RS != 0u) {
-    let r = ri + r0;
-    let c = n0 / 2u + (r / 64u) * 32u + r % 32u;
-    return select(c, D.n + c, r % 64u >= 32u);
-  }
-  let c = n0 / 2u + (ri / 64u) * 32u + ri % 32u + r0;
-  return select(c, D.n + c, ri % 64u >= 32u);
+  if (!GLU) { return n0 + RS * i + r0; }
+  let c = glu_col(n0, r0, i);
+  return select(c.x, D.n + c.x, c.y != 0u);
+}
+
+// wrow_in anywhere: past the last output column (GLU) D.rows, a row out of range (read as zero).
+fn wrow_at(n0: u32, r0: u32, i: u32) -> u32 {
+  if (GLU && glu_col(n0, r0, i).x >= D.n) { return D.rows; }
+  return wrow_in(n0, r0, i);
 }
 
 // Reads step k0's x (row m0 + u / XPR, 2 k at 2 (u % XPR), for u = lid + i WG; zero past the chunk,
