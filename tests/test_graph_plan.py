@@ -93,3 +93,27 @@ def test_attention_before_its_cache_is_written_is_rejected():
     g.nodes[i], g.nodes[i + 1] = g.nodes[i + 1], g.nodes[i]
     with pytest.raises(ValueError, match="reads state"):
         compile(g)
+
+
+def test_op_spec_resolves_repeats_and_optional_inputs():
+    """graph/ir.py's OPS: repeated weight slots expand by n_w, biases are all or none, the norm prologue's
+    weight is there exactly when norm_eps is, and inputs that fit no layout are refused."""
+    from oxigpu.graph.ir import input_slots
+    names = lambda op, attrs, n: [s.name for s in input_slots(op, attrs, n)]  # noqa: E731
+    assert names("matmul_multi", {"n_w": 3}, 4) == ["x", "w", "w", "w"]
+    assert names("matmul_multi", {"n_w": 3}, 7) == ["x", "w", "w", "w", "bias", "bias", "bias"]
+    assert names("matmul_multi", {"n_w": 2, "norm_eps": 1e-6}, 4) == ["x", "w", "w", "norm_w"]
+    assert names("matmul_glu", {"act": "silu"}, 3) == ["x", "w_gate", "w_up"]
+    assert names("rope_kv_store", {}, 6)[-1] == "freq_factors"
+    assert [s.writes for s in input_slots("kv_store", {}, 4)] == [False, False, True, True]
+    for op, attrs, n in (("matmul_multi", {"n_w": 3}, 5), ("matmul", {}, 4), ("add", {}, 1), ("nope", {}, 1)):
+        with pytest.raises(ValueError):
+            input_slots(op, attrs, n)
+
+
+def test_a_node_that_does_not_fit_its_op_spec_is_rejected():
+    g = chain_graph(n_layer=1)
+    mm = next(n for n in g.nodes if n.op == "matmul")
+    mm.inputs = (mm.inputs[1], mm.inputs[0])       # a weight where the activation goes
+    with pytest.raises(ValueError, match="input 'x' is a weight value"):
+        compile(g)

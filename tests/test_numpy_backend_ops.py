@@ -146,12 +146,10 @@ def test_attention(T, n, pos, H, Hkv, D, Dv, window, softcap):
     assert rel_err(ours, ref) < 1e-5
 
 
-def test_add_mul():
+def test_add():
     a, b = rand(3, 7), rand(3, 7)
     ref_add = np.array([[float(a[i, j]) + float(b[i, j]) for j in range(7)] for i in range(3)])
-    ref_mul = np.array([[float(a[i, j]) * float(b[i, j]) for j in range(7)] for i in range(3)])
     assert rel_err(ops.add(a, b), ref_add) < 2e-7
-    assert rel_err(ops.mul(a, b), ref_mul) < 2e-7
 
 
 @pytest.mark.parametrize("act", ["silu", "gelu_tanh"])

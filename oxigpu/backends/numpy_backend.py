@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidParameterError, OutOfMemoryError
-from ..graph.ir import Node, Value
+from ..graph.ir import Node, Value, slots_of, written_states
 from ..graph.plan import Plan
 from ..quant import dequantize, dequantize_rows, get_type
 from . import numpy_ops as ops
@@ -141,7 +141,7 @@ class NumpyBackend:
         for node, step, outs in loaded.steps:
             step(pos, n_tokens)
             if trace is not None:
-                trace(node, outs if node.outputs else tuple(loaded.buffers[v] for v in node.inputs[2:]))
+                trace(node, outs if node.outputs else tuple(loaded.buffers[v] for v in written_states(node)))
         return {name: loaded.buffers[v].copy() for name, v in plan.outputs.items()}
 
     def reset(self) -> None:
@@ -164,13 +164,10 @@ class NumpyBackend:
 
 
 def _needs_full_matrix(plan: Plan) -> set[Value]:
-    """Weights read by anything but ``embed``'s table slot (a tied LM head reads the whole table)."""
-    full: set[Value] = set()
-    for node in plan.nodes:
-        for i, v in enumerate(node.inputs):
-            if v.kind == "weight" and not (node.op == "embed" and i == 1):
-                full.add(v)
-    return full
+    """Weights read whole: every one but those only gathered from (``table`` slots: embed's table; a tied
+    LM head reads the whole table)."""
+    return {v for node in plan.nodes for v, s in zip(node.inputs, slots_of(node))
+            if v.kind == "weight" and s.kind != "table"}
 
 
 def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, int], None]:

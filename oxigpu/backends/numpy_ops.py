@@ -195,10 +195,6 @@ def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a + b
 
 
-def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a * b
-
-
 _GELU_C = F32(math.sqrt(2.0 / math.pi))
 
 

@@ -14,12 +14,15 @@ Conventions that keep backends simple:
   and ops compute in f32;
 - rows ``n_tokens .. T-1`` of a padded chunk are garbage and must never influence valid rows.
 
-The op catalogue (semantics are defined by the numpy reference in ``oxigpu/backends/numpy_ops.py``):
+The op catalogue (semantics are defined by the numpy reference in ``oxigpu/backends/numpy_ops.py``; each
+op's inputs, which of them are raw weights, f32 vectors or states it writes, and its optional trailing
+inputs are in :data:`OPS`, the one table every layer reads):
 
 =============  =============================================  ===========================================
 op             inputs -> outputs                              attrs
 =============  =============================================  ===========================================
-embed          ids i32[T], table W[vocab, d] -> [T, d]        scale (multiply rows, gemma: sqrt(d))
+embed          ids i32[T], table W[vocab, d] -> [T, d]        scale (multiply rows, gemma: sqrt(d)); rows
+                                                              t >= n_tokens are zero
 rms_norm       x[R, n], w[g] -> [R, n]                        eps, group (normalize each run of ``group``
                                                               cols; g == group; group == n for a plain norm)
 matmul         x[R, k], W[n, k] (, bias[n]) -> [R, n]         (none) y = x @ W.T (+ bias)
@@ -29,13 +32,17 @@ rope           x[T, H*D] (, freq_factors[n_rot/2])            n_head, head_dim, 
 kv_store       k[T, Hkv*D], v[T, Hkv*Dv], K, V (state)        (none) K[pos+t] = k[t], V[pos+t] = v[t] for
                                                               t < n_tokens (rounded to f16)
 attention      q[T, H*D], K[n_ctx, Hkv*D], V[n_ctx, Hkv*Dv]   n_head, n_head_kv, head_dim, v_head_dim,
-               -> [T, H*Dv]                                   scale, window (0: none), softcap (0: none);
-                                                              query t (position p = pos+t) sees keys j with
-                                                              j <= p and (window == 0 or j > p - window)
+               -> [T, H*Dv]                                   scale, window (0: none), softcap (0: none:
+                                                              scores s become softcap * tanh(s / softcap),
+                                                              gemma2's attention soft-cap); query t
+                                                              (position p = pos+t) sees keys j with j <= p
+                                                              and (window == 0 or j > p - window); rows
+                                                              t >= n_tokens are zero
 add            a[R, n], b[R, n] -> [R, n]
-mul            a[R, n], b[R, n] -> [R, n]
 glu            gate[R, n], up[R, n] -> [R, n]                 act: "silu" | "gelu_tanh"; act(gate) * up
-last_row       x[T, n] -> [1, n]                              (none) row n_tokens - 1
+last_row       x[T, n] -> [1, n]                              (none) row n_tokens - 1 (prefill graphs
+                                                              with logits "last"; decode graphs, T == 1,
+                                                              have no need of it)
 =============  =============================================  ===========================================
 
 Fused ops, made only by ``oxigpu.graph.fuse`` (each is exactly the composition of the ops it replaces):
@@ -48,12 +55,11 @@ matmul_add         x[R, k], W[n, k], res[R, n] (, bias[n])        (none) add(res
 matmul_multi       x[R, k], W_0[n_0, k] .. W_{m-1}                n_w = m; y_i = matmul(x, W_i, bias_i)
                    (, bias_0[n_0] .. bias_{m-1}) -> m outputs
                    y_i[R, n_i]
-matmul_glu         x[1, k], W_gate[n, k], W_up[n, k] -> [1, n]    act; glu(matmul(x, W_gate),
-                                                                  matmul(x, W_up)) (decode graphs only:
-                                                                  T == 1)
+matmul_glu         x[R, k], W_gate[n, k], W_up[n, k] -> [R, n]    act; glu(matmul(x, W_gate),
+                                                                  matmul(x, W_up)) (both weights of one
+                                                                  quant type)
 (prologue)         matmul_multi / matmul_glu with attr norm_eps   x replaced by rms_norm(x, w_norm,
-                   take one more input, w_norm[k], last           norm_eps) (whole-row norm; decode
-                                                                  graphs only)
+                   take one more input, w_norm[k], last           norm_eps) (whole-row norm)
 rope_kv_store      q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv], K, V     n_head, n_head_kv and rope's other
                    (state) (, freq_factors) -> [T, H*D]           attrs; kv_store(rope(k), v, K, V);
                                                                   returns rope(q)
@@ -62,8 +68,8 @@ rope_kv_attention  q[1, H*D], k[1, Hkv*D], v[1, Hkv*Dv], K, V     rope_kv_store'
                                                                   K, V) (decode graphs only: T == 1)
 =================  =============================================  =======================================
 
-Changes since the first version (additive): ``rope`` takes an optional second input, llama 3.1+'s
-``rope_freqs.weight`` frequency divisors. KV caches (states) are stored as ``f16`` (they were f32).
+``sample`` is in :data:`OPS` too, though no graph holds it: the wgpu backend's GPU-resident decode appends
+it to a decode plan (its numpy twin is ``oxigpu.runtime.sampling.sample``).
 """
 from __future__ import annotations
 
@@ -75,6 +81,122 @@ DType = Literal["f32", "i32", "f16"]
 
 STEP_PARAMS = ("pos", "n_tokens")
 """Per-step scalars every backend provides: first position of the chunk, valid rows in the chunk."""
+
+
+# -- the op-spec table ------------------------------------------------------------------------------------
+SlotKind = Literal["act", "ids", "matrix", "table", "vec", "state"]
+"""What an input slot holds. ``act``: an f32 activation; ``ids``: i32 ids; ``matrix``: a weight read whole as
+raw GGUF blocks (matmul weights); ``table``: a weight read as raw GGUF blocks, only the rows its ids name
+(embed's table); ``vec``: a small weight read as f32 (norm weights, biases, RoPE factors; dequantized if
+the file stores it otherwise); ``state``: a KV cache (f16)."""
+
+
+@dataclass(frozen=True)
+class Slot:
+    """One input (or a run of inputs) of an op."""
+
+    name: str
+    kind: SlotKind
+    writes: bool = False          # a state the op writes in place
+    optional: bool = False        # trailing; may be absent
+    repeat: str | None = None     # attr holding how many inputs this slot stands for (matmul_multi's n_w)
+    when: str | None = None       # present exactly when this attr is set (the norm prologue's weight)
+
+    @property
+    def raw(self) -> bool:
+        """Read as raw GGUF blocks (the wgpu backend uploads these still quantized)."""
+        return self.kind in ("matrix", "table")
+
+
+@dataclass(frozen=True)
+class OpSpec:
+    """An op's inputs in order; optional slots trail the required ones."""
+
+    slots: tuple[Slot, ...]
+    graph: bool = True            # False: run by a backend beside a plan, never a graph node (``sample``)
+
+
+def _s(name: str, kind: SlotKind, **kw: Any) -> Slot:
+    return Slot(name, kind, **kw)
+
+
+_ROPE_FF = _s("freq_factors", "vec", optional=True)
+_KV = (_s("cache_k", "state", writes=True), _s("cache_v", "state", writes=True))
+_KV_READ = (_s("cache_k", "state"), _s("cache_v", "state"))
+
+OPS: dict[str, OpSpec] = {
+    "embed": OpSpec((_s("ids", "ids"), _s("table", "table"))),
+    "rms_norm": OpSpec((_s("x", "act"), _s("w", "vec"))),
+    "matmul": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("bias", "vec", optional=True))),
+    "rope": OpSpec((_s("x", "act"), _ROPE_FF)),
+    "kv_store": OpSpec((_s("k", "act"), _s("v", "act"), *_KV)),
+    "attention": OpSpec((_s("q", "act"), *_KV_READ)),
+    "add": OpSpec((_s("a", "act"), _s("b", "act"))),
+    "glu": OpSpec((_s("gate", "act"), _s("up", "act"))),
+    "last_row": OpSpec((_s("x", "act"),)),
+    "matmul_add": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("res", "act"),
+                          _s("bias", "vec", optional=True))),
+    "matmul_multi": OpSpec((_s("x", "act"), _s("w", "matrix", repeat="n_w"),
+                            _s("bias", "vec", optional=True, repeat="n_w"),
+                            _s("norm_w", "vec", optional=True, when="norm_eps"))),
+    "matmul_glu": OpSpec((_s("x", "act"), _s("w_gate", "matrix"), _s("w_up", "matrix"),
+                          _s("norm_w", "vec", optional=True, when="norm_eps"))),
+    "rope_kv_store": OpSpec((_s("q", "act"), _s("k", "act"), _s("v", "act"), *_KV, _ROPE_FF)),
+    "rope_kv_attention": OpSpec((_s("q", "act"), _s("k", "act"), _s("v", "act"), *_KV, _ROPE_FF)),
+    "sample": OpSpec((_s("logits", "act"), _s("ids", "ids"), _s("history", "ids", writes=True),
+                      _s("bias_ids", "ids"), _s("bias_vals", "act")), graph=False),
+}
+"""Every op's input slots (see :class:`Slot`). Backends, fusion, the plan compiler and the kernels read
+input roles from here (:func:`input_slots`, :func:`args`) instead of counting positions themselves."""
+
+
+def input_slots(op: str, attrs: dict[str, Any], n_inputs: int) -> tuple[Slot, ...]:
+    """One slot per input of a node of ``op`` with ``attrs`` and ``n_inputs`` inputs (repeats expanded,
+    absent optional slots dropped); ValueError when the inputs do not fit the op's spec."""
+    spec = OPS.get(op)
+    if spec is None:
+        raise ValueError(f"unknown op {op!r}")
+    fixed = [s for s in spec.slots if not s.optional or (s.when is not None and s.when in attrs)]
+    count = lambda s: int(attrs[s.repeat]) if s.repeat else 1  # noqa: E731
+    left = n_inputs - sum(count(s) for s in fixed)
+    out: list[Slot] = []
+    for s in spec.slots:
+        if s.optional and s.when is None:
+            if left < count(s):
+                continue
+            left -= count(s)
+        elif s not in fixed:
+            continue
+        out += [s] * count(s)
+    if left != 0 or len(out) != n_inputs:
+        raise ValueError(f"op {op!r} with attrs {attrs} does not take {n_inputs} inputs")
+    return tuple(out)
+
+
+def slots_of(node: "Node") -> tuple[Slot, ...]:
+    """:func:`input_slots` of a graph node."""
+    return input_slots(node.op, node.attrs, len(node.inputs))
+
+
+def args(node: "Node", name: str) -> tuple["Value", ...]:
+    """The inputs of ``node`` in slot ``name`` (several for a repeated slot, none for an absent one)."""
+    return tuple(v for v, s in zip(node.inputs, slots_of(node)) if s.name == name)
+
+
+def arg(node: "Node", name: str) -> "Value | None":
+    """The one input of ``node`` in slot ``name``, or None when that optional slot is absent."""
+    vs = args(node, name)
+    return vs[0] if vs else None
+
+
+def matrices(node: "Node") -> tuple["Value", ...]:
+    """The weight matrices ``node`` multiplies by (its ``matrix`` slots, in order)."""
+    return tuple(v for v, s in zip(node.inputs, slots_of(node)) if s.kind == "matrix")
+
+
+def written_states(node: "Node") -> tuple["Value", ...]:
+    """The states ``node`` writes in place (the KV caches of ``kv_store`` and its fused forms)."""
+    return tuple(v for v, s in zip(node.inputs, slots_of(node)) if s.writes)
 
 
 @dataclass(eq=False)
@@ -218,10 +340,6 @@ class Graph:
     def add(self, a: Value, b: Value, name: str = "") -> Value:
         _check(a.shape == b.shape, "add: shapes differ", a, b)
         return self._node("add", (a, b), [a.shape], {}, name)[0]
-
-    def mul(self, a: Value, b: Value, name: str = "") -> Value:
-        _check(a.shape == b.shape, "mul: shapes differ", a, b)
-        return self._node("mul", (a, b), [a.shape], {}, name)[0]
 
     def glu(self, gate: Value, up: Value, act: str, name: str = "") -> Value:
         _check(gate.shape == up.shape and act in ("silu", "gelu_tanh"), "glu: shapes/act", gate, up)

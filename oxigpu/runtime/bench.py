@@ -54,7 +54,7 @@ import numpy as np
 from gguf import LlamaFileType
 
 from ..errors import InvalidParameterError
-from ..graph.ir import Node
+from ..graph.ir import Node, arg, matrices
 from ..graph.plan import Plan
 from ..quant import get_type
 from .engine import Engine
@@ -208,7 +208,7 @@ def _kv_bytes(plan: Plan, n_kv: float) -> float:
     total = 0.0
     for node in plan.nodes:
         if node.op in ("attention", "rope_kv_attention"):
-            k, v = node.inputs[1:3] if node.op == "attention" else node.inputs[3:5]
+            k, v = arg(node, "cache_k"), arg(node, "cache_v")
             window = node.attrs.get("window", 0)
             total += (min(n_kv, window) if window else n_kv) * (k.nbytes + v.nbytes) / k.shape[0]
     return total
@@ -245,8 +245,7 @@ def _family(node: Node | None, plan: Plan) -> str:
         return "sample"
     if node.op not in ("matmul", "matmul_add", "matmul_multi", "matmul_glu"):
         return node.op
-    n_w = node.attrs.get("n_w", 2 if node.op == "matmul_glu" else 1)
-    qtype = "+".join(dict.fromkeys(get_type(w.ggml_type).name for w in node.inputs[1:1 + n_w]))
+    qtype = "+".join(dict.fromkeys(get_type(w.ggml_type).name for w in matrices(node)))
     return f"lm_head {qtype}" if node.outputs[0] is plan.outputs.get("logits") else f"matmul {qtype}"
 
 
@@ -374,9 +373,8 @@ def _node_flops(node: Node) -> int:
     0 for other ops."""
     if node.op not in ("matmul", "matmul_add", "matmul_multi", "matmul_glu"):
         return 0
-    n_w = node.attrs.get("n_w", 2 if node.op == "matmul_glu" else 1)
-    m, k = node.inputs[0].shape
-    return 2 * m * k * sum(w.shape[0] for w in node.inputs[1:1 + n_w])
+    m, k = arg(node, "x").shape
+    return 2 * m * k * sum(w.shape[0] for w in matrices(node))
 
 
 def _profile_prefill(engine: Engine, chunk: list[int]) -> dict[str, Any]:

@@ -36,7 +36,7 @@ from typing import Any
 import numpy as np
 
 from ...errors import ContextLengthError, DeviceError, InvalidParameterError, OutOfMemoryError
-from ...graph.ir import Node, Value
+from ...graph.ir import Node, Value, args, slots_of, written_states
 from ...graph.plan import ALIGN, Plan, pack_arena
 from ...quant import dequantize, get_type
 from ...runtime.sampling import SamplerConfig
@@ -47,12 +47,6 @@ from .device import (Binding, Device, Dispatch, Params, _pick_adapter, implement
 from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
 
 Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
-
-def _raw_slot(node: Node, i: int) -> bool:
-    """Whether input ``i`` of ``node`` is read as raw GGUF blocks (matrices); every other weight is f32."""
-    if node.op in ("matmul_multi", "matmul_glu"):
-        return 1 <= i <= node.attrs.get("n_w", 2)
-    return i == 1 and node.op in ("matmul", "matmul_add", "embed")
 
 _READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
 _MAX_BATCH = 64
@@ -231,10 +225,8 @@ class WgpuBackend:
         """A ``matmul_multi``'s (or ``matmul_glu``'s) weights of one type back to back in one buffer (their
         biases likewise), so its kernel runs them as one dispatch; skipped for weights already uploaded or
         over one binding."""
-        n_w = node.attrs.get("n_w", 2)
-        ws = node.inputs[1:1 + n_w]
-        has_bias = len(node.inputs) - ("norm_eps" in node.attrs) == 1 + 2 * n_w    # a norm weight comes last
-        bs = node.inputs[1 + n_w:1 + 2 * n_w] if has_bias else ()
+        ws = args(node, "w") or args(node, "w_gate") + args(node, "w_up")
+        bs = args(node, "bias")
         for t in dict.fromkeys(w.ggml_type for w in ws):
             idx = [i for i, w in enumerate(ws) if w.ggml_type == t]
             tensors = [ws[i].tensor for i in idx] + [bs[i].tensor for i in idx if bs]
@@ -347,7 +339,7 @@ class WgpuBackend:
         else:
             for node, ds in zip(plan.nodes, loaded.node_dispatches):
                 self.dev.submit(ds)
-                vals = node.outputs or node.inputs[2:]
+                vals = node.outputs or written_states(node)
                 trace(node, tuple(self._read_value(loaded, v) for v in vals))
         return {name: self._read_value(loaded, v) for name, v in plan.outputs.items()}
 
@@ -591,9 +583,9 @@ def _raw_weights(plan: Plan) -> set[Value]:
     raw: set[Value] = set()
     other: set[Value] = set()
     for node in plan.nodes:
-        for i, v in enumerate(node.inputs):
+        for v, s in zip(node.inputs, slots_of(node)):
             if v.kind == "weight":
-                (raw if _raw_slot(node, i) else other).add(v)
+                (raw if s.raw else other).add(v)
     if raw & other:
         raise DeviceError(f"weights used both as matrices and as vectors: {sorted(v.name for v in raw & other)}")
     return raw

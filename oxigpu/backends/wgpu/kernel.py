@@ -26,6 +26,7 @@ from typing import Any, Callable, ClassVar, Iterable, Sequence
 import numpy as np
 
 from ...errors import DeviceError
+from ...graph.ir import input_slots
 from .device import Binding, Device, Dispatch, Params
 
 Shape = tuple[int, ...]
@@ -35,8 +36,6 @@ class OpKernel:
     """Base class: subclasses set ``op``, compile in ``__init__`` and implement ``encode``."""
 
     op: ClassVar[str] = ""
-    writes: ClassVar[tuple[int, ...]] = ()
-    """Indices of inputs the kernel writes in place (``kv_store``'s caches)."""
 
     def __init__(self, dev: Device, attrs: dict[str, Any], in_shapes: Sequence[Shape],
                  in_types: Sequence[str], out_shapes: Sequence[Shape]):
@@ -53,6 +52,13 @@ class OpKernel:
 
     def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
         raise NotImplementedError
+
+    @property
+    def writes(self) -> tuple[int, ...]:
+        """Indices of inputs the kernel writes in place (the states its op's spec marks written in
+        graph/ir.py's ``OPS``: ``kv_store``'s caches, ``sample``'s history ring)."""
+        slots = input_slots(self.op, self.attrs, len(self.in_shapes))
+        return tuple(i for i, s in enumerate(slots) if s.writes)
 
 
 KERNELS: dict[str, type[OpKernel]] = {}

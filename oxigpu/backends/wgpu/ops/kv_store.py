@@ -14,7 +14,6 @@ from ._common import check_f16_caches, grid, rng
 @register
 class KvStore(OpKernel):
     op = "kv_store"
-    writes = (2, 3)
 
     @classmethod
     def output_shapes(cls, in_shapes, attrs):

@@ -63,7 +63,6 @@ class RopeKvStore(OpKernel):
     (f16, rounded to nearest even)."""
 
     op = "rope_kv_store"
-    writes = (3, 4)
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)

@@ -28,7 +28,6 @@ class RopeKvAttention(Attention):
     row pos = rope(k), v, which it writes in place."""
 
     op = "rope_kv_attention"
-    writes = (3, 4)
     k_cache = 3
 
     def __init__(self, dev, attrs, in_shapes, in_types, out_shapes):

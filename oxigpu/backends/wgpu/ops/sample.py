@@ -29,7 +29,6 @@ CH = 2048
 @register
 class Sample(OpKernel):
     op = "sample"
-    writes = (2,)
 
     @classmethod
     def output_shapes(cls, in_shapes, attrs):
