@@ -157,7 +157,10 @@ def input_slots(op: str, attrs: dict[str, Any], n_inputs: int) -> tuple[Slot, ..
     if spec is None:
         raise ValueError(f"unknown op {op!r}")
     fixed = [s for s in spec.slots if not s.optional or (s.when is not None and s.when in attrs)]
-    count = lambda s: int(attrs[s.repeat]) if s.repeat else 1  # noqa: E731
+
+    def count(s: Slot) -> int:
+        return int(attrs[s.repeat]) if s.repeat else 1
+
     left = n_inputs - sum(count(s) for s in fixed)
     out: list[Slot] = []
     for s in spec.slots:
@@ -173,28 +176,28 @@ def input_slots(op: str, attrs: dict[str, Any], n_inputs: int) -> tuple[Slot, ..
     return tuple(out)
 
 
-def slots_of(node: "Node") -> tuple[Slot, ...]:
+def slots_of(node: Node) -> tuple[Slot, ...]:
     """:func:`input_slots` of a graph node."""
     return input_slots(node.op, node.attrs, len(node.inputs))
 
 
-def args(node: "Node", name: str) -> tuple["Value", ...]:
+def args(node: Node, name: str) -> tuple[Value, ...]:
     """The inputs of ``node`` in slot ``name`` (several for a repeated slot, none for an absent one)."""
     return tuple(v for v, s in zip(node.inputs, slots_of(node)) if s.name == name)
 
 
-def arg(node: "Node", name: str) -> "Value | None":
+def arg(node: Node, name: str) -> Value | None:
     """The one input of ``node`` in slot ``name``, or None when that optional slot is absent."""
     vs = args(node, name)
     return vs[0] if vs else None
 
 
-def matrices(node: "Node") -> tuple["Value", ...]:
+def matrices(node: Node) -> tuple[Value, ...]:
     """The weight matrices ``node`` multiplies by (its ``matrix`` slots, in order)."""
     return tuple(v for v, s in zip(node.inputs, slots_of(node)) if s.kind == "matrix")
 
 
-def written_states(node: "Node") -> tuple["Value", ...]:
+def written_states(node: Node) -> tuple[Value, ...]:
     """The states ``node`` writes in place (the KV caches of ``kv_store`` and its fused forms)."""
     return tuple(v for v, s in zip(node.inputs, slots_of(node)) if s.writes)
 
@@ -278,7 +281,7 @@ class Graph:
         self.outputs[name] = v
         return v
 
-    def scope(self, prefix: str) -> "Graph":
+    def scope(self, prefix: str) -> Graph:
         """Name prefix for the nodes built next (e.g. ``blk.3``); for readable plans and diffs."""
         self._scope = prefix
         return self
