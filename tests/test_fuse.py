@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
+from oxigpu.backends.base import Step
 from oxigpu.backends import numpy_ops
 from oxigpu.backends.numpy_backend import NumpyBackend
 from oxigpu.backends.wgpu.device import Params
@@ -77,8 +78,8 @@ def test_fused_logits_equal_unfused_on_numpy(synth_files, shape):
         pre = compile(build_graph(model, None, 8, N_CTX, "all", fuse=fuse))
         dec = compile(build_graph(model, None, 1, N_CTX, "last", fuse=fuse))
         nb = NumpyBackend(model, N_CTX)
-        out = [nb.run(pre, {"tokens": toks[:5]}, 0, 5)["logits"][:5]]
-        out += [nb.run(dec, {"tokens": toks[p:p + 1]}, p, 1)["logits"] for p in range(5, 14)]
+        out = [nb.run(pre, Step.single(toks[:5], 0))["logits"][:5]]
+        out += [nb.run(dec, Step.single(toks[p:p + 1], p))["logits"] for p in range(5, 14)]
         logits.append(out)
     for a, b in zip(*logits):
         assert np.isfinite(a).all() and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()

@@ -109,7 +109,7 @@ def test_prefix_reuse_gives_the_logits_of_a_fresh_run(engine, tiny_models):
     target = shared + rng.integers(3, 1000, 21).tolist()
     reused_logits, reused = engine.eval(target)
     assert reused == len(shared)
-    assert engine.cached_tokens == target
+    assert list(engine.cached_tokens) == target
     ref, _ = make_engine(tiny_models["tiny-gemma3"]).eval(target)
     np.testing.assert_allclose(reused_logits, ref, rtol=1e-4, atol=1e-4)
     assert int(np.argmax(reused_logits)) == int(np.argmax(ref))

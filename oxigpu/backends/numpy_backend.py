@@ -20,10 +20,9 @@ from ..errors import InvalidParameterError, OutOfMemoryError
 from ..graph.ir import Node, Value, slots_of, written_states
 from ..graph.plan import Plan
 from ..quant import dequantize, dequantize_rows, get_type
+from . import base
 from . import numpy_ops as ops
-from . import step_inputs
-
-Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
+from .base import ResidentDecode, Step, Trace, fmt_bytes
 
 
 class QuantizedRows:
@@ -38,7 +37,6 @@ class QuantizedRows:
 
 @dataclass
 class _Loaded:
-    plan: Plan                              # held so its id() stays unique while it is loaded
     arena: np.ndarray
     buffers: dict[Value, np.ndarray]        # every value the plan touches -> its array
     steps: list[tuple[Node, Callable[[int, int], None], tuple[np.ndarray, ...]]]
@@ -46,20 +44,24 @@ class _Loaded:
 
 
 class NumpyBackend:
+    """The reference backend (see the module docstring); a :class:`~.base.Backend`."""
+
     name = "numpy"
     prefill_chunk = 64
     """Default prompt tokens per prefill step (BLAS is already efficient at 64 rows)."""
+    resident: ResidentDecode | None = None
+    """No GPU-resident loop: the runtime samples on the host after each step."""
 
     def __init__(self, model, n_ctx: int):
         self.model, self.n_ctx = model, int(n_ctx)
         self._weights: dict[str, np.ndarray | QuantizedRows] = {}
         self._states: dict[str, np.ndarray] = {}
-        self._plans: dict[int, _Loaded] = {}
+        self._plans: dict[int, _Loaded] = {}          # by Plan.key
 
     # -- loading ------------------------------------------------------------------------------------
     def load(self, plan: Plan) -> None:
         """Dequantize the plan's weights (once per tensor), allocate its states and arena."""
-        if self._loaded(plan) is not None:
+        if plan.key in self._plans:
             return
         full = _needs_full_matrix(plan)
         self._check_memory(plan, full)
@@ -75,7 +77,7 @@ class NumpyBackend:
                 if v.shape[0] != self.n_ctx:
                     raise InvalidParameterError(f"plan was built for n_ctx={v.shape[0]}, backend has {self.n_ctx}")
                 self._states[v.name] = np.zeros(v.shape, np.float16)   # states are f16 (graph/ir.py)
-        self._plans[id(plan)] = self._bind(plan)
+        self._plans[plan.key] = self._bind(plan)
 
     def _prepare_weight(self, v: Value, full: bool) -> np.ndarray | QuantizedRows:
         """float32 in numpy order, or a row-dequantizer for tables that are only gathered from."""
@@ -91,7 +93,7 @@ class NumpyBackend:
         new_s = sum(v.nbytes for v in plan.states if v.name not in self._states)
         scratch = max((v.nbytes for v in plan.weights if v in full), default=0)  # dequantize temporaries
         need = new_w + new_s + plan.arena_size + scratch
-        avail = _mem_available()
+        avail = base.mem_available()
         if avail is not None and need > avail:
             raise OutOfMemoryError(
                 f"numpy backend needs {fmt_bytes(need)} of host memory (weights {fmt_bytes(new_w)}, "
@@ -114,32 +116,23 @@ class NumpyBackend:
                  for node in plan.nodes]
         id_limits = {name: n.inputs[1].shape[0] for n in plan.nodes if n.op == "embed"
                      for name, v in plan.inputs.items() if n.inputs[0] is v}
-        return _Loaded(plan, arena, buffers, steps, id_limits)
-
-    def _loaded(self, plan: Plan) -> _Loaded | None:
-        loaded = self._plans.get(id(plan))
-        return loaded if loaded is not None and loaded.plan is plan else None
+        return _Loaded(arena, buffers, steps, id_limits)
 
     # -- running ------------------------------------------------------------------------------------
-    def run(self, plan: Plan, inputs: dict[str, np.ndarray], pos: int, n_tokens: int,
-            trace: Trace | None = None) -> dict[str, np.ndarray]:
-        """One step: rows ``0..n_tokens-1`` of the chunk are tokens at positions ``pos..``.
-
-        ``inputs['tokens']`` may hold T or n_tokens ids (padding is filled with 0). ``trace(node,
-        outputs)`` is called after every node with views that the next step overwrites (copy to keep);
-        for ``kv_store`` the outputs are the two cache arrays it wrote.
-        """
-        padded = step_inputs(plan, inputs, pos, n_tokens, self.n_ctx)
+    def run(self, plan: Plan, step: Step, trace: Trace | None = None) -> dict[str, np.ndarray]:
+        """One step (see :class:`~.base.Step`); ``trace`` as :data:`~.base.Trace` says."""
+        padded = step.padded_inputs(plan, self.n_ctx)
+        pos, n_tokens = step.pos, step.n_tokens
         self.load(plan)
-        loaded = self._loaded(plan)
+        loaded = self._plans[plan.key]
         for name, v in plan.inputs.items():
             limit = loaded.id_limits.get(name)
             ids = padded[name][:n_tokens]
             if limit is not None and not (0 <= ids.min() and ids.max() < limit):
                 raise InvalidParameterError(f"input {name!r} holds ids outside 0..{limit - 1}")
             loaded.buffers[v][:] = padded[name]
-        for node, step, outs in loaded.steps:
-            step(pos, n_tokens)
+        for node, run_node, outs in loaded.steps:
+            run_node(pos, n_tokens)
             if trace is not None:
                 trace(node, outs if node.outputs else tuple(loaded.buffers[v] for v in written_states(node)))
         return {name: loaded.buffers[v].copy() for name, v in plan.outputs.items()}
@@ -195,22 +188,3 @@ def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, i
         elif out is not None:
             out[...] = result
     return step
-
-
-def fmt_bytes(n: int) -> str:
-    """A byte count for messages: "1.50 GiB", "12.3 MiB", "4.0 KiB", "512 B"."""
-    for unit, scale, digits in (("GiB", 2**30, 2), ("MiB", 2**20, 1), ("KiB", 2**10, 1)):
-        if n >= scale:
-            return f"{n / scale:.{digits}f} {unit}"
-    return f"{n} B"
-
-
-def _mem_available() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None

@@ -8,15 +8,22 @@ inputs, so kernels need not be written to work in place.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 
 from .ir import OPS, Graph, Node, Value, slots_of, written_states
 
 ALIGN = 256
 
 
-@dataclass
+_KEYS = itertools.count()
+
+
+@dataclass(eq=False)
 class Plan:
+    """A compiled graph. ``key`` is unique in the process (never reused, unlike ``id()``): backends key what
+    they load for a plan by it."""
+
     graph: Graph
     nodes: list[Node]                 # execution order
     offsets: dict[Value, int]         # arena byte offset of every temp/output value
@@ -24,6 +31,7 @@ class Plan:
     weights: list[Value]
     states: list[Value]
     live: dict[Value, tuple[int, int]]  # [first, last] node index during which each arena value is live
+    key: int = field(default_factory=lambda: next(_KEYS))
 
     @property
     def T(self) -> int:

@@ -53,6 +53,7 @@ from typing import Any
 import numpy as np
 from gguf import LlamaFileType
 
+from ..backends.base import Step
 from ..errors import InvalidParameterError
 from ..graph.ir import Node, arg, matrices
 from ..graph.plan import Plan
@@ -102,7 +103,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     load_s = time.perf_counter() - t0
     say(f"loaded {path.name} on {engine.backend_name} in {load_s:.2f} s (n_ctx {engine.n_ctx})")
 
-    plan = engine._decode
+    plan = engine.decode_plan
 
     def step_at(pos: int | None) -> list[tuple[Node | None, list[Any]]]:
         return _step_groups(engine, len(ban), params.temperature <= 0, pos)
@@ -112,12 +113,12 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
         **_describe_model(engine, path), "backend": engine.backend_name, "device": _device_name(engine),
         "n_ctx": engine.n_ctx, "reps": reps, "temperature": params.temperature, "roofline_gbs": roofline_gbs,
         "load_s": load_s, "engine_load_s": engine.load_s, "weight_bytes": engine.backend.weight_bytes(plan),
-        "dispatches_per_step": sum(len(ds) for _, ds in step) + (0 if _resident(engine) else 1),
+        "dispatches_per_step": sum(len(ds) for _, ds in step) + (0 if engine.backend.resident else 1),
         "pp": None, "tg": []}
 
     if n_prompt:
         def pp_once(n: int) -> float:
-            engine.cached_tokens.clear()
+            engine.forget()
             t = time.perf_counter()
             engine.eval(ids[:n])
             return n / (time.perf_counter() - t)
@@ -155,7 +156,7 @@ def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: Sampling
         engine.eval(ids[:depth])              # reuses what the cache already holds of it
 
     def tg_once(n: int) -> float:
-        del engine.cached_tokens[depth:]      # the prompt's last token is evaluated in every run
+        engine.forget(depth)                  # the prompt's last token is evaluated in every run
         gen = engine.start(ids[:depth + 1], params.with_overrides(max_tokens=n))
         t = time.perf_counter()
         for _ in gen:
@@ -168,16 +169,16 @@ def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: Sampling
     name = f"tg{n_gen}" + (f" @ d{depth}" if depth else "")
     out = _repeat(name, tg_once, n_gen, min(n_gen, _WARMUP_TOKENS), reps, say)
     mean_n_kv = depth + (n_gen + 1) / 2
-    per_token = result["weight_bytes"] + _kv_bytes(engine._decode, mean_n_kv)
+    per_token = result["weight_bytes"] + _kv_bytes(engine.decode_plan, mean_n_kv)
     gbs = per_token * out["tokens_per_s"] / 1e9
     out.update(depth=depth, mean_n_kv=mean_n_kv, bytes_per_token=per_token, gbs=gbs,
                roofline_pct=100 * gbs / result["roofline_gbs"], profile=None)
     if profile:
         ctx = ids[:depth + n_gen // 2 + 1]    # one step at the run's mean position
-        out["profile"] = (_profile_device if _resident(engine) else _profile_host)(engine, ctx, cfg,
+        out["profile"] = (_profile_device if engine.backend.resident else _profile_host)(engine, ctx, cfg,
                                                                                     step_at(len(ctx) - 1))
         out["profile"]["position"] = len(ctx) - 1
-        del engine.cached_tokens[depth:]
+        engine.forget(depth)
         say(f"{name}: profiled one step at position {len(ctx) - 1}")
     return out
 
@@ -224,18 +225,15 @@ def _sampler_config(p: SamplingParams) -> SamplerConfig:
 
 
 # -- where the time goes --------------------------------------------------------------------------------
-def _resident(engine: Engine) -> bool:
-    return hasattr(engine.backend, "resident_step")
-
-
 def _step_groups(engine: Engine, n_bias: int, greedy: bool, pos: int | None = None
                  ) -> list[tuple[Node | None, list[Any]]]:
     """One decode step as (node, its dispatches), with the sampler the tg runs use (``greedy``: the
     temperature-0 one); the sampler is node None; ``pos``: grids sized for a step there, as the tg runs
     launch them. On the host each node is one op and the sampler is not in the list."""
-    if _resident(engine):
-        return engine.backend.resident_step(engine._decode, n_bias, greedy, pos)
-    return [(node, [node]) for node in engine._decode.nodes]
+    resident = engine.backend.resident
+    if resident is not None:
+        return resident.resident_step(engine.decode_plan, n_bias, greedy, pos)
+    return [(node, [node]) for node in engine.decode_plan.nodes]
 
 
 def _family(node: Node | None, plan: Plan) -> str:
@@ -252,7 +250,8 @@ def _family(node: Node | None, plan: Plan) -> str:
 def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
                     step: list[tuple[Node | None, list[Any]]]) -> dict[str, Any]:
     """GPU time per family of one resident decode step at position ``len(ctx) - 1``, and the host's share."""
-    be, plan = engine.backend, engine._decode
+    be, plan = engine.backend.resident, engine.decode_plan
+    assert be is not None
     dev = be.dev
     for _ in be.decode_stream(plan, ctx, cfg, 0, 1):   # leaves this step's params, token and bias in place
         pass
@@ -305,7 +304,7 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
 def _profile_host(engine: Engine, ctx: list[int], cfg: SamplerConfig,
                   step: list[tuple[Node | None, list[Any]]]) -> dict[str, Any]:
     """Wall-clock time per op of one decode step at position ``len(ctx) - 1`` (trace hook), plus sampling."""
-    plan = engine._decode
+    plan = engine.decode_plan
     per = _traced(engine, plan, ctx[-1:], len(ctx) - 1, [node for node, _ in step],
                   lambda out: sample(out["logits"], cfg, ctx, 0))
     prof = _table([*step, (None, [None])], per, plan, "wall")
@@ -327,8 +326,7 @@ def _traced(engine: Engine, plan: Plan, tokens: list[int], pos: int, nodes: Sequ
             now = time.perf_counter()
             times[r, index[id(node)]] = now - last
             last = now
-        out = engine.backend.run(plan, {"tokens": np.asarray(tokens, np.int32)}, pos=pos, n_tokens=len(tokens),
-                                 trace=trace)
+        out = engine.backend.run(plan, Step.single(tokens, pos), trace=trace)
         if after is not None:
             t = time.perf_counter()
             after(out)
@@ -387,13 +385,13 @@ def _profile_prefill(engine: Engine, chunk: list[int]) -> dict[str, Any]:
     ``tflops`` (of the plan's ``chunk_rows``: a chunk shorter than the plan is padded, and the GEMMs run every
     row); ``matmul_s``, ``matmul_flops`` and ``matmul_tflops`` sum the matmul nodes.
     """
-    be = engine.backend
-    plan = engine._prefill if len(chunk) > 1 else engine._decode
-    engine.cached_tokens.clear()
+    be = engine.backend.resident
+    plan = engine.prefill_plan if len(chunk) > 1 else engine.decode_plan
+    engine.forget()
     engine.eval(chunk)
-    if _resident(engine):
+    if be is not None:
         dev = be.dev
-        step = list(zip(plan.nodes, be._plans[id(plan)].node_dispatches))
+        step = be.node_dispatches(plan)
         groups = [ds for _, ds in step]
         flat = [d for ds in groups for d in ds]
         t_end = time.perf_counter() + _CLOCK_WARMUP_S
@@ -411,7 +409,7 @@ def _profile_prefill(engine: Engine, chunk: list[int]) -> dict[str, Any]:
     else:
         step = [(node, [node]) for node in plan.nodes]
         source, per, one_pass = "wall", _traced(engine, plan, chunk, 0, plan.nodes), None
-    engine.cached_tokens.clear()
+    engine.forget()
     prof = _table(step, per, plan, source)
     flops: dict[tuple[str, str, str], int] = {}
     for node, _ in step:
@@ -443,8 +441,8 @@ def _describe_model(engine: Engine, path: Path) -> dict[str, Any]:
 
 
 def _device_name(engine: Engine) -> str:
-    if _resident(engine):
-        info = engine.backend.dev.info()
+    if engine.backend.resident is not None:
+        info = engine.backend.resident.dev.info()
         dots = "int8" if info["int8_dots"] else "float"
         gemm = (f"{dots} dots in GEMV, matrix units in prefill GEMM (narrow quantized outputs: {dots} dots)"
                 if info["mma"] else f"{dots} dots in GEMV and GEMM")

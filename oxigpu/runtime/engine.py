@@ -25,6 +25,7 @@ from typing import Literal
 
 import numpy as np
 
+from ..backends.base import Backend, Step
 from ..errors import ContextLengthError, InvalidParameterError
 from ..gguf import GGUFFile
 from ..graph.plan import Plan
@@ -57,7 +58,7 @@ def select_backend(requested: str) -> str:
     return auto_backend()
 
 
-def _make_backend(name: str, model, n_ctx: int):
+def _make_backend(name: str, model, n_ctx: int) -> Backend:
     if name == "numpy":
         from ..backends.numpy_backend import NumpyBackend
         return NumpyBackend(model, n_ctx)
@@ -95,8 +96,8 @@ class Engine:
         self.tokenizer = Tokenizer.from_metadata(self.model.metadata)
         self.n_ctx = resolve_n_ctx(n_ctx, self.hparams.n_ctx_train)
         self.backend = _make_backend(self.backend_name, self.model, self.n_ctx)
-        # None: the backend's own default (the chunk that suits its hardware), else PREFILL_CHUNK
-        chunk = prefill_chunk or getattr(self.backend, "prefill_chunk", PREFILL_CHUNK)
+        # None: the backend's own default (the chunk that suits its hardware)
+        chunk = prefill_chunk or self.backend.prefill_chunk
         self.prefill_chunk = max(1, min(chunk, self.n_ctx))
         report("compiling plans", 2, stages)
         self._prefill = self._plan(self.prefill_chunk, "last")
@@ -107,8 +108,8 @@ class Engine:
         report("loading weights", 4, stages)
         self.backend.load(self._decode)
         report("ready", 5, stages)
-        self.cached_tokens: list[int] = []     # the tokens whose K/V rows are valid, in order
-        self._last_logits: np.ndarray | None = None   # logits after cached_tokens[-1], when known
+        self._cached: list[int] = []     # the tokens whose K/V rows are valid, in order
+        self._last_logits: np.ndarray | None = None   # logits after the last cached token, when known
         self.lock = threading.RLock()
         self.load_s = time.perf_counter() - t0
 
@@ -118,6 +119,45 @@ class Engine:
     @property
     def vocab_size(self) -> int:
         return self.hparams.n_vocab
+
+    # -- plans and the cache's bookkeeping ------------------------------------------------------------------
+    @property
+    def prefill_plan(self) -> Plan:
+        """The plan of ``prefill_chunk`` tokens (logits of the last valid row)."""
+        return self._prefill
+
+    @property
+    def decode_plan(self) -> Plan:
+        """The plan of one token (what the GPU-resident loop runs, with the sampler after it)."""
+        return self._decode
+
+    @property
+    def logits_plan(self) -> Plan:
+        """The teacher-forcing plan: ``prefill_chunk`` tokens, logits of every row (compiled on first use)."""
+        if self._all_logits is None:
+            self._all_logits = self._plan(self.prefill_chunk, "all")
+            self.backend.load(self._all_logits)
+        return self._all_logits
+
+    @property
+    def cached_tokens(self) -> tuple[int, ...]:
+        """The tokens whose K/V rows the cache holds, in order."""
+        return tuple(self._cached)
+
+    def holds(self, tokens: Sequence[int]) -> bool:
+        """Whether the cache holds exactly ``tokens`` (a list)."""
+        return self._cached == tokens
+
+    def forget(self, keep: int = 0) -> None:
+        """Forget the cached tokens past the first ``keep`` (their rows are rewritten by the next eval)."""
+        del self._cached[keep:]
+        self._last_logits = None
+
+    def commit(self, tokens: Sequence[int]) -> None:
+        """Record that the cache now also holds ``tokens`` (evaluated by GPU-resident steps, whose logits
+        stay on the device)."""
+        self._cached.extend(tokens)
+        self._last_logits = None
 
     # -- evaluation ---------------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
@@ -131,19 +171,17 @@ class Engine:
         if not 1 <= n <= self.n_ctx:
             raise ContextLengthError(f"{n} tokens do not fit in the context of {self.n_ctx}")
         self._check_ids(tokens)
-        reused = _common_prefix(self.cached_tokens, tokens)
-        if reused == n == len(self.cached_tokens) and self._last_logits is not None:
+        reused = _common_prefix(self._cached, tokens)
+        if reused == n == len(self._cached) and self._last_logits is not None:
             return self._last_logits, reused
         start = min(reused, n - 1)
-        del self.cached_tokens[start:]
-        self._last_logits = None
+        self.forget(start)
         logits = None
         while start < n:
             count = min(self.prefill_chunk, n - start)
             plan = self._decode if count == 1 else self._prefill
-            out = self.backend.run(plan, {"tokens": np.asarray(tokens[start:start + count], np.int32)},
-                                   pos=start, n_tokens=count)
-            self.cached_tokens.extend(tokens[start:start + count])
+            out = self.backend.run(plan, Step.single(tokens[start:start + count], start))
+            self._cached.extend(tokens[start:start + count])
             start += count
             logits = out["logits"]
         self._last_logits = np.asarray(logits).reshape(-1)
@@ -157,17 +195,12 @@ class Engine:
                 f"{n} tokens do not fit in the context of {self.n_ctx}; pass fewer tokens or a larger n_ctx "
                 f"(up to {self.hparams.n_ctx_train})")
         self._check_ids(tokens)
-        if self._all_logits is None:
-            self._all_logits = self._plan(self.prefill_chunk, "all")
-            self.backend.load(self._all_logits)
-        self.cached_tokens.clear()
-        self._last_logits = None
+        plan = self.logits_plan
+        self.forget()
         for start in range(0, n, self.prefill_chunk):
             count = min(self.prefill_chunk, n - start)
-            out = self.backend.run(self._all_logits, {"tokens": np.asarray(tokens[start:start + count],
-                                                                           np.int32)},
-                                   pos=start, n_tokens=count)
-            self.cached_tokens.extend(tokens[start:start + count])
+            out = self.backend.run(plan, Step.single(tokens[start:start + count], start))
+            self._cached.extend(tokens[start:start + count])
             yield out["logits"][:count]
 
     def _check_ids(self, tokens: Sequence[int]) -> None:
@@ -288,22 +321,22 @@ class Generation:
         else used the engine in between, the stream is dropped and the host path re-establishes the cache.
         """
         eng = self._engine
-        if eng.cached_tokens != context[:-1]:
+        if not eng.holds(context[:-1]):
             self._drop_stream()
             return None
         if self._stream is None and not self._pending:
-            start = getattr(eng.backend, "decode_stream", None)
-            if start is None or not self.generated:
+            resident = eng.backend.resident
+            if resident is None or not self.generated:
                 return None
             steps = min(self._params.max_tokens - len(self.generated), eng.n_ctx - len(context) + 1)
-            self._stream = start(eng._decode, context, self._config, len(self.generated), steps)
+            self._stream = resident.decode_stream(eng.decode_plan, context, self._config, len(self.generated),
+                                                  steps)
         if not self._pending:
             self._pending.extend(next(self._stream, ()))
             if not self._pending:
                 self._drop_stream()
                 return None
-        eng.cached_tokens.append(context[-1])
-        eng._last_logits = None
+        eng.commit(context[-1:])
         return self._pending.popleft()
 
     def _drop_stream(self) -> None:

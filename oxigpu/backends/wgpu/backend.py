@@ -28,25 +28,36 @@ import functools
 import logging
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from ...errors import ContextLengthError, DeviceError, InvalidParameterError, OutOfMemoryError
+from ...errors import (
+    ContextLengthError,
+    DeviceError,
+    InvalidParameterError,
+    OutOfMemoryError,
+)
 from ...graph.ir import Node, Value, args, slots_of, written_states
 from ...graph.plan import ALIGN, Plan, pack_arena
 from ...quant import dequantize, get_type
 from ...runtime.sampling import SamplerConfig
-from .. import step_inputs
-from ..numpy_backend import _mem_available, fmt_bytes
-from .device import (Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module,
-                     workgroups_for)
+from .. import base
+from ..base import ResidentDecode, Step, Trace, fmt_bytes
+from .device import (
+    Binding,
+    Device,
+    Dispatch,
+    Params,
+    implementation,
+    pick_adapter,
+    webgpu_module,
+    workgroups_for,
+)
 from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
-
-Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
 
 _READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
 _MAX_BATCH = 64
@@ -60,7 +71,7 @@ def auto_backend() -> str:
     """``"wgpu"`` on a hardware adapter; ``"numpy"`` on a software one (numpy outruns lavapipe) and, with
     one warning line, when no usable adapter exists. Enumerates adapters only (no device is created)."""
     try:
-        adapter = _pick_adapter(webgpu_module(implementation()), "high-performance")
+        adapter = pick_adapter(webgpu_module(implementation()), "high-performance")
     except (ImportError, DeviceError) as e:
         log.warning("oxigpu: no usable GPU adapter, using the numpy backend (%s)", str(e).split(";")[0])
         return "numpy"
@@ -83,7 +94,7 @@ def default_compile_threads(dev: Device) -> int:
 class _Loaded:
     """One plan bound to buffers: kernels, their dispatches per node, and where values live."""
 
-    plan: Plan                  # held, so its id() (the key of the loaded plans) is never reused
+    nodes: list[Node]
     arenas: list[Any]
     bindings: dict[Value, Binding]
     inputs: dict[str, Any]
@@ -124,7 +135,8 @@ class _Resident:
 
 
 class WgpuBackend:
-    """Executes Plans on one wgpu device (see the module docstring)."""
+    """Executes Plans on one wgpu device (see the module docstring); a :class:`~..base.Backend` with the
+    GPU-resident decode loop (:class:`~..base.ResidentDecode`)."""
 
     name = "wgpu"
     resident_batch = 8
@@ -148,19 +160,24 @@ class WgpuBackend:
         load_kernels()
         self._weights: dict[str, tuple[Any, str]] = {}       # tensor -> (buffer, kernel type name)
         self._states: dict[str, tuple[Any, tuple[int, ...]]] = {}
-        self._plans: dict[int, _Loaded] = {}
-        self._resident: dict[tuple[int, int, bool], _Resident] = {}
+        self._plans: dict[int, _Loaded] = {}                  # by Plan.key
+        self._resident: dict[tuple[int, int, bool], _Resident] = {}   # by (Plan.key, bias slots, greedy)
         self._ring: Any = None                                # token history, CAP = n_ctx + 1 slots
         self._staging: list[Any] = []                         # per batch slot: each step's Params
         self._step_stride = 0                                 # bytes per step in a staging buffer
         self._next_params: list[list[Dispatch]] = []          # per slot and step: its next_params dispatch
         self._readback: list[Any] = []
 
+    @property
+    def resident(self) -> ResidentDecode:
+        """This backend decodes GPU-resident (:meth:`decode_stream`)."""
+        return self
+
     # -- loading ------------------------------------------------------------------------------------
     def load(self, plan: Plan) -> None:
         """Allocate the plan's weights (once per tensor), states, arenas and inputs, then build and encode
         its kernels: on ``compile_threads`` workers while this thread writes the weights, or after that."""
-        if self._loaded(plan) is not None:
+        if plan.key in self._plans:
             return
         if ALIGN % self.dev.storage_align:
             raise DeviceError(f"plan offsets are {ALIGN}-aligned; the adapter needs {self.dev.storage_align}")
@@ -183,9 +200,8 @@ class WgpuBackend:
             self._write(writes)
             built = [self._build(*job) for job in jobs]
         node_dispatches = [ds for _, ds in built]
-        self._plans[id(plan)] = _Loaded(plan, arenas, bindings, inputs, [k for k, _ in built], node_dispatches,
+        self._plans[plan.key] = _Loaded(plan.nodes, arenas, bindings, inputs, [k for k, _ in built], node_dispatches,
                                         [d for ds in node_dispatches for d in ds])
-        self._resident = {k: r for k, r in self._resident.items() if k[0] != id(plan)}   # another plan's, same id
 
     def _allocate(self, plan: Plan, raw: set[Value]) -> list[tuple[Any, np.ndarray, int]]:
         """Buffers for the plan's weights not yet on the device (their data returned as (buffer, array,
@@ -215,11 +231,14 @@ class WgpuBackend:
         for buf, data, offset in writes:   # in order: a part's padded tail is overwritten by the next part
             self.dev.write(buf, data, offset)
 
-    def _loaded(self, plan: Plan) -> _Loaded | None:
-        """``plan``'s entry: keyed by id(), so an entry whose plan is not ``plan`` does not count (as in
-        NumpyBackend; entries hold their plans, so an id is not reused while loaded)."""
-        loaded = self._plans.get(id(plan))
-        return loaded if loaded is not None and loaded.plan is plan else None
+    def _loaded(self, plan: Plan) -> _Loaded:
+        """``plan``'s buffers, kernels and dispatches (loaded first if it is not yet)."""
+        self.load(plan)
+        return self._plans[plan.key]
+
+    def node_dispatches(self, plan: Plan) -> list[tuple[Node, list[Dispatch]]]:
+        """Each node of ``plan`` with the dispatches a host step submits for it (for profiling)."""
+        return list(zip(plan.nodes, self._loaded(plan).node_dispatches))
 
     def _allocate_joined(self, node: Node, writes: list[tuple[Any, np.ndarray, int]]) -> None:
         """A ``matmul_multi``'s (or ``matmul_glu``'s) weights of one type back to back in one buffer (their
@@ -282,7 +301,7 @@ class WgpuBackend:
             raise OutOfMemoryError(
                 f"wgpu backend: {name!r} needs a buffer of {fmt_bytes(nbytes)} but {adapter} allows "
                 f"{fmt_bytes(min(max_buffer, binding))} per storage binding; {hint}")
-        avail = _mem_available() if self.dev.is_software else None   # a CPU adapter allocates host memory
+        avail = base.mem_available() if self.dev.is_software else None   # a CPU adapter allocates host memory
         if avail is not None and need > avail:
             raise OutOfMemoryError(
                 f"wgpu backend needs {fmt_bytes(need)} on {adapter} (weights "
@@ -324,12 +343,11 @@ class WgpuBackend:
             raise DeviceError(f"{_describe(node, in_types)} (kernel {KERNELS[node.op].__name__}): {e}") from e
 
     # -- running ------------------------------------------------------------------------------------
-    def run(self, plan: Plan, inputs: dict[str, np.ndarray], pos: int, n_tokens: int,
-            trace: Trace | None = None) -> dict[str, np.ndarray]:
+    def run(self, plan: Plan, step: Step, trace: Trace | None = None) -> dict[str, np.ndarray]:
         """One step, as NumpyBackend.run. With ``trace`` (a debug mode) every node is submitted on its own
         and its outputs (for ``kv_store``: the two caches) are read back and passed to ``trace``."""
-        padded = step_inputs(plan, inputs, pos, n_tokens, self.n_ctx)
-        self.load(plan)
+        padded = step.padded_inputs(plan, self.n_ctx)
+        pos, n_tokens = step.pos, step.n_tokens
         loaded = self._loaded(plan)
         for name, host in padded.items():
             self.dev.write(loaded.inputs[name], host)
@@ -359,7 +377,7 @@ class WgpuBackend:
                 self.dev.submit(loaded.dispatches)
         except DeviceError as e:
             if not self.dev.lost:
-                for node, kernel, ds in zip(loaded.plan.nodes, loaded.kernels, loaded.node_dispatches):
+                for node, kernel, ds in zip(loaded.nodes, loaded.kernels, loaded.node_dispatches):
                     try:
                         self.dev.submit(ds)
                     except DeviceError:
@@ -492,8 +510,7 @@ class WgpuBackend:
         (temperature 0) takes the sampler that only finds the best token (3 dispatches instead of 5 on a
         152k vocabulary, no sorts)."""
         nb = max(16, 1 << math.ceil(math.log2(max(1, n_bias))))
-        key = (id(plan), nb, greedy)
-        self.load(plan)                 # first: it drops variants left by another plan with this id
+        key = (plan.key, nb, greedy)
         if key in self._resident:
             return self._resident[key]
         loaded = self._loaded(plan)
