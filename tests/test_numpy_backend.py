@@ -13,11 +13,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from oxigpu.backends.base import Step
 from oxigpu.backends import base
+from oxigpu.backends.base import Step
 from oxigpu.backends.numpy_backend import NumpyBackend, QuantizedRows
 from oxigpu.errors import ContextLengthError, InvalidParameterError, OutOfMemoryError
 from oxigpu.gguf import GGUFFile
+from oxigpu.graph.ir import arg
 from oxigpu.graph.plan import compile
 from oxigpu.models import build_graph
 
@@ -89,7 +90,7 @@ def test_rope_frequency_factors_are_used(synth_files):
     model = GGUFFile(synth_files["tiny-llama3"])
     plan = compile(build_graph(model, None, 1, N_CTX))
     ropes = [n for n in plan.nodes if n.op == "rope_kv_attention"]   # rope q/k + kv_store + attention, fused
-    assert ropes and all(n.inputs[5].tensor == "rope_freqs.weight" for n in ropes)
+    assert ropes and all(arg(n, "freq_factors").tensor == "rope_freqs.weight" for n in ropes)
     ff = NumpyBackend(model, N_CTX)
     ff.load(plan)
     assert ff._weights["rope_freqs.weight"].max() > 1.0  # some frequencies are actually divided
@@ -159,3 +160,36 @@ def test_guards(synth_files, monkeypatch):
     monkeypatch.setattr(base, "mem_available", lambda: 1 << 20)
     with pytest.raises(OutOfMemoryError, match=r"needs [0-9.]+ [KMG]iB of host memory .*available"):
         NumpyBackend(model, N_CTX).load(plan)
+
+
+@pytest.mark.parametrize("shape", ["tiny-qwen2", "tiny-gemma3"])
+def test_batched_steps_give_each_sequence_its_solo_logits(synth_files, shape):
+    """Three sequences in mixed steps (a prefill chunk beside decode rows, slots in any order) and a decode
+    step of the 4-slot bucket with one slot padded, their blocks scattered over a shared pool: every
+    sequence's logits are its one-shot logits."""
+    model = GGUFFile(synth_files[shape])
+    vocab = len(model.metadata["tokenizer.ggml.tokens"])
+    streams = [np.random.default_rng(s).integers(0, vocab, 16).astype(np.int32) for s in (1, 2, 3)]
+    refs = [one_shot(model, t) for t in streams]
+    mb = N_CTX // 32
+    pool = np.random.default_rng(0).permutation(3 * mb)
+    blocks = [pool[i * mb:(i + 1) * mb] for i in range(3)]
+    nb = NumpyBackend(model, N_CTX)
+    mixed = compile(build_graph(model, None, 16, N_CTX, "last", S=4, n_blocks=3 * mb))
+    decode = compile(build_graph(model, None, 4, N_CTX, "last", S=4, n_blocks=3 * mb))
+    a, b, _ = streams
+
+    def check(plan, chunks):          # chunks: (stream index, start, count) per slot
+        step = Step.batch([(streams[i][p:p + n], p, blocks[i]) for i, p, n in chunks])
+        out = nb.run(plan, step)["logits"]
+        assert out.shape == (4, refs[0].shape[1])
+        for slot, (i, p, n) in enumerate(chunks):
+            assert_close(out[slot], refs[i][p + n - 1])
+    check(mixed, [(0, 0, 10), (1, 0, 6)])
+    check(mixed, [(0, 10, 1), (2, 0, 3), (1, 6, 6)])
+    check(decode, [(0, 11, 1), (1, 12, 1), (2, 3, 1)])
+    check(decode, [(2, 4, 1), (0, 12, 1)])
+    with pytest.raises(InvalidParameterError, match="one row per sequence"):
+        nb.run(decode, Step.batch([(a[13:15], 13, blocks[0])]))
+    with pytest.raises(InvalidParameterError, match="block in"):
+        nb.run(mixed, Step.batch([(b[13:15], 13, [3 * mb + 5])]))

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 import numpy as np
 
 from ..errors import ContextLengthError, InvalidParameterError
-from ..graph.ir import Node
+from ..graph.ir import KV_BLOCK, Node
 from ..graph.plan import Plan
 
 Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
@@ -31,7 +31,7 @@ class Step:
     of row ``out_rows[s]`` (its last row in the step). Rows of a slot are contiguous and in position order.
 
     All arrays are int32 and hold only valid rows and slots (``n_tokens``, ``n_seqs``); the backend pads
-    them to the plan's shapes.
+    them to the plan's shapes (:meth:`padded_inputs`, which also checks every index a kernel will use).
     """
 
     tokens: np.ndarray
@@ -49,45 +49,90 @@ class Step:
         return len(self.out_rows)
 
     @classmethod
-    def single(cls, tokens: Sequence[int] | np.ndarray, pos: int, block_table: Sequence[int] = ()) -> Step:
-        """One sequence's ``tokens`` at positions ``pos, pos + 1, ...`` (its blocks: ``block_table``)."""
+    def single(cls, tokens: Sequence[int] | np.ndarray, pos: int, blocks: Sequence[int] | None = None) -> Step:
+        """One sequence's ``tokens`` at positions ``pos, pos + 1, ...``, its KV rows in ``blocks`` (None: the
+        identity table, blocks 0, 1, 2, ... as a contiguous cache)."""
         ids = np.asarray(tokens, np.int32).reshape(-1)
         n = len(ids)
-        return cls(ids, np.arange(pos, pos + n, dtype=np.int32), np.zeros(n, np.int32),
-                   np.asarray(block_table, np.int32).reshape(1, -1), np.asarray([n - 1], np.int32))
+        table = np.asarray([] if blocks is None else blocks, np.int32).reshape(1, -1)
+        return cls(ids, np.arange(pos, pos + n, dtype=np.int32), np.zeros(n, np.int32), table,
+                   np.asarray([n - 1], np.int32))
 
-    @property
-    def pos(self) -> int:
-        """The first position of a one-sequence step (the step parameter of plans without a block table)."""
-        return int(self.positions[0]) if self.n_tokens else 0
-
-    def check_single(self) -> None:
-        """InvalidParameterError unless this is one sequence at consecutive positions (what a plan without
-        a block table runs)."""
-        n = self.n_tokens
-        if self.n_seqs != 1 or (n and (self.row_seq.any() or (np.diff(self.positions) != 1).any())):
-            raise InvalidParameterError("this plan runs one sequence at consecutive positions per step")
+    @classmethod
+    def batch(cls, seqs: Sequence[tuple[Sequence[int], int, Sequence[int]]]) -> Step:
+        """Several sequences, slot i = ``seqs[i]`` = (its tokens in this step, the position of the first,
+        its block table)."""
+        tokens = [np.asarray(t, np.int32).reshape(-1) for t, _, _ in seqs]
+        width = max((len(b) for _, _, b in seqs), default=0)
+        table = np.zeros((len(seqs), width), np.int32)
+        for i, (_, _, b) in enumerate(seqs):
+            table[i, :len(b)] = b
+        ends = np.cumsum([len(t) for t in tokens])
+        return cls(np.concatenate(tokens), np.concatenate([np.arange(p, p + len(t), dtype=np.int32)
+                                                           for t, (_, p, _) in zip(tokens, seqs)]),
+                   np.repeat(np.arange(len(seqs), dtype=np.int32), [len(t) for t in tokens]), table,
+                   (ends - 1).astype(np.int32))
 
     def padded_inputs(self, plan: Plan, n_ctx: int) -> dict[str, np.ndarray]:
         """Check the step against ``plan`` and return each plan input padded to its full shape (zeros past
-        the valid rows). Every backend's ``run`` starts here, so both refuse the same bad steps with the
-        same messages."""
-        n_tokens = self.n_tokens
-        if not 1 <= n_tokens <= plan.T:
-            raise InvalidParameterError(f"n_tokens must be in 1..{plan.T}, got {n_tokens}")
-        self.check_single()
-        pos = self.pos
-        if pos < 0 or pos + n_tokens > n_ctx:
-            raise ContextLengthError(f"positions {pos}..{pos + n_tokens - 1} exceed the context of {n_ctx}")
-        given = {"tokens": self.tokens}
+        the valid rows and slots). Every backend's ``run`` starts here, so both refuse the same bad steps
+        with the same messages, and no kernel is handed an index outside its buffers."""
+        n, S, T = self.n_tokens, self.n_seqs, plan.T
+        n_slots = plan.graph.S
+        if not 1 <= n <= T:
+            raise InvalidParameterError(f"n_tokens must be in 1..{T}, got {n}")
+        if not 1 <= S <= n_slots:
+            raise InvalidParameterError(f"n_seqs must be in 1..{n_slots}, got {S}")
+        pos, seq, out = (np.asarray(a, np.int64) for a in (self.positions, self.row_seq, self.out_rows))
+        if len(pos) != n or len(seq) != n:
+            raise InvalidParameterError(f"tokens, positions and row_seq differ in length ({n}, {len(pos)}, "
+                                        f"{len(seq)})")
+        if pos.min() < 0 or pos.max() >= n_ctx:
+            raise ContextLengthError(f"positions {pos.min()}..{pos.max()} exceed the context of {n_ctx}")
+        if seq.min() < 0 or seq.max() >= S or len(np.unique(seq)) != S:
+            raise InvalidParameterError(f"row_seq must name every slot 0..{S - 1} and no other")
+        same = seq[1:] == seq[:-1]
+        if (np.count_nonzero(~same) != S - 1) or (pos[1:][same] != pos[:-1][same] + 1).any():
+            raise InvalidParameterError("a sequence's rows must be contiguous and at consecutive positions")
+        last = np.append(np.flatnonzero(~same), n - 1)           # each run's last row, in row order
+        if len(out) != S or not np.array_equal(np.sort(out), last) or (seq[out] != np.arange(S)).any():
+            raise InvalidParameterError("out_rows[s] must be the last row of slot s")
+        if plan.graph.decode and (seq != np.arange(n)).any():
+            raise InvalidParameterError("a decode plan runs one row per sequence, row t in slot t")
+        table = self._table(plan, n_ctx, pos, seq)
+        given = {"tokens": self.tokens, "positions": self.positions, "row_seq": self.row_seq,
+                 "block_table": table, "out_rows": self.out_rows}
         padded = {}
         for name, v in plan.inputs.items():
             if name not in given:
-                raise InvalidParameterError(f"missing input {name!r}")
+                raise InvalidParameterError(f"the plan reads an input {name!r} no step provides")
             host = np.zeros(v.shape, np.int32 if v.dtype == "i32" else np.float32)
-            host[:n_tokens] = given[name]
+            src = np.asarray(given[name])
+            host[tuple(slice(0, k) for k in src.shape)] = src
             padded[name] = host
         return padded
+
+    def _table(self, plan: Plan, n_ctx: int, pos: np.ndarray, seq: np.ndarray) -> np.ndarray:
+        """The block table, checked: every block a row writes or a query reads lies in the cache."""
+        bt = plan.inputs.get("block_table")
+        if bt is None:
+            return np.zeros((self.n_seqs, 0), np.int32)
+        mb = bt.shape[1]
+        if mb * KV_BLOCK < n_ctx:
+            raise InvalidParameterError(f"the plan's block tables hold {mb * KV_BLOCK} tokens, the context "
+                                        f"{n_ctx}")
+        table = np.asarray(self.block_table, np.int64)
+        if table.shape[1] == 0:                                  # the identity table (Step.single)
+            table = np.broadcast_to(np.arange(mb), (self.n_seqs, mb))
+        if table.shape[0] != self.n_seqs or table.shape[1] > mb:
+            raise InvalidParameterError(f"block_table is {table.shape}; expected ({self.n_seqs}, <= {mb})")
+        n_blocks = min(s.shape[0] for s in plan.states) // KV_BLOCK if plan.states else 0
+        need = np.zeros(self.n_seqs, np.int64)
+        np.maximum.at(need, seq, pos // KV_BLOCK + 1)           # blocks up to each slot's last position
+        used = np.arange(table.shape[1])[None, :] < need[:, None]
+        if need.max() > table.shape[1] or ((table < 0) | (table >= n_blocks))[used].any():
+            raise InvalidParameterError(f"block_table must give every position a block in 0..{n_blocks - 1}")
+        return table.astype(np.int32)
 
 
 class ResidentDecode(Protocol):
@@ -151,6 +196,16 @@ class Backend(Protocol):
     def weight_bytes(self, plan: Plan) -> int:
         """Bytes of ``plan``'s weights as stored: what a step reads from weights, for bandwidth figures."""
         ...
+
+
+def check_context(plan: Plan, n_ctx: int) -> None:
+    """InvalidParameterError when ``plan``'s block tables cannot hold ``n_ctx`` tokens, or its caches
+    differ in size (a plan built for another context or pool)."""
+    bt = plan.inputs.get("block_table")
+    if bt is not None and bt.shape[1] != -(-n_ctx // KV_BLOCK):
+        raise InvalidParameterError(f"plan was built for n_ctx={bt.shape[1] * KV_BLOCK}, backend has {n_ctx}")
+    if len({s.shape[0] for s in plan.states}) > 1:
+        raise InvalidParameterError("the plan's KV caches differ in rows")
 
 
 # -- memory guards -------------------------------------------------------------------------------------------

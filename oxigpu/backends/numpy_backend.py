@@ -22,7 +22,7 @@ from ..graph.plan import Plan
 from ..quant import dequantize, dequantize_rows, get_type
 from . import base
 from . import numpy_ops as ops
-from .base import ResidentDecode, Step, Trace, fmt_bytes
+from .base import ResidentDecode, Step, Trace, check_context, fmt_bytes
 
 
 class QuantizedRows:
@@ -63,6 +63,7 @@ class NumpyBackend:
         """Dequantize the plan's weights (once per tensor), allocate its states and arena."""
         if plan.key in self._plans:
             return
+        check_context(plan, self.n_ctx)
         full = _needs_full_matrix(plan)
         self._check_memory(plan, full)
         for v in plan.weights:
@@ -74,8 +75,6 @@ class NumpyBackend:
             if have is not None and have.shape != v.shape:
                 raise InvalidParameterError(f"state {v.name!r} is {have.shape} in another plan, {v.shape} here")
             if have is None:
-                if v.shape[0] != self.n_ctx:
-                    raise InvalidParameterError(f"plan was built for n_ctx={v.shape[0]}, backend has {self.n_ctx}")
                 self._states[v.name] = np.zeros(v.shape, np.float16)   # states are f16 (graph/ir.py)
         self._plans[plan.key] = self._bind(plan)
 
@@ -122,7 +121,7 @@ class NumpyBackend:
     def run(self, plan: Plan, step: Step, trace: Trace | None = None) -> dict[str, np.ndarray]:
         """One step (see :class:`~.base.Step`); ``trace`` as :data:`~.base.Trace` says."""
         padded = step.padded_inputs(plan, self.n_ctx)
-        pos, n_tokens = step.pos, step.n_tokens
+        n_tokens, n_seqs = step.n_tokens, step.n_seqs
         self.load(plan)
         loaded = self._plans[plan.key]
         for name, v in plan.inputs.items():
@@ -132,7 +131,7 @@ class NumpyBackend:
                 raise InvalidParameterError(f"input {name!r} holds ids outside 0..{limit - 1}")
             loaded.buffers[v][:] = padded[name]
         for node, run_node, outs in loaded.steps:
-            run_node(pos, n_tokens)
+            run_node(n_tokens, n_seqs)
             if trace is not None:
                 trace(node, outs if node.outputs else tuple(loaded.buffers[v] for v in written_states(node)))
         return {name: loaded.buffers[v].copy() for name, v in plan.outputs.items()}
@@ -164,10 +163,10 @@ def _needs_full_matrix(plan: Plan) -> set[Value]:
 
 
 def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, int], None]:
-    """A closure running ``node`` with its arrays bound: ``step(pos, n_tokens)``."""
+    """A closure running ``node`` with its arrays bound: ``step(n_tokens, n_seqs)``."""
     fn = getattr(ops, node.op)
     params = inspect.signature(fn).parameters
-    wants_pos, wants_n = "pos" in params, "n_tokens" in params
+    wants_n, wants_s = "n_tokens" in params, "n_seqs" in params
     ins = tuple(buffers[v] for v in node.inputs)
     attrs = dict(node.attrs)
     outs = tuple(buffers[v] for v in node.outputs)
@@ -175,12 +174,12 @@ def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, i
     if "out" in params:  # the op writes into the arena itself
         attrs["out"], out = out, None
 
-    def step(pos: int, n_tokens: int) -> None:
+    def step(n_tokens: int, n_seqs: int) -> None:
         kw = dict(attrs)
-        if wants_pos:
-            kw["pos"] = pos
         if wants_n:
             kw["n_tokens"] = n_tokens
+        if wants_s:
+            kw["n_seqs"] = n_seqs
         result = fn(*ins, **kw)
         if isinstance(out, tuple):
             for o, r in zip(out, result):

@@ -18,10 +18,11 @@ the same numbers as the unfused one on the numpy backend:
   each row as it rounds it to f16 (elsewhere the norm runs first, into a scratch);
 - ``rope_kv_store``: ``rope(q)``, ``rope(k)`` and the ``kv_store`` of that k become one node (one
   dispatch rotates q, rotates k straight into the cache and copies v);
-- ``rope_kv_attention`` (decode graphs): that ``rope_kv_store`` and the ``attention`` reading its q
-  become one node (the decode attention kernel rotates q and the step's key itself and writes the cache
-  rows), so a decode layer is 5 dispatches. Prefill graphs keep the two: there every query row needs
-  the keys of the rows before it in the chunk, so the keys must be in the cache first.
+- ``rope_kv_attention`` (decode graphs: one row per sequence): that ``rope_kv_store`` and the
+  ``attention`` reading its q become one node (the decode attention kernel rotates q and the step's key
+  itself and writes the cache rows), so a decode layer is 5 dispatches. Mixed and teacher-forcing graphs
+  keep the two: there a query row needs the keys of the rows before it in the chunk, so the keys must be
+  in the cache first.
 """
 from __future__ import annotations
 
@@ -35,7 +36,7 @@ def fuse(graph: Graph) -> Graph:
     """Apply every pattern in order of value; returns ``graph`` with its node list rewritten."""
     nodes = _norm_prologue(graph, _glu_epilogue(graph, _multi_matmul(graph, graph.nodes)))
     nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
-    graph.nodes = _rope_kv_attention(graph, nodes) if graph.T == 1 else nodes
+    graph.nodes = _rope_kv_attention(graph, nodes) if graph.decode else nodes
     return graph
 
 
@@ -141,27 +142,31 @@ def _rope_kv_store(n: Node, view: _View) -> _Fused | None:
     """``kv_store(rope(k), v)`` plus a ``rope(q)`` with the same settings (q the one attention reads with
     that cache) -> one ``rope_kv_store`` at the kv_store; the rotated k must feed nothing else."""
     k_val, v_val, cache_k, cache_v = (arg(n, s) for s in ("k", "v", "cache_k", "cache_v"))
+    paged = tuple(arg(n, s) for s in ("positions", "row_seq", "block_table"))
     rk = view.made_by(k_val, "rope")
     att = [a for a in view.readers[cache_k] if a.op == "attention"]
     rq = view.made_by(arg(att[0], "q"), "rope") if len(att) == 1 else None
     if rk is None or rq is None or not view.single_use(k_val) \
             or arg(rk, "freq_factors") is not arg(rq, "freq_factors") \
+            or any(arg(r, "positions") is not paged[0] for r in (rk, rq)) \
             or any(rk.attrs[a] != rq.attrs[a] for a in _ROPE_ATTRS) \
             or view.nodes.index(rq) > view.nodes.index(n):
         return None
     attrs = {"n_head": rq.attrs["n_head"], "n_head_kv": rk.attrs["n_head"],
-             **{a: rk.attrs[a] for a in _ROPE_ATTRS}}
-    ins = (arg(rq, "x"), arg(rk, "x"), v_val, cache_k, cache_v, *args(rk, "freq_factors"))
+             **{a: rk.attrs[a] for a in _ROPE_ATTRS}, "block_size": n.attrs["block_size"]}
+    ins = (arg(rq, "x"), arg(rk, "x"), v_val, cache_k, cache_v, *paged, *args(rk, "freq_factors"))
     return Node("rope_kv_store", ins, rq.outputs, attrs, f"{rq.name}+{rk.name}+{n.name}"), (rq, rk)
 
 
 @_pattern("attention")
 def _rope_kv_attention(n: Node, view: _View) -> _Fused | None:
-    """``attention(rope_kv_store(q, k, v, K, V), K, V)`` whose rotated q feeds nothing else ->
-    ``rope_kv_attention`` at the attention (decode graphs only: its kernel handles one query row)."""
+    """``attention(rope_kv_store(q, k, v, K, V, ...), K, V, ...)`` whose rotated q feeds nothing else ->
+    ``rope_kv_attention`` at the attention (decode graphs only: one row per sequence, so no query needs
+    another row's key of this step first)."""
     q = arg(n, "q")
     rkv = view.made_by(q, "rope_kv_store")
-    if rkv is None or args(rkv, "cache_k") + args(rkv, "cache_v") != args(n, "cache_k") + args(n, "cache_v") \
+    same = ("cache_k", "cache_v", "positions", "row_seq", "block_table")
+    if rkv is None or any(arg(rkv, s) is not arg(n, s) for s in same) \
             or not view.single_use(q) \
             or any(rkv.attrs[a] != n.attrs[a] for a in ("n_head", "n_head_kv", "head_dim")):
         return None

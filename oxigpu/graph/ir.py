@@ -1,48 +1,72 @@
 """The op-graph IR: values, nodes and a builder with shape inference.
 
-A model builder describes "T tokens at positions pos .. pos+T-1" once; the graph never changes between
-steps. Everything that does change per step (pos, the number of valid tokens, sampling settings) is a
-*step parameter*, read by ops at run time, never baked into the graph.
+A graph describes one *step*: T rows (tokens) belonging to up to S sequences, each row at its own position
+of its own sequence. It never changes between steps. Everything that does change per step (which tokens,
+positions and sequences the rows are, how many rows and sequences are valid, sampling settings) is a graph
+*input* or a *step parameter*, never baked into the graph.
 
 Conventions that keep backends simple:
 - every activation is 2-D: ``[rows, cols]`` f32 (heads are packed along cols, ``[T, n_head * head_dim]``),
   so no op needs views or strides; ops that care about heads take ``n_head``/``head_dim`` attributes;
 - weights are GGUF tensors referenced by name and quant type, never copied into the graph;
-- the KV cache is *state*: a value that persists across steps, written by ``kv_store`` and read by
-  ``attention``; rows ``pos .. pos+n_tokens-1`` are written each step. It is stored as ``f16`` (llama.cpp's
+- the step's inputs (all i32): ``tokens[T]`` (the id of each row), ``positions[T]`` (the row's position in
+  its sequence), ``row_seq[T]`` (the row's sequence slot, 0 .. S-1), ``block_table[S, MB]`` (each slot's
+  KV blocks; MB = ceil(n_ctx / KV_BLOCK)) and ``out_rows[S]`` (the row whose logits slot s returns: its
+  last row in the step). Rows of a sequence are contiguous and in position order (the runtime guarantees
+  it; kernels may rely on it);
+- the step parameters: ``n_tokens`` (valid rows; rows ``n_tokens .. T-1`` are padding, garbage that must
+  never influence a valid row) and ``n_seqs`` (valid slots);
+- the KV cache is *state* that persists across steps: one paged pool per layer, ``cache_k.{il}`` /
+  ``cache_v.{il}`` of shape ``[n_blocks * KV_BLOCK, Hkv * D]``. Logical row j of the sequence in slot s
+  lives at physical row ``phys(s, j) = block_table[s, j // KV_BLOCK] * KV_BLOCK + j % KV_BLOCK`` (attr
+  ``block_size`` == KV_BLOCK on the ops that read or write the cache). It is stored as ``f16`` (llama.cpp's
   default cache type, half the bytes attention reads): values are rounded to nearest even when written,
-  and ops compute in f32;
-- rows ``n_tokens .. T-1`` of a padded chunk are garbage and must never influence valid rows.
+  and ops compute in f32.
+
+Graph kinds: a *decode* graph (``Graph.decode``) has one row per sequence, row t in slot t (T == S; the
+runtime sets ``row_seq[t] = out_rows[t] = t``), so it returns ``logits [S, vocab]`` without a gather; a
+*mixed* graph (prefill chunks and decode rows together) gathers each slot's last row (``gather_rows``) and
+returns ``logits [S, vocab]``; the teacher-forcing graph returns ``logits [T, vocab]``.
 
 The op catalogue (semantics are defined by the numpy reference in ``oxigpu/backends/numpy_ops.py``; each
-op's inputs, which of them are raw weights, f32 vectors or states it writes, and its optional trailing
-inputs are in :data:`OPS`, the one table every layer reads):
+op's inputs, which of them are raw weights, f32 vectors, step inputs or states it writes, and its optional
+trailing inputs are in :data:`OPS`, the one table every layer reads):
 
 =============  =============================================  ===========================================
 op             inputs -> outputs                              attrs
 =============  =============================================  ===========================================
-embed          ids i32[T], table W[vocab, d] -> [T, d]        scale (multiply rows, gemma: sqrt(d)); rows
-                                                              t >= n_tokens are zero
+embed          tokens i32[T], table W[vocab, d] -> [T, d]     scale (multiply rows, gemma: sqrt(d)); row
+                                                              t = W[tokens[t]] * scale for t < n_tokens,
+                                                              zero rows after
 rms_norm       x[R, n], w[g] -> [R, n]                        eps, group (normalize each run of ``group``
                                                               cols; g == group; group == n for a plain norm)
 matmul         x[R, k], W[n, k] (, bias[n]) -> [R, n]         (none) y = x @ W.T (+ bias)
-rope           x[T, H*D] (, freq_factors[n_rot/2])            n_head, head_dim, n_rot, base, neox, freq_scale;
-               -> [T, H*D]                                    row t is at position pos + t; theta_i =
-                                                              pos*freq_scale*base^(-2i/n_rot)/freq_factors_i
-kv_store       k[T, Hkv*D], v[T, Hkv*Dv], K, V (state)        (none) K[pos+t] = k[t], V[pos+t] = v[t] for
-                                                              t < n_tokens (rounded to f16)
-attention      q[T, H*D], K[n_ctx, Hkv*D], V[n_ctx, Hkv*Dv]   n_head, n_head_kv, head_dim, v_head_dim,
-               -> [T, H*Dv]                                   scale, window (0: none), softcap (0: none:
-                                                              scores s become softcap * tanh(s / softcap),
-                                                              gemma2's attention soft-cap); query t
-                                                              (position p = pos+t) sees keys j with j <= p
-                                                              and (window == 0 or j > p - window); rows
-                                                              t >= n_tokens are zero
+rope           x[T, H*D], positions i32[T]                    n_head, head_dim, n_rot, base, neox,
+               (, freq_factors[n_rot/2]) -> [T, H*D]          freq_scale; row t rotates at position
+                                                              p = positions[t]: theta_i = p * freq_scale *
+                                                              base^(-2i/n_rot) / freq_factors_i (each
+                                                              head's first n_rot dims; NEOX pairs (i,
+                                                              i + n_rot/2), normal pairs (2i, 2i+1))
+kv_store       k[T, Hkv*D], v[T, Hkv*Dv], K, V (state),       block_size; for t < n_tokens:
+               positions, row_seq i32[T], block_table         K[phys(row_seq[t], positions[t])] = k[t],
+               i32[S, MB] -> (none)                           V[...] = v[t] (rounded to f16); nothing else
+                                                              is written
+attention      q[T, H*D], K[n_blocks*B, Hkv*D],               n_head, n_head_kv, head_dim, v_head_dim,
+               V[n_blocks*B, Hkv*Dv], positions, row_seq      scale, window (0: none), softcap (0: none),
+               i32[T], block_table i32[S, MB] -> [T, H*Dv]    block_size; query row t < n_tokens (slot
+                                                              s = row_seq[t], position p = positions[t])
+                                                              attends to the logical keys j of slot s with
+                                                              j <= p and (window == 0 or j > p - window),
+                                                              read at phys(s, j): this step's kv_store
+                                                              writes included. Scores scale * q.k, then
+                                                              softcap * tanh(s / softcap) when softcap >
+                                                              0 (gemma2's soft-cap), softmax; query head h
+                                                              reads KV head h // (n_head / n_head_kv).
+                                                              Rows t >= n_tokens are zero
 add            a[R, n], b[R, n] -> [R, n]
 glu            gate[R, n], up[R, n] -> [R, n]                 act: "silu" | "gelu_tanh"; act(gate) * up
-last_row       x[T, n] -> [1, n]                              (none) row n_tokens - 1 (prefill graphs
-                                                              with logits "last"; decode graphs, T == 1,
-                                                              have no need of it)
+gather_rows    x[T, n], rows i32[S] -> [S, n]                 (none) row s = x[rows[s]] for s < n_seqs,
+                                                              zero rows after
 =============  =============================================  ===========================================
 
 Fused ops, made only by ``oxigpu.graph.fuse`` (each is exactly the composition of the ops it replaces):
@@ -60,16 +84,20 @@ matmul_glu         x[R, k], W_gate[n, k], W_up[n, k] -> [R, n]    act; glu(matmu
                                                                   quant type)
 (prologue)         matmul_multi / matmul_glu with attr norm_eps   x replaced by rms_norm(x, w_norm,
                    take one more input, w_norm[k], last           norm_eps) (whole-row norm)
-rope_kv_store      q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv], K, V     n_head, n_head_kv and rope's other
-                   (state) (, freq_factors) -> [T, H*D]           attrs; kv_store(rope(k), v, K, V);
-                                                                  returns rope(q)
-rope_kv_attention  q[1, H*D], k[1, Hkv*D], v[1, Hkv*Dv], K, V     rope_kv_store's and attention's attrs;
-                   (state) (, freq_factors) -> [1, H*Dv]          attention(rope_kv_store(q, k, v, K, V),
-                                                                  K, V) (decode graphs only: T == 1)
+rope_kv_store      q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv], K, V     n_head, n_head_kv, block_size and
+                   (state), positions, row_seq, block_table       rope's other attrs; kv_store(rope(k,
+                   (, freq_factors) -> [T, H*D]                   positions), v, K, V, positions, row_seq,
+                                                                  block_table); returns rope(q, positions)
+rope_kv_attention  as rope_kv_store -> [T, H*Dv]                  rope_kv_store's and attention's attrs;
+                                                                  attention(rope_kv_store(...), K, V,
+                                                                  positions, row_seq, block_table)
+                                                                  (decode graphs only: one row per
+                                                                  sequence, so no row needs another
+                                                                  row's keys of this step first)
 =================  =============================================  =======================================
 
 ``sample`` is in :data:`OPS` too, though no graph holds it: the wgpu backend's GPU-resident decode appends
-it to a decode plan (its numpy twin is ``oxigpu.runtime.sampling.sample``).
+it to a decode plan (its numpy twin is ``oxigpu.runtime.sampling``).
 """
 from __future__ import annotations
 
@@ -79,8 +107,14 @@ from typing import Any, Literal
 Kind = Literal["input", "weight", "state", "temp", "output"]
 DType = Literal["f32", "i32", "f16"]
 
-STEP_PARAMS = ("pos", "n_tokens")
-"""Per-step scalars every backend provides: first position of the chunk, valid rows in the chunk."""
+STEP_PARAMS = ("n_tokens", "n_seqs")
+"""Per-step scalars every backend provides: valid rows, valid sequence slots."""
+
+KV_BLOCK = 32
+"""Rows per KV-cache block (attr ``block_size`` of the ops that read or write the cache)."""
+
+STEP_INPUTS = ("tokens", "positions", "row_seq", "block_table", "out_rows")
+"""The graph inputs a step provides (all i32; see the module docstring); a graph has those its ops read."""
 
 
 # -- the op-spec table ------------------------------------------------------------------------------------
@@ -123,17 +157,19 @@ def _s(name: str, kind: SlotKind, **kw: Any) -> Slot:
 _ROPE_FF = _s("freq_factors", "vec", optional=True)
 _KV = (_s("cache_k", "state", writes=True), _s("cache_v", "state", writes=True))
 _KV_READ = (_s("cache_k", "state"), _s("cache_v", "state"))
+_PAGED = (_s("positions", "ids"), _s("row_seq", "ids"), _s("block_table", "ids"))
+_QKV = (_s("q", "act"), _s("k", "act"), _s("v", "act"))
 
 OPS: dict[str, OpSpec] = {
     "embed": OpSpec((_s("ids", "ids"), _s("table", "table"))),
     "rms_norm": OpSpec((_s("x", "act"), _s("w", "vec"))),
     "matmul": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("bias", "vec", optional=True))),
-    "rope": OpSpec((_s("x", "act"), _ROPE_FF)),
-    "kv_store": OpSpec((_s("k", "act"), _s("v", "act"), *_KV)),
-    "attention": OpSpec((_s("q", "act"), *_KV_READ)),
+    "rope": OpSpec((_s("x", "act"), _s("positions", "ids"), _ROPE_FF)),
+    "kv_store": OpSpec((_s("k", "act"), _s("v", "act"), *_KV, *_PAGED)),
+    "attention": OpSpec((_s("q", "act"), *_KV_READ, *_PAGED)),
     "add": OpSpec((_s("a", "act"), _s("b", "act"))),
     "glu": OpSpec((_s("gate", "act"), _s("up", "act"))),
-    "last_row": OpSpec((_s("x", "act"),)),
+    "gather_rows": OpSpec((_s("x", "act"), _s("rows", "ids"))),
     "matmul_add": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("res", "act"),
                           _s("bias", "vec", optional=True))),
     "matmul_multi": OpSpec((_s("x", "act"), _s("w", "matrix", repeat="n_w"),
@@ -141,10 +177,13 @@ OPS: dict[str, OpSpec] = {
                             _s("norm_w", "vec", optional=True, when="norm_eps"))),
     "matmul_glu": OpSpec((_s("x", "act"), _s("w_gate", "matrix"), _s("w_up", "matrix"),
                           _s("norm_w", "vec", optional=True, when="norm_eps"))),
-    "rope_kv_store": OpSpec((_s("q", "act"), _s("k", "act"), _s("v", "act"), *_KV, _ROPE_FF)),
-    "rope_kv_attention": OpSpec((_s("q", "act"), _s("k", "act"), _s("v", "act"), *_KV, _ROPE_FF)),
+    "rope_kv_store": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF)),
+    "rope_kv_attention": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF)),
     "sample": OpSpec((_s("logits", "act"), _s("ids", "ids"), _s("history", "ids", writes=True),
                       _s("bias_ids", "ids"), _s("bias_vals", "act")), graph=False),
+    # row n_tokens - 1 of x: what the wgpu backend runs a one-slot gather_rows as until its kernels
+    # read out_rows (backends/wgpu/backend.py, _contiguous)
+    "last_row": OpSpec((_s("x", "act"),), graph=False),
 }
 """Every op's input slots (see :class:`Slot`). Backends, fusion, the plan compiler and the kernels read
 input roles from here (:func:`input_slots`, :func:`args`) instead of counting positions themselves."""
@@ -240,8 +279,13 @@ class Node:
 class Graph:
     """A straight-line list of nodes built in execution order, with shape checks at build time."""
 
-    def __init__(self, n_tokens: int):
+    def __init__(self, n_tokens: int, n_seqs: int = 1, decode: bool = False):
+        if decode and n_tokens != n_seqs:
+            raise ValueError(f"a decode graph has one row per sequence: T={n_tokens}, S={n_seqs}")
         self.T = n_tokens
+        self.S = n_seqs
+        self.decode = decode
+        """One row per sequence slot (row t in slot t): see the module docstring."""
         self.values: list[Value] = []
         self.nodes: list[Node] = []
         self.inputs: dict[str, Value] = {}
@@ -313,32 +357,37 @@ class Graph:
             _check(bias.shape == (w.shape[0],), "matmul: bias shape", bias)
         return self._node("matmul", ins, [(x.shape[0], w.shape[0])], {}, name or w.name)[0]
 
-    def rope(self, x: Value, n_head: int, head_dim: int, n_rot: int, base: float, neox: bool,
+    def rope(self, x: Value, positions: Value, n_head: int, head_dim: int, n_rot: int, base: float, neox: bool,
              freq_scale: float = 1.0, freq_factors: Value | None = None, name: str = "") -> Value:
         _check(x.shape[1] == n_head * head_dim and n_rot <= head_dim and n_rot % 2 == 0,
                "rope: bad head layout", x)
+        _check(positions.shape == (x.shape[0],) and positions.dtype == "i32", "rope: positions i32[T]", positions)
         _check(freq_factors is None or freq_factors.shape == (n_rot // 2,), "rope: freq_factors shape",
                x, *(() if freq_factors is None else (freq_factors,)))
         attrs = dict(n_head=n_head, head_dim=head_dim, n_rot=n_rot, base=float(base), neox=bool(neox),
                      freq_scale=float(freq_scale))
-        ins = (x,) if freq_factors is None else (x, freq_factors)
+        ins = (x, positions) if freq_factors is None else (x, positions, freq_factors)
         return self._node("rope", ins, [x.shape], attrs, name)[0]
 
-    def kv_store(self, k: Value, v: Value, cache_k: Value, cache_v: Value) -> None:
+    def kv_store(self, k: Value, v: Value, cache_k: Value, cache_v: Value, positions: Value, row_seq: Value,
+                 block_table: Value) -> None:
         _check(k.shape[1] == cache_k.shape[1] and v.shape[1] == cache_v.shape[1],
                "kv_store: cache width", k, cache_k)
-        self._node("kv_store", (k, v, cache_k, cache_v), [], {})
+        _check_paged(k.shape[0], cache_k, positions, row_seq, block_table)
+        self._node("kv_store", (k, v, cache_k, cache_v, positions, row_seq, block_table), [],
+                   {"block_size": KV_BLOCK})
 
-    def attention(self, q: Value, cache_k: Value, cache_v: Value, n_head: int, n_head_kv: int,
-                  head_dim: int, v_head_dim: int, scale: float, window: int = 0,
-                  softcap: float = 0.0) -> Value:
+    def attention(self, q: Value, cache_k: Value, cache_v: Value, positions: Value, row_seq: Value,
+                  block_table: Value, n_head: int, n_head_kv: int, head_dim: int, v_head_dim: int, scale: float,
+                  window: int = 0, softcap: float = 0.0) -> Value:
         _check(q.shape[1] == n_head * head_dim and n_head % n_head_kv == 0
                and cache_k.shape[1] == n_head_kv * head_dim
                and cache_v.shape[1] == n_head_kv * v_head_dim, "attention: head layout", q, cache_k)
+        _check_paged(q.shape[0], cache_k, positions, row_seq, block_table)
         attrs = dict(n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim, v_head_dim=v_head_dim,
-                     scale=float(scale), window=int(window), softcap=float(softcap))
-        return self._node("attention", (q, cache_k, cache_v), [(q.shape[0], n_head * v_head_dim)],
-                          attrs)[0]
+                     scale=float(scale), window=int(window), softcap=float(softcap), block_size=KV_BLOCK)
+        return self._node("attention", (q, cache_k, cache_v, positions, row_seq, block_table),
+                          [(q.shape[0], n_head * v_head_dim)], attrs)[0]
 
     def add(self, a: Value, b: Value, name: str = "") -> Value:
         _check(a.shape == b.shape, "add: shapes differ", a, b)
@@ -348,11 +397,19 @@ class Graph:
         _check(gate.shape == up.shape and act in ("silu", "gelu_tanh"), "glu: shapes/act", gate, up)
         return self._node("glu", (gate, up), [gate.shape], {"act": act}, name)[0]
 
-    def last_row(self, x: Value) -> Value:
-        return self._node("last_row", (x,), [(1, x.shape[1])])[0]
+    def gather_rows(self, x: Value, rows: Value) -> Value:
+        _check(rows.dtype == "i32" and len(rows.shape) == 1, "gather_rows: rows must be i32[S]", rows)
+        return self._node("gather_rows", (x, rows), [(rows.shape[0], x.shape[1])])[0]
 
     def __repr__(self) -> str:
         return "\n".join(map(repr, self.nodes))
+
+
+def _check_paged(T: int, cache: Value, positions: Value, row_seq: Value, block_table: Value) -> None:
+    _check(positions.shape == (T,) and row_seq.shape == (T,) and len(block_table.shape) == 2
+           and all(v.dtype == "i32" for v in (positions, row_seq, block_table))
+           and cache.shape[0] % KV_BLOCK == 0, "paged cache: positions/row_seq i32[T], block_table i32[S, MB], "
+           f"cache rows a multiple of {KV_BLOCK}", positions, row_seq, block_table, cache)
 
 
 def _check(ok: bool, msg: str, *vals: Value) -> None:

@@ -41,12 +41,12 @@ from ...errors import (
     InvalidParameterError,
     OutOfMemoryError,
 )
-from ...graph.ir import Node, Value, args, slots_of, written_states
+from ...graph.ir import KV_BLOCK, Node, Value, args, slots_of, written_states
 from ...graph.plan import ALIGN, Plan, pack_arena
 from ...quant import dequantize, get_type
 from ...runtime.sampling import SamplerConfig
 from .. import base
-from ..base import ResidentDecode, Step, Trace, fmt_bytes
+from ..base import ResidentDecode, Step, Trace, check_context, fmt_bytes
 from .device import (
     Binding,
     Device,
@@ -94,7 +94,7 @@ def default_compile_threads(dev: Device) -> int:
 class _Loaded:
     """One plan bound to buffers: kernels, their dispatches per node, and where values live."""
 
-    nodes: list[Node]
+    nodes: list[Node]                 # as the kernels run them (:func:`_contiguous`)
     arenas: list[Any]
     bindings: dict[Value, Binding]
     inputs: dict[str, Any]
@@ -179,6 +179,7 @@ class WgpuBackend:
         its kernels: on ``compile_threads`` workers while this thread writes the weights, or after that."""
         if plan.key in self._plans:
             return
+        check_context(plan, self.n_ctx)
         if ALIGN % self.dev.storage_align:
             raise DeviceError(f"plan offsets are {ALIGN}-aligned; the adapter needs {self.dev.storage_align}")
         raw = _raw_weights(plan)
@@ -186,8 +187,9 @@ class WgpuBackend:
         self._check_memory(plan, raw, sum(size for _, size in packed))
         writes = self._allocate(plan, raw)
         arenas, bindings, types, inputs = self._bindings(plan, packed)
+        lowered = [_contiguous(node) for node in plan.nodes]
         jobs = [(node, [types[v] for v in node.inputs], [bindings[v] for v in (*node.inputs, *node.outputs)])
-                for node in plan.nodes]
+                for node in lowered]
         if self.compile_threads:
             pool = ThreadPoolExecutor(self.compile_threads, thread_name_prefix="oxigpu-compile")
             try:
@@ -200,7 +202,7 @@ class WgpuBackend:
             self._write(writes)
             built = [self._build(*job) for job in jobs]
         node_dispatches = [ds for _, ds in built]
-        self._plans[plan.key] = _Loaded(plan.nodes, arenas, bindings, inputs, [k for k, _ in built], node_dispatches,
+        self._plans[plan.key] = _Loaded(lowered, arenas, bindings, inputs, [k for k, _ in built], node_dispatches,
                                         [d for ds in node_dispatches for d in ds])
 
     def _allocate(self, plan: Plan, raw: set[Value]) -> list[tuple[Any, np.ndarray, int]]:
@@ -222,8 +224,6 @@ class WgpuBackend:
             if have is not None and have[1] != v.shape:
                 raise InvalidParameterError(f"state {v.name!r} is {have[1]} in another plan, {v.shape} here")
             if have is None:
-                if v.shape[0] != self.n_ctx:
-                    raise InvalidParameterError(f"plan was built for n_ctx={v.shape[0]}, backend has {self.n_ctx}")
                 self._states[v.name] = (self.dev.create_buffer(v.nbytes, label=v.name), v.shape)
         return writes
 
@@ -287,7 +287,7 @@ class WgpuBackend:
         limits, binding = self.dev.limits, self.dev.max_storage_binding
         max_buffer = int(limits["max-buffer-size"])
         adapter = self.dev.info()["name"]
-        kv_row = sum(v.nbytes for v in plan.states) // max(1, self.n_ctx)
+        kv_row = sum(v.nbytes // v.shape[0] for v in plan.states)
         hint = (f"use a smaller n_ctx (now {self.n_ctx}; the KV cache takes {kv_row} B per token) or "
                 f"backend='numpy'")
         too_big = [(n, b) for n, b in (*weights.items(), *states.items(), ("activations", arena))
@@ -347,7 +347,7 @@ class WgpuBackend:
         """One step, as NumpyBackend.run. With ``trace`` (a debug mode) every node is submitted on its own
         and its outputs (for ``kv_store``: the two caches) are read back and passed to ``trace``."""
         padded = step.padded_inputs(plan, self.n_ctx)
-        pos, n_tokens = step.pos, step.n_tokens
+        pos, n_tokens = _contiguous_step(padded, step)
         loaded = self._loaded(plan)
         for name, host in padded.items():
             self.dev.write(loaded.inputs[name], host)
@@ -536,7 +536,7 @@ class WgpuBackend:
         variants = []
         for i in range(2):
             ds = []
-            for node, kernel, own in zip(plan.nodes, loaded.kernels, loaded.node_dispatches):
+            for node, kernel, own in zip(loaded.nodes, loaded.kernels, loaded.node_dispatches):
                 if tokens in node.inputs:
                     b = {**loaded.bindings, tokens: tok[i]}
                     own = kernel.encode([b[v] for v in (*node.inputs, *node.outputs)])
@@ -553,6 +553,37 @@ class WgpuBackend:
         res = _Resident((variants[0], variants[1]), tok, bias_ids, bias_vals, nb, sized)
         self._resident[key] = res
         return res
+
+
+_PAGED_SLOTS = ("positions", "row_seq", "block_table")
+
+
+def _contiguous(node: Node) -> Node:
+    """``node`` as the present kernels run it: one sequence whose cache rows are its positions (the identity
+    block table) at positions ``Params.pos ..``, so the paged inputs and ``block_size`` go, and
+    ``gather_rows`` of one slot is ``last_row``. Interim, until the kernels read positions, row_seq and block
+    tables themselves; :func:`_contiguous_step` refuses steps these kernels cannot run."""
+    if node.op == "gather_rows":
+        return Node("last_row", node.inputs[:1], node.outputs, {}, node.name)
+    slots = slots_of(node)
+    if not any(s.name in _PAGED_SLOTS for s in slots):
+        return node
+    ins = tuple(v for v, s in zip(node.inputs, slots) if s.name not in _PAGED_SLOTS)
+    attrs = {k: a for k, a in node.attrs.items() if k != "block_size"}
+    return Node(node.op, ins, node.outputs, attrs, node.name)
+
+
+def _contiguous_step(padded: dict[str, np.ndarray], step: Step) -> tuple[int, int]:
+    """(pos, n_tokens) of a step the kernels of :func:`_contiguous` can run: one sequence through the
+    identity block table; InvalidParameterError otherwise."""
+    n = step.n_tokens
+    pos = int(step.positions[0])
+    table = padded.get("block_table")
+    used = np.arange((pos + n - 1) // KV_BLOCK + 1)
+    if step.n_seqs != 1 or (table is not None and not np.array_equal(table[0, :len(used)], used)):
+        raise InvalidParameterError("the wgpu backend runs one sequence per step through a contiguous cache "
+                                    "until its kernels read block tables")
+    return pos, n
 
 
 def _describe(node: Node, in_types: Sequence[str]) -> str:

@@ -26,7 +26,7 @@ from typing import Any, Callable, ClassVar, Iterable, Sequence
 import numpy as np
 
 from ...errors import DeviceError
-from ...graph.ir import input_slots
+from ...graph.ir import OPS, input_slots
 from .device import Binding, Device, Dispatch, Params
 
 Shape = tuple[int, ...]
@@ -57,7 +57,12 @@ class OpKernel:
     def writes(self) -> tuple[int, ...]:
         """Indices of inputs the kernel writes in place (the states its op's spec marks written in
         graph/ir.py's ``OPS``: ``kv_store``'s caches, ``sample``'s history ring)."""
-        slots = input_slots(self.op, self.attrs, len(self.in_shapes))
+        n = len(self.in_shapes)
+        try:
+            slots = input_slots(self.op, self.attrs, n)
+        except ValueError:   # interim: kernels on a contiguous cache take no positions/row_seq/block_table
+            paged = [s.name for s in OPS[self.op].slots if s.name in ("positions", "row_seq", "block_table")]
+            slots = tuple(s for s in input_slots(self.op, self.attrs, n + len(paged)) if s.name not in paged)
         return tuple(i for i, s in enumerate(slots) if s.writes)
 
 
