@@ -166,6 +166,9 @@ class Backend(Protocol):
 
     name: str
     n_ctx: int
+    paged: bool
+    """Whether the kernels read K/V through block tables (many sequences per step); False: one sequence per
+    step whose cache rows are its positions (the runtime then hands out blocks 0, 1, 2, ... in order)."""
 
     @property
     def prefill_chunk(self) -> int:
@@ -197,6 +200,15 @@ class Backend(Protocol):
         """Bytes of ``plan``'s weights as stored: what a step reads from weights, for bandwidth figures."""
         ...
 
+    def kv_budget(self) -> int | None:
+        """Bytes the KV-cache pool takes by default (``kv_memory=`` overrides; None: no bound)."""
+        ...
+
+    def max_cache_rows(self, row_bytes: int) -> int | None:
+        """The most rows one layer's K (or V) cache of ``row_bytes`` per row may have here (a buffer or
+        binding limit), None when unbounded."""
+        ...
+
 
 def check_context(plan: Plan, n_ctx: int) -> None:
     """InvalidParameterError when ``plan``'s block tables cannot hold ``n_ctx`` tokens, or its caches
@@ -208,7 +220,7 @@ def check_context(plan: Plan, n_ctx: int) -> None:
         raise InvalidParameterError("the plan's KV caches differ in rows")
 
 
-# -- memory guards -------------------------------------------------------------------------------------------
+# -- memory guards and budgets -------------------------------------------------------------------------------------------
 def mem_available() -> int | None:
     """Host memory available for new allocations (Linux ``MemAvailable``), None where unknown. Backends call
     it as ``base.mem_available()`` so tests can pretend memory is short in one place."""
@@ -228,3 +240,17 @@ def fmt_bytes(n: int) -> str:
         if n >= scale:
             return f"{n / scale:.{digits}f} {unit}"
     return f"{n} B"
+
+
+DEFAULT_GPU_KV_BYTES = 8 << 30
+"""The default KV budget on a hardware GPU, whose free memory WebGPU does not report: 8 GiB (an 8B model's
+f16 cache holds 64k tokens in it). ``kv_memory=`` sets another."""
+
+HOST_KV_FRACTION = 0.25
+"""The default KV budget where the cache lives in host memory (numpy, software adapters): this share of
+MemAvailable."""
+
+
+def host_kv_budget() -> int | None:
+    avail = mem_available()
+    return None if avail is None else int(avail * HOST_KV_FRACTION)

@@ -47,6 +47,7 @@ class NumpyBackend:
     """The reference backend (see the module docstring); a :class:`~.base.Backend`."""
 
     name = "numpy"
+    paged = True
     prefill_chunk = 64
     """Default prompt tokens per prefill step (BLAS is already efficient at 64 rows)."""
     resident: ResidentDecode | None = None
@@ -146,6 +147,13 @@ class NumpyBackend:
         return (sum(w.nbytes for w in self._weights.values() if isinstance(w, np.ndarray))
                 + sum(s.nbytes for s in self._states.values())
                 + sum(p.arena.nbytes for p in self._plans.values()))
+
+    def kv_budget(self) -> int | None:
+        """A share of available host memory (base.HOST_KV_FRACTION)."""
+        return base.host_kv_budget()
+
+    def max_cache_rows(self, row_bytes: int) -> int | None:
+        return None
 
     def weight_bytes(self, plan: Plan) -> int:
         """Bytes of ``plan``'s weights as held (float32 matrices, quantized gather-only tables): what a step

@@ -6,7 +6,9 @@ What is measured (token ids are random valid ids, so the tokenizer plays no part
 - ``tg<N>`` at depth D: N tokens generated through :meth:`Engine.start` after a 1-token prompt with D tokens
   already cached (filled by an untimed prefill), tokens/s. This is exactly what ``oxigpu run`` does (on a
   backend with ``decode_stream``, the GPU-resident loop), and it evaluates N tokens: the prompt token and
-  N - 1 drawn ones. End-of-generation ids are banned so every run yields N tokens; sampling is greedy
+  N - 1 drawn ones (D a multiple of the KV block, 32, as 0 and 4096 are: the cache holds whole blocks, so
+  at another D each run also evaluates the D mod 32 tokens past the last full one). End-of-generation ids
+  are banned so every run yields N tokens; sampling is greedy
   unless ``temperature > 0`` (then ``oxigpu run``'s default filters apply).
 
 Each figure is the median of ``reps`` runs after warm-up runs, shortened to two prefill chunks or 16
@@ -156,7 +158,6 @@ def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: Sampling
         engine.eval(ids[:depth])              # reuses what the cache already holds of it
 
     def tg_once(n: int) -> float:
-        engine.forget(depth)                  # the prompt's last token is evaluated in every run
         gen = engine.start(ids[:depth + 1], params.with_overrides(max_tokens=n))
         t = time.perf_counter()
         for _ in gen:
@@ -178,7 +179,7 @@ def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: Sampling
         out["profile"] = (_profile_device if engine.backend.resident else _profile_host)(engine, ctx, cfg,
                                                                                     step_at(len(ctx) - 1))
         out["profile"]["position"] = len(ctx) - 1
-        engine.forget(depth)
+        engine.forget()                       # the profile wrote rows outside any request
         say(f"{name}: profiled one step at position {len(ctx) - 1}")
     return out
 

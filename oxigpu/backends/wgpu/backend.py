@@ -139,6 +139,8 @@ class WgpuBackend:
     GPU-resident decode loop (:class:`~..base.ResidentDecode`)."""
 
     name = "wgpu"
+    paged = False
+    """Its kernels run one sequence on a contiguous cache until they read block tables (see _contiguous)."""
     resident_batch = 8
     """Decode steps per GPU-resident batch (the first batches are shorter, so streaming starts at once)."""
     compile_threads: int | None = None
@@ -405,6 +407,14 @@ class WgpuBackend:
         bufs += [b for r in self._resident.values() for b in (*r.tok, r.bias_ids, r.bias_vals)]
         bufs += [b for b in (self._ring, *self._staging, *self._readback) if b is not None]
         return sum(b.size for b in bufs)
+
+    def kv_budget(self) -> int | None:
+        """A share of host memory on a software adapter (it allocates there), else base.DEFAULT_GPU_KV_BYTES."""
+        return base.host_kv_budget() if self.dev.is_software else base.DEFAULT_GPU_KV_BYTES
+
+    def max_cache_rows(self, row_bytes: int) -> int | None:
+        """A layer's cache is one buffer, bound whole by the attention kernels."""
+        return min(self.dev.max_storage_binding, int(self.dev.limits["max-buffer-size"])) // row_bytes
 
     def weight_bytes(self, plan: Plan) -> int:
         """Device bytes of ``plan``'s weights as stored (raw GGUF blocks for matrices, f32 vectors): what a
