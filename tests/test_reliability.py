@@ -155,7 +155,7 @@ def test_numpy_guard_against_available_memory(path, monkeypatch):
     finally:
         tracemalloc.stop()
     # numbers per part, the limit, and what to do; the weights (9.4 MiB as float32) were never dequantized
-    assert re.search(r"needs \d+\.\d MiB of host memory \(weights 9\.4 MiB, KV cache 192\.0 KiB, activations", msg)
+    assert re.search(r"needs \d+\.\d MiB of host memory \(weights 9\.4 MiB, KV cache \d+\.\d KiB, activations", msg)
     assert "only 1.0 MiB is available" in msg and "smaller n_ctx (now 128)" in msg
     assert peak < 4 * 2**20 and left < 2**20
     monkeypatch.undo()
@@ -405,8 +405,9 @@ def test_api_rejects_bad_sampling_parameters(llms, path, kwargs, fragment):
 
 @pytest.mark.parametrize("prompt, fragment", [
     ("", "empty"), ([], "empty"), (None, "got NoneType"), (42, "got int"), (b"bytes", "not bytes"),
-    ([1.5], "token ids"), ([True], "token ids"), (["a"], "token ids"), ([-1], "outside the vocabulary"),
+    ([1.5], "token ids"), ([True], "token ids"), (["a", 5], "token ids"), ([-1], "outside the vocabulary"),
     ([10**9], "outside the vocabulary"), ("\udc80", "lone surrogate"),
+    ([[1, 2], [1.5]], "token ids"), (["fine", ""], "empty"),          # a list of prompts: each one checked
 ])
 def test_api_rejects_bad_prompts(llms, path, prompt, fragment):
     with pytest.raises(InvalidParameterError, match=fragment):

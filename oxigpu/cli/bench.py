@@ -11,11 +11,15 @@ from ..runtime.engine import BACKENDS
 from .common import friendly_errors, model_option, verbose_option
 
 
-def _depths(text: str) -> list[int]:
+def _ints(text: str, option: str) -> list[int]:
     try:
         return [int(d) for d in text.split(",")]
     except ValueError:
-        raise InvalidParameterError(f"--depth takes comma-separated integers, got {text!r}") from None
+        raise InvalidParameterError(f"{option} takes comma-separated integers, got {text!r}") from None
+
+
+def _depths(text: str) -> list[int]:
+    return _ints(text, "--depth")
 
 
 @click.command("bench")
@@ -38,13 +42,24 @@ def _depths(text: str) -> list[int]:
 @click.option("--profile", is_flag=True, help="Split a prefill chunk's and a decode step's GPU time by kernel family and node.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of markdown.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Of the token ids.")
+@click.option("--batch", "batch", default=None,
+              help="Batch sizes (1,4,16,64): llama-batched-bench's aggregate S_PP/S_TG/S of B sequences of "
+                   "-p prompt and -n generated tokens each, instead of pp/tg.")
 @verbose_option
 @friendly_errors
 def bench(model: str | None, n_prompt: int, n_gen: int, depth: str, reps: int, backend: str, n_ctx: int | None,
-          temperature: float, roofline_gbs: float, profile: bool, as_json: bool, seed: int, verbose: bool) -> None:
+          temperature: float, roofline_gbs: float, profile: bool, as_json: bool, seed: int, batch: str | None,
+          verbose: bool) -> None:
     """Measure prompt processing (pp) and generation (tg) tokens/s on random token ids; progress goes to
     stderr, the markdown table (or JSON) to stdout."""
     from ..api import resolve_model_path
+    if batch is not None:
+        from ..tools import batched_bench
+        result = batched_bench.run_batched_bench(
+            resolve_model_path(model), n_prompt=n_prompt, n_gen=n_gen, batches=_ints(batch, "--batch"), reps=reps,
+            backend=backend, seed=seed, log=lambda line: click.echo(line, err=True))
+        click.echo(json.dumps(result, indent=1) if as_json else batched_bench.to_markdown(result).rstrip())
+        return
     result = run_bench(resolve_model_path(model), n_prompt=n_prompt, n_gen=n_gen, depths=_depths(depth), reps=reps,
                        backend=backend, n_ctx=n_ctx, temperature=temperature, profile=profile,
                        roofline_gbs=roofline_gbs, seed=seed, log=lambda line: click.echo(line, err=True))

@@ -212,8 +212,8 @@ def pool_blocks(per_block: int, n_ctx: int, max_seqs: int, kv_memory: int | None
         n, why = min(n, kv_memory // per_block), f"kv_memory={fmt_bytes(kv_memory)}"
     elif default_budget is not None:
         n = max(one, min(n, default_budget // per_block))
-    if max_blocks is not None and max_blocks < n:
-        n, why = max_blocks, max_blocks_why
+    if max_blocks is not None and max_blocks < n:     # never below one context: the backend's own guard
+        n, why = max(max_blocks, one), max_blocks_why  # names a buffer too large for one sequence
     if n < one:
         raise OutOfMemoryError(
             f"the KV cache needs {fmt_bytes(one * per_block)} for one sequence of n_ctx={n_ctx} tokens "
