@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oxigpu.backends.wgpu.device import Params  # noqa: E402
 from oxigpu.runtime.engine import Engine  # noqa: E402
-from oxigpu.runtime.sampling import SamplerConfig  # noqa: E402
+from oxigpu.runtime.sampling import SamplerConfig, pack_batch  # noqa: E402
 
 K = 32
 eng = Engine(sys.argv[1], backend="wgpu", n_ctx=512)
@@ -27,9 +27,10 @@ dev = be.dev
 ctx = list(range(1, 65))
 eng.eval(ctx[:-1])
 cfg = SamplerConfig(temperature=0.0)
-for _ in be.decode_stream(plan, ctx, cfg, 0, 1):     # builds the resident plan, leaves step 63's params
+batch = pack_batch([cfg], [len(ctx)], [0])
+for _ in be.decode_stream(plan, ctx, batch, 1):     # builds the resident plan, leaves step 63's params
     pass
-res = be._resident_for(plan, 0, True)
+res = be._resident_for(plan, batch)
 wgpu = dev._wgpu
 params = Params(n_tokens=1, pos=63)
 copy_src = dev.upload(params.pack() * K)

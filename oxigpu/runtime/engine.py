@@ -15,7 +15,6 @@ nothing ran in between: the prefix matches and only the newest token is evaluate
 from __future__ import annotations
 
 import codecs
-import secrets
 import threading
 import time
 from collections import deque
@@ -32,7 +31,8 @@ from ..graph.plan import compile as compile_plan
 from ..models import HParams, build_graph
 from ..tokenizer import Tokenizer
 from .params import FinishReason, GenerationResult, SamplingParams, Timings
-from .sampling import SamplerConfig, fold_seed, sample
+from .constraints import Constraint
+from .decoding import SequenceSampler
 from .stops import StopMatcher
 
 BACKENDS = ("auto", "wgpu", "numpy")
@@ -192,7 +192,8 @@ class Engine:
         self._check_ids(list(params.logit_bias))
         if sum(b == -np.inf for b in params.logit_bias.values()) >= self.vocab_size:
             raise InvalidParameterError("logit_bias bans every token (-inf for all of them); nothing can be sampled")
-        return Generation(self, prompt, params)
+        constraint = Constraint.from_params(params, self.tokenizer, self.vocab_size)
+        return Generation(self, prompt, params, constraint)
 
 
 class Generation:
@@ -203,16 +204,12 @@ class Generation:
     step; `result` then stays None.
     """
 
-    def __init__(self, engine: Engine, prompt: list[int], params: SamplingParams):
+    def __init__(self, engine: Engine, prompt: list[int], params: SamplingParams,
+                 constraint: Constraint | None = None):
         self._engine = engine
         self._prompt = prompt
         self._params = params
-        seed = params.seed if params.seed is not None else secrets.randbits(64)
-        self._config = SamplerConfig(
-            temperature=params.temperature, top_k=params.top_k, top_p=params.top_p, min_p=params.min_p,
-            repeat_penalty=params.repeat_penalty, presence_penalty=params.presence_penalty,
-            frequency_penalty=params.frequency_penalty, penalty_last_n=params.repeat_last_n,
-            seed=fold_seed(seed), logit_bias=params.logit_bias)
+        self._sampler = SequenceSampler(params, engine.tokenizer, engine.n_ctx, constraint)
         self._decoder = _TextDecoder(engine.tokenizer)
         self._stops = StopMatcher(params.stop)
         self._eog = engine.tokenizer.eog_ids
@@ -222,8 +219,8 @@ class Generation:
         self._prompt_s = 0.0
         self._t_prompt_done: float | None = None
         self._closed = False
-        self._stream: Iterator[list[int]] | None = None    # the backend's GPU-resident decode, if any
-        self._pending: deque[int] = deque()                  # ids it drew that are not consumed yet
+        self._stream: Iterator | None = None                 # the backend's GPU-resident decode, if any
+        self._pending: deque[tuple[int, np.ndarray | None]] = deque()   # (id, logprob row) not consumed yet
         self.result: GenerationResult | None = None
 
     def __iter__(self) -> Generation:
@@ -254,7 +251,8 @@ class Generation:
         reason, piece = self._advance()
         self._text.append(piece)
         if reason is not None:
-            self.result = GenerationResult("".join(self._text), list(self.generated), reason, self._timings())
+            self.result = GenerationResult("".join(self._text), list(self.generated), reason, self._timings(),
+                                           self.logprobs)
             self._drop_stream()
         return piece
 
@@ -271,7 +269,7 @@ class Generation:
             if self._t_prompt_done is None:
                 self._t_prompt_done = time.perf_counter()
                 self._prompt_s, self._cached = self._t_prompt_done - t0, reused
-            token = sample(logits, self._config, context, counter=len(self.generated))
+            token = self._sampler.draw(logits, context)
         if token in self._eog:
             return "stop", self._tail()
         self.generated.append(token)
@@ -293,18 +291,26 @@ class Generation:
             return None
         if self._stream is None and not self._pending:
             start = getattr(eng.backend, "decode_stream", None)
-            if start is None or not self.generated:
+            if start is None or not self.generated or not self._sampler.resident:
                 return None
             steps = min(self._params.max_tokens - len(self.generated), eng.n_ctx - len(context) + 1)
-            self._stream = start(eng._decode, context, self._config, len(self.generated), steps)
+            self._stream = start(eng._decode, context, self._sampler.slot_batch(context), steps)
         if not self._pending:
-            self._pending.extend(next(self._stream, ()))
+            ids, rows = next(self._stream, ((), None))
+            self._pending.extend(zip(ids, rows if rows is not None else [None] * len(ids)))
             if not self._pending:
                 self._drop_stream()
                 return None
         eng.cached_tokens.append(context[-1])
         eng._last_logits = None
-        return self._pending.popleft()
+        token, row = self._pending.popleft()
+        self._sampler.accept_row(token, row)
+        return token
+
+    @property
+    def logprobs(self) -> list | None:
+        """The logprobs of the tokens drawn so far (TokenLogprob each), when asked for."""
+        return None if self._sampler.logprobs is None else self._sampler.logprobs[:len(self.generated)]
 
     def _drop_stream(self) -> None:
         """Abandon the resident stream: the GPU stops after the batch already queued."""
