@@ -176,8 +176,10 @@ class Engine:
             raise InvalidParameterError(f"token id {bad[0]} is outside the vocabulary (size {self.vocab_size})")
 
     # -- generation ---------------------------------------------------------------------------------
-    def start(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
-        """A generation of `params.max_tokens` at most after `prompt_ids` (validated here, run lazily)."""
+    def start(self, prompt_ids: Sequence[int], params: SamplingParams,
+              finish: Callable[[GenerationResult], GenerationResult] | None = None) -> Generation:
+        """A generation of `params.max_tokens` at most after `prompt_ids` (validated here, run lazily; a
+        constraint is compiled here, so a bad one fails now). ``finish`` rewrites the result (tool calls)."""
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
             raise InvalidParameterError(
@@ -193,7 +195,7 @@ class Engine:
         if sum(b == -np.inf for b in params.logit_bias.values()) >= self.vocab_size:
             raise InvalidParameterError("logit_bias bans every token (-inf for all of them); nothing can be sampled")
         constraint = Constraint.from_params(params, self.tokenizer, self.vocab_size)
-        return Generation(self, prompt, params, constraint)
+        return Generation(self, prompt, params, constraint, finish)
 
 
 class Generation:
@@ -205,8 +207,10 @@ class Generation:
     """
 
     def __init__(self, engine: Engine, prompt: list[int], params: SamplingParams,
-                 constraint: Constraint | None = None):
+                 constraint: Constraint | None = None,
+                 finish: Callable[[GenerationResult], GenerationResult] | None = None):
         self._engine = engine
+        self._finish = finish
         self._prompt = prompt
         self._params = params
         self._sampler = SequenceSampler(params, engine.tokenizer, engine.n_ctx, constraint)
@@ -251,8 +255,9 @@ class Generation:
         reason, piece = self._advance()
         self._text.append(piece)
         if reason is not None:
-            self.result = GenerationResult("".join(self._text), list(self.generated), reason, self._timings(),
-                                           self.logprobs)
+            result = GenerationResult("".join(self._text), list(self.generated), reason, self._timings(),
+                                      self.logprobs)
+            self.result = self._finish(result) if self._finish is not None else result
             self._drop_stream()
         return piece
 
