@@ -228,12 +228,13 @@ def test_resident_variants_follow_the_plan_not_its_id(dev, synth_files):
     model = GGUFFile(synth_files["tiny-llama"])
     wb = WgpuBackend(model, N_CTX, dev)
     a = compile(build_graph(model, None, 1, N_CTX, "last"))
-    wb.resident_step(a)
+    greedy = pack_batch([SamplerConfig()], [1], [0])
+    wb.resident_step(a, greedy)
     b = compile(build_graph(model, None, 1, N_CTX, "last"))
     wb._plans[id(b)] = wb._plans.pop(id(a))
     wb._resident = {(id(b) if k == id(a) else k, *rest): r for (k, *rest), r in wb._resident.items()}
     assert wb._plans[id(b)].plan is not b
-    groups = wb.resident_step(b)
+    groups = wb.resident_step(b, greedy)
     assert wb._plans[id(b)].plan is b
     own = wb._plans[id(b)].node_dispatches
     tokens = b.inputs["tokens"]

@@ -278,7 +278,7 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
         without = [d for k, ds in zip(keys, groups) if k != key for d in ds]
         pairs = [(pass_s(flat), pass_s(without)) for _ in range(_PROFILE_REPEATS)]
         in_step[key] = statistics.median(a for a, _ in pairs) - statistics.median(b for _, b in pairs)
-    for _ in be.decode_stream(plan, ctx, cfg, 0, 1):
+    for _ in be.decode_stream(plan, ctx, pack_batch([cfg], [len(ctx)], [0]), 1):
         pass
     k = be.resident_batch
     enc = dev.device.create_command_encoder()

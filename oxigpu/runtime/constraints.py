@@ -72,10 +72,28 @@ class _Vocab:
         self.bos_token_id = tokenizer.bos_id
         self._tokenizer = tokenizer
 
+        self._by_bytes = {b: i for i, b in enumerate(self.tokens) if b and i not in set(self.special_token_ids)}
+        self._longest = max(map(len, self._by_bytes), default=1)
+
     def __call__(self, text: str | bytes) -> list[int]:
-        if isinstance(text, bytes):
-            text = text.decode("utf-8", "replace")
-        return self._tokenizer.encode(text, add_special=False, parse_special=False)
+        """Token ids whose bytes are exactly ``text``: the model's tokenization when it is (a
+        SentencePiece vocabulary adds a leading space, which llguidance must not see), else a greedy
+        longest match over the vocabulary."""
+        raw = text if isinstance(text, bytes) else text.encode()
+        ids = self._tokenizer.encode(raw.decode("utf-8", "replace"), add_special=False, parse_special=False)
+        if b"".join(self.tokens[i] for i in ids if i < len(self.tokens)) == raw:
+            return ids
+        out, pos = [], 0
+        while pos < len(raw):
+            for n in range(min(self._longest, len(raw) - pos), 0, -1):
+                tok = self._by_bytes.get(raw[pos:pos + n])
+                if tok is not None:
+                    out.append(tok)
+                    pos += n
+                    break
+            else:
+                pos += 1            # a byte no token holds cannot be produced at all
+        return out
 
 
 def ll_tokenizer(tokenizer: Tokenizer, n_vocab: int) -> Any:
@@ -159,6 +177,16 @@ class ConstraintState:
         if not self._m.consume_token(int(token)):
             raise InvalidParameterError(f"token {token} does not continue the constraint: "
                                         f"{_one_line(self._m.get_error())}")
+
+    def forced(self) -> list[int]:
+        """The tokens that must come next whatever is drawn (possibly none), consumed."""
+        ff = [int(t) for t in self._m.compute_ff_tokens()]
+        if ff:
+            self._mask = None
+            if not self._m.consume_tokens(ff):
+                raise InvalidParameterError(f"forced tokens {ff} do not continue the constraint: "
+                                            f"{_one_line(self._m.get_error())}")
+        return ff
 
     @property
     def accepting(self) -> bool:

@@ -93,6 +93,16 @@ class SequenceSampler:
         self.accept(d.token, d.mu, d.logprob, d.top)
         return d.token
 
+    def forced_tokens(self) -> list[int]:
+        """The tokens the constraint forces next (JSON keys and punctuation, a grammar's literals), taken
+        now: no draw, so none of them costs a forward pass of its own (the engine evaluates them in one
+        chunk). None when logprobs are asked (each token then needs its own distribution)."""
+        if self.constraint is None or self.logprobs is not None:
+            return []
+        ff = self.constraint.forced()
+        self.counter += len(ff)
+        return ff
+
     def slot_batch(self, context: Sequence[int]) -> sampling.SlotBatch:
         """This sequence as a one-slot batch for the GPU sampler, about to draw after ``context``."""
         return sampling.pack_batch([self.cfg], [len(context)], [self.counter], [self.mu], [self.adjust(context)],
@@ -121,8 +131,9 @@ class SequenceSampler:
         self.accept(token, None, float(vals[0]), top)
 
     def _logprob(self, token: int, logprob: float, top: Sequence[tuple[int, float]]) -> TokenLogprob:
-        return TokenLogprob(token, *self._piece(token), logprob,
-                            tuple(TokenLogprob(t, *self._piece(t), lp) for t, lp in top))
+        # alternatives at -inf (banned, masked by a constraint) are no alternatives
+        return TokenLogprob(token, *self._piece(token), float(logprob),
+                            tuple(TokenLogprob(t, *self._piece(t), float(lp)) for t, lp in top if lp > -np.inf))
 
     def _piece(self, token: int) -> tuple[str, bytes]:
         if token >= self._tokenizer.vocab_size:

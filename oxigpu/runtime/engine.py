@@ -225,6 +225,7 @@ class Generation:
         self._closed = False
         self._stream: Iterator | None = None                 # the backend's GPU-resident decode, if any
         self._pending: deque[tuple[int, np.ndarray | None]] = deque()   # (id, logprob row) not consumed yet
+        self._forced: deque[int] = deque()                   # tokens a constraint forces next (already taken)
         self.result: GenerationResult | None = None
 
     def __iter__(self) -> Generation:
@@ -267,7 +268,7 @@ class Generation:
         context = self._prompt + self.generated
         if len(context) > self._engine.n_ctx:
             return "length", self._tail()
-        token = self._resident_token(context)
+        token = self._forced.popleft() if self._forced else self._resident_token(context)
         if token is None:
             t0 = time.perf_counter()
             logits, reused = self._engine.eval(context)
@@ -275,7 +276,11 @@ class Generation:
                 self._t_prompt_done = time.perf_counter()
                 self._prompt_s, self._cached = self._t_prompt_done - t0, reused
             token = self._sampler.draw(logits, context)
+            # tokens the constraint forces next are taken without a forward pass each: the next step
+            # evaluates them all in one chunk
+            self._forced.extend(self._sampler.forced_tokens())
         if token in self._eog:
+            self._forced.clear()
             return "stop", self._tail()
         self.generated.append(token)
         text = self._stops.feed(self._decoder.feed(token))

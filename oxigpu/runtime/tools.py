@@ -106,16 +106,17 @@ class ChatPlan:
     """How one chat with tools runs: the messages and tools the template renders, the constraint the
     reply is generated under (SamplingParams overrides), and how the reply is read back."""
 
-    format: str                                  # "hermes", "generic" or "none" (no tools offered)
+    format: str                                  # "hermes", "generic" or "none" (no calls expected)
     messages: list[dict[str, Any]]
     tools: list[dict[str, Any]] | None
     constraint: dict[str, Any]
+    names: tuple[str, ...] = ()                  # the functions the reply may call
 
     def finish(self, result: GenerationResult) -> GenerationResult:
         """``result`` with the calls its text holds as ``tool_calls`` (finish_reason "tool_calls")."""
         if self.format == "none":
             return result
-        content, calls = parse_tool_calls(result.text, self.format)
+        content, calls = parse_tool_calls(result.text, self.format, self.names)
         if not calls:
             return replace(result, text=content) if self.format == "generic" else result
         reason = result.finish_reason if result.finish_reason == "length" else "tool_calls"
@@ -131,15 +132,18 @@ def plan_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str
         return ChatPlan("none", _hermes_messages(messages), None, {})
     tools = check_tools(tools)
     choice = check_tool_choice(tool_choice, tools)
-    if choice == "none":
-        return ChatPlan("none", _generic_messages(messages), None, {})
+    hermes = re.search(r"\btools\b", template_source) is not None
+    if choice == "none":      # the history still renders its calls and results; the reply is not parsed
+        return (ChatPlan("none", _hermes_messages(messages), tools, {}) if hermes else
+                ChatPlan("none", _generic_messages(messages), None, {}))
     offered = tools if choice in ("auto", "required") else [t for t in tools if t["function"]["name"] == choice]
-    if re.search(r"\btools\b", template_source):
+    names = tuple(t["function"]["name"] for t in offered)
+    if hermes:
         constraint = {}
         if choice != "auto":
             block = '"<tool_call>\\n" %json ' + json.dumps(_calls_schema(offered)) + ' "\\n</tool_call>"'
             constraint = {"grammar": f'start: call ("\\n" call)*\ncall: {block}\n'}
-        return ChatPlan("hermes", _hermes_messages(messages), tools, constraint)
+        return ChatPlan("hermes", _hermes_messages(messages), tools, constraint, names)
     calls = {"type": "object", "properties": {"tool_calls": {"type": "array", "minItems": 1,
                                                              "items": _calls_schema(offered)}},
              "required": ["tool_calls"], "additionalProperties": False}
@@ -152,7 +156,7 @@ def plan_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str
         msgs[0] = {**msgs[0], "content": msgs[0]["content"] + "\n\n" + text}
     else:
         msgs.insert(0, {"role": "system", "content": text})
-    return ChatPlan("generic", msgs, None, {"json_schema": schema})
+    return ChatPlan("generic", msgs, None, {"json_schema": schema}, names)
 
 
 def _hermes_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, Any]]:
@@ -190,8 +194,10 @@ def _generic_messages(messages: Sequence[Mapping[str, Any]]) -> list[dict[str, A
     return out
 
 
-def parse_tool_calls(text: str, fmt: str = "hermes") -> tuple[str, list[ToolCall]]:
-    """(the text besides the calls, the calls) of a model's reply in ``fmt``."""
+def parse_tool_calls(text: str, fmt: str = "hermes", names: Sequence[str] = ()) -> tuple[str, list[ToolCall]]:
+    """(the text besides the calls, the calls) of a model's reply in ``fmt``. A hermes reply without
+    ``<tool_call>`` blocks may still call a tool the way small models often do: one JSON object (or a
+    list of them) {"name": <one of ``names``>, "arguments": {...}}, bare or in a ```json fence."""
     calls: list[ToolCall] = []
     if fmt == "generic":
         try:
@@ -217,7 +223,18 @@ def parse_tool_calls(text: str, fmt: str = "hermes") -> tuple[str, list[ToolCall
             kept.append(text[last:m.start()])
             last = m.end()
     kept.append(text[last:])
-    return ("".join(kept).strip() if calls else text), calls
+    if calls:
+        return "".join(kept).strip(), calls
+    fenced = re.fullmatch(r"\s*(?:```(?:json)?\s*)?(.*?)(?:\s*```)?\s*", text, re.S)
+    try:
+        obj = json.loads(fenced.group(1) if fenced else text)
+    except json.JSONDecodeError:
+        return text, []
+    objs = obj if isinstance(obj, list) else [obj]
+    if objs and all(isinstance(o, dict) and o.get("name") in names and isinstance(o.get("arguments", {}), (dict, str))
+                    for o in objs):
+        return "", [_call(o["name"], _arguments(o.get("arguments", {}))) for o in objs]
+    return text, []
 
 
 def _call(name: str, arguments: Any) -> ToolCall:
