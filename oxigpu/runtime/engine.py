@@ -270,6 +270,8 @@ class Generation:
             return "length", self._tail()
         token = self._forced.popleft() if self._forced else self._resident_token(context)
         if token is None:
+            token = self._device_step(context)
+        if token is None:
             t0 = time.perf_counter()
             logits, reused = self._engine.eval(context)
             if self._t_prompt_done is None:
@@ -285,6 +287,24 @@ class Generation:
         self.generated.append(token)
         text = self._stops.feed(self._decoder.feed(token))
         return ("stop" if self._stops.stopped else None), text
+
+    def _device_step(self, context: list[int]) -> int | None:
+        """One token drawn by the GPU sampler for a constrained sequence (the host's mask uploaded with its
+        slot; no logits read back), or None where the backend has no device loop or the prompt is not yet
+        evaluated. Tokens a constraint forced are evaluated first, in one chunk."""
+        eng = self._engine
+        start = getattr(eng.backend, "decode_stream", None)
+        if start is None or self._sampler.constraint is None or not self.generated:
+            return None
+        self._drop_stream()
+        if eng.cached_tokens != context[:-1]:
+            eng.eval(context[:-1])
+        ids, rows = next(start(eng._decode, context, self._sampler.slot_batch(context), 1))
+        eng.cached_tokens.append(context[-1])
+        eng._last_logits = None
+        self._sampler.accept_row(ids[0], None if rows is None else rows[0])
+        self._forced.extend(self._sampler.forced_tokens())
+        return ids[0]
 
     def _resident_token(self, context: list[int]) -> int | None:
         """The next id from the backend's GPU-resident decode (``decode_stream``), or None: use the host path.
