@@ -110,7 +110,7 @@ def robust() -> bool:
     """Whether Dawn keeps its robustness: Tint's clamp of every array index and Vulkan's robustBufferAccess,
     which a browser needs against hostile shaders. The engine runs only its own, tested kernels, whose
     indices are bounded by shapes validated at load, so ``OXIGPU_ROBUST`` = ``0`` (the default) turns it off,
-    as native engines (CUDA, llama.cpp) run: H100, pp512 1.4-1.6x, decode +3-6 %. ``1`` keeps it (a
+    as native engines (CUDA, llama.cpp) run (prefill ~1.5x faster, decode a few %). ``1`` keeps it (a
     suspected out-of-bounds kernel bug; wgpu-native keeps its own bounds checks either way)."""
     v = os.environ.get("OXIGPU_ROBUST", "") or "0"
     if v not in ("0", "1"):
@@ -278,8 +278,8 @@ class Device:
     def int8_dots(self) -> bool:
         """Whether large decode GEMVs and the prefill GEMMs of quantized weights round x to int8 and
         reduce by integer dots (``q8x`` in ops/matmul.py, ``gemm_q8.wgsl`` in ops/gemm.py; as llama.cpp's
-        CUDA GEMV and MMQ do): on hardware adapters, where they were measured faster (H100: 8B Q4_K_M
-        tg128 222 -> 248 tok/s, pp512 ~1.5x); not on CPU adapters, whose float kernels match the numpy
+        CUDA GEMV and MMQ do): on hardware adapters, where they are faster (fewer instructions per weight
+        byte; the prefill GEMM ~1.5x); not on CPU adapters, whose float kernels match the numpy
         backend to f32 rounding. ``OXIGPU_INT8_DOTS=0`` / ``=1`` overrides (0: float math on a GPU)."""
         v = os.environ.get("OXIGPU_INT8_DOTS", "")
         if v not in ("", "0", "1"):
@@ -380,8 +380,8 @@ class Device:
         """``raw`` into ``buffer`` through two MAP_WRITE buffers of :attr:`stage_bytes`, used in turn (each
         mapped again once its last copy is done, so the host fills one while the GPU copies the other).
 
-        Dawn's writeBuffer takes fresh staging memory on every call: 1.1-1.4 GB/s on the H100 against
-        wgpu-native's 3-3.9, which made an 8B load ~2 s slower. Reused staging memory is faulted in once."""
+        Dawn's writeBuffer takes fresh staging memory on every call, at a third of wgpu-native's upload
+        rate; reused staging memory is faulted in once."""
         if not self._stages:
             self._stages = [self.device.create_buffer(size=self.stage_bytes, usage=0x0002 | 0x0004,   # MAP_WRITE |
                                                       mapped_at_creation=True, label="upload staging")   # COPY_SRC
@@ -577,7 +577,7 @@ class Device:
 
         wgpu-py's ``map_sync`` resolves through a poll thread that calls ``wgpuDevicePoll(wait=True)``
         with no index, which waits for every queued submission: reading decode batch b also waited for
-        batch b+1, and the GPU idled while the host encoded b+2 (0.4-0.8 ms per token on the H100).
+        batch b+1, and the GPU idled while the host encoded b+2 (a fraction of a millisecond per token).
         Here the map resolves on this thread by polling for ``index`` alone.
         """
         if index is None:   # Dawn (submit_indexed gave None): its map waits for this buffer's last use only

@@ -329,7 +329,7 @@ def _cases() -> Iterable[Case]:
 def _bench() -> Iterable[Case]:
     """Real model shapes: decode at long contexts (GB/s of K/V read) and a 512-token prefill."""
     yield attention_case("decode llama-1B H32/8 D64 n_kv=2048", 1, 1, 2047, 32, 8, 64, 2048, seed=1)
-    yield attention_case("decode llama-8B H32/8 D128 n_kv=4096", 1, 1, 4095, 32, 8, 128, 4096, seed=2)
+    yield attention_case("decode H32/8 D128 n_kv=4096", 1, 1, 4095, 32, 8, 128, 4096, seed=2)
     yield attention_case("decode qwen-0.5B H14/2 D64 n_kv=4096", 1, 1, 4095, 14, 2, 64, 4096, seed=3)
     yield attention_case("decode gemma3 H4/1 D256 n_kv=4096 window=512", 1, 1, 4095, 4, 1, 256, 4096,
                          window=512, seed=4)

@@ -179,7 +179,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     has ``int8_dots`` (``q8`` overrides), else f32 FMAs; fewer rows keep the 32x64 kernel, which wastes
     less of its tile. The f32 kernel's weight tiles are f32: dequantized values rounded to f16 (~2e-4
     relative) flipped seeded samples against the numpy backend (tests/test_reliability_wgpu.py), and F16
-    weights, which f16 tiles hold exactly, ran faster in f32 tiles too (as measured); override ``f16``: True puts F16 weights in f16 tiles where the adapter has shader-f16.
+    weights, which f16 tiles hold exactly, ran faster in f32 tiles too (as measured); override ``f16``:
+    True puts F16 weights in f16 tiles where the adapter has shader-f16.
 
     ``glu`` (matmul_glu: n gate rows then up rows, ``act(x Wg) * (x Wu)`` stored): only the matrix-unit
     kernel has that epilogue, with 4 blocks along n per subgroup (2 gate, 2 up) and unsplit; a DeviceError

@@ -713,7 +713,7 @@ def matmul_glu_checks() -> list[Case]:
 
 @check("matmul.bench", bench=True)
 def matmul_bench() -> list[Case]:
-    """Llama-3.2-1B-shaped decode GEMVs (FFN up and down) and a 128-token prefill GEMM."""
+    """Decode GEMVs of 2048 x 8192 and 8192 x 2048 (an FFN's up and down) and a 128-row prefill GEMM."""
     cases = []
     for i, t in enumerate(("F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K")):
         for k, n in ((2048, 8192), (8192, 2048)):
