@@ -256,6 +256,7 @@ class Device:
         self.storage_align = int(self.limits["min-storage-buffer-offset-alignment"])
         self._pipelines: dict[tuple, Future] = {}
         self._pipeline_lock = threading.Lock()
+        self._recorded: list[tuple[str, str, dict[str, Any]]] | None = None
         self._buffers: weakref.WeakSet[Any] = weakref.WeakSet()   # every buffer created and not yet freed
         self.lost = False
         """Set once an error says the device is lost (driver reset, GPU removed, ``device.destroy()``)."""
@@ -486,6 +487,9 @@ class Device:
         a key compiles it, later ones (on any thread) wait for that one Future; a failed compile is
         raised to all of them and dropped from the cache, so a later call tries again."""
         key = (file, entry, tuple(sorted((k, str(v)) for k, v in (defines or {}).items())))
+        if self._recorded is not None:
+            self._recorded.append((file, entry, dict(defines or {})))
+            return None
         with self._pipeline_lock:
             future = self._pipelines.get(key)
             mine = future is None
@@ -509,6 +513,17 @@ class Device:
             raise
         future.set_result(pipe)
         return pipe
+
+    @contextmanager
+    def recording(self) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
+        """Within the block, :meth:`pipeline` records (file, entry, defines) and returns None instead of
+        compiling: which shaders a kernel would build (``oxigpu kernels --source``). Kernels built here
+        cannot encode."""
+        self._recorded: list[tuple[str, str, dict[str, Any]]] | None = []
+        try:
+            yield self._recorded
+        finally:
+            self._recorded = None
 
     @property
     def pipeline_count(self) -> int:
