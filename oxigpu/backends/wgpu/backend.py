@@ -415,7 +415,7 @@ class WgpuBackend:
                       ) -> list[tuple[Node | None, list[Dispatch]]]:
         """One GPU-resident decode step as it is encoded: each node's dispatches, then ``(None, the
         sampler's and the next step's Params copy)``. For profiling and dispatch counts
-        (``runtime/bench.py``); ``sampling`` as in :meth:`decode_stream`; ``pos``: the step's position
+        (``tools/bench.py``); ``sampling`` as in :meth:`decode_stream`; ``pos``: the step's position
         (grids sized for it), else grids for any."""
         res = self._resident_for(plan, sampling)
         flat, groups, i = res.variants[0] if pos is None else res.step(0, pos), [], 0

@@ -1,6 +1,6 @@
-"""Where a GPU-resident decode step's time goes between the GPU and the host (BENCHMARKS.md, session 11).
+"""Where a GPU-resident decode step's time goes between the GPU and the host (docs/perf-log.md, session 11).
 
-    python3 scripts/bench_decode_batch.py MODEL.gguf      # on the GPU machine
+    python3 dev/bench_decode_batch.py MODEL.gguf      # on the GPU machine
 
 GPU timestamps around K = 32 steps encoded three ways: each step after a params copy in its own pass (the
 encoding before `8ba9fdc`), each step in its own pass, and all K in one pass as `decode_stream` encodes a
@@ -82,14 +82,14 @@ for rb in (8, 16, 32):
     be.resident_batch = rb
     for _ in range(2):
         t, n = time.perf_counter(), 0
-        for toks in be.decode_stream(plan, ctx, cfg, 0, 128):
+        for toks, _ in be.decode_stream(plan, ctx, batch, 128):
             n += len(toks)
         print(f"resident batch {rb:3d}: decode_stream {1e6 * (time.perf_counter() - t) / n:8.1f} us wall per token",
               flush=True)
 be.resident_batch = 8
 t = time.perf_counter()
 for b in range(16):
-    be._submit(be._encode_batch(res, Params(n_tokens=1), 63, 0, 0, 8, b % 2))
+    be._submit(be._encode_batch(res, 63, 0, 8, b % 2, False))
 t1 = time.perf_counter()
 dev.sync()
 print(f"host encode + submit {1e6 * (t1 - t) / 128:8.1f} us per step with the GPU busy; "
