@@ -28,7 +28,7 @@ from typing import Any
 from ..errors import InvalidParameterError
 from .params import GenerationResult, ToolCall
 
-_HERMES_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*(?:</tool_call>|$)", re.S)
+_HERMES_CALL = re.compile(r"<tool_call>\s*(\{.*?\})\s*(?:</tool_call>|$)", re.DOTALL)
 GENERIC_INSTRUCTIONS = (
     "You can call these tools (JSON Schema of their arguments given):\n{tools}\n\n"
     'Reply with one JSON object: either {{"tool_calls": [{{"name": <tool name>, "arguments": <arguments '
@@ -225,7 +225,7 @@ def parse_tool_calls(text: str, fmt: str = "hermes", names: Sequence[str] = ()) 
     kept.append(text[last:])
     if calls:
         return "".join(kept).strip(), calls
-    fenced = re.fullmatch(r"\s*(?:```(?:json)?\s*)?(.*?)(?:\s*```)?\s*", text, re.S)
+    fenced = re.fullmatch(r"\s*(?:```(?:json)?\s*)?(.*?)(?:\s*```)?\s*", text, re.DOTALL)
     try:
         obj = json.loads(fenced.group(1) if fenced else text)
     except json.JSONDecodeError:
