@@ -195,6 +195,6 @@ def test_generic_tool_format_on_a_template_without_tools(real):
     plan = llm.chat_plan([{"role": "user", "content": "Weather in Oslo?"}], WEATHER, "required")
     assert plan.format == "generic" and "json_schema" in plan.constraint
     r = llm.chat([{"role": "user", "content": "Weather in Oslo?"}], tools=WEATHER, tool_choice="required",
-                 temperature=0.8, seed=2, max_tokens=60)
+                 temperature=0.8, seed=2, max_tokens=200)
     assert r.finish_reason == "tool_calls" and r.tool_calls[0].name == "get_weather"
     jsonschema.validate(json.loads(r.tool_calls[0].arguments), WEATHER[0]["function"]["parameters"])

@@ -144,7 +144,7 @@ def plan_chat(messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str
             block = '"<tool_call>\\n" %json ' + json.dumps(_calls_schema(offered)) + ' "\\n</tool_call>"'
             constraint = {"grammar": f'start: call ("\\n" call)*\ncall: {block}\n'}
         return ChatPlan("hermes", _hermes_messages(messages), tools, constraint, names)
-    calls = {"type": "object", "properties": {"tool_calls": {"type": "array", "minItems": 1,
+    calls = {"type": "object", "properties": {"tool_calls": {"type": "array", "minItems": 1, "maxItems": 8,
                                                              "items": _calls_schema(offered)}},
              "required": ["tool_calls"], "additionalProperties": False}
     answer = {"type": "object", "properties": {"response": {"type": "string"}}, "required": ["response"],
