@@ -31,7 +31,7 @@ from oxigpu.graph.plan import compile
 from oxigpu.models import build_graph
 from oxigpu.runtime.engine import Engine
 from oxigpu.runtime.params import SamplingParams
-from oxigpu.runtime.sampling import SamplerConfig, sample
+from oxigpu.runtime.sampling import SamplerConfig, pack_batch, sample
 
 pytestmark = pytest.mark.gpu
 
@@ -92,7 +92,7 @@ def test_resident_decode_draws_the_host_loop_tokens(dev, synth_files, shape, nam
     cfg = CONFIGS[name]
     wb, decode, prompt, ctx = _host_loop(dev, synth_files[shape], cfg, N_CTX)
     got = prompt + [ctx[len(prompt)]]
-    batches = list(wb.decode_stream(decode, got, cfg, 1, 23))
+    batches = [ids for ids, _ in wb.decode_stream(decode, got, pack_batch([cfg], [len(got)], [1]), 23)]
     assert [len(b) for b in batches][:3] == [2, 4, 8]
     assert got + [t for b in batches for t in b] == ctx
 
@@ -120,7 +120,8 @@ def test_resident_decode_launches_only_the_active_splits(dev, synth_files, shape
     and still draws the host loop's tokens, whose ``run`` launches the whole grid."""
     wb, decode, prompt, ctx = _host_loop(dev, synth_files[shape], SamplerConfig(), 1024)
     got = prompt + [ctx[len(prompt)]]
-    assert got + [t for b in wb.decode_stream(decode, got, SamplerConfig(), 1, 23) for t in b] == ctx
+    stream = wb.decode_stream(decode, got, pack_batch([SamplerConfig()], [len(got)], [1]), 23)
+    assert got + [t for ids, _ in stream for t in ids] == ctx
     res = next(iter(wb._resident.values()))
     assert res.sized and all(k.decode_groups(len(ctx)) < k.n_groups for _, k in res.sized)
     full = [d.workgroups for d in res.variants[0]]
@@ -212,7 +213,7 @@ def test_loaded_plans_are_keyed_by_plan_key_and_not_held(dev, synth_files, backe
     a = compile(build_graph(model, None, 1, N_CTX, "last"))
     be.load(a)
     if be.resident is not None:
-        be.resident.resident_step(a)
+        be.resident.resident_step(a, pack_batch([SamplerConfig()], [1], [0]))
     held, key = weakref.ref(a), a.key
     del a
     gc.collect()

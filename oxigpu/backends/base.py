@@ -145,13 +145,14 @@ class ResidentDecode(Protocol):
     resident_batch: int
     """Steps per resident batch."""
 
-    def decode_stream(self, plan: Plan, context: Sequence[int], cfg: Any, counter: int,
-                      n_steps: int) -> Iterator[list[int]]:
-        """Up to ``n_steps`` decode steps after ``context`` (the cache holds ``context[:-1]``), sampling
-        with ``cfg`` at RNG counters ``counter, counter + 1, ...``; yields the drawn ids a batch at a time."""
+    def decode_stream(self, plan: Plan, context: Sequence[int], sampling: Any, n_steps: int
+                      ) -> Iterator[tuple[list[int], np.ndarray | None]]:
+        """Up to ``n_steps`` decode steps after ``context`` (the cache holds ``context[:-1]``), drawing with
+        ``sampling`` (the runtime's ``SlotBatch``: settings and state of the sequence); yields the drawn ids a
+        batch at a time, with their logprob rows when asked."""
         ...
 
-    def resident_step(self, plan: Plan, n_bias: int = 0, greedy: bool = False, pos: int | None = None
+    def resident_step(self, plan: Plan, sampling: Any, pos: int | None = None
                       ) -> list[tuple[Node | None, list[Any]]]:
         """One resident step as encoded: each node's dispatches, then (None, the sampler's)."""
         ...

@@ -179,8 +179,8 @@ OPS: dict[str, OpSpec] = {
                           _s("norm_w", "vec", optional=True, when="norm_eps"))),
     "rope_kv_store": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF)),
     "rope_kv_attention": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF)),
-    "sample": OpSpec((_s("logits", "act"), _s("ids", "ids"), _s("history", "ids", writes=True),
-                      _s("bias_ids", "ids"), _s("bias_vals", "act")), graph=False),
+    "sample": OpSpec((_s("logits", "act"), _s("slots", "ids", writes=True), _s("history", "ids", writes=True),
+                      _s("sparse", "ids"), _s("mask", "ids"), _s("logprobs", "ids", writes=True)), graph=False),
     # row n_tokens - 1 of x: what the wgpu backend runs a one-slot gather_rows as until its kernels
     # read out_rows (backends/wgpu/backend.py, _contiguous)
     "last_row": OpSpec((_s("x", "act"),), graph=False),

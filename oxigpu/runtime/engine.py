@@ -17,7 +17,6 @@ teacher-forced logits), under the scheduler's lock, preempting running requests 
 from __future__ import annotations
 
 import codecs
-import secrets
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
@@ -32,8 +31,9 @@ from ..graph.plan import compile as compile_plan
 from ..models import HParams, build_graph
 from ..tokenizer import Tokenizer
 from .kvcache import KV_BLOCK, BlockPool, SeqBlocks, pool_blocks
-from .params import SamplingParams
-from .sampling import SamplerConfig, fold_seed
+from .constraints import Constraint
+from .decoding import SequenceSampler
+from .params import GenerationResult, SamplingParams
 from .scheduler import Request, Scheduler
 
 BACKENDS = ("auto", "wgpu", "numpy")
@@ -188,11 +188,12 @@ class Engine:
             plan = self.plan("mixed", self.prefill_chunk, 1 if step.n_seqs == 1 else self.max_seqs)
         return self.backend.run(plan, step)["logits"][:step.n_seqs]
 
-    def resident_stream(self, req: Request, n_steps: int) -> Iterator[list[int]]:
-        """The GPU-resident loop for ``req`` alone (its blocks hold every position the steps write)."""
+    def resident_stream(self, req: Request, n_steps: int) -> Iterator[tuple[list[int], np.ndarray | None]]:
+        """The GPU-resident loop for ``req`` alone (its blocks hold every position the steps write): ids a
+        batch at a time, with logprob rows when asked."""
         resident = self.backend.resident
         assert resident is not None
-        return resident.decode_stream(self.decode_plan, req.tokens, req.cfg, len(req.generated), n_steps)
+        return resident.decode_stream(self.decode_plan, req.tokens, req.sampler.slot_batch(req.tokens), n_steps)
 
     # -- evaluation outside requests ------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
@@ -257,10 +258,12 @@ class Engine:
 
     # -- requests -------------------------------------------------------------------------------------------
     def request(self, prompt_ids: Sequence[int], params: SamplingParams, after: Request | None = None,
-                seed_offset: int = 0) -> Request:
-        """A request for ``params.max_tokens`` at most after ``prompt_ids`` (validated here, not submitted).
-        ``seed_offset`` is added to the seed (the i-th of n completions); ``after``: admitted once that
-        request's prompt is in the cache, to share its blocks."""
+                seed_offset: int = 0, finish: Callable[[GenerationResult], GenerationResult] | None = None
+                ) -> Request:
+        """A request for ``params.max_tokens`` at most after ``prompt_ids`` (validated here, not submitted; a
+        constraint is compiled here, so a bad one fails now). ``seed_offset`` is added to the seed (the i-th of
+        n completions); ``after``: admitted once that request's prompt is in the cache, to share its blocks;
+        ``finish`` rewrites the result (tool calls)."""
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
             raise InvalidParameterError(
@@ -275,23 +278,24 @@ class Engine:
         self._check_ids(list(params.logit_bias))
         if sum(b == -np.inf for b in params.logit_bias.values()) >= self.vocab_size:
             raise InvalidParameterError("logit_bias bans every token (-inf for all of them); nothing can be sampled")
-        seed = (params.seed if params.seed is not None else secrets.randbits(64)) + seed_offset
-        cfg = SamplerConfig(
-            temperature=params.temperature, top_k=params.top_k, top_p=params.top_p, min_p=params.min_p,
-            repeat_penalty=params.repeat_penalty, presence_penalty=params.presence_penalty,
-            frequency_penalty=params.frequency_penalty, penalty_last_n=params.repeat_last_n,
-            seed=fold_seed(seed), logit_bias=params.logit_bias)
+        if seed_offset and params.seed is not None:
+            params = params.with_overrides(seed=params.seed + seed_offset)
+        constraint = Constraint.from_params(params, self.tokenizer, self.vocab_size)
+        sampler = SequenceSampler(params, self.tokenizer, self.n_ctx, constraint)
         text = _TextDecoder(self.tokenizer)
-        return Request(prompt, params, cfg, text.feed, text.flush, frozenset(self.tokenizer.eog_ids), after=after)
+        return Request(prompt, params, sampler, text.feed, text.flush, frozenset(self.tokenizer.eog_ids),
+                       after=after, finish=finish)
 
     def submit(self, req: Request) -> Generation:
         """Queue ``req``; its handle."""
         self.scheduler.submit(req)
         return Generation(self, req)
 
-    def start(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
-        """A generation of ``params.max_tokens`` at most after ``prompt_ids``, queued now."""
-        return self.submit(self.request(prompt_ids, params))
+    def start(self, prompt_ids: Sequence[int], params: SamplingParams,
+              finish: Callable[[GenerationResult], GenerationResult] | None = None) -> Generation:
+        """A generation of ``params.max_tokens`` at most after ``prompt_ids``, queued now (``finish`` as in
+        :meth:`request`)."""
+        return self.submit(self.request(prompt_ids, params, finish=finish))
 
     def run_until_done(self, reqs: Sequence[Request]) -> None:
         """Step until every request in ``reqs`` is done (cancelling them all if a step raises)."""
@@ -320,8 +324,13 @@ class Generation:
         self.request = req
 
     @property
-    def result(self):
+    def result(self) -> GenerationResult | None:
         return self.request.result
+
+    @property
+    def logprobs(self) -> list | None:
+        """The logprobs of the tokens drawn so far (TokenLogprob each), when asked for."""
+        return self.request.logprobs
 
     @property
     def generated(self) -> list[int]:

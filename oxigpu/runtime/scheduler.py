@@ -41,8 +41,8 @@ from typing import TYPE_CHECKING
 
 from ..backends.base import Step
 from .kvcache import KV_BLOCK, SeqBlocks
+from .decoding import SequenceSampler
 from .params import FinishReason, GenerationResult, SamplingParams, Timings
-from .sampling import SamplerConfig, sample
 from .stops import StopMatcher
 
 if TYPE_CHECKING:
@@ -55,11 +55,12 @@ class Request:
 
     prompt: list[int]
     params: SamplingParams
-    cfg: SamplerConfig
+    sampler: SequenceSampler                 # settings, RNG counter, constraint, logprobs (runtime/decoding.py)
     decoder: Callable[[int], str]            # token -> text (whole UTF-8 characters only)
     flush: Callable[[], str]                 # the text the decoder held back, at the end
     eog: frozenset[int]
     after: Request | None = None             # admitted only once this one's prompt is in the cache (n > 1)
+    finish: Callable[[GenerationResult], GenerationResult] | None = None   # rewrites the result (tool calls)
     on_event: Callable[[Request], None] | None = None   # called (in the stepping thread) after new output
 
     tokens: list[int] = field(default_factory=list)     # prompt + generated
@@ -88,6 +89,12 @@ class Request:
         return self.result is not None or self.cancelled
 
     @property
+    def logprobs(self) -> list | None:
+        """The logprobs of the tokens drawn so far (TokenLogprob each), when asked for."""
+        lp = self.sampler.logprobs
+        return None if lp is None else lp[:len(self.generated)]
+
+    @property
     def remaining(self) -> int:
         """Tokens still to evaluate before this sequence can sample (1 in its decode phase)."""
         return len(self.tokens) - self.computed
@@ -104,8 +111,9 @@ class Scheduler:
         self.waiting: list[Request] = []          # by arrival
         self.running: list[Request] = []          # by arrival, oldest first
         self._arrivals = itertools.count()
-        self._stream: Iterator[list[int]] | None = None     # the GPU-resident loop, when running
+        self._stream: Iterator | None = None     # the GPU-resident loop, when running
         self._stream_req: Request | None = None
+        self._stream_left = 0                    # its steps not yet read back
         self.steps = 0
         self.preemptions = 0
 
@@ -260,8 +268,17 @@ class Scheduler:
             req.computed += n
             self.pool.register(req.blocks, req.tokens, req.computed)
             if req.computed == len(req.tokens):
-                token = sample(logits[slot], req.cfg, req.tokens, counter=len(req.generated))
-                self._accept(req, token)
+                self._drawn(req, req.sampler.draw(logits[slot], req.tokens))
+
+    def _drawn(self, req: Request, token: int) -> None:
+        """``token`` was drawn for ``req``; then the tokens its constraint forces are taken without a forward
+        pass each (they are evaluated in one chunk next)."""
+        self._accept(req, token)
+        if not req.done:
+            for forced in req.sampler.forced_tokens():
+                self._accept(req, forced)
+                if req.done:
+                    break
 
     def _accept(self, req: Request, token: int) -> None:
         """``token`` was drawn for ``req``: record it, emit its text, finish the request when it ends."""
@@ -293,7 +310,9 @@ class Scheduler:
                 req.pieces.append((tail, req._ids))
                 req.text.append(tail)
                 req._ids = []
-            req.result = GenerationResult("".join(req.text), list(req.generated), reason, self._timings(req))
+            result = GenerationResult("".join(req.text), list(req.generated), reason, self._timings(req),
+                                      req.logprobs)
+            req.result = req.finish(result) if req.finish is not None else result
         self.pool.register(req.blocks, req.tokens, req.computed)
         self.pool.release(req.blocks)
         if req in self.running:
@@ -313,35 +332,43 @@ class Scheduler:
 
     # -- the GPU-resident loop ------------------------------------------------------------------------------
     def _resident_ok(self) -> bool:
-        """A lone sequence in its decode phase with nothing else to do, on a backend with the loop."""
+        """A lone sequence in its decode phase with nothing else to do, on a backend with the loop, drawing
+        with settings the device sampler keeps (or a constraint, whose mask goes up one step at a time)."""
         if self.engine.backend.resident is None or self.waiting or self._inbox or len(self.running) != 1:
             return False
         req = self.running[0]
-        return req.remaining == 1 and bool(req.generated) and not req.cancelled
+        return (req.remaining == 1 and bool(req.generated) and not req.cancelled
+                and (req.sampler.resident or req.sampler.constraint is not None))
 
     def _resident_step(self) -> bool:
         req = self.running[0]
         eng = self.engine
         if self._stream is None:
             n_steps = min(req.params.max_tokens - len(req.generated), eng.n_ctx - len(req.tokens) + 1)
+            if not req.sampler.resident:
+                n_steps = 1                   # a constraint's next mask depends on this draw
             # blocks for every position the queued steps write, taken before they are queued
             room = (len(req.blocks.blocks) + self.pool.n_free) * KV_BLOCK - len(req.tokens) + 1
             n_steps = min(n_steps, room)
             if n_steps < 1 or not self.pool.grow(req.blocks, len(req.tokens) + n_steps - 1):
                 return self._host_step()
             self._stream = eng.resident_stream(req, n_steps)
-            self._stream_req = req
-        ids = next(self._stream, None)
+            self._stream_req, self._stream_left = req, n_steps
+        ids, rows = next(self._stream, ((), None))
         if not ids:
             self._drop_stream()
             return self._host_step()
-        for token in ids:
+        self._stream_left -= len(ids)
+        for i, token in enumerate(ids):
             req.computed += 1                 # the step that drew it evaluated the newest token
-            self._accept(req, token)
-            if req.done:
+            req.sampler.accept_row(token, None if rows is None else rows[i])
+            self._drawn(req, token)
+            if req.done or req.remaining > 1:   # ended, or forced tokens to evaluate first
                 break
         if not req.done:
             self.pool.register(req.blocks, req.tokens, req.computed)
+            if self._stream_left <= 0 or req.remaining > 1:
+                self._drop_stream()
         self.steps += 1
         return True
 

@@ -36,7 +36,7 @@ can change the arithmetic's speed, so there the figures are rough). On numpy eac
 timed by wall clock through the backend's trace hook, and the host sampler is one more family.
 
 :func:`run_bench` returns a JSON-ready dict; :func:`to_markdown` renders one, also after a JSON round trip
-(``dev/bench_h100.sh`` does that). Keys: model, name, architecture, file_type, file_bytes, backend,
+(``tools/compare.py`` reads the JSON of ``oxigpu bench --json``). Keys: model, name, architecture, file_type, file_bytes, backend,
 device, n_ctx, reps, temperature, roofline_gbs, load_s (model open -> first token ready), engine_load_s,
 memory_bytes (the backend's buffers after every run), weight_bytes, dispatches_per_step (wgpu:
 dispatches of one resident decode step; numpy: ops, the host sampler included), pp (or None) and tg (one
@@ -60,9 +60,10 @@ from ..errors import InvalidParameterError
 from ..graph.ir import Node, arg, matrices
 from ..graph.plan import Plan
 from ..quant import get_type
+from ..runtime.decoding import sampler_config
 from ..runtime.engine import Engine
 from ..runtime.params import SamplingParams
-from ..runtime.sampling import SamplerConfig, fold_seed, sample
+from ..runtime.sampling import SamplerConfig, pack_batch, sample
 
 DEFAULT_ROOFLINE_GBS = 3100.0
 """The H100's practical read roofline through wgpu (ANCHORS.md: a device read-only sweep)."""
@@ -99,7 +100,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     params = SamplingParams(max_tokens=max(1, n_gen), seed=seed, logit_bias=ban,
                             **({"temperature": temperature} if temperature > 0 else
                                {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}))
-    cfg = _sampler_config(params)
+    cfg = sampler_config(params, engine.n_ctx)
     logits, _ = engine.eval(ids[:1])
     sample(logits, cfg, ids[:1])
     load_s = time.perf_counter() - t0
@@ -108,7 +109,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     plan = engine.decode_plan
 
     def step_at(pos: int | None) -> list[tuple[Node | None, list[Any]]]:
-        return _step_groups(engine, len(ban), params.temperature <= 0, pos)
+        return _step_groups(engine, cfg, pos)
 
     step = step_at(None)
     result: dict[str, Any] = {
@@ -216,24 +217,15 @@ def _kv_bytes(plan: Plan, n_kv: float) -> float:
     return total
 
 
-def _sampler_config(p: SamplingParams) -> SamplerConfig:
-    """The draw settings a Generation derives from ``p`` (its seed is set)."""
-    assert p.seed is not None
-    return SamplerConfig(temperature=p.temperature, top_k=p.top_k, top_p=p.top_p, min_p=p.min_p,
-                         repeat_penalty=p.repeat_penalty, presence_penalty=p.presence_penalty,
-                         frequency_penalty=p.frequency_penalty, penalty_last_n=p.repeat_last_n,
-                         seed=fold_seed(p.seed), logit_bias=p.logit_bias)
-
-
 # -- where the time goes --------------------------------------------------------------------------------
-def _step_groups(engine: Engine, n_bias: int, greedy: bool, pos: int | None = None
+def _step_groups(engine: Engine, cfg: SamplerConfig, pos: int | None = None
                  ) -> list[tuple[Node | None, list[Any]]]:
-    """One decode step as (node, its dispatches), with the sampler the tg runs use (``greedy``: the
-    temperature-0 one); the sampler is node None; ``pos``: grids sized for a step there, as the tg runs
-    launch them. On the host each node is one op and the sampler is not in the list."""
+    """One decode step as (node, its dispatches), with the sampler the tg runs use (``cfg``'s: the
+    greedy variant at temperature 0); the sampler is node None; ``pos``: grids sized for a step there, as
+    the tg runs launch them. On the host each node is one op and the sampler is not in the list."""
     resident = engine.backend.resident
     if resident is not None:
-        return resident.resident_step(engine.decode_plan, n_bias, greedy, pos)
+        return resident.resident_step(engine.decode_plan, pack_batch([cfg], [1], [0]), pos)
     return [(node, [node]) for node in engine.decode_plan.nodes]
 
 
@@ -254,7 +246,8 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
     be, plan = engine.backend.resident, engine.decode_plan
     assert be is not None
     dev = be.dev
-    for _ in be.decode_stream(plan, ctx, cfg, 0, 1):   # leaves this step's params, token and bias in place
+    # leaves this step's params, token and sampler slot in place
+    for _ in be.decode_stream(plan, ctx, pack_batch([cfg], [len(ctx)], [0]), 1):
         pass
     groups = [ds for _, ds in step]
     flat = [d for ds in groups for d in ds]
@@ -284,7 +277,7 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
         without = [d for k, ds in zip(keys, groups) if k != key for d in ds]
         pairs = [(pass_s(flat), pass_s(without)) for _ in range(_PROFILE_REPEATS)]
         in_step[key] = statistics.median(a for a, _ in pairs) - statistics.median(b for _, b in pairs)
-    for _ in be.decode_stream(plan, ctx, cfg, 0, 1):
+    for _ in be.decode_stream(plan, ctx, pack_batch([cfg], [len(ctx)], [0]), 1):
         pass
     k = be.resident_batch
     enc = dev.device.create_command_encoder()
