@@ -190,14 +190,17 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     f16_tiles = override.pop("f16", False)
     cls = device_class(dev)
     g = tuning(cls).gemm
-    if glu and m < g.tiled_min_rows and not override:
+    short = m < g.tiled_min_rows and not override
+    # few rows (decode batches past the GEMV's) still take the matrix units where the class allows
+    short_mma = short and dev.has_mma and 0 < g.mma_min_rows <= m and qtype in MMA_TYPES
+    if glu and short and not short_mma:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM (short chunks take gemm_q)")
-    if m < g.tiled_min_rows and not override:
+    if short and not short_mma:
         return "gemm_q.wgsl", {}, None
     tile, tflops = mma_tile(m, n, k, cls)
     if glu:
         tile = {**tile, "sn": 4, "tn": max(tile["tn"], 4), "splits": 1}
-    fast = qtype == "F16" or (qtype in MMA_TYPES and tflops >= g.mma_q8_min_tflops)
+    fast = short_mma or qtype == "F16" or (qtype in MMA_TYPES and tflops >= g.mma_q8_min_tflops)
     if override.get("mma", dev.has_mma and fast and not override):
         cfg = TileConfig(**{**tile, "mma": True, **override})
         if qtype not in MMA_TYPES or cfg.fm not in (2, 4) or cfg.tm not in (cfg.fm, 2 * cfg.fm, 4 * cfg.fm) \
