@@ -16,7 +16,7 @@ import pytest
 from oxigpu.backends import numpy_ops
 from oxigpu.backends.numpy_backend import NumpyBackend
 from oxigpu.backends.wgpu.device import Params
-from oxigpu.backends.wgpu.kernel import CHECKS, Case, case_error, load_kernels, rel_error, run_op
+from oxigpu.backends.wgpu.kernel import CHECKS, Case, case_error, load_kernels, rel_error, run_case
 from oxigpu.backends.wgpu.ops.matmul import MatmulGluKernel, MatmulMultiKernel, matmul_multi_case
 from oxigpu.gguf import GGUFFile
 from oxigpu.graph.plan import compile
@@ -142,7 +142,7 @@ def _registered() -> list[Case]:
 @pytest.mark.gpu
 @pytest.mark.parametrize("case", _registered(), ids=lambda c: c.name)
 def test_fused_kernel_checks(dev, case):
-    got = run_op(case.op, case.inputs, case.attrs, case.pos, case.n_tokens, case.in_types, dev)
+    got = run_case(case, dev)
     err, tol = case_error(case, got, case.reference())
     assert err <= tol, f"{case.name}: rel. error {err:.3g} > {tol:.3g}"
 

@@ -59,7 +59,8 @@ class Params:
     """Per-step values, packed as ``shaders/common/params.wgsl`` declares them (64 bytes, 16-aligned).
 
     ``counter`` is the sampling RNG counter (advanced per step so the seed stays fixed); ``flags`` is a
-    bit set owned by the sampling kernel. Only the runtime writes this; kernels read it.
+    bit set owned by the sampling kernel; ``n_seqs`` the step's valid sequence slots (``gather_rows``).
+    Only the runtime writes this; kernels read it.
     """
 
     pos: int = 0
@@ -75,13 +76,14 @@ class Params:
     repeat_penalty: float = 1.0
     presence_penalty: float = 0.0
     frequency_penalty: float = 0.0
+    n_seqs: int = 1
 
     NBYTES = 64
 
     def pack(self) -> bytes:
         return struct.pack("<8I8f", self.pos, self.n_tokens, self.seed & 0xFFFFFFFF,
                            self.counter & 0xFFFFFFFF, min(self.top_k, 0xFFFFFFFF),   # any value past the
-                           min(self.penalty_last_n, 0xFFFFFFFF), self.flags, 0,   # kernel's caps acts alike
+                           min(self.penalty_last_n, 0xFFFFFFFF), self.flags, self.n_seqs,   # kernel's caps acts alike
                            self.temperature, self.top_p, self.min_p, self.repeat_penalty,
                            self.presence_penalty, self.frequency_penalty, 0.0, 0.0)
 

@@ -81,8 +81,9 @@ class Case:
     """One kernel check: host inputs, the float64 expectation and the error allowed.
 
     ``reference()`` returns the expected results in ``run_op``'s order (outputs, then written inputs).
-    ``tol`` bounds each result's :func:`rel_error`, or is one bound per result. ``nbytes`` / ``flops``
-    describe one run, for ``--bench``.
+    ``tol`` bounds each result's :func:`rel_error`, or is one bound per result. ``pos``, ``n_tokens`` and
+    ``n_seqs`` are the step's parameters (:meth:`params`). ``nbytes`` / ``flops`` describe one run, for
+    ``--bench``.
     """
 
     op: str
@@ -96,6 +97,12 @@ class Case:
     n_tokens: int | None = None
     nbytes: int = 0
     flops: int = 0
+    n_seqs: int = 1
+
+    def params(self) -> Params:
+        """The step parameters the case runs with (n_tokens: all rows of the first input unless given)."""
+        rows = self.inputs[0].shape[0] if np.ndim(self.inputs[0]) else 1
+        return Params(pos=self.pos, n_tokens=rows if self.n_tokens is None else self.n_tokens, n_seqs=self.n_seqs)
 
 
 CHECKS: dict[str, Callable[[], Iterable[Case]]] = {}
@@ -182,7 +189,7 @@ def prepare(op: str, inputs: Sequence[np.ndarray], attrs: dict[str, Any] | None 
 
 def run_op(op: str, inputs: Sequence[np.ndarray], attrs: dict[str, Any] | None = None, pos: int = 0,
            n_tokens: int | None = None, in_types: Sequence[str] | None = None,
-           dev: Device | None = None) -> list[np.ndarray]:
+           dev: Device | None = None, n_seqs: int = 1) -> list[np.ndarray]:
     """Run one op on the GPU and read the results back (test helper; allocates every call).
 
     Returns the outputs, then the final contents of the inputs the kernel writes (``writes``).
@@ -190,10 +197,15 @@ def run_op(op: str, inputs: Sequence[np.ndarray], attrs: dict[str, Any] | None =
     dev = dev or Device.get()
     p = prepare(op, inputs, attrs, in_types, dev)
     rows = inputs[0].shape[0] if np.ndim(inputs[0]) else 1
-    dev.write_params(Params(pos=pos, n_tokens=rows if n_tokens is None else n_tokens))
+    dev.write_params(Params(pos=pos, n_tokens=rows if n_tokens is None else n_tokens, n_seqs=n_seqs))
     dev.submit(p.dispatches)
     outs = [dev.read(b, np.float32, s) for b, s in zip(p.out_bufs, p.out_shapes)]
     return outs + read_written(p, dev)
+
+
+def run_case(case: Case, dev: Device | None = None) -> list[np.ndarray]:
+    """:func:`run_op` of a check case with its step parameters."""
+    return run_op(case.op, case.inputs, case.attrs, case.pos, case.n_tokens, case.in_types, dev, case.n_seqs)
 
 
 def read_written(p: Prepared, dev: Device) -> list[np.ndarray]:
