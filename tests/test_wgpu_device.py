@@ -255,7 +255,7 @@ def test_kernels_source_prints_the_assembled_wgsl(dev):
     assert dev.pipeline_count == n
     head, defines, *body = res.output.splitlines()
     assert head.startswith("// ==== kv_store.wgsl:main (as built for: kv_store kv_store T=8")
-    assert defines == "// defines: HK=64 HV=96 NT=1280"
+    assert defines == "// defines: HK=64 HV=96 NT=1280 PAGED=False"
     src = "\n".join(body)
     assert "{{" not in src and "#include" not in src and "// ---- common/half.wgsl" in src
     dev.device.create_shader_module(code=src)
