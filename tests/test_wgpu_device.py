@@ -260,7 +260,7 @@ def test_kernels_source_prints_the_assembled_wgsl(dev):
     assert "{{" not in src and "#include" not in src and "// ---- common/half.wgsl" in src
     dev.device.create_shader_module(code=src)
     res = CliRunner().invoke(cli, ["kernels", "--source", "rope_kv.wgsl:*"])
-    assert res.exit_code == 0 and res.output.count("// ==== rope_kv.wgsl:main") == 3   # three distinct cases
+    assert res.exit_code == 0 and res.output.count("// ==== rope_kv.wgsl:main") >= 3   # distinct defines each
     assert "generated blocks" not in res.output
     res = CliRunner().invoke(cli, ["kernels", "--source", "no such kernel"])
     assert res.exit_code == 2 and "no kernel check or shader matches" in res.output
