@@ -2,6 +2,7 @@
 per sequence), for the kernel the tuning tables pick and the alternatives around the GEMV / GEMM switch.
 
     python3 dev/bench_batch.py [--set 8b|1b|qwen|test] [--m 1,2,4,8,16,32,64] [--copies 4] [--out DIR]
+                               [--attention 512,4096]
 
 Each node is built as the model runs it: ``glu`` (gate and up joined in one buffer, activation epilogue,
 RMS-norm prologue), ``qkv`` (q/k/v joined per weight type, norm prologue), ``o`` / ``down`` (matmul
@@ -13,7 +14,9 @@ the default's 32-row tile from 17 rows. Every variant's output is compared with 
 (``err``: ~1e-2 where x is int8 or f16, ~1e-6 in f32). Timing: ``--copies`` weight copies rotated so weights
 come from memory, not the cache; per run the median over passes of ~20 ms between GPU timestamps.
 Report: us per node, weight GB/s (the node's weight bytes once / time), and the per-row cost relative to
-M = 1. Results: ``batch_sweep.jsonl`` and a table on stdout. The ``test`` set is small, for a lavapipe
+M = 1. ``--attention D1,D2``: rope_kv_attention of M decode rows (one sequence each, block tables) at
+those depths, and at M = 1 the contiguous form single-stream plans ran before block tables (its cost of
+the table). Results: ``batch_sweep.jsonl`` and a table on stdout. The ``test`` set is small, for a lavapipe
 run (``--set test --m 1,3,16,20 --copies 1``).
 """
 from __future__ import annotations
@@ -135,6 +138,34 @@ class Node:
         return float(t)
 
 
+ATTN = {"8b": (32, 8, 128), "1b": (32, 8, 64), "qwen": (14, 2, 64), "test": (8, 2, 64)}   # heads, KV heads, D
+
+
+def time_attention(dev: Device, m: int, n_kv: int, heads: tuple[int, int, int], copies: int) -> tuple[float, float]:
+    """us of rope_kv_attention for m decode rows, each of its own sequence at depth n_kv (block tables of
+    distinct blocks), and (m == 1) of the contiguous form the single-stream plans ran before block tables;
+    0 where not run. Each copy has its own caches (layers), so the keys come from memory."""
+    from oxigpu.backends.wgpu.kernel import prepare
+    from oxigpu.backends.wgpu.ops._common import Batch
+    from oxigpu.backends.wgpu.ops.rope_attention import paged_rope_kv_attention_case, rope_kv_attention_case
+    H, Hkv, D = heads
+    blocks = -(-(n_kv + 1) // 32)
+    b = Batch([(s, n_kv, 1) for s in range(m)], m, blocks, m * blocks + 1, seed=m)
+    out = []
+    for case in (paged_rope_kv_attention_case("bench", b, H, Hkv, D, seed=1),
+                 rope_kv_attention_case("bench", n_kv, H, Hkv, D, max(n_kv + 1, 64), seed=1) if m == 1 else None):
+        if case is None:
+            out.append(0.0)
+            continue
+        runs = [prepare(case.op, case.inputs, case.attrs, case.in_types, dev).dispatches for _ in range(copies)]
+        dev.write_params(case.params())
+        seq = [d for ds in runs for d in ds]
+        one = dev.time_passes([seq])[0] / copies
+        per = max(1, int(0.02 / max(one * copies, 1e-7)))
+        out.append(float(np.median(dev.time_passes([seq * per] * 5))) / (per * copies))
+    return out[0], out[1]
+
+
 def variants(dev: Device, m: int) -> dict[str, tuple[dict, int]]:
     """name -> (node attrs, rows) for this M."""
     out = {"default": ({}, m)}
@@ -153,6 +184,8 @@ def main() -> None:
     ap.add_argument("--m", default="1,2,4,8,16,32,64")
     ap.add_argument("--copies", type=int, default=4)
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
+    ap.add_argument("--attention", default="", help="comma list of depths: also time rope_kv_attention of M "
+                    "decode rows at each depth (and, at M = 1, the contiguous single-stream form)")
     a = ap.parse_args()
     dev = Device.get()
     print(f"device: {dev.info()['name']} ({dev.implementation}); int8 dots {dev.int8_dots}, mma {dev.has_mma}",
@@ -184,6 +217,13 @@ def main() -> None:
                     rows.append(rec)
                     print(f"{a.set:5} {name:5} M={m:3} {var:8} {rec['kernel']:5} {t * 1e6:9.1f} us "
                           f"{rec['weight_gbs']:8.1f} GB/s  err {err:.1e}", flush=True)
+            for depth in (int(v) for v in a.attention.split(",") if v):
+                paged, contiguous = time_attention(dev, m, depth, ATTN[a.set], a.copies)
+                rec = {"set": a.set, "node": "attn", "m": m, "depth": depth, "us": paged * 1e6,
+                       "contiguous_us": contiguous * 1e6}
+                f.write(json.dumps(rec) + "\n")
+                print(f"{a.set:5} attn  M={m:3} depth {depth:5}: paged {paged * 1e6:8.1f} us"
+                      + (f", contiguous {contiguous * 1e6:8.1f} us" if contiguous else ""), flush=True)
     print("\nM      " + "  ".join(f"{n:>10}" for n in SETS[a.set]) + "   (default, us per node; sum)")
     for m in sorted({r["m"] for r in rows}):
         us = [next((r["us"] for r in rows if r["m"] == m and r["node"] == n and r["variant"] == "default"), 0.0)

@@ -77,6 +77,18 @@ def test_every_pipeline_passes_tint(dev, tiny_models, tmp_path, monkeypatch):
     assert _tint_errors(tmp_path) == {}
 
 
+def test_every_check_pipeline_passes_tint(dev, tmp_path):
+    """The pipelines of every registered kernel check (oxigpu kernels), as Dawn would get them: the paged
+    kernels of batched steps and the multi-row GEMVs that no tiny model's plan builds yet among them."""
+    from oxigpu.backends.wgpu.kernel import kernel_sources
+
+    srcs = kernel_sources("*", dev, implementation="dawn")
+    assert len(srcs) > 100 and any(s.defines.get("PAGED") for s in srcs) and any(s.defines.get("MULTI") for s in srcs)
+    for i, s in enumerate(srcs):
+        (tmp_path / f"{i:03d}-{s.file.replace('/', '_')}.wgsl").write_text(s.source)
+    assert _tint_errors(tmp_path) == {}
+
+
 def test_tint_check_can_fail(tmp_path):
     """The subprocess reports a source Tint rejects (naga accepts this one: a subgroup builtin with no
     `enable subgroups;`)."""

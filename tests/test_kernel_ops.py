@@ -23,7 +23,8 @@ from oxigpu.backends.wgpu.ops.embed import table_case
 
 pytestmark = pytest.mark.gpu
 
-MINE = ("elementwise", "rms_norm", "rope", "kv_store", "embed", "attention", "sample", "rope.paged", "kv_store.paged")
+MINE = ("elementwise", "rms_norm", "rope", "kv_store", "embed", "attention", "sample", "rope.paged", "kv_store.paged",
+        "attention.paged")
 
 
 def _check(case: Case, dev: Device) -> float:

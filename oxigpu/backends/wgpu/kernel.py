@@ -240,11 +240,12 @@ class KernelSource:
     case: str
 
 
-def kernel_sources(pattern: str, dev: Device) -> list[KernelSource]:
+def kernel_sources(pattern: str, dev: Device, implementation: str | None = None) -> list[KernelSource]:
     """The distinct pipelines built by the kernels of the registered check cases (benchmark ones
     included) whose ``"check case"`` text, or one of whose ``file:entry`` names, matches ``pattern``
     (:func:`matches`): their WGSL after ``#include`` and ``{{DEFINES}}`` expansion, for this device (its
-    limits and features pick the tiles, as in a model). Nothing is compiled."""
+    limits and features pick the tiles, as in a model; ``implementation``: the WebGPU implementation whose
+    source to write, Device.shader_source). Nothing is compiled."""
     load_kernels()
     seen: dict[tuple, KernelSource] = {}
     for bench in (False, True):     # benchmark-size cases only where no other case matches
@@ -254,11 +255,12 @@ def kernel_sources(pattern: str, dev: Device) -> list[KernelSource]:
             if (check_name in BENCH_ONLY) != bench:
                 continue
             for case in gen():
-                _record_case(dev, pattern, f"{check_name} {case.name}", case, seen)
+                _record_case(dev, pattern, f"{check_name} {case.name}", case, seen, implementation)
     return list(seen.values())
 
 
-def _record_case(dev: Device, pattern: str, label: str, case: Case, seen: dict[tuple, KernelSource]) -> None:
+def _record_case(dev: Device, pattern: str, label: str, case: Case, seen: dict[tuple, KernelSource],
+                 implementation: str | None) -> None:
     cls = KERNELS[case.op]
     shapes = [logical_shape(np.asarray(a), t) for a, t in zip(case.inputs, case.in_types)]
     with dev.recording() as rec:
@@ -271,4 +273,4 @@ def _record_case(dev: Device, pattern: str, label: str, case: Case, seen: dict[t
             continue
         key = (file, entry, tuple(sorted((k, str(v)) for k, v in defines.items())))
         if key not in seen:
-            seen[key] = KernelSource(file, entry, defines, dev.shader_source(file, defines), label)
+            seen[key] = KernelSource(file, entry, defines, dev.shader_source(file, defines, implementation), label)
