@@ -168,8 +168,10 @@ struct Pass { ka0: Half4, ka1: Half4, kb0: Half4, kb1: Half4, va0: Half4, va1: H
 // Loads of the pass starting at key j0 of slot s, clamped to key `last` (always a written cache row).
 fn load_pass(s: u32, j0: u32, last: u32, kvh: u32, kc0: u32, kc1: u32, vc0: u32, vc1: u32) -> Pass {
   var p: Pass;
-  let ja = phys4(s, min(vec4<u32>(j0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last)));
-  let jb = phys4(s, min(vec4<u32>(j0) + vec4<u32>(4u, 5u, 6u, 7u), vec4<u32>(last)));
+  let pj = phys8(s, min(vec4<u32>(j0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last)),
+                 min(vec4<u32>(j0) + vec4<u32>(4u, 5u, 6u, 7u), vec4<u32>(last)));
+  let ja = pj[0];
+  let jb = pj[1];
   p.ka0 = k4(ja, kvh, kc0);
   p.va0 = v4(ja, kvh, vc0);
   if (NCK > 1u) { p.ka1 = k4(ja, kvh, kc1); }

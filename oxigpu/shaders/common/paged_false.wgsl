@@ -3,4 +3,4 @@
 fn pos_of(t: u32) -> u32 { return P.pos + t; }
 fn seq_of(t: u32) -> u32 { return 0u; }
 fn phys(s: u32, j: u32) -> u32 { return j; }
-fn phys4(s: u32, j: vec4<u32>) -> vec4<u32> { return j; }
+fn phys8(s: u32, a: vec4<u32>, b: vec4<u32>) -> array<vec4<u32>, 2> { return array<vec4<u32>, 2>(a, b); }

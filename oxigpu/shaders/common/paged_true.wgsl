@@ -17,13 +17,15 @@ fn seq_of(t: u32) -> u32 { return u32(row_seq[t]); }
 // The physical cache row of logical row j of slot s.
 fn phys(s: u32, j: u32) -> u32 { return min(u32(block_table[s * MB + j / KVB]) * KVB + j % KVB, CROWS - 1u); }
 
-// Physical rows of four logical rows j of slot s that lie in at most two blocks (consecutive keys,
-// or clamped to a last one): two table loads, not four.
-fn phys4(s: u32, j: vec4<u32>) -> vec4<u32> {
-  let b0 = j.x / KVB;
-  let b3 = j.w / KVB;
-  let e0 = u32(block_table[s * MB + b0]) * KVB;
-  let e3 = u32(block_table[s * MB + b3]) * KVB;
-  let base = select(vec4<u32>(e0), vec4<u32>(e3), j / vec4<u32>(KVB) == vec4<u32>(b3));
-  return min(base + j % vec4<u32>(KVB), vec4<u32>(CROWS - 1u));
+// Physical rows of eight logical rows of slot s that lie in at most two blocks (keys j0 .. j0 + 7, some
+// clamped to a last one: a decode attention pass): two table loads, one address where the pass does not
+// cross a block.
+fn phys8(s: u32, a: vec4<u32>, b: vec4<u32>) -> array<vec4<u32>, 2> {
+  let b1 = b.w / KVB;
+  let e0 = u32(block_table[s * MB + a.x / KVB]) * KVB;
+  let e1 = u32(block_table[s * MB + b1]) * KVB;
+  let kb = vec4<u32>(KVB);
+  let top = vec4<u32>(CROWS - 1u);
+  return array<vec4<u32>, 2>(min(select(vec4<u32>(e0), vec4<u32>(e1), a / kb == vec4<u32>(b1)) + a % kb, top),
+                             min(select(vec4<u32>(e0), vec4<u32>(e1), b / kb == vec4<u32>(b1)) + b % kb, top));
 }
