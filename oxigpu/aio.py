@@ -344,10 +344,10 @@ class AsyncLLM:
                     self._step(request)
 
     def _step(self, request: _Request) -> None:
-        """One step of `request`: the next emitted piece (one token, or a few while text is held back)."""
+        """One step of `request`: one token, delivered as an event (its text may be empty while held back)."""
         gen = request.gen
         try:
-            piece = next(gen, None)
+            piece = gen.step()
         except Exception as e:        # this request fails; the model and the other requests go on
             self._finish(request, e)
             return
@@ -355,10 +355,7 @@ class AsyncLLM:
         request.sent = len(gen.generated)
         with self._cv:
             self._kv_used = math.ceil((request.n_prompt + len(gen.generated)) / KV_BLOCK)
-        if gen.result is None and piece is None:   # closed underneath us; cannot happen from outside
-            self._finish(request, OxigpuError("the generation stopped without a result"))
-            return
-        request.post(StreamEvent(piece or "", ids, None, gen.result))
+        request.post(StreamEvent(piece, ids, None, gen.result))
         if gen.result is not None:
             self._finish(request, None)
 
