@@ -73,15 +73,16 @@ class BackgroundServer:
         self._thread = threading.Thread(target=self._server.run, kwargs={"sockets": [self._sock]},
                                         name="oxigpu-server", daemon=True)
 
-    def start(self, timeout: float = 600.0) -> BackgroundServer:
+    def start(self, timeout: float = 600.0, wait_loaded: bool = True) -> BackgroundServer:
+        """Serve; return once the model is loaded (or, with wait_loaded=False, once the port answers)."""
         self._thread.start()
         deadline = time.monotonic() + timeout
-        while not self._server.started or self.state.status == "loading":
+        while not self._server.started or (wait_loaded and self.state.status == "loading"):
             if not self._thread.is_alive() or time.monotonic() > deadline:
                 self.stop()
                 raise OxigpuError(f"the server did not start within {timeout:g} s")
             time.sleep(0.02)
-        if self.state.status == "error":
+        if wait_loaded and self.state.status == "error":
             self.stop()
             raise OxigpuError(f"the model failed to load: {self.state.error}")
         return self

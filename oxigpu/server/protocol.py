@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_serializer
 
 _REQUEST = ConfigDict(strict=True, extra="ignore", allow_inf_nan=False)
 MAX_N = 16          # choices per request
@@ -234,8 +234,14 @@ class ChatCompletion(_Response):
 
 
 class Delta(_Response):
+    """What a chunk adds to a choice; fields it does not change are left out, as OpenAI sends them."""
+
     role: Literal["assistant"] | None = None
     content: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _present_only(self, handler: Any) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class ChatChunkChoice(_Response):
