@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
+import math
 import re
 import secrets
 import threading
@@ -329,6 +330,8 @@ class _Job:
         vocab = llm.tokenizer.vocab_size
         bias = {int(k): v for k, v in (req.logit_bias or {}).items()}
         _check_ids(bias, vocab, "logit_bias")
+        if req.ignore_eos:
+            bias.update((t, -math.inf) for t in llm.tokenizer.eog_ids)
         top_k = req.top_k if req.top_k is not None and req.top_k > 0 else 0
         seed = None if req.seed is None else req.seed % 2**64
         self.params: list[SamplingParams] = []
@@ -397,6 +400,7 @@ class _Job:
             raise OxigpuError("the request ended without a result")
 
         work = asyncio.ensure_future(asyncio.gather(*(consume(k, s) for k, s in enumerate(self.streams))))
+        work.add_done_callback(_retrieve)     # cancelled when the client goes: nothing to report then
         gone = asyncio.ensure_future(_disconnected(request))
         try:
             done, _ = await asyncio.wait({work, gone}, timeout=max(0.0, self.deadline - time.perf_counter()),
@@ -542,6 +546,11 @@ def _sse(gen: AsyncIterator[str]) -> StreamingResponse:
             await gen.aclose()   # type: ignore[attr-defined]
     return StreamingResponse(body(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+def _retrieve(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 async def _disconnected(request: Request) -> None:

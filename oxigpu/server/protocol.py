@@ -47,6 +47,7 @@ class _Sampling(BaseModel):
     min_p: float | None = Field(None, ge=0, le=1)
     repeat_penalty: float | None = Field(None, gt=0, le=10)
     repeat_last_n: int | None = Field(None, ge=0)
+    ignore_eos: bool | None = None                    # generate max_tokens whatever comes (benchmarks)
     # declared so that a request relying on them is refused by name until the engine supports them
     response_format: dict[str, Any] | None = None
 
