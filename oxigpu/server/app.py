@@ -31,6 +31,7 @@ from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response, StreamingResponse
 from pydantic import BaseModel, ValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.requests import ClientDisconnect
 
 from .._version import __version__
 from ..aio import AsyncLLM, ClosedError, QueueFullError, RequestStream, StreamEvent
@@ -56,7 +57,6 @@ class ServerConfig:
     api_key: str | None = None
     max_body: int = DEFAULT_MAX_BODY
     request_timeout: float = DEFAULT_TIMEOUT
-    retry_after: int = 1            # seconds, in 429 answers
 
 
 class ApiError(Exception):
@@ -116,7 +116,7 @@ class ServerState:
                        headers={"Retry-After": "1"})
 
     async def close(self) -> None:
-        self.wait_loaded()
+        """Close the model if it loaded (a load still running is not waited for: its thread is a daemon)."""
         if self.llm is not None:
             await self.llm.close()
 
@@ -160,11 +160,14 @@ def create_app(loader: Callable[[], AsyncLLM], config: ServerConfig | None = Non
         if declared is not None and declared.isdigit() and int(declared) > limit:
             raise _too_large(limit)
         chunks, size = [], 0
-        async for chunk in request.stream():
-            size += len(chunk)
-            if size > limit:
-                raise _too_large(limit)
-            chunks.append(chunk)
+        try:
+            async for chunk in request.stream():
+                size += len(chunk)
+                if size > limit:
+                    raise _too_large(limit)
+                chunks.append(chunk)
+        except ClientDisconnect:      # gone before its body arrived: nobody to answer
+            raise ApiError(400, "the client disconnected while sending the body") from None
         try:
             return model.model_validate_json(b"".join(chunks))
         except ValidationError as e:
