@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import re
@@ -42,7 +43,7 @@ def server_histograms(url: str, key: str | None) -> dict[str, dict[float, float]
                                  headers={"Authorization": f"Bearer {key}"} if key else {})
     text = urllib.request.urlopen(req, timeout=30).read().decode()
     out: dict[str, dict[float, float]] = {}
-    for m in re.finditer(r'^(oxigpu_\w+)_bucket\{le="([^"]+)"\} (\S+)$', text, re.M):
+    for m in re.finditer(r'^(oxigpu_\w+)_bucket\{le="([^"]+)"\} (\S+)$', text, re.MULTILINE):
         out.setdefault(m.group(1), {})[float(m.group(2))] = float(m.group(3))
     return out
 
@@ -70,7 +71,7 @@ async def one(client: AsyncOpenAI, model: str, prompt: str, max_tokens: int) -> 
             times.append(time.perf_counter())
             pieces.append(chunk.choices[0].text)
     tokens = usage.completion_tokens if usage else len(pieces)
-    gaps = [(b - a) for a, b in zip(times, times[1:])]
+    gaps = [b - a for a, b in itertools.pairwise(times)]
     # tokens per chunk is about tokens / chunks; spread each gap over them
     per_chunk = max(1.0, (tokens - 1) / max(1, len(gaps)))
     return {"ttft": times[0] - t0 if times else float("nan"), "itl": [g / per_chunk for g in gaps],

@@ -53,7 +53,7 @@ class Soak:
         self.counts: Counter[str] = Counter()
         self.failures: list[str] = []
         # what each valid request must answer, from LLM with the same settings
-        chat = lambda p: [{"role": "user", "content": p}]  # noqa: E731
+        chat = lambda p: [{"role": "user", "content": p}]
         self.expect_chat = {p: ref.chat(chat(p), temperature=0.0, max_tokens=8).text for p in PROMPTS}
         self.expect_greedy = {p: ref.generate(p, temperature=0.0, max_tokens=8).text for p in PROMPTS}
         self.expect_seeded = {p: [ref.generate(p, temperature=1.0, top_k=0, top_p=0.9, min_p=0.0, seed=s,
@@ -203,7 +203,7 @@ def get(port: int, path: str) -> tuple[int, bytes]:
 
 def gauges(port: int) -> dict[str, float]:
     text = get(port, "/metrics")[1].decode()
-    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(oxigpu_\w+) (\S+)$", text, re.M)}
+    return {m.group(1): float(m.group(2)) for m in re.finditer(r"^(oxigpu_\w+) (\S+)$", text, re.MULTILINE)}
 
 
 def wait_idle(port: int, seconds: float = 60) -> dict[str, float]:

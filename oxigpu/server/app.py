@@ -35,8 +35,7 @@ from starlette.requests import ClientDisconnect
 
 from .._version import __version__
 from ..aio import AsyncLLM, ClosedError, QueueFullError, RequestStream, StreamEvent
-from ..errors import (ContextLengthError, InvalidParameterError, OxigpuError, TemplateError,
-                      TokenizerError)
+from ..errors import ContextLengthError, InvalidParameterError, OxigpuError, TemplateError, TokenizerError
 from ..runtime.params import GenerationResult, SamplingParams
 from . import protocol as P
 from .metrics import CONTENT_TYPE, Metrics
@@ -514,7 +513,7 @@ class _sse_errors:
     async def __aenter__(self) -> _sse_errors:
         return self
 
-    async def __aexit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: Any) -> bool:
+    async def __aexit__(self, kind: type[BaseException] | None, e: BaseException | None, tb: object) -> bool:
         self.job.cancel()
         if e is None or not isinstance(e, Exception):    # done, or cancelled (client gone): propagate
             return False
