@@ -448,6 +448,13 @@ def test_a_request_past_the_timeout_is_504_and_freed(strict, ref):
                                                  "logit_bias": no_eog(ref)}, key=KEY)
     assert error_of(status, raw, 504)["code"] == "timeout"
     assert time.monotonic() - t0 < 30
+    # streamed, the headers are out: the stream ends with an error event, then [DONE]
+    events = sse(strict, COMP, {"prompt": "go on", "max_tokens": 4000, "temperature": 0,
+                                "logit_bias": no_eog(ref)}, key=KEY)
+    assert events[-1] == "[DONE]" and "error" in events[-2]
+    jsonschema.validate(events[-2], ERROR)
+    assert events[-2]["error"]["code"] == "timeout"
+    assert all(e["choices"][0]["text"] is not None for e in events[:-2])
     m = wait_idle(strict, KEY)
     assert m["oxigpu_kv_blocks_used"] == 0
 
