@@ -618,3 +618,15 @@ def test_real_models_chat_stream_and_seeded_completion(real):
     out["completion"] = "".join(ch.choices[0].text for ch in s)
     t.join(300)
     assert out == {"chat": expected.text, "completion": seeded.text}
+
+
+def test_cli_serve_refuses_bad_options_before_loading(tiny_path):
+    from click.testing import CliRunner
+
+    from oxigpu.cli.main import cli
+    for args, fragment in ((["--kv-memory", "lots"], "not a size"), (["--max-body", "0"], "at least one byte"),
+                           (["--max-seqs", "0"], "0"), (["--port", "70000"], "70000")):
+        r = CliRunner().invoke(cli, ["serve", "-m", tiny_path, *args])
+        assert r.exit_code == 2 and fragment in r.output, r.output
+    r = CliRunner().invoke(cli, ["serve", "-m", "/nonexistent.gguf"])
+    assert r.exit_code == 1 and "not found" in r.output
