@@ -414,6 +414,9 @@ def test_bodies_over_the_limit_are_413_while_reading(strict):
     assert error_of(resp.status, resp.read(), 413)
     conn.close()
     assert call(strict, "POST", COMP, {"prompt": "fine", "max_tokens": 1}, key=KEY)[0] == 200
+    # under the limit but longer than the context (tokenized off the event loop): 400, named
+    err = error_of(*call(strict, "POST", COMP, {"prompt": "lorem ipsum " * 4000}, key=KEY)[::2])
+    assert (err["param"], err["code"]) == ("prompt", "context_length_exceeded")
 
 
 def test_a_flood_gets_429_with_retry_after_and_the_rest_is_answered(strict, ref):

@@ -260,7 +260,7 @@ def create_app(loader: Callable[[], AsyncLLM], config: ServerConfig | None = Non
         _refuse_unsupported(req.unsupported())
         messages = [_template_message(m) for m in req.messages]
         try:
-            prompt = llm.chat_prompt(messages)
+            prompt = await _off_loop(sum(len(m["content"]) for m in messages), llm.chat_prompt, messages)
         except (TemplateError, InvalidParameterError, TokenizerError) as e:
             raise ApiError(400, str(e), param="messages") from None
         max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
@@ -289,7 +289,7 @@ def create_app(loader: Callable[[], AsyncLLM], config: ServerConfig | None = Non
                 if not p:
                     raise ApiError(400, "the prompt is empty", param="prompt")
                 try:
-                    prompts.append(llm.tokenizer.encode(p))
+                    prompts.append(await _off_loop(len(p), llm.tokenizer.encode, p))
                 except OxigpuError as e:
                     raise ApiError(400, str(e), param="prompt") from None
                 texts.append(p)
@@ -548,6 +548,13 @@ def _sse(gen: AsyncIterator[str]) -> StreamingResponse:
             await gen.aclose()   # type: ignore[attr-defined]
     return StreamingResponse(body(), media_type="text/event-stream",
                              headers={"Cache-Control": "no-cache", "X-Accel-Buffering": "no"})
+
+
+async def _off_loop(size: int, fn: Callable[..., Any], *args: Any) -> Any:
+    """`fn(*args)`, in a thread when `size` (characters to tokenize) is large enough to stall other requests."""
+    if size < 32_768:
+        return fn(*args)
+    return await asyncio.to_thread(fn, *args)
 
 
 def _retrieve(future: asyncio.Future) -> None:
