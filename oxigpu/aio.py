@@ -56,6 +56,10 @@ class QueueFullError(OxigpuError):
     """``max_queue`` requests already wait for a slot; try again later (the server answers 429)."""
 
 
+class NotEmbeddingModelError(InvalidParameterError):
+    """``embed()`` on a model that does not produce embeddings."""
+
+
 class ClosedError(OxigpuError):
     """The AsyncLLM was closed; requests still running or waiting end with this error."""
 
@@ -268,11 +272,11 @@ class AsyncLLM:
     async def embed(self, inputs: Sequence[str | Sequence[int]]) -> list[Any]:
         """One embedding vector per input (text or token ids), for embedding models (``LLM.embed``).
 
-        Raises InvalidParameterError when the model does not produce embeddings.
+        Raises NotEmbeddingModelError when the model does not produce embeddings.
         """
         embed = getattr(self._llm, "embed", None)
         if embed is None:
-            raise InvalidParameterError("the model is not an embedding model (this engine has no embeddings)")
+            raise NotEmbeddingModelError("the model is not an embedding model (this engine has no embeddings)")
         return list(await asyncio.to_thread(embed, list(inputs)))
 
     async def close(self) -> None:

@@ -195,7 +195,7 @@ def test_models_health_and_tokenize(server, client, ref):
     assert json.loads(call(server, "POST", "/detokenize", {"tokens": ids})[2]) == {"content": text}
     assert error_of(*call(server, "POST", "/detokenize", {"tokens": [10**9]})[::2])["param"] == "tokens"
     err = error_of(*call(server, "POST", "/v1/embeddings", {"input": "hi", "model": "x"})[::2])
-    assert "not an embedding model" in err["message"]
+    assert "not an embedding model" in err["message"] and err["code"] == "model_not_embedding"
 
 
 # -- generation: same output as LLM, exact usage ---------------------------------------------------------

@@ -34,7 +34,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.requests import ClientDisconnect
 
 from .._version import __version__
-from ..aio import AsyncLLM, ClosedError, QueueFullError, RequestStream, StreamEvent
+from ..aio import AsyncLLM, ClosedError, NotEmbeddingModelError, QueueFullError, RequestStream, StreamEvent
 from ..errors import ContextLengthError, InvalidParameterError, OxigpuError, TemplateError, TokenizerError
 from ..runtime.params import GenerationResult, SamplingParams
 from . import protocol as P
@@ -236,14 +236,15 @@ def create_app(loader: Callable[[], AsyncLLM], config: ServerConfig | None = Non
         for x in inputs:
             if not isinstance(x, str):
                 _check_ids(x, llm.tokenizer.vocab_size, "input")
-        try:
-            vectors = await llm.embed(inputs)
-        except (InvalidParameterError, ContextLengthError, TokenizerError) as e:
-            raise ApiError(400, str(e), param="input" if "not an embedding model" not in str(e) else "model",
-                           code="model_not_embedding" if "not an embedding model" in str(e) else None) from None
         if req.dimensions is not None:
             raise ApiError(400, "dimensions is not supported: the embeddings have the model's size",
                            param="dimensions")
+        try:
+            vectors = await llm.embed(inputs)
+        except NotEmbeddingModelError as e:
+            raise ApiError(400, str(e), param="model", code="model_not_embedding") from None
+        except (InvalidParameterError, ContextLengthError, TokenizerError) as e:
+            raise ApiError(400, str(e), param="input") from None
         n_tokens = sum(len(llm.tokenizer.encode(x)) if isinstance(x, str) else len(x) for x in inputs)
         data = [P.Embedding(index=i, embedding=_encode_vector(v, req.encoding_format))
                 for i, v in enumerate(vectors)]
