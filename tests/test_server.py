@@ -93,8 +93,8 @@ def server(tiny_path):
 
 @pytest.fixture(scope="session")
 def strict(tiny_path):
-    """An API key, a 64 KiB body limit, one sequence with two waiting, a 4 s timeout."""
-    config = ServerConfig(api_key=KEY, max_body=64 * 1024, request_timeout=4.0)
+    """An API key, a 64 KiB body limit, one sequence with two waiting, a 2 s timeout."""
+    config = ServerConfig(api_key=KEY, max_body=64 * 1024, request_timeout=2.0)
     with BackgroundServer(lambda: AsyncLLM(tiny_path, backend="numpy", n_ctx=4096, max_seqs=1, max_queue=2),
                           config) as s:
         yield s
@@ -420,8 +420,8 @@ def test_bodies_over_the_limit_are_413_while_reading(strict):
 
 
 def test_a_flood_gets_429_with_retry_after_and_the_rest_is_answered(strict, ref):
-    body = {"prompt": "flood", "max_tokens": 3, "temperature": 0}
-    expected = ref.generate("flood", temperature=0.0, max_tokens=3).text
+    body = {"prompt": "flood", "max_tokens": 12, "temperature": 0}      # long enough to hold a slot
+    expected = ref.generate("flood", temperature=0.0, max_tokens=12).text
     results: list = [None] * 12
     barrier = threading.Barrier(len(results))
 
