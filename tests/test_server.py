@@ -234,6 +234,17 @@ def test_streaming_chat_equals_non_streaming(server, client, ref):
     stream = client.chat.completions.create(model="x", messages=MESSAGES, max_tokens=10, temperature=0,
                                             stream=True)
     assert "".join(c.choices[0].delta.content or "" for c in stream if c.choices) == expected.text
+    # n=2 streamed: chunks of both choices interleave, each whole and finished once
+    events = sse(server, "/v1/chat/completions", {"messages": MESSAGES, "max_tokens": 10, "temperature": 0, "n": 2})
+    text, finish = {0: "", 1: ""}, {0: [], 1: []}
+    for c in events[:-1]:
+        jsonschema.validate(c, CHAT_CHUNK)
+        (choice,) = c["choices"]
+        text[choice["index"]] += choice["delta"].get("content") or ""
+        if choice["finish_reason"]:
+            finish[choice["index"]].append(choice["finish_reason"])
+    assert text == {0: expected.text, 1: expected.text}
+    assert finish == {0: [expected.finish_reason], 1: [expected.finish_reason]}
 
 
 def test_completions_seeded_sampling_equals_llm_generate(server, client, ref):
