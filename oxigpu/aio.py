@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import asyncio
 import collections
-import inspect
 import math
 import threading
 from collections.abc import Mapping, Sequence
@@ -39,10 +38,11 @@ from typing import TYPE_CHECKING, Any
 
 from .api import LLM
 from .errors import InvalidParameterError, OxigpuError
-from .runtime.params import GenerationResult, SamplingParams
+from .runtime.params import GenerationResult, SamplingParams, TokenLogprob
 
 if TYPE_CHECKING:
     from .runtime.engine import Generation, Progress
+    from .runtime.tools import ChatPlan
     from .tokenizer import Tokenizer
 
 KV_BLOCK = 32
@@ -69,13 +69,13 @@ class StreamEvent:
     """What one step of a request produced.
 
     `text` is the newly safe text (whole UTF-8 characters, never part of a stop string; may be empty while
-    text is held back), `token_ids` the tokens sampled since the previous event. `logprobs` is reserved for
-    per-token log-probabilities (None until asked for and supported). `result` is set on the last event only.
+    text is held back), `token_ids` the tokens sampled since the previous event, `logprobs` their
+    ``TokenLogprob``s when the request asked for them (else None). `result` is set on the last event only.
     """
 
     text: str
     token_ids: tuple[int, ...]
-    logprobs: Any = None
+    logprobs: tuple[TokenLogprob, ...] | None = None
     result: GenerationResult | None = None
 
 
@@ -197,7 +197,6 @@ class AsyncLLM:
         self._active: list[_Request] = []
         self._kv_used = 0
         self._closed = False
-        self._chat_takes_tools = "tools" in inspect.signature(self._llm.chat_prompt).parameters
         self._worker = threading.Thread(target=self._run, name="oxigpu-aio", daemon=True)
         self._worker.start()
 
@@ -222,14 +221,16 @@ class AsyncLLM:
     def backend(self) -> str:
         return self._llm.backend
 
-    def chat_prompt(self, messages: Sequence[Mapping[str, Any]],
-                    tools: Sequence[Mapping[str, Any]] | None = None) -> list[int]:
+    def chat_prompt(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
+                    tool_choice: Any = None) -> list[int]:
         """The prompt tokens for `messages` (and tool definitions) through the model's chat template."""
-        if tools is None:
-            return self._llm.chat_prompt(messages)
-        if self._chat_takes_tools:
-            return self._llm.chat_prompt(messages, tools=tools)  # type: ignore[call-arg]
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, tools=tools)
+        return self._llm.chat_prompt(messages, tools, tool_choice)
+
+    def chat_plan(self, messages: Sequence[Mapping[str, Any]], tools: Sequence[Mapping[str, Any]] | None = None,
+                  tool_choice: Any = None) -> ChatPlan:
+        """How a chat with `tools` runs (``runtime.tools.ChatPlan``): the constraint its reply is generated under
+        (SamplingParams overrides) and ``finish``, which reads the tool calls out of the result."""
+        return self._llm.chat_plan(messages, tools, tool_choice)
 
     def stats(self) -> Stats:
         with self._cv:
@@ -356,10 +357,12 @@ class AsyncLLM:
             self._finish(request, e)
             return
         ids = tuple(gen.generated[request.sent:])
+        lp = gen.logprobs
+        logprobs = None if lp is None else tuple(lp[request.sent:len(gen.generated)])
         request.sent = len(gen.generated)
         with self._cv:
             self._kv_used = math.ceil((request.n_prompt + len(gen.generated)) / KV_BLOCK)
-        request.post(StreamEvent(piece, ids, None, gen.result))
+        request.post(StreamEvent(piece, ids, logprobs, gen.result))
         if gen.result is not None:
             self._finish(request, None)
 

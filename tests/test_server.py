@@ -335,6 +335,83 @@ def test_n2_chat_and_32_concurrent_clients_get_what_they_get_alone(server, clien
     assert got == alone
 
 
+WEATHER = [{"type": "function", "function": {
+    "name": "get_weather", "description": "The weather in a city",
+    "parameters": {"type": "object", "properties": {"city": {"enum": ["Oslo", "Paris"]}}, "required": ["city"],
+                   "additionalProperties": False}}}]
+ASK = [{"role": "user", "content": "What is the weather in Oslo?"}]
+
+
+def test_response_format_json_object_and_schema(server, client, ref):
+    schema = {"type": "object", "properties": {"colour": {"enum": ["red", "green", "blue"]},
+                                               "count": {"type": "integer"}},
+              "required": ["colour", "count"], "additionalProperties": False}
+    expected = ref.chat(MESSAGES, temperature=0.0, max_tokens=40, json_schema=schema)
+    r = client.chat.completions.create(model="x", messages=MESSAGES, max_tokens=40, temperature=0,
+                                       response_format={"type": "json_schema",
+                                                        "json_schema": {"name": "answer", "schema": schema}})
+    assert r.choices[0].message.content == expected.text
+    if r.choices[0].finish_reason == "stop":          # a finished reply is a document of the schema
+        jsonschema.validate(json.loads(r.choices[0].message.content), schema)
+    obj = client.chat.completions.create(model="x", messages=MESSAGES, max_tokens=24, temperature=0,
+                                         response_format={"type": "json_object"})
+    assert obj.choices[0].message.content == ref.chat(MESSAGES, temperature=0.0, max_tokens=24, json=True).text
+    assert obj.choices[0].message.content.startswith("{")
+
+
+def test_logprobs_chat_completions_and_streams_equal_llm(server, client, ref):
+    expected = ref.chat(MESSAGES, temperature=0.0, max_tokens=5, logprobs=True, top_logprobs=3)
+    r = client.chat.completions.create(model="x", messages=MESSAGES, max_tokens=5, temperature=0, logprobs=True,
+                                       top_logprobs=3)
+    got = r.choices[0].logprobs.content
+    assert [t.token for t in got] == [t.token for t in expected.logprobs]
+    assert [t.logprob for t in got] == pytest.approx([t.logprob for t in expected.logprobs], abs=1e-6)
+    assert [bytes(t.bytes) for t in got] == [t.bytes for t in expected.logprobs]
+    assert all(len(t.top_logprobs) == 3 and t.top_logprobs[0].logprob >= t.top_logprobs[2].logprob for t in got)
+    stream = client.chat.completions.create(model="x", messages=MESSAGES, max_tokens=5, temperature=0,
+                                            logprobs=True, top_logprobs=3, stream=True)
+    streamed = [t for c in stream if c.choices and c.choices[0].logprobs for t in c.choices[0].logprobs.content]
+    assert [(t.token, round(t.logprob, 6)) for t in streamed] == [(t.token, round(t.logprob, 6)) for t in got]
+    # the legacy completions format: parallel lists, alternatives as {token: logprob}, offsets into the text
+    c = client.completions.create(model="x", prompt="The sky is", max_tokens=4, temperature=0, logprobs=2)
+    lp = c.choices[0].logprobs
+    assert "".join(lp.tokens) == c.choices[0].text or c.choices[0].finish_reason == "stop"
+    assert lp.text_offset == [sum(len(t) for t in lp.tokens[:i]) for i in range(len(lp.tokens))]
+    assert all(len(alt) <= 2 and tok in alt for tok, alt in zip(lp.tokens, lp.top_logprobs))
+    assert client.completions.create(model="x", prompt="x", max_tokens=2, temperature=0).choices[0].logprobs is None
+
+
+def test_tool_calls_equal_llm_chat_streamed_or_not(server, client, ref):
+    expected = ref.chat(ASK, tools=WEATHER, tool_choice="required", temperature=0.0, max_tokens=80)
+    assert expected.finish_reason == "tool_calls" and expected.tool_calls
+    r = client.chat.completions.create(model="x", messages=ASK, tools=WEATHER, tool_choice="required",
+                                       temperature=0, max_tokens=80)
+    choice = r.choices[0]
+    assert choice.finish_reason == "tool_calls"
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls] == \
+        [(c.name, json.loads(c.arguments)) for c in expected.tool_calls]
+    assert all(c.type == "function" and c.id for c in choice.message.tool_calls)
+    assert (choice.message.content or "") == expected.text
+    stream = client.chat.completions.create(model="x", messages=ASK, tools=WEATHER, tool_choice="required",
+                                            temperature=0, max_tokens=80, stream=True)
+    calls, finish = [], None
+    for c in stream:
+        if c.choices:
+            calls += c.choices[0].delta.tool_calls or []
+            finish = c.choices[0].finish_reason or finish
+    assert finish == "tool_calls"
+    assert [(c.function.name, c.function.arguments) for c in calls] == \
+        [(c.function.name, c.function.arguments) for c in choice.message.tool_calls]
+    # the answer goes back as a tool message; with tool_choice "none" the reply is text
+    history = [*ASK, {"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in
+                                                                             choice.message.tool_calls]},
+               {"role": "tool", "tool_call_id": choice.message.tool_calls[0].id, "content": "Sunny, 21 C"}]
+    final = client.chat.completions.create(model="x", messages=history, tools=WEATHER, tool_choice="none",
+                                           temperature=0, max_tokens=6)
+    assert final.choices[0].message.content == ref.chat(history, tools=WEATHER, tool_choice="none",
+                                                        temperature=0.0, max_tokens=6).text
+
+
 # -- bad input: OpenAI's error object naming the parameter -----------------------------------------------
 CHAT = "/v1/chat/completions"
 COMP = "/v1/completions"
@@ -362,9 +439,20 @@ BAD = [
     (CHAT, {"messages": [{"role": "wizard", "content": "hi"}]}, "messages[0].role"),
     (CHAT, {"messages": [{"role": "user", "content": 5}]}, "messages[0].content"),
     (CHAT, {"messages": [{"role": "user", "content": [{"type": "image_url"}]}]}, "messages[0].content[0]"),
-    (CHAT, {"messages": MESSAGES, "logprobs": True}, "logprobs"),
-    (CHAT, {"messages": MESSAGES, "response_format": {"type": "json_object"}}, "response_format"),
-    (CHAT, {"messages": MESSAGES, "tools": [{"type": "function", "function": {"name": "f"}}]}, "tools"),
+    (CHAT, {"messages": MESSAGES, "top_logprobs": 3}, "top_logprobs"),              # needs logprobs
+    (CHAT, {"messages": MESSAGES, "logprobs": True, "top_logprobs": 21}, "top_logprobs"),
+    (CHAT, {"messages": MESSAGES, "response_format": {"type": "xml"}}, "response_format"),
+    (CHAT, {"messages": MESSAGES, "response_format": {"type": "json_schema"}}, "response_format"),
+    (CHAT, {"messages": MESSAGES, "response_format": {"type": "json_schema",
+                                                      "json_schema": {"name": "x", "schema": {"type": "bogus"}}}},
+     "response_format"),
+    (CHAT, {"messages": MESSAGES, "grammar": "root ::= ("}, "grammar"),
+    (CHAT, {"messages": MESSAGES, "tool_choice": "required"}, "tool_choice"),      # no tools
+    (CHAT, {"messages": MESSAGES, "tools": [{"type": "function", "function": {"name": "f"}}],
+            "tool_choice": {"type": "function", "function": {"name": "g"}}}, "tool_choice"),
+    (CHAT, {"messages": MESSAGES, "mirostat": 7}, "mirostat"),
+    (CHAT, {"messages": MESSAGES, "typical_p": 1.5}, "typical_p"),
+    (COMP, {"prompt": "hi", "logprobs": 6}, "logprobs"),
     (COMP, {"prompt": ""}, "prompt"),
     (COMP, {"prompt": []}, "prompt"),
     (COMP, {"prompt": [-1, 5]}, "prompt"),

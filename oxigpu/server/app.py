@@ -36,7 +36,8 @@ from starlette.requests import ClientDisconnect
 from .._version import __version__
 from ..aio import AsyncLLM, ClosedError, NotEmbeddingModelError, QueueFullError, RequestStream, StreamEvent
 from ..errors import ContextLengthError, InvalidParameterError, OxigpuError, TemplateError, TokenizerError
-from ..runtime.params import GenerationResult, SamplingParams
+from ..runtime.params import GenerationResult, SamplingParams, TokenLogprob
+from ..runtime.tools import ChatPlan
 from . import protocol as P
 from .metrics import CONTENT_TYPE, Metrics
 
@@ -260,18 +261,24 @@ def create_app(loader: Callable[[], AsyncLLM], config: ServerConfig | None = Non
         llm = state.ready()
         _refuse_unsupported(req.unsupported())
         messages = [_template_message(m) for m in req.messages]
+        tools, tool_choice = req.tools, req.tool_choice
         try:
-            prompt = await _off_loop(sum(len(m["content"]) for m in messages), llm.chat_prompt, messages)
+            plan = llm.chat_plan(messages, tools, tool_choice)
+            prompt = await _off_loop(sum(len(m["content"] or "") for m in messages), llm.chat_prompt, messages,
+                                     tools, tool_choice)
         except (TemplateError, InvalidParameterError, TokenizerError) as e:
-            raise ApiError(400, str(e), param="messages") from None
+            text = str(e)
+            param = "tool_choice" if "tool_choice" in text else "tools" if "tool" in text else "messages"
+            raise ApiError(400, text, param=param) from None
         max_tokens = req.max_completion_tokens if req.max_completion_tokens is not None else req.max_tokens
-        job = _Job(llm, req, [prompt], max_tokens, None, "messages", t0, metrics, config)
+        overrides = {"logprobs": bool(req.logprobs), "top_logprobs": req.top_logprobs or 0}
+        job = _Job(llm, req, [prompt], max_tokens, None, "messages", t0, metrics, config, overrides, plan)
         if req.stream:
             return _sse(job.stream_chat(state.model_id, fingerprint))
         results = await job.run(request)
         if results is None:
             return Response(status_code=499)
-        choices = [P.ChatChoice(index=k, message=P.AssistantMessage(content=r.text),
+        choices = [P.ChatChoice(index=k, message=_assistant(r), logprobs=_chat_logprobs(r.logprobs),
                                 finish_reason=r.finish_reason) for k, r in enumerate(results)]
         body = P.ChatCompletion(id=_id("chatcmpl"), created=int(time.time()), model=state.model_id,
                                 system_fingerprint=fingerprint, choices=choices, usage=job.usage(results))
@@ -304,13 +311,15 @@ def create_app(loader: Callable[[], AsyncLLM], config: ServerConfig | None = Non
             raise ApiError(400, "the prompt list is empty", param="prompt")
         max_tokens = req.max_tokens if req.max_tokens is not None else COMPLETIONS_DEFAULT_MAX_TOKENS
         echo = texts if req.echo else None
-        job = _Job(llm, req, prompts, max_tokens, echo, "prompt", t0, metrics, config)
+        overrides = {"logprobs": req.logprobs is not None, "top_logprobs": req.logprobs or 0}
+        job = _Job(llm, req, prompts, max_tokens, echo, "prompt", t0, metrics, config, overrides)
         if req.stream:
             return _sse(job.stream_completion(state.model_id, fingerprint))
         results = await job.run(request)
         if results is None:
             return Response(status_code=499)
-        choices = [P.CompletionChoice(index=k, text=job.prefix(k) + r.text, finish_reason=r.finish_reason)
+        choices = [P.CompletionChoice(index=k, text=job.prefix(k) + r.text, finish_reason=r.finish_reason,
+                                      logprobs=job._completion_logprobs(r.logprobs, len(job.prefix(k))))
                    for k, r in enumerate(results)]
         body = P.Completion(id=_id("cmpl"), created=int(time.time()), model=state.model_id,
                             system_fingerprint=fingerprint, choices=choices, usage=job.usage(results))
@@ -323,20 +332,45 @@ class _Job:
     """One generation request: its prompts times n choices, submitted together, answered together."""
 
     def __init__(self, llm: AsyncLLM, req: P._Sampling, prompts: list[list[int]], max_tokens: int | None,
-                 echo: list[str] | None, prompt_param: str, t0: float, metrics: Metrics, config: ServerConfig):
-        self.llm, self.req, self.prompts, self.echo = llm, req, prompts, echo
+                 echo: list[str] | None, prompt_param: str, t0: float, metrics: Metrics, config: ServerConfig,
+                 overrides: dict[str, Any] | None = None, plan: ChatPlan | None = None):
+        self.llm, self.req, self.prompts, self.echo, self.plan = llm, req, prompts, echo, plan
         self.metrics, self.t0 = metrics, t0
         self.deadline = t0 + config.request_timeout
         self.timeout = config.request_timeout
         self.n = req.n or 1
         self.include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        # with tools the reply's text holds the calls' markup: it is sent once parsed, not piece by piece
+        self.buffered = plan is not None and plan.format != "none"
         vocab = llm.tokenizer.vocab_size
         bias = {int(k): v for k, v in (req.logit_bias or {}).items()}
         _check_ids(bias, vocab, "logit_bias")
         if req.ignore_eos:
             bias.update((t, -math.inf) for t in llm.tokenizer.eog_ids)
-        top_k = req.top_k if req.top_k is not None and req.top_k > 0 else 0
+        try:
+            constraint = req.constraint()
+        except P.ParamError as e:
+            raise ApiError(400, str(e), param=e.param) from None
+        if plan is not None and plan.constraint:
+            if constraint:
+                raise ApiError(400, "a response_format or grammar cannot be combined with this tool_choice: the "
+                                    "tool calls are constrained already", param="response_format")
+            constraint = dict(plan.constraint)
+        constraint_param = ("tools" if plan is not None and plan.constraint else
+                            "grammar" if "grammar" in constraint else "response_format" if constraint else None)
         seed = None if req.seed is None else req.seed % 2**64
+        try:
+            template = SamplingParams(
+                max_tokens=1, stop=req.stop_list(), logit_bias=bias,
+                temperature=1.0 if req.temperature is None else req.temperature,
+                top_p=1.0 if req.top_p is None else req.top_p,
+                top_k=req.top_k if req.top_k is not None and req.top_k > 0 else 0,
+                min_p=req.min_p or 0.0, repeat_penalty=req.repeat_penalty or 1.0,
+                repeat_last_n=64 if req.repeat_last_n is None else req.repeat_last_n,
+                presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
+                **req.extensions(), **(overrides or {}), **constraint)
+        except InvalidParameterError as e:
+            raise ApiError(400, str(e), param=_named_param(str(e), req)) from None
         self.params: list[SamplingParams] = []
         for p in prompts:
             room = llm.n_ctx - len(p)
@@ -346,23 +380,22 @@ class _Job:
                                param=prompt_param, code="context_length_exceeded")
             limit = room if max_tokens is None else min(max_tokens, room)
             for i in range(self.n):
-                self.params.append(SamplingParams(
-                    max_tokens=limit, stop=req.stop_list(), logit_bias=bias,
-                    temperature=1.0 if req.temperature is None else req.temperature,
-                    top_p=1.0 if req.top_p is None else req.top_p, top_k=top_k,
-                    min_p=req.min_p or 0.0, repeat_penalty=req.repeat_penalty or 1.0,
-                    repeat_last_n=64 if req.repeat_last_n is None else req.repeat_last_n,
-                    presence_penalty=req.presence_penalty or 0.0, frequency_penalty=req.frequency_penalty or 0.0,
-                    seed=None if seed is None else (seed + i) % 2**64))
+                self.params.append(template.with_overrides(
+                    max_tokens=limit, seed=None if seed is None else (seed + i) % 2**64))
         self.streams: list[RequestStream] = []
         try:
             for k, params in enumerate(self.params):
                 self.streams.append(llm.stream(self.prompts[k // self.n], params))
         except BaseException as e:
             self.cancel()
-            raise _as_api_error(e, prompt_param) from None
+            # prompts, ids and biases are checked above: what the engine refuses now is the constraint
+            raise _as_api_error(e, constraint_param or prompt_param) from None
         metrics.prompt_tokens.inc(sum(len(p) for p in prompts))
         self._last: dict[int, float] = {}
+
+    def finish(self, result: GenerationResult) -> GenerationResult:
+        """The result with its tool calls parsed out of the text (chats with tools)."""
+        return self.plan.finish(result) if self.plan is not None else result
 
     def prefix(self, k: int) -> str:
         return self.echo[k // self.n] if self.echo else ""
@@ -375,6 +408,18 @@ class _Job:
     def cancel(self) -> None:
         for s in self.streams:
             s.cancel()
+
+    def _completion_logprobs(self, lps: Sequence[TokenLogprob] | None, offset: int) -> P.CompletionLogprobs | None:
+        """The legacy format: text_offset counts characters from the start of the choice's text."""
+        if not lps:
+            return None
+        offsets = []
+        for t in lps:
+            offsets.append(offset)
+            offset += len(t.token)
+        top = [{a.token: _lp(a.logprob) for a in t.top_logprobs} for t in lps] if self.req.logprobs else None
+        return P.CompletionLogprobs(tokens=[t.token for t in lps], token_logprobs=[_lp(t.logprob) for t in lps],
+                                    top_logprobs=top, text_offset=offsets)
 
     def _account(self, k: int, event: StreamEvent) -> None:
         """Token counters and the latency histograms (TTFT from the request's arrival)."""
@@ -410,7 +455,7 @@ class _Job:
                                          return_when=asyncio.FIRST_COMPLETED)
             if work in done:
                 try:
-                    return work.result()
+                    return [self.finish(r) for r in work.result()]
                 except BaseException as e:
                     raise _as_api_error(e) from None
             if gone in done:
@@ -464,16 +509,26 @@ class _Job:
             return _data(c.model_dump_json(exclude=usage_null))
 
         results: dict[int, GenerationResult] = {}
+        held: dict[int, list[TokenLogprob]] = {}     # logprobs of a buffered (tools) reply, sent at its end
         async with _sse_errors(self):
             for k in range(len(self.streams)):
                 yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(role="assistant", content=""))])
             async for k, event in self.events():
-                if event.text:
-                    yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(content=event.text))])
-                if event.result is not None:
-                    results[k] = event.result
-                    yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(),
-                                                   finish_reason=event.result.finish_reason)])
+                if self.buffered:
+                    held.setdefault(k, []).extend(event.logprobs or ())
+                elif event.text or event.logprobs:
+                    yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(content=event.text or None),
+                                                   logprobs=_chat_logprobs(event.logprobs))])
+                if event.result is None:
+                    continue
+                r = results[k] = self.finish(event.result)
+                if self.buffered and (r.text or r.tool_calls or held.get(k)):
+                    calls = [P.ToolCallDelta(index=j, id=c.id, function=P.FunctionCall(name=c.name,
+                                                                                       arguments=c.arguments))
+                             for j, c in enumerate(r.tool_calls)] or None
+                    yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(content=r.text or None, tool_calls=calls),
+                                                   logprobs=_chat_logprobs(held.get(k)))])
+                yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(), finish_reason=r.finish_reason)])
             if self.include_usage:
                 yield chunk([], self.usage(list(results.values())))
             yield _DONE
@@ -492,10 +547,14 @@ class _Job:
             if self.echo:
                 for k in range(len(self.streams)):
                     yield chunk([P.CompletionChoice(index=k, text=self.prefix(k), finish_reason=None)])
+            offsets = {k: len(self.prefix(k)) for k in range(len(self.streams))}
             async for k, event in self.events():
                 done = event.result
-                if event.text or done is not None:
-                    yield chunk([P.CompletionChoice(index=k, text=event.text,
+                if event.text or event.logprobs or done is not None:
+                    lp = self._completion_logprobs(event.logprobs, offsets[k])
+                    if event.logprobs:
+                        offsets[k] += sum(len(t.token) for t in event.logprobs)
+                    yield chunk([P.CompletionChoice(index=k, text=event.text, logprobs=lp,
                                                     finish_reason=None if done is None else done.finish_reason)])
                 if done is not None:
                     results[k] = done
@@ -571,9 +630,39 @@ async def _disconnected(request: Request) -> None:
             return
 
 
+def _lp(value: float) -> float:
+    """A log-probability for JSON: -inf (a token the constraint or a bias excludes) as OpenAI's -9999."""
+    return max(value, -9999.0)
+
+
+def _chat_logprobs(lps: Sequence[TokenLogprob] | None) -> P.ChatLogprobs | None:
+    if not lps:
+        return None
+    return P.ChatLogprobs(content=[
+        P.TokenLogprob(token=t.token, logprob=_lp(t.logprob), bytes=list(t.bytes),
+                       top_logprobs=[P.TopLogprob(token=a.token, logprob=_lp(a.logprob), bytes=list(a.bytes))
+                                     for a in t.top_logprobs]) for t in lps])
+
+
+def _named_param(message: str, req: BaseModel) -> str | None:
+    """The request field an engine message starts with ("top_p must be ..."), if it is one."""
+    word = re.match(r"[a-z_]+", message)
+    if word is None:
+        return None
+    name = {"json": "response_format", "json_schema": "response_format"}.get(word.group(), word.group())
+    return name if name in type(req).model_fields else None
+
+
+def _assistant(r: GenerationResult) -> P.AssistantMessage:
+    calls = [P.ToolCall(id=c.id, function=P.FunctionCall(name=c.name, arguments=c.arguments)) for c in r.tool_calls]
+    return P.AssistantMessage(content=r.text if r.text or not calls else None, tool_calls=calls or None)
+
+
 def _template_message(m: P.ChatMessage) -> dict[str, Any]:
-    """A chat message as the template takes it (developer is the newer name of system)."""
-    out: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": m.text()}
+    """A chat message as the template takes it (developer is the newer name of system; an assistant message
+    with tool calls may have no content)."""
+    content = None if m.content is None and m.tool_calls else m.text()
+    out: dict[str, Any] = {"role": "system" if m.role == "developer" else m.role, "content": content}
     if m.name is not None:
         out["name"] = m.name
     if m.tool_calls is not None:

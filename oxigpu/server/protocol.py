@@ -3,9 +3,8 @@
 Requests are parsed strictly (a string where a number belongs is an error, as OpenAI's API has it, not a
 coercion) and fields the server does not know are ignored, as OpenAI ignores them. Ranges follow OpenAI's
 (temperature 0..2, penalties -2..2, logit_bias -100..100) and the extensions follow llama-server (top_k,
-min_p, repeat_penalty, repeat_last_n). Fields the engine cannot honour yet (logprobs, response_format, tools)
-are declared so that a request using them is refused with a 400 naming the field rather than silently
-ignored; `unsupported()` lists them.
+min_p, repeat_penalty, the other samplers, grammar), whose ranges SamplingParams checks. `unsupported()` lists
+fields a request sets to something the server cannot do (a suffix, best_of, non-text content parts).
 """
 from __future__ import annotations
 
@@ -18,6 +17,14 @@ MAX_N = 16          # choices per request
 MAX_STOP = 16       # stop strings per request
 
 TokenIds = list[int]
+
+
+class ParamError(ValueError):
+    """A request value the models cannot check alone (it needs others), naming the parameter."""
+
+    def __init__(self, param: str, message: str):
+        super().__init__(message)
+        self.param = param
 
 
 class StreamOptions(BaseModel):
@@ -48,7 +55,23 @@ class _Sampling(BaseModel):
     repeat_penalty: float | None = Field(None, gt=0, le=10)
     repeat_last_n: int | None = Field(None, ge=0)
     ignore_eos: bool | None = None                    # generate max_tokens whatever comes (benchmarks)
-    # declared so that a request relying on them is refused by name until the engine supports them
+    # llama-server's other samplers and its grammar field (ranges checked by SamplingParams)
+    typical_p: float | None = None
+    top_n_sigma: float | None = None
+    dynatemp_range: float | None = None
+    dynatemp_exponent: float | None = None
+    xtc_probability: float | None = None
+    xtc_threshold: float | None = None
+    dry_multiplier: float | None = None
+    dry_base: float | None = None
+    dry_allowed_length: int | None = None
+    dry_penalty_last_n: int | None = None
+    dry_sequence_breakers: list[str] | None = None
+    mirostat: int | None = None
+    mirostat_tau: float | None = None
+    mirostat_eta: float | None = None
+    grammar: str | None = None
+    # {"type": "text" | "json_object" | "json_schema", "json_schema": {"name", "schema", "strict"}}
     response_format: dict[str, Any] | None = None
 
     @field_validator("stop")
@@ -75,11 +98,41 @@ class _Sampling(BaseModel):
         return (self.stop,) if isinstance(self.stop, str) else tuple(self.stop or ())
 
     def unsupported(self) -> list[str]:
-        """Fields set to something the engine cannot do yet."""
-        out = []
-        if self.response_format is not None and self.response_format.get("type", "text") != "text":
-            out.append("response_format")
+        """Fields set to something the server cannot do."""
+        return []
+
+    def extensions(self) -> dict[str, Any]:
+        """The llama-server sampler settings that were given, by SamplingParams name."""
+        return {k: getattr(self, k) for k in EXTENSIONS if getattr(self, k) is not None}
+
+    def constraint(self) -> dict[str, Any]:
+        """response_format / grammar as SamplingParams overrides (json, json_schema, grammar)."""
+        out: dict[str, Any] = {}
+        rf = self.response_format
+        if rf is not None:
+            kind = rf.get("type")
+            if kind == "json_object":
+                out["json"] = True
+            elif kind == "json_schema":
+                spec = rf.get("json_schema")
+                schema = spec.get("schema") if isinstance(spec, dict) else None
+                if not isinstance(schema, dict):
+                    raise ParamError("response_format", "response_format json_schema needs {'json_schema': {'name': ..., 'schema': "
+                                     "{...}}}")
+                out["json_schema"] = schema
+            elif kind != "text":
+                raise ParamError("response_format", f"response_format type must be 'text', 'json_object' or 'json_schema', got "
+                                 f"{kind!r}")
+        if self.grammar is not None:
+            if out:
+                raise ParamError("grammar", "grammar and a JSON response_format cannot be combined")
+            out["grammar"] = self.grammar
         return out
+
+
+EXTENSIONS = ("typical_p", "top_n_sigma", "dynatemp_range", "dynatemp_exponent", "xtc_probability", "xtc_threshold",
+              "dry_multiplier", "dry_base", "dry_allowed_length", "dry_penalty_last_n", "dry_sequence_breakers",
+              "mirostat", "mirostat_tau", "mirostat_eta")
 
 
 class TextPart(BaseModel):
@@ -116,12 +169,6 @@ class ChatCompletionRequest(_Sampling):
 
     def unsupported(self) -> list[str]:
         out = super().unsupported()
-        if self.logprobs:
-            out.append("logprobs")
-        if self.top_logprobs:
-            out.append("top_logprobs")
-        if self.tools and self.tool_choice != "none":
-            out.append("tools")
         for i, m in enumerate(self.messages):
             if isinstance(m.content, list):
                 for j, part in enumerate(m.content):
@@ -148,8 +195,6 @@ class CompletionRequest(_Sampling):
 
     def unsupported(self) -> list[str]:
         out = super().unsupported()
-        if self.logprobs:
-            out.append("logprobs")
         if self.suffix:
             out.append("suffix")
         if self.best_of is not None and self.best_of != (self.n or 1):
@@ -212,15 +257,49 @@ class Usage(_Response):
     total_tokens: int
 
 
+class FunctionCall(_Response):
+    name: str
+    arguments: str          # JSON text
+
+
+class ToolCall(_Response):
+    id: str
+    type: Literal["function"] = "function"
+    function: FunctionCall
+
+
 class AssistantMessage(_Response):
     role: Literal["assistant"] = "assistant"
     content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+
+    @model_serializer(mode="wrap")
+    def _calls_when_any(self, handler: Any) -> dict[str, Any]:
+        out = handler(self)
+        if out.get("tool_calls") is None:
+            out.pop("tool_calls", None)
+        return out
+
+
+class TopLogprob(_Response):
+    token: str
+    logprob: float
+    bytes: list[int]
+
+
+class TokenLogprob(TopLogprob):
+    top_logprobs: list[TopLogprob]
+
+
+class ChatLogprobs(_Response):
+    content: list[TokenLogprob]
+    refusal: None = None
 
 
 class ChatChoice(_Response):
     index: int
     message: AssistantMessage
-    logprobs: None = None
+    logprobs: ChatLogprobs | None = None
     finish_reason: Literal["stop", "length", "tool_calls"] | None
 
 
@@ -234,11 +313,16 @@ class ChatCompletion(_Response):
     usage: Usage
 
 
+class ToolCallDelta(ToolCall):
+    index: int
+
+
 class Delta(_Response):
     """What a chunk adds to a choice; fields it does not change are left out, as OpenAI sends them."""
 
     role: Literal["assistant"] | None = None
     content: str | None = None
+    tool_calls: list[ToolCallDelta] | None = None
 
     @model_serializer(mode="wrap")
     def _present_only(self, handler: Any) -> dict[str, Any]:
@@ -248,7 +332,7 @@ class Delta(_Response):
 class ChatChunkChoice(_Response):
     index: int
     delta: Delta
-    logprobs: None = None
+    logprobs: ChatLogprobs | None = None
     finish_reason: Literal["stop", "length", "tool_calls"] | None = None
 
 
@@ -262,10 +346,19 @@ class ChatCompletionChunk(_Response):
     usage: Usage | None = None
 
 
+class CompletionLogprobs(_Response):
+    """The legacy completions format: parallel lists, alternatives as {token: logprob}."""
+
+    tokens: list[str]
+    token_logprobs: list[float]
+    top_logprobs: list[dict[str, float]] | None
+    text_offset: list[int]
+
+
 class CompletionChoice(_Response):
     index: int
     text: str
-    logprobs: None = None
+    logprobs: CompletionLogprobs | None = None
     finish_reason: Literal["stop", "length"] | None
 
 
