@@ -58,9 +58,10 @@ def test_generate_and_stream_equal_llm_alone(path, ref):
         results = await asyncio.gather(*[llm.generate(p, GREEDY) for p in prompts],
                                        llm.generate(ref.tokenize("Once upon"), SAMPLED))
         events = [e async for e in llm.stream("Once upon", SAMPLED)]
-        return results, events
+        lp_events = [e async for e in llm.stream("Once upon", SAMPLED.with_overrides(logprobs=True, top_logprobs=2))]
+        return results, events, lp_events
 
-    results, events = run(body, path, max_seqs=4)
+    results, events, lp_events = run(body, path, max_seqs=4)
     assert [r.token_ids for r in results] == [e.token_ids for e in expected]
     assert [r.text for r in results] == [e.text for e in expected]
     # the events add up to the result, which only the last one carries
@@ -68,6 +69,11 @@ def test_generate_and_stream_equal_llm_alone(path, ref):
     assert last is not None and all(e.result is None for e in events[:-1])
     assert "".join(e.text for e in events) == last.text == expected[-1].text
     assert [t for e in events for t in e.token_ids] == list(last.token_ids)
+    assert all(e.logprobs is None for e in events)
+    # asked for, each event carries its tokens' logprobs; together they are the result's
+    with_lp = lp_events[-1].result
+    assert [t for e in lp_events for t in e.logprobs] == list(with_lp.logprobs)
+    assert [lp.token_id for lp in with_lp.logprobs] == list(with_lp.token_ids) == list(last.token_ids)
 
 
 def test_cancelled_requests_stop_and_are_released(path, ref):
