@@ -8,7 +8,8 @@ where it was after the warm-up.
     python dev/soak_server.py -m tiny.gguf --requests 10000 --workers 16      # the full soak
     python dev/soak_server.py --requests 1000                                  # a tiny synthetic model, here
 
-Kinds of request (weights in KINDS): chat and streamed/seeded completions checked against LLM; bad JSON,
+Kinds of request (weights in KINDS): chat (also JSON-constrained with logprobs) and streamed/seeded
+completions checked against LLM; bad JSON,
 wrong types, invalid UTF-8, out-of-range values, random bytes and bodies over the size limit; streams closed
 after their first chunk and blocking requests whose client hangs up. Only 127.0.0.1 is contacted; the run is
 bounded by --requests and --max-seconds.
@@ -35,7 +36,7 @@ from oxigpu import LLM
 N_CTX = 256
 MAX_BODY = 64 * 1024
 PROMPTS = [f"Soak prompt number {i} goes like this:" for i in range(8)]
-KINDS = {"chat": 3, "completion_stream": 3, "completion_seeded_n2": 2, "bad_json": 1, "wrong_type": 1,
+KINDS = {"chat": 3, "completion_stream": 3, "completion_seeded_n2": 2, "chat_json_logprobs": 1, "bad_json": 1, "wrong_type": 1,
          "invalid_utf8": 1, "out_of_range": 1, "random_bytes": 1, "huge_body": 1, "abandon_stream": 2,
          "abandon_blocking": 1}
 
@@ -58,6 +59,8 @@ class Soak:
         self.expect_greedy = {p: ref.generate(p, temperature=0.0, max_tokens=8).text for p in PROMPTS}
         self.expect_seeded = {p: [ref.generate(p, temperature=1.0, top_k=0, top_p=0.9, min_p=0.0, seed=s,
                                                max_tokens=8).text for s in (11, 12)] for p in PROMPTS}
+        self.expect_json = {p: ref.chat(chat(p), temperature=0.0, max_tokens=8, json=True, logprobs=True)
+                            for p in PROMPTS}
         self.eog = {str(t): -100 for t in ref.tokenizer.eog_ids}
 
     # -- plumbing ---------------------------------------------------------------------------------------
@@ -133,6 +136,14 @@ class Soak:
                                                      "top_p": 0.9, "seed": 11, "n": 2})
             if isinstance(r, dict) and [c["text"] for c in r["choices"]] != self.expect_seeded[p]:
                 self.fail(kind, f"{p!r}: {[c['text'] for c in r['choices']]!r}")
+        elif kind == "chat_json_logprobs":
+            r = self.valid(kind, "/v1/chat/completions", {"messages": [{"role": "user", "content": p}],
+                                                         "max_tokens": 8, "temperature": 0, "logprobs": True,
+                                                         "response_format": {"type": "json_object"}})
+            want = self.expect_json[p]
+            if isinstance(r, dict) and (r["choices"][0]["message"]["content"] != want.text or [
+                    t["token"] for t in r["choices"][0]["logprobs"]["content"]] != [t.token for t in want.logprobs]):
+                self.fail(kind, f"{p!r}: {r['choices'][0]['message']['content']!r} != {want.text!r}")
         elif kind == "bad_json":
             raw = json.dumps({"prompt": p, "max_tokens": 4}).encode()
             self.expect_error(kind, *self.post("/v1/completions", raw[:rng.randrange(len(raw))])[::2])
