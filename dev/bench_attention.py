@@ -50,7 +50,7 @@ N_CTX = 4224
 def ref64(q, ck, cv, attrs, pos):
     f = lambda a: np.asarray(a, np.float64)   # noqa: E731
     a = {k: v for k, v in attrs.items() if k not in ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys")}
-    return numpy_ops.attention(f(q), f(ck), f(cv), **a, pos=pos, n_tokens=1)
+    return numpy_ops.attention(f(q), f(ck), f(cv), **a, **numpy_ops.contiguous(pos, 1, len(ck)), n_tokens=1)
 
 
 _TS: dict = {}
@@ -105,7 +105,7 @@ def prefill_bench(dev: Device, args, rows: list) -> None:
             attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=1 / math.sqrt(D),
                          window=window, softcap=0.0)
             f = lambda a: np.asarray(a, np.float64)   # noqa: E731
-            want = numpy_ops.attention(f(q), f(ck), f(cv), **attrs, pos=pos, n_tokens=T)
+            want = numpy_ops.attention(f(q), f(ck), f(cv), **attrs, **numpy_ops.contiguous(pos, T, n_ctx), n_tokens=T)
             flops = prefill_flops(H, D, T, pos, window)
             dev.write_params(Params(pos=pos, n_tokens=T))
             line = [f"{shape:8s} T={T} pos={pos}"]

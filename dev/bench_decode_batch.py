@@ -22,7 +22,7 @@ from oxigpu.runtime.sampling import SamplerConfig, pack_batch  # noqa: E402
 
 K = 32
 eng = Engine(sys.argv[1], backend="wgpu", n_ctx=512)
-be, plan = eng.backend, eng._decode
+be, plan = eng.backend, eng.decode_plan
 dev = be.dev
 ctx = list(range(1, 65))
 eng.eval(ctx[:-1])

@@ -47,11 +47,11 @@ def main() -> None:
         sys.exit("bench_nodes.py needs the timestamp-query feature")
     ids = np.random.default_rng(0).integers(0, engine.vocab_size, args.tokens + 1).tolist()
     engine.eval(ids[:args.tokens])
-    plan = engine._prefill
+    plan = engine.prefill_plan
     if args.decode:
         engine.eval(ids[:args.tokens + 1])
-        plan = engine._decode
-    loaded = be._plans[id(plan)]
+        plan = engine.decode_plan
+    loaded = be._plans[plan.key]
     flat = loaded.dispatches
 
     def warm() -> None:

@@ -15,9 +15,14 @@ Decisions a caller can rely on:
 * A prompt must leave room to generate: at most ``n_ctx - 1`` tokens, else ``ContextLengthError``.
   Generation ends with finish_reason "length" at ``max_tokens`` or when the context is full, "stop" at an
   end-of-generation token or a stop string (which is never part of the text).
-* The same seed, prompt and settings give the same tokens; ``seed=None`` everywhere draws a fresh seed.
-* One ``LLM`` may be shared by threads: its calls are serialized (``generate`` holds the model for the
-  whole call, a stream for one token at a time), so results are what each call would get alone.
+* The same seed, prompt and settings give the same tokens, alone or batched with other requests (up to
+  float rounding: batched steps may sum in another order, which can flip a near-tie); ``seed=None``
+  everywhere draws a fresh seed.
+* Many sequences run at once: ``generate([p1, p2, ...])`` returns one result per prompt, ``n=k`` gives k
+  completions of a prompt (seeds seed, seed + 1, ...; they share the prompt's KV blocks), and one ``LLM``
+  may be shared by threads, whose requests are batched together: a thread waiting for its next token runs
+  a step that advances every running request (the scheduler, ``runtime/scheduler.py``). A request that
+  does not fit the KV pool waits or is preempted and recomputed later, never failed.
 """
 from __future__ import annotations
 
@@ -103,13 +108,18 @@ class LLM:
         seed: default seed for calls that pass none (None: a fresh seed per call).
         verbose: print load and per-call timing lines on stderr.
         progress: called as (stage, done, total) while loading.
+        max_seqs: sequences decoded together at most (default: 8 on numpy, 64 on a GPU).
+        kv_memory: bytes of KV cache (default: a share of host memory on the CPU, 8 GiB on a GPU; never
+            less than one full context, and at most ``max_seqs`` of them).
     """
 
     def __init__(self, model_path: str | Path | None = None, backend: str = "auto", n_ctx: int | None = None,
-                 seed: int | None = None, verbose: bool = False, progress: Progress | None = None):
+                 seed: int | None = None, verbose: bool = False, progress: Progress | None = None,
+                 max_seqs: int | None = None, kv_memory: int | None = None):
         self.defaults = SamplingParams(seed=seed)
         self.verbose = verbose
-        self._engine = Engine(resolve_model_path(model_path), backend=backend, n_ctx=n_ctx, progress=progress)
+        self._engine = Engine(resolve_model_path(model_path), backend=backend, n_ctx=n_ctx, progress=progress,
+                              max_seqs=max_seqs, kv_memory=kv_memory)
         if verbose:
             e = self._engine
             print(f"oxigpu: loaded {e.model_path.name} ({e.hparams.arch}, {e.hparams.n_layer} layers, "
@@ -154,14 +164,37 @@ class LLM:
         return self.tokenizer.decode(ids, skip_special=skip_special)
 
     # -- generation -----------------------------------------------------------------------------------
-    def generate(self, prompt: Prompt, params: SamplingParams | None = None,
-                 **overrides: Unpack[SamplingOverrides]) -> GenerationResult:
-        """Complete `prompt`. Keyword arguments override fields of `params` (or of the defaults)."""
-        gen = self.stream(prompt, params, **overrides)
-        with self._engine.lock:
-            for _ in gen:
-                pass
-        return self._done(gen)
+    @property
+    def engine(self) -> Engine:
+        """The engine underneath (plans, KV pool, scheduler), for tools and tests."""
+        return self._engine
+
+    def generate(self, prompt: Prompt | Sequence[Prompt], params: SamplingParams | None = None, *, n: int = 1,
+                 **overrides: Unpack[SamplingOverrides]) -> Any:
+        """Complete `prompt`. Keyword arguments override fields of `params` (or of the defaults).
+
+        A list of prompts (texts or token lists) runs them together and returns one result per prompt;
+        ``n`` > 1 returns n completions (a list) per prompt, drawn with seeds seed, seed + 1, ...
+        """
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise InvalidParameterError(f"n must be a positive integer, got {n!r}")
+        batch = _is_batch(prompt)
+        prompts = list(prompt) if batch else [prompt]
+        if batch and not prompts:
+            raise InvalidParameterError("the list of prompts is empty")
+        p = self._params(params, overrides)
+        eng = self._engine
+        groups = []
+        for ids in [self._prompt_ids(x) for x in prompts]:          # every prompt checked before any runs
+            first = eng.request(ids, p)
+            groups.append([first] + [eng.request(ids, p, after=first, seed_offset=i) for i in range(1, n)])
+        reqs = [r for g in groups for r in g]
+        for r in reqs:
+            eng.scheduler.submit(r)
+        eng.run_until_done(reqs)
+        results = [[self._report(r.result) for r in g] for g in groups]
+        out = [g[0] if n == 1 else g for g in results]
+        return out if batch else out[0]
 
     def stream(self, prompt: Prompt, params: SamplingParams | None = None,
                **overrides: Unpack[SamplingOverrides]) -> Generation:
@@ -183,10 +216,9 @@ class LLM:
         "tool_call_id": ..., "content": ...}`` messages after the assistant's (``{"role": "assistant",
         "content": ..., "tool_calls": [...]}``). See ``runtime/tools.py``."""
         gen = self.stream_chat(messages, params, tools, tool_choice, **overrides)
-        with self._engine.lock:
-            for _ in gen:
-                pass
-        return self._done(gen)
+        for _ in gen:
+            pass
+        return self._report(gen.result)
 
     def stream_chat(self, messages: Sequence[Message], params: SamplingParams | None = None,
                     tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None,
@@ -223,9 +255,7 @@ class LLM:
     # -- evaluation -----------------------------------------------------------------------------------
     def logits(self, tokens: Prompt) -> np.ndarray:
         """Teacher-forced logits [len(tokens), vocab]: row i predicts token i + 1 (for evaluation)."""
-        ids = self._prompt_ids(tokens)
-        with self._engine.lock:
-            return np.concatenate(list(self._engine.eval_all(ids)), axis=0)
+        return np.concatenate(list(self._engine.eval_all(self._prompt_ids(tokens))), axis=0)
 
     def perplexity(self, text: str) -> float:
         """exp(mean negative log-likelihood) of `text`'s tokens, each predicted from the ones before.
@@ -237,18 +267,17 @@ class LLM:
         if len(ids) < 2:
             raise InvalidParameterError("perplexity needs a text of at least 2 tokens")
         nll, count = 0.0, 0
-        with self._engine.lock:
-            for w in range(0, len(ids) - 1, self.n_ctx):
-                window = ids[w:w + self.n_ctx]
-                row = 0
-                for block in self._engine.eval_all(window):
-                    targets = np.asarray(window[row + 1:row + 1 + block.shape[0]])
-                    scores = block[:len(targets)].astype(np.float64)
-                    top = scores.max(axis=1, keepdims=True)
-                    log_z = top[:, 0] + np.log(np.exp(scores - top).sum(axis=1))
-                    nll += float((log_z - scores[np.arange(len(targets)), targets]).sum())
-                    count += len(targets)
-                    row += block.shape[0]
+        for w in range(0, len(ids) - 1, self.n_ctx):
+            window = ids[w:w + self.n_ctx]
+            row = 0
+            for block in self._engine.eval_all(window):
+                targets = np.asarray(window[row + 1:row + 1 + block.shape[0]])
+                scores = block[:len(targets)].astype(np.float64)
+                top = scores.max(axis=1, keepdims=True)
+                log_z = top[:, 0] + np.log(np.exp(scores - top).sum(axis=1))
+                nll += float((log_z - scores[np.arange(len(targets)), targets]).sum())
+                count += len(targets)
+                row += block.shape[0]
         return math.exp(nll / count)
 
     # -- helpers --------------------------------------------------------------------------------------
@@ -277,9 +306,8 @@ class LLM:
             merged = merged.with_overrides(seed=self.defaults.seed)
         return merged
 
-    def _done(self, gen: Generation) -> GenerationResult:
-        result = gen.result
-        assert result is not None  # an exhausted, unclosed generation always has one
+    def _report(self, result: GenerationResult | None) -> GenerationResult:
+        assert result is not None  # a finished, uncancelled request always has one
         if self.verbose:
             print(f"oxigpu: {result.timings.summary()} | finish: {result.finish_reason}", file=sys.stderr)
         return result
@@ -288,6 +316,12 @@ class LLM:
 def load(model_path: str | Path | None = None, **kwargs: Any) -> LLM:
     """``LLM(model_path, **kwargs)``: the default model when no path is given."""
     return LLM(model_path, **kwargs)
+
+
+def _is_batch(prompt: Any) -> bool:
+    """A list of prompts (texts or token lists), as opposed to one prompt (a text or a list of ids)."""
+    return isinstance(prompt, (list, tuple)) and bool(prompt) and all(
+        isinstance(p, (str, list, tuple, np.ndarray)) for p in prompt)
 
 
 def _check_messages(messages: Sequence[Message]) -> None:

@@ -3,20 +3,43 @@ absent) and the wgpu device."""
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator, Mapping
+from pathlib import Path
 
 import pytest
 
 os.environ.setdefault("LP_NUM_THREADS", "1")
 
 
+class TinyModels(Mapping[str, str]):
+    """Synthetic GGUF files by tiny shape name (tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3), each written
+    the first time a test asks for it: a run that needs one architecture pays for one file."""
+
+    def __init__(self, out: Path):
+        from oxigpu.synth import SHAPES
+        self._out, self._names = out, [name for name in SHAPES if name.startswith("tiny-")]
+        self._paths: dict[str, str] = {}
+
+    def __getitem__(self, name: str) -> str:
+        if name not in self._names:
+            raise KeyError(f"{name!r} is not a tiny shape; have {self._names}")
+        if name not in self._paths:
+            from oxigpu.synth import synthesize
+            self._paths[name] = str(synthesize(name, self._out / f"{name}.gguf", seed=7, workers=1).path)
+        return self._paths[name]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._names)
+
+    def __len__(self) -> int:
+        return len(self._names)
+
+
 @pytest.fixture(scope="session")
-def tiny_models(tmp_path_factory) -> dict[str, str]:
+def tiny_models(tmp_path_factory) -> TinyModels:
     """One synthetic GGUF file per supported architecture (random weights, real vocab machinery), by shape
-    name (tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3)."""
-    from oxigpu.synth import SHAPES, synthesize
-    out = tmp_path_factory.mktemp("tiny")
-    return {name: str(synthesize(name, out / f"{name}.gguf", seed=7).path)
-            for name in SHAPES if name.startswith("tiny-")}
+    name, synthesized on first use."""
+    return TinyModels(tmp_path_factory.mktemp("tiny"))
 
 
 @pytest.fixture(scope="session")

@@ -101,13 +101,15 @@ def test_max_tokens_and_finish_reasons(llm):
 
 
 def test_prefix_reuse_is_reported_and_changes_nothing(llm, tiny_models):
-    llm.generate("The quick brown fox", **GREEDY)
-    again = llm.generate("The quick brown fox jumps", **GREEDY)
-    n_prompt = len(llm.tokenize("The quick brown fox jumps"))
-    assert 0 < again.timings.cached_tokens < n_prompt
+    """Full 32-token blocks of an earlier request's prompt are reused by a later prompt that starts alike."""
+    base = "The quick brown fox jumps over the lazy dog. " * 3
+    llm.generate(base, **GREEDY)
+    again = llm.generate(base + "And then", **GREEDY)
+    n_prompt = len(llm.tokenize(base + "And then"))
+    assert again.timings.cached_tokens > 0 and again.timings.cached_tokens % 32 == 0
+    assert again.timings.cached_tokens < n_prompt
     assert again.timings.prompt_tokens == n_prompt and again.timings.generated_tokens == len(again.token_ids)
-    fresh = LLM(tiny_models["tiny-qwen2"], backend=BACKEND, n_ctx=128).generate("The quick brown fox jumps",
-                                                                                  **GREEDY)
+    fresh = LLM(tiny_models["tiny-qwen2"], backend=BACKEND, n_ctx=128).generate(base + "And then", **GREEDY)
     assert fresh.timings.cached_tokens == 0
     assert again.token_ids == fresh.token_ids
 

@@ -14,10 +14,22 @@ import numpy as np
 import pytest
 
 from oxigpu.backends import numpy_ops
+from oxigpu.backends.base import Step
 from oxigpu.backends.numpy_backend import NumpyBackend
 from oxigpu.backends.wgpu.device import Params
-from oxigpu.backends.wgpu.kernel import CHECKS, Case, case_error, load_kernels, rel_error, run_case
-from oxigpu.backends.wgpu.ops.matmul import MatmulGluKernel, MatmulMultiKernel, matmul_multi_case
+from oxigpu.backends.wgpu.kernel import (
+    CHECKS,
+    Case,
+    case_error,
+    load_kernels,
+    rel_error,
+    run_case,
+)
+from oxigpu.backends.wgpu.ops.matmul import (
+    MatmulGluKernel,
+    MatmulMultiKernel,
+    matmul_multi_case,
+)
 from oxigpu.gguf import GGUFFile
 from oxigpu.graph.plan import compile
 from oxigpu.models import build_graph
@@ -64,6 +76,11 @@ def test_fused_ops_per_layer(synth_files, shape):
     assert prefill.count("rope_kv_store") == 1 and prefill.count("attention") == 1 and "rope_kv_attention" not in prefill
     names = lambda g: {v.name for n in g.nodes for v in n.outputs}  # noqa: E731
     assert names(fused) <= names(plain)
+    # a decode bucket of 4 sequences (one row each) fuses the attention too; a mixed step of 8 rows of 4
+    # sequences does not (a row may need the keys of the rows before it in the step)
+    assert _ops(build_graph(model, None, 4, N_CTX, S=4)).count("rope_kv_attention") == 1
+    mixed = build_graph(model, None, 8, N_CTX, S=4)
+    assert "rope_kv_attention" not in _ops(mixed) and mixed.nodes[-3].op == "gather_rows"
 
 
 @pytest.mark.parametrize("shape", SHAPES)
@@ -77,8 +94,8 @@ def test_fused_logits_equal_unfused_on_numpy(synth_files, shape):
         pre = compile(build_graph(model, None, 8, N_CTX, "all", fuse=fuse))
         dec = compile(build_graph(model, None, 1, N_CTX, "last", fuse=fuse))
         nb = NumpyBackend(model, N_CTX)
-        out = [nb.run(pre, {"tokens": toks[:5]}, 0, 5)["logits"][:5]]
-        out += [nb.run(dec, {"tokens": toks[p:p + 1]}, p, 1)["logits"] for p in range(5, 14)]
+        out = [nb.run(pre, Step.single(toks[:5], 0))["logits"][:5]]
+        out += [nb.run(dec, Step.single(toks[p:p + 1], p))["logits"] for p in range(5, 14)]
         logits.append(out)
     for a, b in zip(*logits):
         assert np.isfinite(a).all() and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
@@ -108,28 +125,42 @@ def test_numpy_references_are_the_compositions():
         assert np.array_equal(y, z)
 
 
+def _two_sequences(T: int, n_blocks: int = 8, block: int = 4):
+    """positions, row_seq, block_table of a step: slot 0 at positions 9.., slot 1 at 2.., blocks shuffled."""
+    positions = np.array([9, 10, 2, 3, 0, 0][:T], np.int32)
+    row_seq = np.array([0, 0, 1, 1, 0, 0][:T], np.int32)
+    table = np.array([[5, 1, 7, 0], [2, 6, 0, 0]], np.int32)
+    return positions, row_seq, table
+
+
 def test_rope_kv_store_reference_is_the_composition():
     rng = np.random.default_rng(1)
-    q, k, v = (rng.standard_normal((4, n), np.float32) for n in (6 * 32, 2 * 32, 2 * 48))
-    ck, cv = np.zeros((16, 64), np.float32), np.zeros((16, 96), np.float32)
+    q, k, v = (rng.standard_normal((6, n), np.float32) for n in (6 * 32, 2 * 32, 2 * 48))
+    ck, cv = np.zeros((32, 64), np.float32), np.zeros((32, 96), np.float32)
+    paged = _two_sequences(6)
     ra = dict(head_dim=32, n_rot=16, base=1e4, neox=True, freq_scale=0.5)
-    qr = numpy_ops.rope_kv_store(q, k, v, ck, cv, n_head=6, n_head_kv=2, **ra, pos=9, n_tokens=3)
-    assert np.array_equal(qr, numpy_ops.rope(q, n_head=6, **ra, pos=9))
-    assert np.array_equal(ck[9:12], numpy_ops.rope(k, n_head=2, **ra, pos=9)[:3]) and not ck[12:].any()
-    assert np.array_equal(cv[9:12], v[:3]) and not cv[:9].any()
+    qr = numpy_ops.rope_kv_store(q, k, v, ck, cv, *paged, n_head=6, n_head_kv=2, **ra, block_size=4, n_tokens=4)
+    assert np.array_equal(qr, numpy_ops.rope(q, paged[0], n_head=6, **ra))
+    ck2, cv2 = np.zeros_like(ck), np.zeros_like(cv)
+    numpy_ops.kv_store(numpy_ops.rope(k, paged[0], n_head=2, **ra), v, ck2, cv2, *paged, block_size=4, n_tokens=4)
+    assert np.array_equal(ck, ck2) and np.array_equal(cv, cv2)
+    rows = [7 * 4 + 1, 7 * 4 + 2, 2 * 4 + 2, 2 * 4 + 3]   # slot 0: 9, 10 in its block 2; slot 1: 2, 3 in its 0
+    assert np.array_equal(cv[rows], v[:4]) and np.count_nonzero(cv.any(axis=1)) == 4
 
 
 def test_rope_kv_attention_reference_is_the_composition():
     rng = np.random.default_rng(2)
-    q, k, v = (rng.standard_normal((1, n), np.float32) for n in (6 * 32, 2 * 32, 2 * 48))
-    caches = [rng.standard_normal((16, n), np.float32) for n in (64, 96)]
+    q, k, v = (rng.standard_normal((2, n), np.float32) for n in (6 * 32, 2 * 32, 2 * 48))
+    caches = [rng.standard_normal((32, n), np.float32) for n in (64, 96)]
     caches += [c.copy() for c in caches]
-    ra = dict(n_head=6, n_head_kv=2, head_dim=32, n_rot=16, base=1e4, neox=False, freq_scale=0.5, pos=9, n_tokens=1)
+    paged = (np.array([9, 2], np.int32), np.array([0, 1], np.int32), _two_sequences(2)[2])
+    ra = dict(n_head=6, n_head_kv=2, head_dim=32, n_rot=16, base=1e4, neox=False, freq_scale=0.5, block_size=4,
+              n_tokens=2)
     aa = dict(v_head_dim=48, scale=0.2, window=5, softcap=30.0)
-    got = numpy_ops.rope_kv_attention(q, k, v, *caches[:2], **ra, **aa)
-    qr = numpy_ops.rope_kv_store(q, k, v, *caches[2:], **ra)
-    want = numpy_ops.attention(qr, *caches[2:], **{a: ra[a] for a in ("n_head", "n_head_kv", "head_dim", "pos",
-                                                                      "n_tokens")}, **aa)
+    got = numpy_ops.rope_kv_attention(q, k, v, *caches[:2], *paged, **ra, **aa)
+    qr = numpy_ops.rope_kv_store(q, k, v, *caches[2:], *paged, **ra)
+    want = numpy_ops.attention(qr, *caches[2:], *paged, **{a: ra[a] for a in ("n_head", "n_head_kv", "head_dim",
+                                                                              "block_size", "n_tokens")}, **aa)
     assert np.array_equal(got, want) and all(np.array_equal(a, b) for a, b in zip(caches[:2], caches[2:]))
 
 

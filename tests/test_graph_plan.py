@@ -10,24 +10,26 @@ from oxigpu.graph.plan import ALIGN, Plan, compile
 
 
 def chain_graph(T: int = 3, d: int = 40, n_layer: int = 4) -> Graph:
-    """A llama-like stack on made-up weights (the builder checks shapes, no file needed)."""
-    g = Graph(T)
+    """A llama-like stack on made-up weights (the builder checks shapes, no file needed): T rows of up to 2
+    sequences over a 16-row paged cache."""
+    g = Graph(T, 2)
     x = g.embed(g.input("tokens", (T,)), g.weight("emb", (100, d), 0))
+    pos, seq, bt = g.input("positions", (T,)), g.input("row_seq", (T,)), g.input("block_table", (2, 1))
     for il in range(n_layer):
         g.scope(f"blk.{il}")
         h = g.rms_norm(x, g.weight(f"n{il}", (d,), 0), 1e-6)
-        q = g.rope(g.matmul(h, g.weight(f"q{il}", (d, d), 0)), 4, d // 4, d // 4, 1e4, True)
-        k = g.rope(g.matmul(h, g.weight(f"k{il}", (d // 2, d), 0)), 2, d // 4, d // 4, 1e4, True)
+        q = g.rope(g.matmul(h, g.weight(f"q{il}", (d, d), 0)), pos, 4, d // 4, d // 4, 1e4, True)
+        k = g.rope(g.matmul(h, g.weight(f"k{il}", (d // 2, d), 0)), pos, 2, d // 4, d // 4, 1e4, True)
         v = g.matmul(h, g.weight(f"v{il}", (d // 2, d), 0))
-        K, V = g.state(f"K{il}", (16, d // 2)), g.state(f"V{il}", (16, d // 2))
-        g.kv_store(k, v, K, V)
-        a = g.attention(q, K, V, 4, 2, d // 4, d // 4, 0.5)
+        K, V = g.state(f"K{il}", (32, d // 2)), g.state(f"V{il}", (32, d // 2))
+        g.kv_store(k, v, K, V, pos, seq, bt)
+        a = g.attention(q, K, V, pos, seq, bt, 4, 2, d // 4, d // 4, 0.5)
         x = g.add(x, g.matmul(a, g.weight(f"o{il}", (d, d), 0)))
         f = g.glu(g.matmul(x, g.weight(f"g{il}", (3 * d, d), 0)), g.matmul(x, g.weight(f"u{il}", (3 * d, d), 0)),
                   "silu")
         x = g.add(x, g.matmul(f, g.weight(f"d{il}", (d, 3 * d), 0)))
     g.scope("")
-    g.output("logits", g.matmul(g.last_row(x), g.weight("emb", (100, d), 0)))
+    g.output("logits", g.matmul(g.gather_rows(x, g.input("out_rows", (2,))), g.weight("emb", (100, d), 0)))
     return g
 
 
@@ -92,4 +94,28 @@ def test_attention_before_its_cache_is_written_is_rejected():
     i = next(i for i, n in enumerate(g.nodes) if n.op == "kv_store")
     g.nodes[i], g.nodes[i + 1] = g.nodes[i + 1], g.nodes[i]
     with pytest.raises(ValueError, match="reads state"):
+        compile(g)
+
+
+def test_op_spec_resolves_repeats_and_optional_inputs():
+    """graph/ir.py's OPS: repeated weight slots expand by n_w, biases are all or none, the norm prologue's
+    weight is there exactly when norm_eps is, and inputs that fit no layout are refused."""
+    from oxigpu.graph.ir import input_slots
+    names = lambda op, attrs, n: [s.name for s in input_slots(op, attrs, n)]  # noqa: E731
+    assert names("matmul_multi", {"n_w": 3}, 4) == ["x", "w", "w", "w"]
+    assert names("matmul_multi", {"n_w": 3}, 7) == ["x", "w", "w", "w", "bias", "bias", "bias"]
+    assert names("matmul_multi", {"n_w": 2, "norm_eps": 1e-6}, 4) == ["x", "w", "w", "norm_w"]
+    assert names("matmul_glu", {"act": "silu"}, 3) == ["x", "w_gate", "w_up"]
+    assert names("rope_kv_store", {}, 9)[-1] == "freq_factors" and names("rope_kv_store", {}, 8)[-1] == "block_table"
+    assert [s.writes for s in input_slots("kv_store", {}, 7)] == [False, False, True, True, False, False, False]
+    for op, attrs, n in (("matmul_multi", {"n_w": 3}, 5), ("matmul", {}, 4), ("add", {}, 1), ("nope", {}, 1)):
+        with pytest.raises(ValueError):
+            input_slots(op, attrs, n)
+
+
+def test_a_node_that_does_not_fit_its_op_spec_is_rejected():
+    g = chain_graph(n_layer=1)
+    mm = next(n for n in g.nodes if n.op == "matmul")
+    mm.inputs = (mm.inputs[1], mm.inputs[0])       # a weight where the activation goes
+    with pytest.raises(ValueError, match="input 'x' is a weight value"):
         compile(g)

@@ -31,7 +31,8 @@ def _ref(case, q, pos, n_tokens=1):
     """float64 attention of ``q`` at ``pos`` over the case's caches (numpy_ops on float64 inputs)."""
     _, ck, cv = case.inputs
     f = lambda a: np.asarray(a, np.float64)   # noqa: E731
-    return numpy_ops.attention(f(q), f(ck), f(cv), **op_attrs(case.attrs), pos=pos, n_tokens=n_tokens)
+    return numpy_ops.attention(f(q), f(ck), f(cv), **op_attrs(case.attrs), **numpy_ops.contiguous(pos, len(q), len(ck)),
+                               n_tokens=n_tokens)
 
 
 def _decode_cases():
@@ -217,7 +218,8 @@ def test_rope_kv_attention_decode_sequence(dev, subgroups, monkeypatch):
         assert rel_error(ck[pos], rope_reference(k, Hkv, **ra, pos=pos)[0].astype(np.float16)) <= HALF_STEP, pos
         cv[pos] = v[0].astype(np.float16)
         want = numpy_ops.attention(rope_reference(q, H, **ra, pos=pos), ck, cv, n_head=H, n_head_kv=Hkv,
-                                   head_dim=D, v_head_dim=D, scale=a["scale"], pos=pos, n_tokens=1)
+                                   head_dim=D, v_head_dim=D, scale=a["scale"], **numpy_ops.contiguous(pos, 1, len(ck)),
+                                   n_tokens=1)
         got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
         assert rel_error(got, want) < 2e-5, pos
         assert not _counters(dev, p.kernel).any(), pos

@@ -70,7 +70,8 @@ def test_attention_matches_numpy_oracle(dev):
     case = attention_case("oracle", 7, 6, 12, 6, 2, 64, 24, window=9, softcap=15.0, seed=3)
     got = run_op("attention", case.inputs, case.attrs, case.pos, case.n_tokens, dev=dev)[0]
     q, ck, cv = case.inputs
-    want = numpy_ops.attention(q, ck, cv, **op_attrs(case.attrs), pos=case.pos, n_tokens=case.n_tokens)
+    want = numpy_ops.attention(q, ck, cv, **op_attrs(case.attrs), **numpy_ops.contiguous(case.pos, len(q), len(ck)),
+                               n_tokens=case.n_tokens)
     assert rel_error(got, want) < 2e-5
 
 
@@ -84,7 +85,7 @@ def test_attention_decode_replay_across_positions(dev):
         dev.write_params(Params(pos=pos, n_tokens=1))
         dev.submit(p.dispatches)
         got = dev.read(p.out_bufs[0], np.float32, p.out_shapes[0])
-        want = numpy_ops.attention(q, ck, cv, **case.attrs, pos=pos, n_tokens=1)
+        want = numpy_ops.attention(q, ck, cv, **case.attrs, **numpy_ops.contiguous(pos, 1, len(ck)), n_tokens=1)
         assert rel_error(got, want) < 2e-5, pos
 
 
@@ -151,8 +152,8 @@ def test_kv_store_then_attention_chunked_prefill(dev):
             dev.write(buf, a)
         dev.write_params(Params(pos=pos, n_tokens=n))
         dev.submit(store.dispatches + attn_dispatch)
-        numpy_ops.kv_store(k, v, ref_k, ref_v, pos=pos, n_tokens=n)
-        want = numpy_ops.attention(q, ref_k, ref_v, **attrs, pos=pos, n_tokens=n)
+        numpy_ops.kv_store(k, v, ref_k, ref_v, **numpy_ops.contiguous(pos, 8, n_ctx), n_tokens=n)
+        want = numpy_ops.attention(q, ref_k, ref_v, **attrs, **numpy_ops.contiguous(pos, 8, n_ctx), n_tokens=n)
         got = dev.read(attn.out_bufs[0], np.float32, (8, H * D))
         assert rel_error(got, want) < 2e-5, (pos, n)
         assert np.all(got[n:] == 0)
@@ -183,7 +184,7 @@ def test_oracle_parity_rope_norm_glu(dev):
     x = g.standard_normal((5, 6 * 128)).astype(np.float32)
     a = dict(n_head=6, head_dim=128, n_rot=96, base=1e6, neox=True, freq_scale=1.0)
     got = run_op("rope", [x], a, pos=4000, dev=dev)[0]
-    assert rel_error(got, numpy_ops.rope(x, **a, pos=4000)) < 2e-6
+    assert rel_error(got, numpy_ops.rope(x, np.arange(4000, 4005, dtype=np.int32), **a)) < 2e-6
     w = g.standard_normal(128).astype(np.float32)
     got = run_op("rms_norm", [x, w], {"eps": 1e-6, "group": 128}, dev=dev)[0]
     assert rel_error(got, numpy_ops.rms_norm(x, w, eps=1e-6, group=128)) < 2e-6

@@ -13,10 +13,12 @@ import dataclasses
 import numpy as np
 import pytest
 
-from oxigpu.backends import numpy_backend
+from oxigpu.backends import base
+from oxigpu.backends.base import Step
 from oxigpu.backends.numpy_backend import NumpyBackend, QuantizedRows
 from oxigpu.errors import ContextLengthError, InvalidParameterError, OutOfMemoryError
 from oxigpu.gguf import GGUFFile
+from oxigpu.graph.ir import arg
 from oxigpu.graph.plan import compile
 from oxigpu.models import build_graph
 
@@ -44,7 +46,7 @@ def tokens_for(model: GGUFFile, n: int = N) -> np.ndarray:
 
 def one_shot(model: GGUFFile, toks: np.ndarray) -> np.ndarray:
     plan = compile(build_graph(model, None, len(toks), N_CTX, "all"))
-    return NumpyBackend(model, N_CTX).run(plan, {"tokens": toks}, 0, len(toks))["logits"]
+    return NumpyBackend(model, N_CTX).run(plan, Step.single(toks, 0))["logits"]
 
 
 def assert_close(ours: np.ndarray, ref: np.ndarray) -> None:
@@ -63,7 +65,7 @@ def test_chunked_prefill_matches_one_shot(synth_files, shape, chunk):
     plan = compile(build_graph(model, None, chunk, N_CTX, "all"))
     for pos in range(0, N, chunk):  # 40 % 7 and 40 % 16 leave a padded last chunk
         n = min(chunk, N - pos)
-        got = backend.run(plan, {"tokens": toks[pos:pos + n]}, pos, n)["logits"]
+        got = backend.run(plan, Step.single(toks[pos:pos + n], pos))["logits"]
         assert got.shape == (chunk, ref.shape[1])
         assert_close(got[:n], ref[pos:pos + n])
 
@@ -76,11 +78,11 @@ def test_prefill_then_decode_matches_one_shot(synth_files, shape):
     backend = NumpyBackend(model, N_CTX)
     prefill = compile(build_graph(model, None, 8, N_CTX, "last"))
     decode = compile(build_graph(model, None, 1, N_CTX, "last"))
-    out = backend.run(prefill, {"tokens": toks[:5]}, 0, 5)["logits"]  # one padded chunk of 5 in 8
+    out = backend.run(prefill, Step.single(toks[:5], 0))["logits"]  # one padded chunk of 5 in 8
     assert out.shape == (1, ref.shape[1])
     assert_close(out[0], ref[4])
     for pos in range(5, N):
-        out = backend.run(decode, {"tokens": toks[pos:pos + 1]}, pos, 1)["logits"]
+        out = backend.run(decode, Step.single(toks[pos:pos + 1], pos))["logits"]
         assert_close(out[0], ref[pos])
 
 
@@ -88,7 +90,7 @@ def test_rope_frequency_factors_are_used(synth_files):
     model = GGUFFile(synth_files["tiny-llama3"])
     plan = compile(build_graph(model, None, 1, N_CTX))
     ropes = [n for n in plan.nodes if n.op == "rope_kv_attention"]   # rope q/k + kv_store + attention, fused
-    assert ropes and all(n.inputs[5].tensor == "rope_freqs.weight" for n in ropes)
+    assert ropes and all(arg(n, "freq_factors").tensor == "rope_freqs.weight" for n in ropes)
     ff = NumpyBackend(model, N_CTX)
     ff.load(plan)
     assert ff._weights["rope_freqs.weight"].max() > 1.0  # some frequencies are actually divided
@@ -107,8 +109,8 @@ def test_sliding_window_matters(synth_files):
         if n.op == "attention":
             n.attrs["window"] = 0
     full = compile(g)
-    a = NumpyBackend(model, N_CTX).run(windowed, {"tokens": toks}, 0, N)["logits"]
-    b = NumpyBackend(model, N_CTX).run(full, {"tokens": toks}, 0, N)["logits"]
+    a = NumpyBackend(model, N_CTX).run(windowed, Step.single(toks, 0))["logits"]
+    b = NumpyBackend(model, N_CTX).run(full, Step.single(toks, 0))["logits"]
     assert_close(a[:16], b[:16])
     scale = np.abs(b).max()
     assert all(np.abs(a[p] - b[p]).max() > 1e-2 * scale for p in range(16, N))
@@ -124,7 +126,7 @@ def test_weights_and_states_are_shared_across_plans(synth_files):
     assert backend.memory_bytes() - before == p1.arena_size  # no second copy of weights or caches
     assert isinstance(backend._weights["token_embd.weight"], QuantizedRows)
     assert isinstance(backend._weights["output.weight"], np.ndarray)
-    assert backend._plans[id(p8)].buffers[p8.weights[1]] is backend._plans[id(p1)].buffers[p1.weights[1]]
+    assert backend._plans[p8.key].buffers[p8.weights[1]] is backend._plans[p1.key].buffers[p1.weights[1]]
     tied = NumpyBackend(GGUFFile(synth_files["tiny-qwen2"]), N_CTX)
     tied.load(compile(build_graph(tied.model, None, 1, N_CTX, "last")))
     assert isinstance(tied._weights["token_embd.weight"], np.ndarray)  # the LM head needs the full matrix
@@ -134,7 +136,7 @@ def test_trace_reports_every_node(synth_files):
     model = GGUFFile(synth_files["tiny-qwen3"])
     plan = compile(build_graph(model, None, 4, N_CTX, "last"))
     seen = []
-    NumpyBackend(model, N_CTX).run(plan, {"tokens": tokens_for(model, 4)}, 0, 4,
+    NumpyBackend(model, N_CTX).run(plan, Step.single(tokens_for(model, 4), 0),
                                    trace=lambda node, outs: seen.append((node, [o.shape for o in outs])))
     assert [n for n, _ in seen] == plan.nodes
     for node, shapes in seen:
@@ -147,14 +149,47 @@ def test_guards(synth_files, monkeypatch):
     plan = compile(build_graph(model, None, 4, N_CTX, "last"))
     backend = NumpyBackend(model, N_CTX)
     with pytest.raises(ContextLengthError):
-        backend.run(plan, {"tokens": np.zeros(4, np.int32)}, N_CTX - 2, 4)
+        backend.run(plan, Step.single(np.zeros(4, np.int32), N_CTX - 2))
     with pytest.raises(InvalidParameterError):
-        backend.run(plan, {"tokens": np.zeros(5, np.int32)}, 0, 5)
+        backend.run(plan, Step.single(np.zeros(5, np.int32), 0))
     with pytest.raises(InvalidParameterError):
         NumpyBackend(model, 32).load(plan)  # plan built for another n_ctx
     for bad in (-1, 1024):  # tiny-llama's vocab is 1024; numpy would silently wrap -1
         with pytest.raises(InvalidParameterError, match="outside"):
-            backend.run(plan, {"tokens": np.array([1, bad], np.int32)}, 0, 2)
-    monkeypatch.setattr(numpy_backend, "_mem_available", lambda: 1 << 20)
+            backend.run(plan, Step.single(np.array([1, bad], np.int32), 0))
+    monkeypatch.setattr(base, "mem_available", lambda: 1 << 20)
     with pytest.raises(OutOfMemoryError, match=r"needs [0-9.]+ [KMG]iB of host memory .*available"):
         NumpyBackend(model, N_CTX).load(plan)
+
+
+@pytest.mark.parametrize("shape", ["tiny-qwen2", "tiny-gemma3"])
+def test_batched_steps_give_each_sequence_its_solo_logits(synth_files, shape):
+    """Three sequences in mixed steps (a prefill chunk beside decode rows, slots in any order) and a decode
+    step of the 4-slot bucket with one slot padded, their blocks scattered over a shared pool: every
+    sequence's logits are its one-shot logits."""
+    model = GGUFFile(synth_files[shape])
+    vocab = len(model.metadata["tokenizer.ggml.tokens"])
+    streams = [np.random.default_rng(s).integers(0, vocab, 16).astype(np.int32) for s in (1, 2, 3)]
+    refs = [one_shot(model, t) for t in streams]
+    mb = N_CTX // 32
+    pool = np.random.default_rng(0).permutation(3 * mb)
+    blocks = [pool[i * mb:(i + 1) * mb] for i in range(3)]
+    nb = NumpyBackend(model, N_CTX)
+    mixed = compile(build_graph(model, None, 16, N_CTX, "last", S=4, n_blocks=3 * mb))
+    decode = compile(build_graph(model, None, 4, N_CTX, "last", S=4, n_blocks=3 * mb))
+    a, b, _ = streams
+
+    def check(plan, chunks):          # chunks: (stream index, start, count) per slot
+        step = Step.batch([(streams[i][p:p + n], p, blocks[i]) for i, p, n in chunks])
+        out = nb.run(plan, step)["logits"]
+        assert out.shape == (4, refs[0].shape[1])
+        for slot, (i, p, n) in enumerate(chunks):
+            assert_close(out[slot], refs[i][p + n - 1])
+    check(mixed, [(0, 0, 10), (1, 0, 6)])
+    check(mixed, [(0, 10, 1), (2, 0, 3), (1, 6, 6)])
+    check(decode, [(0, 11, 1), (1, 12, 1), (2, 3, 1)])
+    check(decode, [(2, 4, 1), (0, 12, 1)])
+    with pytest.raises(InvalidParameterError, match="one row per sequence"):
+        nb.run(decode, Step.batch([(a[13:15], 13, blocks[0])]))
+    with pytest.raises(InvalidParameterError, match="block in"):
+        nb.run(mixed, Step.batch([(b[13:15], 13, [3 * mb + 5])]))

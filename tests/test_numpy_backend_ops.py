@@ -60,15 +60,13 @@ def test_matmul(R, k, n, bias):
     assert rel_err(ops.matmul(x, w, b), ref) < 1e-5
 
 
-def _rope_ref(x, n_head, head_dim, n_rot, base, neox, freq_scale, pos, ff=None):
-    T = x.shape[0]
+def _rope_ref(x, n_head, head_dim, n_rot, base, neox, freq_scale, positions, ff=None):
     out = x.astype(np.float64).copy()
-    for t in range(T):
-        p = pos + t
+    for t, p in enumerate(positions):
         for h in range(n_head):
             row = x[t, h * head_dim:(h + 1) * head_dim].astype(np.float64)
             for i in range(n_rot // 2):
-                theta = p * freq_scale * base ** (-2.0 * i / n_rot)
+                theta = int(p) * freq_scale * base ** (-2.0 * i / n_rot)
                 if ff is not None:
                     theta /= float(ff[i])
                 a, b = (i, i + n_rot // 2) if neox else (2 * i, 2 * i + 1)
@@ -79,39 +77,66 @@ def _rope_ref(x, n_head, head_dim, n_rot, base, neox, freq_scale, pos, ff=None):
 
 
 @pytest.mark.parametrize("neox", [False, True])
-@pytest.mark.parametrize("T,n_head,head_dim,n_rot,base,freq_scale,pos", [
-    (3, 2, 8, 8, 10000.0, 1.0, 0),
-    (5, 3, 12, 8, 1e6, 1.0, 37),       # partial rotary: dims 8..11 pass through
-    (2, 1, 6, 4, 500000.0, 0.25, 511),  # linear scaling
+@pytest.mark.parametrize("T,n_head,head_dim,n_rot,base,freq_scale,positions", [
+    (3, 2, 8, 8, 10000.0, 1.0, [0, 1, 2]),
+    (5, 3, 12, 8, 1e6, 1.0, [37, 38, 3, 0, 4000]),   # partial rotary (dims 8..11 pass through); rows of
+    (2, 1, 6, 4, 500000.0, 0.25, [511, 7]),            # several sequences; linear scaling
 ])
-def test_rope(neox, T, n_head, head_dim, n_rot, base, freq_scale, pos):
+def test_rope(neox, T, n_head, head_dim, n_rot, base, freq_scale, positions):
     x = rand(T, n_head * head_dim)
-    ours = ops.rope(x, n_head=n_head, head_dim=head_dim, n_rot=n_rot, base=base, neox=neox,
-                    freq_scale=freq_scale, pos=pos)
-    assert rel_err(ours, _rope_ref(x, n_head, head_dim, n_rot, base, neox, freq_scale, pos)) < 2e-6
+    pos = np.asarray(positions, np.int32)
+    ours = ops.rope(x, pos, n_head=n_head, head_dim=head_dim, n_rot=n_rot, base=base, neox=neox,
+                    freq_scale=freq_scale)
+    assert rel_err(ours, _rope_ref(x, n_head, head_dim, n_rot, base, neox, freq_scale, positions)) < 2e-6
 
 
 def test_rope_freq_factors():
     x, ff = rand(4, 2 * 16), (1.0 + rng.random(8) * 7).astype(np.float32)
-    ours = ops.rope(x, ff, n_head=2, head_dim=16, n_rot=16, base=500000.0, neox=False, pos=100)
-    assert rel_err(ours, _rope_ref(x, 2, 16, 16, 500000.0, False, 1.0, 100, ff)) < 2e-6
+    pos = np.arange(100, 104, dtype=np.int32)
+    ours = ops.rope(x, pos, ff, n_head=2, head_dim=16, n_rot=16, base=500000.0, neox=False)
+    assert rel_err(ours, _rope_ref(x, 2, 16, 16, 500000.0, False, 1.0, pos, ff)) < 2e-6
 
 
-def test_kv_store_writes_only_valid_rows():
-    K, V = rand(10, 6), rand(10, 4)
+B = 4   # block size of the paged tests: small, so a few tokens span several blocks
+
+
+def paged_step(lengths: list[int], news: list[int], n_blocks: int, seed: int = 0):
+    """Rows of len(lengths) sequences: sequence s has lengths[s] tokens cached and news[s] new rows at the
+    positions after them; blocks handed out from a shuffled pool. Returns positions, row_seq, block_table."""
+    g = np.random.default_rng(seed)
+    pool = list(g.permutation(n_blocks))
+    mb = max(-(-(l + n) // B) for l, n in zip(lengths, news)) + 1
+    table = np.zeros((len(lengths), mb), np.int32)
+    for s, (l, n) in enumerate(zip(lengths, news)):
+        for j in range(-(-(l + n) // B)):
+            table[s, j] = pool.pop()
+    positions = np.concatenate([np.arange(l, l + n) for l, n in zip(lengths, news)]).astype(np.int32)
+    row_seq = np.repeat(np.arange(len(lengths)), news).astype(np.int32)
+    return positions, row_seq, table
+
+
+def test_kv_store_writes_only_valid_rows_at_their_blocks():
+    n_blocks = 12
+    positions, row_seq, table = paged_step([5, 0, 9], [2, 3, 1], n_blocks)
+    T = len(positions) + 2                                # two padded rows
+    positions = np.append(positions, [0, 0]).astype(np.int32)
+    row_seq = np.append(row_seq, [0, 0]).astype(np.int32)
+    K, V = rand(n_blocks * B, 6), rand(n_blocks * B, 4)
     K0, V0 = K.copy(), V.copy()
-    k, v = rand(4, 6), rand(4, 4)
-    ops.kv_store(k, v, K, V, pos=5, n_tokens=3)
-    np.testing.assert_array_equal(K[5:8], k[:3])
-    np.testing.assert_array_equal(V[5:8], v[:3])
-    np.testing.assert_array_equal(np.delete(K, [5, 6, 7], 0), np.delete(K0, [5, 6, 7], 0))
-    np.testing.assert_array_equal(np.delete(V, [5, 6, 7], 0), np.delete(V0, [5, 6, 7], 0))
+    k, v = rand(T, 6), rand(T, 4)
+    ops.kv_store(k, v, K, V, positions, row_seq, table, block_size=B, n_tokens=T - 2)
+    rows = [table[s, p // B] * B + p % B for p, s in zip(positions[:T - 2], row_seq[:T - 2])]
+    np.testing.assert_array_equal(K[rows], k[:T - 2])
+    np.testing.assert_array_equal(V[rows], v[:T - 2])
+    np.testing.assert_array_equal(np.delete(K, rows, 0), np.delete(K0, rows, 0))
+    np.testing.assert_array_equal(np.delete(V, rows, 0), np.delete(V0, rows, 0))
 
 
-def _attention_ref(q, K, V, H, Hkv, D, Dv, scale, window, softcap, pos, n):
+def _attention_ref(q, K, V, H, Hkv, D, Dv, scale, window, softcap, positions, n):
+    """float64 attention of query rows 0..n-1 at ``positions`` over contiguous caches (logical rows)."""
     out = np.zeros((q.shape[0], H * Dv))
     for t in range(n):
-        p = pos + t
+        p = int(positions[t])
         for h in range(H):
             kvh = h // (H // Hkv)
             js = [j for j in range(p + 1) if window == 0 or j > p - window]
@@ -136,22 +161,63 @@ def _attention_ref(q, K, V, H, Hkv, D, Dv, scale, window, softcap, pos, n):
     (6, 6, 0, 3, 3, 4, 4, 2, 30.0),     # window + softcap from position 0
 ])
 def test_attention(T, n, pos, H, Hkv, D, Dv, window, softcap):
+    """One sequence through the identity block table (a contiguous cache)."""
     n_ctx = 16
     q, K, V = rand(T, H * D, scale=2.0), rand(n_ctx, Hkv * D, scale=2.0), rand(n_ctx, Hkv * Dv)
     q[n:] = 1e4  # padded query rows: garbage
     K[pos + n:] = 1e4  # rows after the chunk: never written yet, must not be seen
-    ours = ops.attention(q, K, V, n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=Dv, scale=D ** -0.5,
-                         window=window, softcap=softcap, pos=pos, n_tokens=n)
-    ref = _attention_ref(q, K, V, H, Hkv, D, Dv, D ** -0.5, window, softcap, pos, n)
+    positions = np.append(np.arange(pos, pos + n), np.zeros(T - n)).astype(np.int32)
+    table = np.arange(n_ctx // B, dtype=np.int32)[None, :]
+    ours = ops.attention(q, K, V, positions, np.zeros(T, np.int32), table, n_head=H, n_head_kv=Hkv, head_dim=D,
+                         v_head_dim=Dv, scale=D ** -0.5, window=window, softcap=softcap, block_size=B, n_tokens=n)
+    ref = _attention_ref(q, K, V, H, Hkv, D, Dv, D ** -0.5, window, softcap, positions, n)
     assert rel_err(ours, ref) < 1e-5
 
 
-def test_add_mul():
+@pytest.mark.parametrize("window,softcap", [(0, 0.0), (3, 0.0), (0, 10.0)])
+def test_attention_of_several_sequences_through_their_block_tables(window, softcap):
+    """Decode rows and prefill chunks of four sequences in one step, their blocks scattered over the pool:
+    each query row equals the attention of its own sequence alone over a contiguous cache; rows of other
+    sequences, blocks of the pool nobody owns and padded rows are never seen."""
+    H, Hkv, D, Dv, n_blocks = 4, 2, 6, 5, 24
+    lengths, news = [7, 0, 12, 3], [1, 5, 1, 6]
+    positions, row_seq, table = paged_step(lengths, news, n_blocks, seed=3)
+    n = len(positions)
+    T = n + 3
+    positions = np.append(positions, [0] * 3).astype(np.int32)
+    row_seq = np.append(row_seq, [0] * 3).astype(np.int32)
+    q = rand(T, H * D, scale=2.0)
+    q[n:] = 1e4
+    K = np.full((n_blocks * B, Hkv * D), 1e4, np.float32)   # unowned rows: poison
+    V = np.full((n_blocks * B, Hkv * Dv), 1e4, np.float32)
+    logical = {}
+    for s, (l, m) in enumerate(zip(lengths, news)):
+        ks, vs = rand(l + m, Hkv * D, scale=2.0), rand(l + m, Hkv * Dv)
+        for j in range(l + m):
+            K[table[s, j // B] * B + j % B], V[table[s, j // B] * B + j % B] = ks[j], vs[j]
+        logical[s] = ks, vs
+    ours = ops.attention(q, K, V, positions, row_seq, table, n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=Dv,
+                         scale=D ** -0.5, window=window, softcap=softcap, block_size=B, n_tokens=n)
+    assert not ours[n:].any()
+    for s in range(len(lengths)):
+        rows = np.flatnonzero(row_seq[:n] == s)
+        ks, vs = logical[s]
+        ref = _attention_ref(q[rows], ks, vs, H, Hkv, D, Dv, D ** -0.5, window, softcap, positions[rows], len(rows))
+        assert rel_err(ours[rows], ref) < 1e-5
+
+
+def test_gather_rows():
+    x = rand(7, 9)
+    rows = np.array([2, 6, 0, 0], np.int32)
+    out = ops.gather_rows(x, rows, n_seqs=3)
+    np.testing.assert_array_equal(out[:3], x[[2, 6, 0]])
+    assert out.shape == (4, 9) and not out[3].any()
+
+
+def test_add():
     a, b = rand(3, 7), rand(3, 7)
     ref_add = np.array([[float(a[i, j]) + float(b[i, j]) for j in range(7)] for i in range(3)])
-    ref_mul = np.array([[float(a[i, j]) * float(b[i, j]) for j in range(7)] for i in range(3)])
     assert rel_err(ops.add(a, b), ref_add) < 2e-7
-    assert rel_err(ops.mul(a, b), ref_mul) < 2e-7
 
 
 @pytest.mark.parametrize("act", ["silu", "gelu_tanh"])
@@ -167,8 +233,3 @@ def test_glu(act):
     with np.errstate(all="raise"):
         ours = ops.glu(gate, up, act=act)
     assert rel_err(ours, ref) < 2e-6
-
-
-def test_last_row():
-    x = rand(5, 9)
-    np.testing.assert_array_equal(ops.last_row(x, n_tokens=3), x[2:3])

@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from oxigpu.backends.base import Step
 from oxigpu.backends.numpy_backend import NumpyBackend
 from oxigpu.gguf import GGUFFile
 from oxigpu.graph.plan import compile
@@ -45,7 +46,7 @@ def teacher_forced(path: Path, tokens: np.ndarray, ids: np.ndarray,
     out, top = np.empty(ids.shape, np.float32), np.empty(len(tokens), np.int64)
     for pos in range(0, len(tokens), CHUNK):
         n = min(CHUNK, len(tokens) - pos)
-        logits = backend.run(plan, {"tokens": tokens[pos:pos + n]}, pos, n)["logits"]
+        logits = backend.run(plan, Step.single(tokens[pos:pos + n], pos))["logits"]
         out[pos:pos + n] = np.take_along_axis(logits[:n], ids[pos:pos + n], 1)
         top[pos:pos + n] = logits[:n].argmax(1)
     return out, top

@@ -139,8 +139,8 @@ def test_huge_n_ctx_on_a_tiny_model_is_refused_before_allocating(long_ctx_model,
 
 
 def test_numpy_guard_against_available_memory(path, monkeypatch):
-    from oxigpu.backends import numpy_backend
-    monkeypatch.setattr(numpy_backend, "_mem_available", lambda: 2**20)    # pretend 1 MiB is free
+    from oxigpu.backends import base
+    monkeypatch.setattr(base, "mem_available", lambda: 2**20)    # pretend 1 MiB is free
     gc.collect()
     tracemalloc.start()
     try:
@@ -155,7 +155,7 @@ def test_numpy_guard_against_available_memory(path, monkeypatch):
     finally:
         tracemalloc.stop()
     # numbers per part, the limit, and what to do; the weights (9.4 MiB as float32) were never dequantized
-    assert re.search(r"needs \d+\.\d MiB of host memory \(weights 9\.4 MiB, KV cache 192\.0 KiB, activations", msg)
+    assert re.search(r"needs \d+\.\d MiB of host memory \(weights 9\.4 MiB, KV cache \d+\.\d KiB, activations", msg)
     assert "only 1.0 MiB is available" in msg and "smaller n_ctx (now 128)" in msg
     assert peak < 4 * 2**20 and left < 2**20
     monkeypatch.undo()
@@ -165,12 +165,12 @@ def test_numpy_guard_against_available_memory(path, monkeypatch):
 @pytest.mark.gpu
 @pytest.mark.parametrize("limit", ["host memory", "binding size"])
 def test_wgpu_guard_against_adapter_limits(path, monkeypatch, limit):
-    from oxigpu.backends.wgpu import backend as wgpu_backend
+    from oxigpu.backends import base
     dev = gpu_device()
     if limit == "host memory":
         if not dev.is_software:
             pytest.skip("the host-memory guard applies to software adapters (lavapipe allocates host RAM)")
-        monkeypatch.setattr(wgpu_backend, "_mem_available", lambda: 2**20)
+        monkeypatch.setattr(base, "mem_available", lambda: 2**20)
         fragments = ["wgpu backend needs", "KV cache 192.0 KiB", "only 1.0 MiB is available"]
     else:
         monkeypatch.setattr(dev, "max_storage_binding", 16 * 2**10)      # K or V per layer is 32 KiB here
@@ -405,8 +405,9 @@ def test_api_rejects_bad_sampling_parameters(llms, path, kwargs, fragment):
 
 @pytest.mark.parametrize("prompt, fragment", [
     ("", "empty"), ([], "empty"), (None, "got NoneType"), (42, "got int"), (b"bytes", "not bytes"),
-    ([1.5], "token ids"), ([True], "token ids"), (["a"], "token ids"), ([-1], "outside the vocabulary"),
+    ([1.5], "token ids"), ([True], "token ids"), (["a", 5], "token ids"), ([-1], "outside the vocabulary"),
     ([10**9], "outside the vocabulary"), ("\udc80", "lone surrogate"),
+    ([[1, 2], [1.5]], "token ids"), (["fine", ""], "empty"),          # a list of prompts: each one checked
 ])
 def test_api_rejects_bad_prompts(llms, path, prompt, fragment):
     with pytest.raises(InvalidParameterError, match=fragment):

@@ -70,15 +70,15 @@ def test_validation_error_at_submit_names_the_node(path, dev):
     llm = LLM(path, backend="wgpu", n_ctx=64)
     want = llm.generate("Hello there", seed=1, **SAMPLED).token_ids
     backend = llm._engine.backend
-    loaded = backend._plans[id(llm._engine._prefill)]
-    i = next(i for i, n in enumerate(loaded.plan.nodes) if n.op == "rope_kv_store")
+    loaded = backend._plans[llm._engine.prefill_plan.key]
+    i = next(i for i, n in enumerate(loaded.nodes) if n.op == "rope_kv_store")
     good = loaded.node_dispatches[i][0]
     loaded.node_dispatches[i][0] = Dispatch(good.pipeline, good.bind_group, (70000, 1, 1))   # > 65535
     loaded.dispatches[:] = [d for ds in loaded.node_dispatches for d in ds]
     with pytest.raises(DeviceError) as info:
         llm.generate("A different prompt", seed=1, **SAMPLED)
     msg = str(info.value)
-    node = loaded.plan.nodes[i]
+    node = loaded.nodes[i]
     assert "\n" not in msg and f"node {node.name!r} (op rope_kv_store, inputs [64, " in msg
     assert "(kernel RopeKvStore)" in msg and "70000" in msg and "65535" in msg
     loaded.node_dispatches[i][0] = good

@@ -1,5 +1,5 @@
 """Runtime pieces in isolation: stop-string hold-back, parameter validation, backend/n_ctx resolution,
-and the engine's KV-cache prefix reuse (on a tiny synthetic model)."""
+the engine's prefix reuse (on a tiny synthetic model) and the KV block pool."""
 from __future__ import annotations
 
 import numpy as np
@@ -103,21 +103,23 @@ def engine(tiny_models):
 
 
 def test_prefix_reuse_gives_the_logits_of_a_fresh_run(engine, tiny_models):
+    """Full 32-token blocks of an earlier evaluation are reused (the prefix cache), the rest is evaluated."""
     rng = np.random.default_rng(0)
-    shared = rng.integers(3, 1000, 37).tolist()          # crosses two prefill chunk boundaries
+    shared = rng.integers(3, 1000, 37).tolist()          # one full block and 5 tokens; 3 prefill chunks
     engine.eval(shared + rng.integers(3, 1000, 9).tolist())
-    target = shared + rng.integers(3, 1000, 21).tolist()
+    target = shared + rng.integers(3, 1000, 40).tolist()  # 77 tokens: two full blocks
     reused_logits, reused = engine.eval(target)
-    assert reused == len(shared)
-    assert engine.cached_tokens == target
-    ref, _ = make_engine(tiny_models["tiny-gemma3"]).eval(target)
+    assert reused == 32
+    ref, fresh = make_engine(tiny_models["tiny-gemma3"]).eval(target)
+    assert fresh == 0
     np.testing.assert_allclose(reused_logits, ref, rtol=1e-4, atol=1e-4)
     assert int(np.argmax(reused_logits)) == int(np.argmax(ref))
-    # the same sequence again is answered from the cache; one token more is a single decode step
+    # the same tokens again reuse both of their full blocks: only the last 13 are evaluated
     again, n = engine.eval(target)
-    assert n == len(target) and again is reused_logits
-    _, n = engine.eval(target + [5])
-    assert n == len(target)
+    assert n == 64
+    np.testing.assert_allclose(again, ref, rtol=1e-4, atol=1e-4)
+    engine.forget()
+    assert engine.eval(target)[1] == 0
 
 
 def test_teacher_forced_rows_match_incremental_logits(engine):
@@ -146,3 +148,43 @@ def test_text_decoder_never_splits_a_character_and_keeps_leading_spaces(tiny_mod
     assert "" in pieces                                      # partial characters were held back
     decoder = _TextDecoder(tok)
     assert decoder.feed(ids[1]) == "" and decoder.flush() == "\ufffd"    # a dangling byte at the end
+
+
+def test_block_pool_refcounts_prefix_cache_and_lru_eviction():
+    from oxigpu.runtime.kvcache import BlockPool, SeqBlocks
+    pool = BlockPool(4)
+    a, b = SeqBlocks(), SeqBlocks()
+    toks = list(range(100))
+    assert pool.grow(a, 70) and len(a.blocks) == 3 and pool.n_free == 1
+    pool.register(a, toks, 70)                       # two full blocks registered, the third is partial
+    assert pool.n_cached == 2
+    assert pool.match(b, toks[:64] + [7], 64) == 64 and b.blocks == a.blocks[:2]
+    assert [pool.ref_count(x) for x in a.blocks] == [2, 2, 1]
+    assert not pool.grow(b, 64 + 64)                 # needs 2 more, 1 free: nothing taken
+    assert len(b.blocks) == 2 and pool.n_free == 1
+    pool.release(a)
+    assert pool.n_free == 2 and pool.n_cached == 2   # the partial block went free; shared ones stay held by b
+    pool.release(b)
+    assert pool.n_free == 4 and pool.n_cached == 2   # idle cached blocks count as free (evictable)
+    c = SeqBlocks()
+    assert pool.grow(c, 4 * 32) and pool.n_cached == 0    # taking every block evicts the cached ones
+    pool.release(c)
+    d = SeqBlocks()
+    assert pool.match(d, toks, 99) == 0              # their chains are gone
+    with pytest.raises(ValueError):
+        BlockPool(0)
+
+
+def test_block_pool_sizing_from_a_memory_budget():
+    from oxigpu.errors import OutOfMemoryError
+    from oxigpu.runtime.kvcache import pool_blocks
+    per_block = 1 << 20
+    assert pool_blocks(per_block, 4096, 8, None, None) == 8 * 128             # max_seqs full contexts
+    assert pool_blocks(per_block, 4096, 8, 300 << 20, None) == 300             # kv_memory bounds it
+    assert pool_blocks(per_block, 4096, 8, None, 10 << 20) == 128              # a default never below one context
+    assert pool_blocks(per_block, 4096, 8, None, None, 500, "a binding") == 500
+    with pytest.raises(OutOfMemoryError, match=r"needs 128.0 MiB for one sequence of n_ctx=4096 .*kv_memory=64.0 MiB"):
+        pool_blocks(per_block, 4096, 8, 64 << 20, None)
+    assert pool_blocks(per_block, 4096, 8, None, None, 100, "a binding") == 128    # the backend refuses it
+    with pytest.raises(InvalidParameterError, match="kv_memory"):
+        pool_blocks(per_block, 4096, 8, -5, None)

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
+from oxigpu.backends.base import Step
 from oxigpu.backends.numpy_backend import NumpyBackend
 from oxigpu.backends.wgpu.backend import WgpuBackend
 from oxigpu.backends.wgpu.device import Device
@@ -71,13 +72,13 @@ def test_logits_match_numpy(dev, synth_files, shape):
     nb, wb = NumpyBackend(model, N_CTX), WgpuBackend(model, N_CTX, dev)
     for pos in range(0, 20, 8):
         n = min(8, 20 - pos)
-        ins = {"tokens": toks[pos:pos + n]}
-        ref = nb.run(prefill, ins, pos, n)["logits"][:n]
+        ins = Step.single(toks[pos:pos + n], pos)
+        ref = nb.run(prefill, ins)["logits"][:n]
         assert np.isfinite(ref).all() and ref.std() > 0.05
-        assert rel_err(wb.run(prefill, ins, pos, n)["logits"][:n], ref) <= REL
+        assert rel_err(wb.run(prefill, ins)["logits"][:n], ref) <= REL
     for pos in range(20, 30):
-        ins = {"tokens": toks[pos:pos + 1]}
-        assert rel_err(wb.run(decode, ins, pos, 1)["logits"], nb.run(decode, ins, pos, 1)["logits"]) <= REL
+        ins = Step.single(toks[pos:pos + 1], pos)
+        assert rel_err(wb.run(decode, ins)["logits"], nb.run(decode, ins)["logits"]) <= REL
 
 
 @pytest.mark.parametrize("shape", ["tiny-llama", "tiny-gemma3"])
@@ -105,10 +106,10 @@ def _host_loop(dev, path, cfg: SamplerConfig, n_ctx: int, n: int = 24):
     decode = compile(build_graph(model, None, 1, n_ctx, "last"))
     wb = WgpuBackend(model, n_ctx, dev)
     ctx = list(prompt)
-    logits = wb.run(prefill, {"tokens": np.asarray(ctx)}, 0, len(ctx))["logits"]
+    logits = wb.run(prefill, Step.single(np.asarray(ctx), 0))["logits"]
     for i in range(n):
         ctx.append(sample(logits, cfg, ctx, i))
-        logits = wb.run(decode, {"tokens": np.asarray(ctx[-1:])}, len(ctx) - 1, 1)["logits"]
+        logits = wb.run(decode, Step.single(np.asarray(ctx[-1:]), len(ctx) - 1))["logits"]
     return wb, decode, prompt, ctx
 
 
@@ -129,8 +130,9 @@ def test_resident_decode_launches_only_the_active_splits(dev, synth_files, shape
 
 
 def test_engine_same_generations_on_both_backends(dev, synth_files):
-    """Greedy, sampled, a stop string met mid-batch and close() mid-batch: the same tokens, text, finish
-    reasons and KV-cache bookkeeping (ids drawn past the end are not counted as cached)."""
+    """Greedy, sampled, a stop string met mid-batch and close() mid-batch: the same tokens, text and finish
+    reasons, and every KV block back in the pool after each (blocks taken ahead for resident steps that
+    never ran included)."""
     path = synth_files["tiny-qwen2"]
     prompt = [1, 5, 9, 200, 300]
     ref_engine = Engine(path, backend="numpy", n_ctx=N_CTX, prefill_chunk=16)
@@ -146,12 +148,12 @@ def test_engine_same_generations_on_both_backends(dev, synth_files):
         for params in runs:
             gen = eng.start(prompt, params)
             text = "".join(gen)
-            out.append((text, gen.result.token_ids, gen.result.finish_reason, list(eng.cached_tokens)))
+            out.append((text, gen.result.token_ids, gen.result.finish_reason, eng.pool.n_used))
         gen = eng.start(prompt[:3], SamplingParams(max_tokens=40, seed=3))
         for _ in gen:
             if len(gen.generated) >= 5:
                 gen.close()
-        out.append((list(gen.generated), list(eng.cached_tokens)))
+        out.append((list(gen.generated), eng.pool.n_used))
         outcome[backend] = out
     assert outcome["wgpu"][2][2] == "stop" and len(outcome["wgpu"][2][1]) < 20
     assert outcome["wgpu"] == outcome["numpy"]
@@ -190,7 +192,7 @@ def test_trace_reset_and_memory(dev, synth_files):
     plan = compile(build_graph(model, None, 4, N_CTX, "last", fuse=False))   # a plain kv_store to trace
     wb = WgpuBackend(model, N_CTX, dev)
     seen = []
-    out = wb.run(plan, {"tokens": np.array([3, 4, 5])}, 0, 3, trace=lambda node, outs: seen.append((node, outs)))
+    out = wb.run(plan, Step.single(np.array([3, 4, 5]), 0), trace=lambda node, outs: seen.append((node, outs)))
     assert [n for n, _ in seen] == plan.nodes
     node, caches = next((n, o) for n, o in seen if n.op == "kv_store")
     assert len(caches) == 2 and caches[0].shape[0] == N_CTX and np.abs(caches[0][:3]).max() > 0
@@ -202,45 +204,27 @@ def test_trace_reset_and_memory(dev, synth_files):
 
 
 @pytest.mark.parametrize("backend", ["numpy", "wgpu"])
-def test_loaded_plans_are_held_and_matched_by_identity(dev, synth_files, backend):
-    """Loaded plans are keyed by id(): the backend holds each one, so a dropped plan's id cannot come back for
-    another plan, and an entry under a plan's id that belongs to another plan (id reuse, simulated) is not
-    used: the plan is bound afresh."""
+def test_loaded_plans_are_keyed_by_plan_key_and_not_held(dev, synth_files, backend):
+    """Backends key what they load for a plan (and its GPU-resident variants) by Plan.key, unique in the
+    process where id() is not: they hold no reference to the plan, so a dropped plan is freed, and plans
+    compiled after it (which may reuse its id) get entries of their own and run correctly."""
     model = GGUFFile(synth_files["tiny-llama"])
     be = NumpyBackend(model, N_CTX) if backend == "numpy" else WgpuBackend(model, N_CTX, dev)
     a = compile(build_graph(model, None, 1, N_CTX, "last"))
     be.load(a)
-    held = weakref.ref(a)
+    if be.resident is not None:
+        be.resident.resident_step(a, pack_batch([SamplerConfig()], [1], [0]))
+    held, key = weakref.ref(a), a.key
     del a
     gc.collect()
-    assert held() is not None
-    b = compile(build_graph(model, None, 8, N_CTX, "all"))
-    be._plans[id(b)] = be._plans.pop(id(held()))      # b finds the decode plan's entry under its own id
-    ins = {"tokens": np.asarray(tokens_for(model, 8), np.int32)}
-    got = be.run(b, ins, 0, 8)["logits"]
-    ref = NumpyBackend(model, N_CTX).run(compile(build_graph(model, None, 8, N_CTX, "all")), ins, 0, 8)["logits"]
+    assert held() is None
+    plans = [compile(build_graph(model, None, 8, N_CTX, "all")) for _ in range(3)]
+    assert len({key, *(p.key for p in plans)}) == 4
+    step = Step.single(np.asarray(tokens_for(model, 8), np.int32), 0)
+    got = be.run(plans[-1], step)["logits"]
+    ref = NumpyBackend(model, N_CTX).run(compile(build_graph(model, None, 8, N_CTX, "all")), step)["logits"]
     assert got.shape == ref.shape and rel_err(got, ref) <= REL
 
-
-def test_resident_variants_follow_the_plan_not_its_id(dev, synth_files):
-    """GPU-resident variants are cached by id(plan) too: when a plan finds another plan's entry under its id
-    (id reuse, simulated), that plan's cached variants are dropped with it, not replayed."""
-    model = GGUFFile(synth_files["tiny-llama"])
-    wb = WgpuBackend(model, N_CTX, dev)
-    a = compile(build_graph(model, None, 1, N_CTX, "last"))
-    greedy = pack_batch([SamplerConfig()], [1], [0])
-    wb.resident_step(a, greedy)
-    b = compile(build_graph(model, None, 1, N_CTX, "last"))
-    wb._plans[id(b)] = wb._plans.pop(id(a))
-    wb._resident = {(id(b) if k == id(a) else k, *rest): r for (k, *rest), r in wb._resident.items()}
-    assert wb._plans[id(b)].plan is not b
-    groups = wb.resident_step(b, greedy)
-    assert wb._plans[id(b)].plan is b
-    own = wb._plans[id(b)].node_dispatches
-    tokens = b.inputs["tokens"]
-    assert [n for n, _ in groups[:-1]] == b.nodes
-    assert all(len(ds) == len(mine) and all(d is e for d, e in zip(ds, mine))
-               for (node, ds), mine in zip(groups, own) if tokens not in node.inputs)
 
 def test_memory_guard(dev, synth_files):
     """A KV cache bigger than a storage binding is refused before anything is allocated, with numbers."""
@@ -257,13 +241,13 @@ def test_weights_split_across_bindings(dev, synth_files):
     """Tables larger than a binding (here: a 64 KiB limit) are bound as row ranges; logits do not change."""
     model = GGUFFile(synth_files["tiny-qwen2"])
     plan = compile(build_graph(model, None, 1, N_CTX, "last"))
-    ins = {"tokens": np.array([17])}
-    ref = NumpyBackend(model, N_CTX).run(plan, ins, 0, 1)["logits"]
+    ins = Step.single([17], 0)
+    ref = NumpyBackend(model, N_CTX).run(plan, ins)["logits"]
     with dev.binding_limit(65536):
         wb = WgpuBackend(model, N_CTX, dev)
         wb.load(plan)
     assert max(model.tensors[v.tensor].nbytes for v in plan.weights) > 65536
-    assert rel_err(wb.run(plan, ins, 0, 1)["logits"], ref) <= REL
+    assert rel_err(wb.run(plan, ins)["logits"], ref) <= REL
 
 
 def test_diff_cli(dev, synth_files):
@@ -309,9 +293,9 @@ def test_short_prompt_in_a_long_prefill_plan(dev, synth_files, n):
     model = GGUFFile(synth_files["tiny-llama"])
     toks = np.asarray(tokens_for(model, n, seed=n), np.int32)
     plan = compile(build_graph(model, None, 160, 192, "all"))
-    ref = NumpyBackend(model, 192).run(plan, {"tokens": toks}, 0, n)["logits"][:n]
+    ref = NumpyBackend(model, 192).run(plan, Step.single(toks, 0))["logits"][:n]
     assert np.isfinite(ref).all() and ref.std() > 0.05
-    assert rel_err(WgpuBackend(model, 192, dev).run(plan, {"tokens": toks}, 0, n)["logits"][:n], ref) <= REL
+    assert rel_err(WgpuBackend(model, 192, dev).run(plan, Step.single(toks, 0))["logits"][:n], ref) <= REL
 
 
 def test_parallel_build_matches_the_serial_one(dev, synth_files, monkeypatch):
@@ -319,7 +303,7 @@ def test_parallel_build_matches_the_serial_one(dev, synth_files, monkeypatch):
     every pipeline compiles there) give the serial build's pipelines, kernels, dispatch grids and logits;
     a node failing on a worker (compile_threads is still 3) raises its own error, naming the node."""
     model = GGUFFile(synth_files["tiny-qwen2"])
-    ins = {"tokens": np.asarray(tokens_for(model, 8), np.int32)}
+    ins = Step.single(np.asarray(tokens_for(model, 8), np.int32), 0)
     built = []
     for threads in (0, 3):
         monkeypatch.setattr(WgpuBackend, "compile_threads", threads)
@@ -332,7 +316,7 @@ def test_parallel_build_matches_the_serial_one(dev, synth_files, monkeypatch):
         built.append((set(wb.dev._pipelines),
                       [[(type(k).__name__, [(d.pipeline.label, d.workgroups) for d in ds])
                         for k, ds in zip(ld.kernels, ld.node_dispatches)] for ld in loaded],
-                      wb.run(plans[0], ins, 0, 8)["logits"]))
+                      wb.run(plans[0], ins)["logits"]))
     (keys0, kernels0, logits0), (keys1, kernels1, logits1) = built
     assert keys0 == keys1 and kernels0 == kernels1
     assert rel_err(logits1, logits0) <= 1e-6          # same pipelines and data: equal up to rounding

@@ -103,12 +103,12 @@ def _adapter(backend: str, kind: str):
 
 def test_opengl_fallback_is_refused_with_install_hint():
     with pytest.raises(DeviceError, match="apt-get install libvulkan1 mesa-vulkan-drivers"):
-        devmod._pick_adapter(_fake_wgpu(_adapter("OpenGL", "CPU")), "high-performance")
+        devmod.pick_adapter(_fake_wgpu(_adapter("OpenGL", "CPU")), "high-performance")
 
 
 def test_discrete_gpu_preferred():
     a = [_adapter("Vulkan", "CPU"), _adapter("Vulkan", "DiscreteGPU"), _adapter("OpenGL", "IntegratedGPU")]
-    assert devmod._pick_adapter(_fake_wgpu(*a), "high-performance") is a[1]
+    assert devmod.pick_adapter(_fake_wgpu(*a), "high-performance") is a[1]
 
 
 def _copy_to(dev, src, dst, nbytes):

@@ -17,13 +17,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from ..errors import InvalidParameterError, OutOfMemoryError
-from ..graph.ir import Node, Value
+from ..graph.ir import Node, Value, slots_of, written_states
 from ..graph.plan import Plan
 from ..quant import dequantize, dequantize_rows, get_type
+from . import base
 from . import numpy_ops as ops
-from . import step_inputs
-
-Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
+from .base import ResidentDecode, Step, Trace, check_context, fmt_bytes
 
 
 class QuantizedRows:
@@ -38,7 +37,6 @@ class QuantizedRows:
 
 @dataclass
 class _Loaded:
-    plan: Plan                              # held so its id() stays unique while it is loaded
     arena: np.ndarray
     buffers: dict[Value, np.ndarray]        # every value the plan touches -> its array
     steps: list[tuple[Node, Callable[[int, int], None], tuple[np.ndarray, ...]]]
@@ -46,21 +44,27 @@ class _Loaded:
 
 
 class NumpyBackend:
+    """The reference backend (see the module docstring); a :class:`~.base.Backend`."""
+
     name = "numpy"
+    paged = True
     prefill_chunk = 64
     """Default prompt tokens per prefill step (BLAS is already efficient at 64 rows)."""
+    resident: ResidentDecode | None = None
+    """No GPU-resident loop: the runtime samples on the host after each step."""
 
     def __init__(self, model, n_ctx: int):
         self.model, self.n_ctx = model, int(n_ctx)
         self._weights: dict[str, np.ndarray | QuantizedRows] = {}
         self._states: dict[str, np.ndarray] = {}
-        self._plans: dict[int, _Loaded] = {}
+        self._plans: dict[int, _Loaded] = {}          # by Plan.key
 
     # -- loading ------------------------------------------------------------------------------------
     def load(self, plan: Plan) -> None:
         """Dequantize the plan's weights (once per tensor), allocate its states and arena."""
-        if self._loaded(plan) is not None:
+        if plan.key in self._plans:
             return
+        check_context(plan, self.n_ctx)
         full = _needs_full_matrix(plan)
         self._check_memory(plan, full)
         for v in plan.weights:
@@ -72,10 +76,8 @@ class NumpyBackend:
             if have is not None and have.shape != v.shape:
                 raise InvalidParameterError(f"state {v.name!r} is {have.shape} in another plan, {v.shape} here")
             if have is None:
-                if v.shape[0] != self.n_ctx:
-                    raise InvalidParameterError(f"plan was built for n_ctx={v.shape[0]}, backend has {self.n_ctx}")
                 self._states[v.name] = np.zeros(v.shape, np.float16)   # states are f16 (graph/ir.py)
-        self._plans[id(plan)] = self._bind(plan)
+        self._plans[plan.key] = self._bind(plan)
 
     def _prepare_weight(self, v: Value, full: bool) -> np.ndarray | QuantizedRows:
         """float32 in numpy order, or a row-dequantizer for tables that are only gathered from."""
@@ -91,7 +93,7 @@ class NumpyBackend:
         new_s = sum(v.nbytes for v in plan.states if v.name not in self._states)
         scratch = max((v.nbytes for v in plan.weights if v in full), default=0)  # dequantize temporaries
         need = new_w + new_s + plan.arena_size + scratch
-        avail = _mem_available()
+        avail = base.mem_available()
         if avail is not None and need > avail:
             raise OutOfMemoryError(
                 f"numpy backend needs {fmt_bytes(need)} of host memory (weights {fmt_bytes(new_w)}, "
@@ -114,34 +116,25 @@ class NumpyBackend:
                  for node in plan.nodes]
         id_limits = {name: n.inputs[1].shape[0] for n in plan.nodes if n.op == "embed"
                      for name, v in plan.inputs.items() if n.inputs[0] is v}
-        return _Loaded(plan, arena, buffers, steps, id_limits)
-
-    def _loaded(self, plan: Plan) -> _Loaded | None:
-        loaded = self._plans.get(id(plan))
-        return loaded if loaded is not None and loaded.plan is plan else None
+        return _Loaded(arena, buffers, steps, id_limits)
 
     # -- running ------------------------------------------------------------------------------------
-    def run(self, plan: Plan, inputs: dict[str, np.ndarray], pos: int, n_tokens: int,
-            trace: Trace | None = None) -> dict[str, np.ndarray]:
-        """One step: rows ``0..n_tokens-1`` of the chunk are tokens at positions ``pos..``.
-
-        ``inputs['tokens']`` may hold T or n_tokens ids (padding is filled with 0). ``trace(node,
-        outputs)`` is called after every node with views that the next step overwrites (copy to keep);
-        for ``kv_store`` the outputs are the two cache arrays it wrote.
-        """
-        padded = step_inputs(plan, inputs, pos, n_tokens, self.n_ctx)
+    def run(self, plan: Plan, step: Step, trace: Trace | None = None) -> dict[str, np.ndarray]:
+        """One step (see :class:`~.base.Step`); ``trace`` as :data:`~.base.Trace` says."""
+        padded = step.padded_inputs(plan, self.n_ctx)
+        n_tokens, n_seqs = step.n_tokens, step.n_seqs
         self.load(plan)
-        loaded = self._loaded(plan)
+        loaded = self._plans[plan.key]
         for name, v in plan.inputs.items():
             limit = loaded.id_limits.get(name)
             ids = padded[name][:n_tokens]
             if limit is not None and not (0 <= ids.min() and ids.max() < limit):
                 raise InvalidParameterError(f"input {name!r} holds ids outside 0..{limit - 1}")
             loaded.buffers[v][:] = padded[name]
-        for node, step, outs in loaded.steps:
-            step(pos, n_tokens)
+        for node, run_node, outs in loaded.steps:
+            run_node(n_tokens, n_seqs)
             if trace is not None:
-                trace(node, outs if node.outputs else tuple(loaded.buffers[v] for v in node.inputs[2:]))
+                trace(node, outs if node.outputs else tuple(loaded.buffers[v] for v in written_states(node)))
         return {name: loaded.buffers[v].copy() for name, v in plan.outputs.items()}
 
     def reset(self) -> None:
@@ -155,6 +148,13 @@ class NumpyBackend:
                 + sum(s.nbytes for s in self._states.values())
                 + sum(p.arena.nbytes for p in self._plans.values()))
 
+    def kv_budget(self) -> int | None:
+        """A share of available host memory (base.HOST_KV_FRACTION)."""
+        return base.host_kv_budget()
+
+    def max_cache_rows(self, row_bytes: int) -> int | None:
+        return None
+
     def weight_bytes(self, plan: Plan) -> int:
         """Bytes of ``plan``'s weights as held (float32 matrices, quantized gather-only tables): what a step
         reads from weights, for bandwidth figures."""
@@ -164,20 +164,17 @@ class NumpyBackend:
 
 
 def _needs_full_matrix(plan: Plan) -> set[Value]:
-    """Weights read by anything but ``embed``'s table slot (a tied LM head reads the whole table)."""
-    full: set[Value] = set()
-    for node in plan.nodes:
-        for i, v in enumerate(node.inputs):
-            if v.kind == "weight" and not (node.op == "embed" and i == 1):
-                full.add(v)
-    return full
+    """Weights read whole: every one but those only gathered from (``table`` slots: embed's table; a tied
+    LM head reads the whole table)."""
+    return {v for node in plan.nodes for v, s in zip(node.inputs, slots_of(node))
+            if v.kind == "weight" and s.kind != "table"}
 
 
 def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, int], None]:
-    """A closure running ``node`` with its arrays bound: ``step(pos, n_tokens)``."""
+    """A closure running ``node`` with its arrays bound: ``step(n_tokens, n_seqs)``."""
     fn = getattr(ops, node.op)
     params = inspect.signature(fn).parameters
-    wants_pos, wants_n = "pos" in params, "n_tokens" in params
+    wants_n, wants_s = "n_tokens" in params, "n_seqs" in params
     ins = tuple(buffers[v] for v in node.inputs)
     attrs = dict(node.attrs)
     outs = tuple(buffers[v] for v in node.outputs)
@@ -185,12 +182,12 @@ def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, i
     if "out" in params:  # the op writes into the arena itself
         attrs["out"], out = out, None
 
-    def step(pos: int, n_tokens: int) -> None:
+    def step(n_tokens: int, n_seqs: int) -> None:
         kw = dict(attrs)
-        if wants_pos:
-            kw["pos"] = pos
         if wants_n:
             kw["n_tokens"] = n_tokens
+        if wants_s:
+            kw["n_seqs"] = n_seqs
         result = fn(*ins, **kw)
         if isinstance(out, tuple):
             for o, r in zip(out, result):
@@ -198,22 +195,3 @@ def _bind_node(node: Node, buffers: dict[Value, np.ndarray]) -> Callable[[int, i
         elif out is not None:
             out[...] = result
     return step
-
-
-def fmt_bytes(n: int) -> str:
-    """A byte count for messages: "1.50 GiB", "12.3 MiB", "4.0 KiB", "512 B"."""
-    for unit, scale, digits in (("GiB", 2**30, 2), ("MiB", 2**20, 1), ("KiB", 2**10, 1)):
-        if n >= scale:
-            return f"{n / scale:.{digits}f} {unit}"
-    return f"{n} B"
-
-
-def _mem_available() -> int | None:
-    try:
-        with open("/proc/meminfo") as f:
-            for line in f:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    return None

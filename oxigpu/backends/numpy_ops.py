@@ -1,14 +1,18 @@
 """float32 numpy reference of every op in the IR catalogue (see ``oxigpu/graph/ir.py``).
 
 These functions define the ops' semantics: the numpy backend runs them and every WGSL kernel is tested
-against them. Each takes the node's input arrays positionally (in IR order), then its attrs as keywords and,
-where the op depends on the step, the step parameters ``pos`` (position of row 0) and ``n_tokens``
-(valid rows; rows past it are padding) as keywords, so a caller can always invoke
-``op(*inputs, **node.attrs, pos=..., n_tokens=...)`` (passing only the step params the op takes).
+against them. Each takes the node's input arrays positionally (in IR order: the step inputs ``positions``,
+``row_seq``, ``block_table`` and ``rows`` are inputs like any other), then its attrs as keywords and, where
+the op depends on the step, the step parameters ``n_tokens`` (valid rows; rows past it are padding) and
+``n_seqs`` (valid sequence slots) as keywords, so a caller can always invoke
+``op(*inputs, **node.attrs, n_tokens=..., n_seqs=...)`` (passing only the step params the op takes).
 All return new float32 arrays, except ``kv_store`` which writes the cache state in place (that is its
 meaning; so do the fused ``rope_kv_store`` and ``rope_kv_attention``). Padded rows come out as zeros where
-an op would otherwise read out of range (``embed``, ``attention``); elsewhere they are computed like any row
-and ignored downstream.
+an op would otherwise read out of range (``embed``, ``attention``, ``gather_rows``); elsewhere they are
+computed like any row and ignored downstream.
+
+The paged KV cache (graph/ir.py): logical row j of the sequence in slot s is physical row
+``block_table[s, j // block_size] * block_size + j % block_size`` of each layer's cache.
 """
 from __future__ import annotations
 
@@ -88,32 +92,32 @@ def matmul_multi(x: np.ndarray, *ws_and_biases: np.ndarray, n_w: int, norm_eps: 
     return tuple(matmul(x, w, b, out=o) for w, b, o in zip(ws, bs, outs))
 
 
-def rope_angles(pos: int, T: int, n_rot: int, base: float, freq_scale: float = 1.0,
+def rope_angles(positions: np.ndarray, n_rot: int, base: float, freq_scale: float = 1.0,
                 freq_factors: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
-    """cos, sin ``[T, n_rot/2]`` of ``theta_i = p * freq_scale * base^(-2i/n_rot) / ff_i`` for positions
-    ``p = pos .. pos+T-1``, computed in float64. Memoized: every layer's q and k share them."""
+    """cos, sin ``[T, n_rot/2]`` of ``theta_i = p * freq_scale * base^(-2i/n_rot) / ff_i`` for each row's
+    position p, computed in float64. Memoized: every layer's q and k share them within a step."""
     ff = None if freq_factors is None else np.asarray(freq_factors, np.float32).tobytes()
-    return _rope_angles(pos, T, n_rot, float(base), float(freq_scale), ff)
+    return _rope_angles(np.asarray(positions, np.int64).tobytes(), n_rot, float(base), float(freq_scale), ff)
 
 
 @functools.lru_cache(maxsize=16)
-def _rope_angles(pos: int, T: int, n_rot: int, base: float, freq_scale: float,
+def _rope_angles(positions: bytes, n_rot: int, base: float, freq_scale: float,
                  ff: bytes | None) -> tuple[np.ndarray, np.ndarray]:
     inv = base ** (-np.arange(0, n_rot, 2, dtype=np.float64) / n_rot)
     if ff is not None:
         inv = inv / np.frombuffer(ff, np.float32).astype(np.float64)
-    theta = np.arange(pos, pos + T, dtype=np.float64)[:, None] * (freq_scale * inv)[None, :]
+    theta = np.frombuffer(positions, np.int64).astype(np.float64)[:, None] * (freq_scale * inv)[None, :]
     cos, sin = np.cos(theta).astype(F32), np.sin(theta).astype(F32)
     cos.flags.writeable = sin.flags.writeable = False
     return cos, sin
 
 
-def rope(x: np.ndarray, freq_factors: np.ndarray | None = None, *, n_head: int, head_dim: int, n_rot: int,
-         base: float, neox: bool, freq_scale: float = 1.0, pos: int) -> np.ndarray:
-    """Rotary embedding of each head's first ``n_rot`` dims (the rest pass through); row t is at
-    position ``pos + t``. Normal mode rotates pairs (2i, 2i+1); NEOX rotates (i, i + n_rot/2)."""
+def rope(x: np.ndarray, positions: np.ndarray, freq_factors: np.ndarray | None = None, *, n_head: int,
+         head_dim: int, n_rot: int, base: float, neox: bool, freq_scale: float = 1.0) -> np.ndarray:
+    """Rotary embedding of each head's first ``n_rot`` dims (the rest pass through); row t is at position
+    ``positions[t]``. Normal mode rotates pairs (2i, 2i+1); NEOX rotates (i, i + n_rot/2)."""
     T = x.shape[0]
-    cos, sin = rope_angles(pos, T, n_rot, base, freq_scale, freq_factors)
+    cos, sin = rope_angles(positions, n_rot, base, freq_scale, freq_factors)
     cos, sin = cos[:, None, :], sin[:, None, :]
     xh = x.reshape(T, n_head, head_dim)
     out = xh.copy()
@@ -125,78 +129,101 @@ def rope(x: np.ndarray, freq_factors: np.ndarray | None = None, *, n_head: int, 
     return out.reshape(x.shape)
 
 
-def kv_store(k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, *, pos: int,
-             n_tokens: int) -> None:
-    """Write the chunk's valid rows into the caches at rows ``pos .. pos+n_tokens-1`` (in place), rounded
-    to the caches' dtype (float16: to nearest even)."""
-    cache_k[pos:pos + n_tokens] = k[:n_tokens]
-    cache_v[pos:pos + n_tokens] = v[:n_tokens]
+def physical_rows(seq: int, logical: np.ndarray, block_table: np.ndarray, block_size: int) -> np.ndarray:
+    """Cache rows of slot ``seq``'s logical rows ``logical`` through its block table."""
+    return block_table[seq, logical // block_size].astype(np.int64) * block_size + logical % block_size
+
+
+def contiguous(pos: int, T: int, n_ctx: int) -> dict[str, np.ndarray | int]:
+    """The paged inputs and ``block_size`` (keywords for ``kv_store``, ``attention`` and the fused ops) of one
+    sequence whose T rows are at positions ``pos ..`` and whose cache row j is logical row j (blocks of one
+    row, the identity table): a contiguous cache of ``n_ctx`` rows, as kernel checks build them."""
+    return {"positions": np.arange(pos, pos + T, dtype=np.int32), "row_seq": np.zeros(T, np.int32),
+            "block_table": np.arange(n_ctx, dtype=np.int32)[None, :], "block_size": 1}
+
+
+def kv_store(k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, positions: np.ndarray,
+             row_seq: np.ndarray, block_table: np.ndarray, *, block_size: int, n_tokens: int) -> None:
+    """Write valid row t's k and v at logical position ``positions[t]`` of slot ``row_seq[t]`` (in place),
+    rounded to the caches' dtype (float16: to nearest even)."""
+    n = n_tokens
+    phys = block_table[row_seq[:n], positions[:n] // block_size].astype(np.int64) * block_size \
+        + positions[:n] % block_size
+    cache_k[phys] = k[:n]
+    cache_v[phys] = v[:n]
 
 
 def rope_kv_store(q: np.ndarray, k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray,
+                  positions: np.ndarray, row_seq: np.ndarray, block_table: np.ndarray,
                   freq_factors: np.ndarray | None = None, *, n_head: int, n_head_kv: int, head_dim: int,
-                  n_rot: int, base: float, neox: bool, freq_scale: float = 1.0, pos: int,
+                  n_rot: int, base: float, neox: bool, freq_scale: float = 1.0, block_size: int,
                   n_tokens: int) -> np.ndarray:
     """``kv_store(rope(k), v, ...)`` then ``rope(q)`` (returned): both ropes share every attr but n_head."""
-    ra = dict(head_dim=head_dim, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale, pos=pos)
-    kv_store(rope(k, freq_factors, n_head=n_head_kv, **ra), v, cache_k, cache_v, pos=pos, n_tokens=n_tokens)
-    return rope(q, freq_factors, n_head=n_head, **ra)
+    ra = dict(head_dim=head_dim, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale)
+    kv_store(rope(k, positions, freq_factors, n_head=n_head_kv, **ra), v, cache_k, cache_v, positions, row_seq,
+             block_table, block_size=block_size, n_tokens=n_tokens)
+    return rope(q, positions, freq_factors, n_head=n_head, **ra)
 
 
-def attention(q: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, *, n_head: int, n_head_kv: int,
-              head_dim: int, v_head_dim: int, scale: float, window: int = 0, softcap: float = 0.0,
-              pos: int, n_tokens: int) -> np.ndarray:
-    """Causal softmax attention of the chunk's queries over the cache.
+def attention(q: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, positions: np.ndarray,
+              row_seq: np.ndarray, block_table: np.ndarray, *, n_head: int, n_head_kv: int, head_dim: int,
+              v_head_dim: int, scale: float, window: int = 0, softcap: float = 0.0, block_size: int,
+              n_tokens: int) -> np.ndarray:
+    """Causal softmax attention of the step's queries, each over its own sequence's cached keys.
 
-    Query t (position p = pos + t) sees cache rows j with j <= p and, when ``window`` > 0,
-    j > p - window. Scores are ``scale * q.k``, then ``softcap * tanh(s / softcap)`` when softcap > 0,
-    then masked softmax. Query head h reads KV head ``h // (n_head / n_head_kv)`` (GQA/MQA).
-    Padded query rows (t >= n_tokens) are zero. The math runs in q's precision whatever the caches store
-    (float16 caches are widened).
+    Query row t (slot s = row_seq[t], position p = positions[t]) sees the logical keys j of slot s with
+    j <= p and, when ``window`` > 0, j > p - window, read through s's block table. Scores are
+    ``scale * q.k``, then ``softcap * tanh(s / softcap)`` when softcap > 0, then masked softmax. Query head h
+    reads KV head ``h // (n_head / n_head_kv)`` (GQA/MQA). Padded query rows (t >= n_tokens) are zero. The
+    math runs in q's precision whatever the caches store (float16 caches are widened).
     """
     T, n, g = q.shape[0], n_tokens, n_head // n_head_kv
-    lo = max(0, pos + 1 - window) if window else 0
-    hi = pos + n
-    qh = q[:n].reshape(n, n_head_kv, g, head_dim).transpose(1, 2, 0, 3)        # [Hkv, g, n, D]
-    ck, cv = (c[lo:hi].astype(q.dtype, copy=False) for c in (cache_k, cache_v))
-    kh = ck.reshape(hi - lo, n_head_kv, head_dim).transpose(1, 2, 0)            # [Hkv, D, L]
-    vh = cv.reshape(hi - lo, n_head_kv, v_head_dim).transpose(1, 0, 2)          # [Hkv, L, Dv]
-    s = np.matmul(qh, kh[:, None]) * F32(scale)                                 # [Hkv, g, n, L]
-    if softcap:
-        s = np.tanh(s * F32(1.0 / softcap)) * F32(softcap)
-    p = (pos + np.arange(n))[:, None]
-    j = np.arange(lo, hi)[None, :]
-    visible = j <= p
-    if window:
-        visible &= j > p - window
-    s = np.where(visible, s, F32(-np.inf))
-    s = np.exp(s - s.max(axis=-1, keepdims=True))
-    s /= s.sum(axis=-1, keepdims=True)
-    o = np.matmul(s, vh[:, None])                                               # [Hkv, g, n, Dv]
     out = np.zeros((T, n_head * v_head_dim), F32)
-    out[:n] = o.transpose(2, 0, 1, 3).reshape(n, n_head * v_head_dim)
+    seqs, pos = row_seq[:n], positions[:n].astype(np.int64)
+    for s in np.unique(seqs):
+        rows = np.flatnonzero(seqs == s)
+        p = pos[rows]
+        lo = max(0, int(p.min()) + 1 - window) if window else 0
+        j = np.arange(lo, int(p.max()) + 1)
+        phys = physical_rows(int(s), j, block_table, block_size)
+        ck, cv = (c[phys].astype(q.dtype, copy=False) for c in (cache_k, cache_v))
+        m = len(rows)
+        qh = q[rows].reshape(m, n_head_kv, g, head_dim).transpose(1, 2, 0, 3)         # [Hkv, g, m, D]
+        kh = ck.reshape(len(j), n_head_kv, head_dim).transpose(1, 2, 0)              # [Hkv, D, L]
+        vh = cv.reshape(len(j), n_head_kv, v_head_dim).transpose(1, 0, 2)            # [Hkv, L, Dv]
+        sc = np.matmul(qh, kh[:, None]) * F32(scale)                                 # [Hkv, g, m, L]
+        if softcap:
+            sc = np.tanh(sc * F32(1.0 / softcap)) * F32(softcap)
+        visible = j[None, :] <= p[:, None]
+        if window:
+            visible &= j[None, :] > p[:, None] - window
+        sc = np.where(visible, sc, F32(-np.inf))
+        sc = np.exp(sc - sc.max(axis=-1, keepdims=True))
+        sc /= sc.sum(axis=-1, keepdims=True)
+        o = np.matmul(sc, vh[:, None])                                               # [Hkv, g, m, Dv]
+        out[rows] = o.transpose(2, 0, 1, 3).reshape(m, n_head * v_head_dim)
     return out
 
 
 def rope_kv_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray,
+                      positions: np.ndarray, row_seq: np.ndarray, block_table: np.ndarray,
                       freq_factors: np.ndarray | None = None, *, n_head: int, n_head_kv: int, head_dim: int,
                       n_rot: int, base: float, neox: bool, freq_scale: float = 1.0, v_head_dim: int,
-                      scale: float, window: int = 0, softcap: float = 0.0, pos: int, n_tokens: int) -> np.ndarray:
-    """``attention(rope_kv_store(q, k, v, cache_k, cache_v), cache_k, cache_v)``: a decode layer's rope,
-    cache write and attention as one op (the caches are written in place)."""
-    qr = rope_kv_store(q, k, v, cache_k, cache_v, freq_factors, n_head=n_head, n_head_kv=n_head_kv,
-                       head_dim=head_dim, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale, pos=pos,
-                       n_tokens=n_tokens)
-    return attention(qr, cache_k, cache_v, n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
-                     v_head_dim=v_head_dim, scale=scale, window=window, softcap=softcap, pos=pos, n_tokens=n_tokens)
+                      scale: float, window: int = 0, softcap: float = 0.0, block_size: int,
+                      n_tokens: int) -> np.ndarray:
+    """``attention(rope_kv_store(q, k, v, ...), cache_k, cache_v, ...)``: a decode layer's rope, cache write
+    and attention as one op (the caches are written in place)."""
+    paged = (positions, row_seq, block_table)
+    qr = rope_kv_store(q, k, v, cache_k, cache_v, *paged, freq_factors, n_head=n_head, n_head_kv=n_head_kv,
+                       head_dim=head_dim, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale,
+                       block_size=block_size, n_tokens=n_tokens)
+    return attention(qr, cache_k, cache_v, *paged, n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim,
+                     v_head_dim=v_head_dim, scale=scale, window=window, softcap=softcap, block_size=block_size,
+                     n_tokens=n_tokens)
 
 
 def add(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return a + b
-
-
-def mul(a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    return a * b
 
 
 _GELU_C = F32(math.sqrt(2.0 / math.pi))
@@ -222,6 +249,9 @@ def matmul_glu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, *norm_w: np.
     return glu(matmul(x, w_gate), matmul(x, w_up), act=act)
 
 
-def last_row(x: np.ndarray, *, n_tokens: int) -> np.ndarray:
-    """Row ``n_tokens - 1`` (the last valid one) as ``[1, n]``."""
-    return x[n_tokens - 1:n_tokens].copy()
+def gather_rows(x: np.ndarray, rows: np.ndarray, *, n_seqs: int) -> np.ndarray:
+    """Row ``s`` is ``x[rows[s]]`` for the valid slots ``s < n_seqs`` (each sequence's last row: its
+    logits), zero rows after."""
+    out = np.zeros((len(rows), x.shape[1]), F32)
+    out[:n_seqs] = x[rows[:n_seqs]]
+    return out

@@ -15,11 +15,15 @@ from ..tools.compare import DEFAULT_LLAMACPP_ARGS, DEFAULT_ROWS
 from .common import friendly_errors, model_option, verbose_option
 
 
-def _depths(text: str) -> list[int]:
+def _ints(text: str, option: str) -> list[int]:
     try:
         return [int(d) for d in text.split(",")]
     except ValueError:
-        raise InvalidParameterError(f"--depth takes comma-separated integers, got {text!r}") from None
+        raise InvalidParameterError(f"{option} takes comma-separated integers, got {text!r}") from None
+
+
+def _depths(text: str) -> list[int]:
+    return _ints(text, "--depth")
 
 
 @click.command("bench")
@@ -60,12 +64,15 @@ def _depths(text: str) -> list[int]:
               help="Comparison: rows that cannot start within this many seconds are listed as skipped.")
 @click.option("--llamacpp-args", default=" ".join(DEFAULT_LLAMACPP_ARGS), show_default=True,
               help="Comparison: llama-bench's options besides -m -p -n -d -r -o.")
+@click.option("--batch", "batch", default=None,
+              help="Batch sizes (1,4,16,64): llama-batched-bench's aggregate S_PP/S_TG/S of B sequences of "
+                   "-p prompt and -n generated tokens each, instead of pp/tg.")
 @verbose_option
 @friendly_errors
 def bench(model: str | None, n_prompt: int, n_gen: int, depth: str | None, reps: int | None, backend: str,
           n_ctx: int | None, temperature: float, roofline_gbs: float, profile: bool, as_json: bool, seed: int,
           llamacpp: str | None, no_llamacpp: bool, rows: str | None, out: str, files: str | None,
-          budget_s: float | None, llamacpp_args: str, verbose: bool) -> None:
+          budget_s: float | None, llamacpp_args: str, batch: str | None, verbose: bool) -> None:
     """Measure prompt processing (pp) and generation (tg) tokens/s on random token ids; progress goes to
     stderr, the markdown table (or JSON) to stdout.
 
@@ -79,6 +86,13 @@ def bench(model: str | None, n_prompt: int, n_gen: int, depth: str | None, reps:
         if given is not None:
             raise InvalidParameterError(f"{name} needs --compare-llamacpp DIR or --no-llamacpp")
     from ..api import resolve_model_path
+    if batch is not None:
+        from ..tools import batched_bench
+        result = batched_bench.run_batched_bench(
+            resolve_model_path(model), n_prompt=n_prompt, n_gen=n_gen, batches=_ints(batch, "--batch"),
+            reps=reps or 1, backend=backend, seed=seed, log=lambda line: click.echo(line, err=True))
+        click.echo(json.dumps(result, indent=1) if as_json else batched_bench.to_markdown(result).rstrip())
+        return
     result = run_bench(resolve_model_path(model), n_prompt=n_prompt, n_gen=n_gen, depths=_depths(depth or "0"),
                        reps=reps or 3,
                        backend=backend, n_ctx=n_ctx, temperature=temperature, profile=profile,

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 import click
 import numpy as np
 
+from ..backends.base import Step
 from ..graph.ir import Node
 from .common import friendly_errors, model_option, read_prompt, verbose_option
 
@@ -60,7 +61,7 @@ def diff_backends(model_path: str, tokens: list[int], atol: float, rtol: float) 
     plan = compile_plan(build_graph(model, None, n, n, "all"))
     ids = np.asarray(tokens, np.int32)
     ref: list[tuple[np.ndarray, ...]] = []
-    NumpyBackend(model, n).run(plan, {"tokens": ids}, 0, n,
+    NumpyBackend(model, n).run(plan, Step.single(ids, 0),
                                trace=lambda node, outs: ref.append(tuple(o.copy() for o in outs)))
     report = DiffReport(len(plan.nodes), None, None)
 
@@ -79,7 +80,7 @@ def diff_backends(model_path: str, tokens: list[int], atol: float, rtol: float) 
             report.worst = d
 
     compared: list[NodeDiff] = []
-    WgpuBackend(model, n).run(plan, {"tokens": ids}, 0, n, trace=compare)
+    WgpuBackend(model, n).run(plan, Step.single(ids, 0), trace=compare)
     return report
 
 

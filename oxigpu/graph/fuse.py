@@ -18,24 +18,25 @@ the same numbers as the unfused one on the numpy backend:
   each row as it rounds it to f16 (elsewhere the norm runs first, into a scratch);
 - ``rope_kv_store``: ``rope(q)``, ``rope(k)`` and the ``kv_store`` of that k become one node (one
   dispatch rotates q, rotates k straight into the cache and copies v);
-- ``rope_kv_attention`` (decode graphs): that ``rope_kv_store`` and the ``attention`` reading its q
-  become one node (the decode attention kernel rotates q and the step's key itself and writes the cache
-  rows), so a decode layer is 5 dispatches. Prefill graphs keep the two: there every query row needs
-  the keys of the rows before it in the chunk, so the keys must be in the cache first.
+- ``rope_kv_attention`` (decode graphs: one row per sequence): that ``rope_kv_store`` and the
+  ``attention`` reading its q become one node (the decode attention kernel rotates q and the step's key
+  itself and writes the cache rows), so a decode layer is 5 dispatches. Mixed and teacher-forcing graphs
+  keep the two: there a query row needs the keys of the rows before it in the chunk, so the keys must be
+  in the cache first.
 """
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Callable, Iterable
 
-from .ir import Graph, Node, Value
+from .ir import Graph, Node, Value, arg, args
 
 
 def fuse(graph: Graph) -> Graph:
     """Apply every pattern in order of value; returns ``graph`` with its node list rewritten."""
     nodes = _norm_prologue(graph, _glu_epilogue(graph, _multi_matmul(graph, graph.nodes)))
     nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
-    graph.nodes = _rope_kv_attention(graph, nodes) if graph.T == 1 else nodes
+    graph.nodes = _rope_kv_attention(graph, nodes) if graph.decode else nodes
     return graph
 
 
@@ -87,11 +88,11 @@ def _pattern(*ops: str) -> Callable[[_Match], _Pass]:
 @_pattern("matmul")
 def _multi_matmul(n: Node, view: _View) -> _Fused | None:
     """Matmuls sharing one input x (all with biases or all without) -> one ``matmul_multi`` at the first."""
-    x, bias = n.inputs[0], len(n.inputs) > 2
-    mms = [m for m in view.readers[x] if m.op == "matmul" and m.inputs[0] is x and (len(m.inputs) > 2) == bias]
+    x, bias = arg(n, "x"), arg(n, "bias") is not None
+    mms = [m for m in view.readers[x] if m.op == "matmul" and arg(m, "x") is x and (arg(m, "bias") is not None) == bias]
     if len(mms) < 2 or mms[0] is not n:
         return None
-    ins = (x, *(m.inputs[1] for m in mms), *(b for m in mms for b in m.inputs[2:]))
+    ins = (x, *(arg(m, "w") for m in mms), *(b for m in mms for b in args(m, "bias")))
     return Node("matmul_multi", ins, tuple(m.outputs[0] for m in mms), {"n_w": len(mms)},
                 "+".join(m.name for m in mms)), mms[1:]
 
@@ -100,12 +101,13 @@ def _multi_matmul(n: Node, view: _View) -> _Fused | None:
 def _glu_epilogue(n: Node, view: _View) -> _Fused | None:
     """``glu(gate, up)`` where gate and up are the two outputs of a bias-free ``matmul_multi`` of one
     weight type, read by nothing else -> ``matmul_glu`` at the glu."""
-    mm = view.made_by(n.inputs[0], "matmul_multi")
-    if mm is None or len(mm.inputs) != 3 or set(mm.outputs) != set(n.inputs) \
-            or mm.inputs[1].ggml_type != mm.inputs[2].ggml_type or not all(map(view.single_use, mm.outputs)):
+    mm = view.made_by(arg(n, "gate"), "matmul_multi")
+    if mm is None or mm.attrs["n_w"] != 2 or args(mm, "bias") or "norm_eps" in mm.attrs \
+            or set(mm.outputs) != set(n.inputs) or len({w.ggml_type for w in args(mm, "w")}) != 1 \
+            or not all(map(view.single_use, mm.outputs)):
         return None
-    w = dict(zip(mm.outputs, mm.inputs[1:]))
-    return Node("matmul_glu", (mm.inputs[0], w[n.inputs[0]], w[n.inputs[1]]), n.outputs, dict(n.attrs),
+    w = dict(zip(mm.outputs, args(mm, "w")))
+    return Node("matmul_glu", (arg(mm, "x"), w[arg(n, "gate")], w[arg(n, "up")]), n.outputs, dict(n.attrs),
                 f"{mm.name}+{n.name}"), (mm,)
 
 
@@ -113,11 +115,11 @@ def _glu_epilogue(n: Node, view: _View) -> _Fused | None:
 def _norm_prologue(n: Node, view: _View) -> _Fused | None:
     """``rms_norm`` (whole rows) whose output only a ``matmul_multi``/``matmul_glu`` reads (as x) -> that
     node with attr ``norm_eps``, the norm's input as x and its weight appended."""
-    h = n.inputs[0]
+    h = arg(n, "x")
     norm = view.made_by(h, "rms_norm")
     if norm is None or "norm_eps" in n.attrs or norm.attrs["group"] != h.shape[1] or not view.single_use(h):
         return None
-    return Node(n.op, (norm.inputs[0], *n.inputs[1:], norm.inputs[1]), n.outputs,
+    return Node(n.op, (arg(norm, "x"), *n.inputs[1:], arg(norm, "w")), n.outputs,
                 {**n.attrs, "norm_eps": norm.attrs["eps"]}, f"{norm.name}+{n.name}"), (norm,)
 
 
@@ -127,8 +129,8 @@ def _residual_epilogue(n: Node, view: _View) -> _Fused | None:
     for mm_val, res in ((n.inputs[1], n.inputs[0]), (n.inputs[0], n.inputs[1])):
         mm = view.made_by(mm_val, "matmul")
         if mm is not None and view.single_use(mm_val):
-            x, w, *bias = mm.inputs
-            return Node("matmul_add", (x, w, res, *bias), n.outputs, {}, f"{mm.name}+{n.name}"), (mm,)
+            return Node("matmul_add", (arg(mm, "x"), arg(mm, "w"), res, *args(mm, "bias")), n.outputs, {},
+                        f"{mm.name}+{n.name}"), (mm,)
     return None
 
 
@@ -139,26 +141,33 @@ _ROPE_ATTRS = ("head_dim", "n_rot", "base", "neox", "freq_scale")
 def _rope_kv_store(n: Node, view: _View) -> _Fused | None:
     """``kv_store(rope(k), v)`` plus a ``rope(q)`` with the same settings (q the one attention reads with
     that cache) -> one ``rope_kv_store`` at the kv_store; the rotated k must feed nothing else."""
-    k_val, v_val, cache_k, cache_v = n.inputs
+    k_val, v_val, cache_k, cache_v = (arg(n, s) for s in ("k", "v", "cache_k", "cache_v"))
+    paged = tuple(arg(n, s) for s in ("positions", "row_seq", "block_table"))
     rk = view.made_by(k_val, "rope")
     att = [a for a in view.readers[cache_k] if a.op == "attention"]
-    rq = view.made_by(att[0].inputs[0], "rope") if len(att) == 1 else None
-    if rk is None or rq is None or not view.single_use(k_val) or rk.inputs[1:] != rq.inputs[1:] \
+    rq = view.made_by(arg(att[0], "q"), "rope") if len(att) == 1 else None
+    if rk is None or rq is None or not view.single_use(k_val) \
+            or arg(rk, "freq_factors") is not arg(rq, "freq_factors") \
+            or any(arg(r, "positions") is not paged[0] for r in (rk, rq)) \
             or any(rk.attrs[a] != rq.attrs[a] for a in _ROPE_ATTRS) \
             or view.nodes.index(rq) > view.nodes.index(n):
         return None
     attrs = {"n_head": rq.attrs["n_head"], "n_head_kv": rk.attrs["n_head"],
-             **{a: rk.attrs[a] for a in _ROPE_ATTRS}}
-    ins = (rq.inputs[0], rk.inputs[0], v_val, cache_k, cache_v, *rk.inputs[1:])
+             **{a: rk.attrs[a] for a in _ROPE_ATTRS}, "block_size": n.attrs["block_size"]}
+    ins = (arg(rq, "x"), arg(rk, "x"), v_val, cache_k, cache_v, *paged, *args(rk, "freq_factors"))
     return Node("rope_kv_store", ins, rq.outputs, attrs, f"{rq.name}+{rk.name}+{n.name}"), (rq, rk)
 
 
 @_pattern("attention")
 def _rope_kv_attention(n: Node, view: _View) -> _Fused | None:
-    """``attention(rope_kv_store(q, k, v, K, V), K, V)`` whose rotated q feeds nothing else ->
-    ``rope_kv_attention`` at the attention (decode graphs only: its kernel handles one query row)."""
-    rkv = view.made_by(n.inputs[0], "rope_kv_store")
-    if rkv is None or rkv.inputs[3:5] != n.inputs[1:3] or not view.single_use(n.inputs[0]) \
+    """``attention(rope_kv_store(q, k, v, K, V, ...), K, V, ...)`` whose rotated q feeds nothing else ->
+    ``rope_kv_attention`` at the attention (decode graphs only: one row per sequence, so no query needs
+    another row's key of this step first)."""
+    q = arg(n, "q")
+    rkv = view.made_by(q, "rope_kv_store")
+    same = ("cache_k", "cache_v", "positions", "row_seq", "block_table")
+    if rkv is None or any(arg(rkv, s) is not arg(n, s) for s in same) \
+            or not view.single_use(q) \
             or any(rkv.attrs[a] != n.attrs[a] for a in ("n_head", "n_head_kv", "head_dim")):
         return None
     return Node("rope_kv_attention", rkv.inputs, n.outputs, {**rkv.attrs, **n.attrs},

@@ -8,15 +8,22 @@ inputs, so kernels need not be written to work in place.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from dataclasses import dataclass, field
 
-from .ir import Graph, Node, Value
+from .ir import OPS, Graph, Node, Value, slots_of, written_states
 
 ALIGN = 256
 
 
-@dataclass
+_KEYS = itertools.count()
+
+
+@dataclass(eq=False)
 class Plan:
+    """A compiled graph. ``key`` is unique in the process (never reused, unlike ``id()``): backends key what
+    they load for a plan by it."""
+
     graph: Graph
     nodes: list[Node]                 # execution order
     offsets: dict[Value, int]         # arena byte offset of every temp/output value
@@ -24,6 +31,7 @@ class Plan:
     weights: list[Value]
     states: list[Value]
     live: dict[Value, tuple[int, int]]  # [first, last] node index during which each arena value is live
+    key: int = field(default_factory=lambda: next(_KEYS))
 
     @property
     def T(self) -> int:
@@ -60,13 +68,15 @@ def compile(graph: Graph) -> Plan:
 
 
 def _check_dataflow(graph: Graph, nodes: list[Node]) -> None:
-    """No op reads a temp before it is written, and no op reads a state this plan writes later.
+    """Every node fits its op's spec (graph/ir.py's ``OPS``); no op reads a temp before it is written, and no
+    op reads a state this plan writes later.
 
     (Attention must see this step's keys, so its cache's ``kv_store`` has to come first.)
     """
     written: set[Value] = set()
-    state_writes = {v: i for i, n in enumerate(nodes) for v in n.inputs if v.kind == "state"
-                    and n.op in ("kv_store", "rope_kv_store", "rope_kv_attention")}
+    for i, node in enumerate(nodes):
+        _check_slots(i, node)
+    state_writes = {v: i for i, n in enumerate(nodes) for v in written_states(n)}
     for i, node in enumerate(nodes):
         for v in node.inputs:
             if v.kind in ("temp", "output") and v not in written:
@@ -81,6 +91,22 @@ def _check_dataflow(graph: Graph, nodes: list[Node]) -> None:
     for name, v in graph.outputs.items():
         if v.kind in ("temp", "output") and v not in written:
             raise ValueError(f"graph output {name!r} ({v!r}) is never written")
+
+
+_SLOT_VALUES = {"act": ("temp", "output"), "ids": ("input",), "matrix": ("weight",), "table": ("weight",),
+                "vec": ("weight",), "state": ("state",)}
+
+
+def _check_slots(i: int, node: Node) -> None:
+    if node.op not in OPS or not OPS[node.op].graph:
+        raise ValueError(f"node {i} {node!r}: {node.op!r} is not a graph op")
+    try:
+        slots = slots_of(node)
+    except ValueError as e:
+        raise ValueError(f"node {i} {node!r}: {e}") from None
+    for v, s in zip(node.inputs, slots):
+        if v.kind not in _SLOT_VALUES[s.kind]:
+            raise ValueError(f"node {i} {node!r}: input {s.name!r} is a {v.kind} value, the op reads a {s.kind}")
 
 
 def pack_arena(live: dict[Value, tuple[int, int]]) -> tuple[dict[Value, int], int]:

@@ -2,14 +2,16 @@
 
 A family is a `Family`: which optional pieces its block has (llama.cpp hard-codes these per
 architecture in ``src/models/*.cpp``) plus a rule giving each layer's attention settings. `decoder` lays
-the whole model out for a chunk of T tokens:
+the whole model out for a step of T rows of up to S sequences (graph/ir.py: each row has its position and
+sequence slot; K/V go to the paged cache through each slot's block table):
 
     x = embed(tokens) * embed_scale
     per layer:  h = attn_norm(x); q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)
                 [q, k = per-head q_norm(q), k_norm(k)]; q, k = rope(q), rope(k)
                 cache <- k, v; a = attention(q, cache) Wo; [a = post_attention_norm(a)]; x = x + a
                 h = ffn_norm(x); f = (act(h Wgate) * h Wup) Wdown; [f = post_ffw_norm(f)]; x = x + f
-    logits = output_norm(x) Woutput   (Woutput = token_embd when the head is tied)
+    logits = output_norm(x) Woutput   (Woutput = token_embd when the head is tied; of each sequence's last
+                                       row, or of every row for teacher forcing)
 """
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from dataclasses import dataclass
 from typing import Literal
 
 from ..errors import GGUFFormatError, UnsupportedArchitectureError
-from ..graph.ir import Graph, Value
+from ..graph.ir import KV_BLOCK, Graph, Value
 from ..quant import get_type
 from .hparams import HParams
 
@@ -82,30 +84,48 @@ class _Weights:
 
 
 def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
-            logits: Literal["last", "all"] = "last") -> Graph:
-    """The graph for T tokens at positions pos..pos+T-1 of a family's decoder (see module docstring)."""
+            logits: Literal["last", "all"] = "last", *, S: int = 1, n_blocks: int | None = None,
+            decode: bool = False) -> Graph:
+    """The graph of a family's decoder for a step of T rows of up to S sequences, each of up to n_ctx
+    tokens, over a cache pool of ``n_blocks`` blocks (default: S full contexts). ``logits`` "last": each
+    sequence's last row ([S, vocab]); "all": every row ([T, vocab]). ``decode``: one row per sequence (T ==
+    S), so the last rows need no gather."""
     if logits not in ("last", "all"):
         raise ValueError(f"logits must be 'last' or 'all', got {logits!r}")
-    g = Graph(T)
+    mb = -(-n_ctx // KV_BLOCK)
+    n_blocks = S * mb if n_blocks is None else n_blocks
+    g = Graph(T, S, decode)
     W = _Weights(g, model)
     d, vocab = hp.n_embd, hp.n_vocab
     x = g.embed(g.input("tokens", (T,)), W("token_embd.weight", (vocab, d)),
                 d ** 0.5 if fam.embed_scale else 1.0)
+    paged = _Paged(g.input("positions", (T,)), g.input("row_seq", (T,)), g.input("block_table", (S, mb)),
+                   n_blocks * KV_BLOCK)
     freq_factors = (W("rope_freqs.weight", (hp.rope_dims // 2,))
                     if "rope_freqs.weight" in W else None)
     for il in range(hp.n_layer):
         g.scope(f"blk.{il}")
-        x = _block(g, W, fam, hp, il, x, n_ctx, freq_factors)
+        x = _block(g, W, fam, hp, il, x, paged, freq_factors)
     g.scope("")
-    if logits == "last" and T > 1:
-        x = g.last_row(x)  # norm and head are row-wise: only the last valid row is needed
+    if logits == "last" and not decode:
+        x = g.gather_rows(x, g.input("out_rows", (S,)))  # norm and head are row-wise: last rows only
     x = g.rms_norm(x, W("output_norm.weight", (d,)), hp.rms_eps, name="output_norm")
     head = "output.weight" if "output.weight" in W else "token_embd.weight"
     g.output("logits", g.matmul(x, W(head, (vocab, d)), name="output"))
     return g
 
 
-def _block(g: Graph, W: _Weights, fam: Family, hp: HParams, il: int, x: Value, n_ctx: int,
+@dataclass(frozen=True)
+class _Paged:
+    """The step inputs that place rows in the paged cache, and its rows per layer."""
+
+    positions: Value
+    row_seq: Value
+    block_table: Value
+    rows: int
+
+
+def _block(g: Graph, W: _Weights, fam: Family, hp: HParams, il: int, x: Value, paged: _Paged,
            freq_factors: Value | None) -> Value:
     p, d, eps = f"blk.{il}.", hp.n_embd, hp.rms_eps
     H, Hkv, D, Dv = hp.n_head, hp.n_head_kv, hp.head_dim, hp.head_dim_v
@@ -120,14 +140,15 @@ def _block(g: Graph, W: _Weights, fam: Family, hp: HParams, il: int, x: Value, n
     if fam.qk_norm:
         q = g.rms_norm(q, W(p + "attn_q_norm.weight", (D,)), eps, group=D, name="attn_q_norm")
         k = g.rms_norm(k, W(p + "attn_k_norm.weight", (D,)), eps, group=D, name="attn_k_norm")
-    q = g.rope(q, H, D, hp.rope_dims, la.rope_base, fam.rope_neox, la.rope_freq_scale, freq_factors,
+    pos, at = paged.positions, (paged.positions, paged.row_seq, paged.block_table)
+    q = g.rope(q, pos, H, D, hp.rope_dims, la.rope_base, fam.rope_neox, la.rope_freq_scale, freq_factors,
                name="rope_q")
-    k = g.rope(k, Hkv, D, hp.rope_dims, la.rope_base, fam.rope_neox, la.rope_freq_scale, freq_factors,
+    k = g.rope(k, pos, Hkv, D, hp.rope_dims, la.rope_base, fam.rope_neox, la.rope_freq_scale, freq_factors,
                name="rope_k")
-    cache_k = g.state(f"cache_k.{il}", (n_ctx, Hkv * D))
-    cache_v = g.state(f"cache_v.{il}", (n_ctx, Hkv * Dv))
-    g.kv_store(k, v, cache_k, cache_v)
-    a = g.attention(q, cache_k, cache_v, H, Hkv, D, Dv, hp.attn_scale, la.window)
+    cache_k = g.state(f"cache_k.{il}", (paged.rows, Hkv * D))
+    cache_v = g.state(f"cache_v.{il}", (paged.rows, Hkv * Dv))
+    g.kv_store(k, v, cache_k, cache_v, *at)
+    a = g.attention(q, cache_k, cache_v, *at, H, Hkv, D, Dv, hp.attn_scale, la.window)
     a = g.matmul(a, W(p + "attn_output.weight", (d, H * Dv)), name="attn_output")
     if fam.post_norms:
         a = g.rms_norm(a, W(p + "post_attention_norm.weight", (d,)), eps, name="post_attention_norm")

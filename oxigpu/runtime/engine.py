@@ -1,43 +1,43 @@
-"""The engine: one model on one backend, a KV cache that remembers what it holds, and the generation loop.
+"""The engine: one model on one backend, its paged KV cache, its plans and the scheduler that runs them.
 
-Two plans are compiled once per model: a prefill plan for chunks of ``prefill_chunk`` tokens (the last
-chunk is padded and masked with ``n_tokens``) and a decode plan for single tokens. A third, returning the
-logits of every row, is compiled on first use by teacher-forced evaluation.
+Plans are compiled per bucket, on first use (a plan is built once and kept): decode plans of T = S rows, one
+per sequence, for S in 1, 2, 4, ... up to ``max_seqs``; mixed plans of ``prefill_chunk`` rows (prompt
+chunks beside decode rows) for one sequence and for ``max_seqs``; the teacher-forcing plan (``prefill_chunk``
+rows, the logits of every row). One sequence alone runs the S = 1 plans, the same kernels as a batch of one.
 
-The KV cache is backend state. The engine records which tokens its rows hold (``cached_tokens``), so a
-new request re-evaluates only what differs from the previous one: a chat turn after a turn, a generation
-after a generation on the same prompt, or a stream resuming after another call ran in between.
+The KV cache is a pool of blocks (``kvcache.py``) sized at start from a memory budget (``kv_memory``), and
+the scheduler (``scheduler.py``) shares it among the requests it batches. Requests are made by ``start``
+(one) and ``submit``; ``Generation`` is a request's handle: iterating it yields text as it is produced,
+running scheduler steps in the caller's thread when the next piece is not there yet (see the scheduler's
+docstring for the threading rules).
 
-Thread safety: every step holds ``Engine.lock`` (an RLock), so calls from several threads are serialized
-step by step; each generation re-establishes its own context in the cache before its step (cheap when
-nothing ran in between: the prefix matches and only the newest token is evaluated).
+``eval`` and ``eval_all`` evaluate token lists outside any request (next-token logits with prefix reuse;
+teacher-forced logits), under the scheduler's lock, preempting running requests if they need the blocks.
 """
 from __future__ import annotations
 
 import codecs
-import threading
 import time
-from collections import deque
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import Literal
 
 import numpy as np
 
+from ..backends.base import Backend, Step
 from ..errors import ContextLengthError, InvalidParameterError
 from ..gguf import GGUFFile
 from ..graph.plan import Plan
 from ..graph.plan import compile as compile_plan
 from ..models import HParams, build_graph
 from ..tokenizer import Tokenizer
-from .params import FinishReason, GenerationResult, SamplingParams, Timings
+from .kvcache import KV_BLOCK, BlockPool, SeqBlocks, pool_blocks
 from .constraints import Constraint
 from .decoding import SequenceSampler
-from .stops import StopMatcher
+from .params import GenerationResult, SamplingParams
+from .scheduler import Request, Scheduler
 
 BACKENDS = ("auto", "wgpu", "numpy")
 DEFAULT_N_CTX = 4096
-PREFILL_CHUNK = 64
 
 Progress = Callable[[str, int, int], None]
 """Load progress callback: (stage description, stages done, stages total)."""
@@ -57,7 +57,7 @@ def select_backend(requested: str) -> str:
     return auto_backend()
 
 
-def _make_backend(name: str, model, n_ctx: int):
+def _make_backend(name: str, model, n_ctx: int) -> Backend:
     if name == "numpy":
         from ..backends.numpy_backend import NumpyBackend
         return NumpyBackend(model, n_ctx)
@@ -78,11 +78,30 @@ def resolve_n_ctx(requested: int | None, n_ctx_train: int) -> int:
     return requested
 
 
+DEFAULT_MAX_SEQS = {"numpy": 8, "wgpu": 64}
+"""Sequences decoded together by default: a CPU's BLAS gains little past a few rows; a GPU reads each
+weight once for up to 64 (the largest decode bucket)."""
+MAX_SEQS = 64
+
+
+def resolve_max_seqs(requested: int | None, backend: Backend, prefill_chunk: int) -> int:
+    """Sequences one step may hold: ``requested`` or the backend's default, at most ``prefill_chunk`` (a
+    step's rows) and 64; 1 on a backend whose kernels do not read block tables."""
+    if requested is not None and (isinstance(requested, bool) or not isinstance(requested, int)
+                                  or not 1 <= requested <= MAX_SEQS):
+        raise InvalidParameterError(f"max_seqs must be an integer in 1..{MAX_SEQS}, got {requested!r}")
+    if not backend.paged:
+        return 1
+    n = requested or DEFAULT_MAX_SEQS.get(backend.name, 8)
+    return max(1, min(n, prefill_chunk))
+
+
 class Engine:
-    """A loaded model: tokenizer, backend, compiled plans and the bookkeeping of its KV cache."""
+    """A loaded model: tokenizer, backend, plans, the KV block pool and the scheduler (module docstring)."""
 
     def __init__(self, model_path: str | Path, backend: str = "auto", n_ctx: int | None = None,
-                 prefill_chunk: int | None = None, progress: Progress | None = None):
+                 prefill_chunk: int | None = None, progress: Progress | None = None, max_seqs: int | None = None,
+                 kv_memory: int | None = None):
         t0 = time.perf_counter()
         report = progress or (lambda stage, done, total: None)
         stages = 5
@@ -95,91 +114,156 @@ class Engine:
         self.tokenizer = Tokenizer.from_metadata(self.model.metadata)
         self.n_ctx = resolve_n_ctx(n_ctx, self.hparams.n_ctx_train)
         self.backend = _make_backend(self.backend_name, self.model, self.n_ctx)
-        # None: the backend's own default (the chunk that suits its hardware), else PREFILL_CHUNK
-        chunk = prefill_chunk or getattr(self.backend, "prefill_chunk", PREFILL_CHUNK)
+        # None: the backend's own default (the chunk that suits its hardware)
+        chunk = prefill_chunk or self.backend.prefill_chunk
         self.prefill_chunk = max(1, min(chunk, self.n_ctx))
+        self.max_seqs = resolve_max_seqs(max_seqs, self.backend, self.prefill_chunk)
+        self.step_rows = self.prefill_chunk
+        """Rows of a mixed step: the scheduler's token budget per step."""
+        self.pool = BlockPool(self._pool_blocks(kv_memory), contiguous=not self.backend.paged)
+        self._plans: dict[tuple[str, int, int], Plan] = {}
         report("compiling plans", 2, stages)
-        self._prefill = self._plan(self.prefill_chunk, "last")
-        self._decode = self._plan(1, "last")
-        self._all_logits: Plan | None = None      # compiled on the first teacher-forced evaluation
         report("loading weights", 3, stages)
-        self.backend.load(self._prefill)
+        self.prefill_plan                    # noqa: B018  (compiled and loaded now: a first request waits less)
         report("loading weights", 4, stages)
-        self.backend.load(self._decode)
+        self.decode_plan                     # noqa: B018
         report("ready", 5, stages)
-        self.cached_tokens: list[int] = []     # the tokens whose K/V rows are valid, in order
-        self._last_logits: np.ndarray | None = None   # logits after cached_tokens[-1], when known
-        self.lock = threading.RLock()
+        self.scheduler = Scheduler(self)
+        self.lock = self.scheduler.lock
         self.load_s = time.perf_counter() - t0
 
-    def _plan(self, T: int, logits: Literal["last", "all"]) -> Plan:
-        return compile_plan(build_graph(self.model, self.hparams, T, self.n_ctx, logits))
+    def _pool_blocks(self, kv_memory: int | None) -> int:
+        hp = self.hparams
+        row = 2 * hp.n_head_kv * max(hp.head_dim, hp.head_dim_v)           # bytes of a K or V row, f16
+        per_block = hp.n_layer * KV_BLOCK * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)
+        rows = self.backend.max_cache_rows(row)
+        seqs = self.max_seqs if self.backend.paged else 1
+        return pool_blocks(per_block, self.n_ctx, seqs, kv_memory, self.backend.kv_budget(),
+                           None if rows is None else rows // KV_BLOCK,
+                           f"the adapter's limit of {(rows or 0) * row} bytes per cache buffer")
 
     @property
     def vocab_size(self) -> int:
         return self.hparams.n_vocab
 
-    # -- evaluation ---------------------------------------------------------------------------------
-    def eval(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
-        """Make the cache hold `tokens`; return the next-token logits [vocab] and how many were reused.
+    # -- plans ----------------------------------------------------------------------------------------------
+    def plan(self, kind: str, T: int, S: int) -> Plan:
+        """The plan of ``kind`` ("decode": T == S rows, one per sequence; "mixed": the last row of each of S
+        sequences; "all": every row's logits) for T rows and S sequences, compiled and loaded on first use."""
+        key = (kind, T, S)
+        plan = self._plans.get(key)
+        if plan is None:
+            g = build_graph(self.model, self.hparams, T, self.n_ctx, "all" if kind == "all" else "last", S=S,
+                            n_blocks=self.pool.n_blocks, decode=kind == "decode")
+            plan = compile_plan(g)
+            self.backend.load(plan)
+            self._plans[key] = plan
+        return plan
 
-        Only the part after the longest common prefix with the cache is evaluated (at least the last
-        token, unless its logits are already known). The cache bookkeeping is updated chunk by chunk,
-        so an interrupt (Ctrl-C) mid-way leaves it consistent.
-        """
+    @property
+    def prefill_plan(self) -> Plan:
+        """The mixed plan of one sequence: prompt chunks of ``prefill_chunk`` rows."""
+        return self.plan("mixed", self.prefill_chunk, 1)
+
+    @property
+    def decode_plan(self) -> Plan:
+        """The decode plan of one sequence (what the GPU-resident loop runs, with the sampler after it)."""
+        return self.plan("decode", 1, 1)
+
+    @property
+    def logits_plan(self) -> Plan:
+        """The teacher-forcing plan: ``prefill_chunk`` rows of one sequence, logits of every row."""
+        return self.plan("all", self.prefill_chunk, 1)
+
+    def decode_bucket(self, n_seqs: int) -> int:
+        """The decode plan size for ``n_seqs`` sequences: the next power of two, at most ``max_seqs``."""
+        return min(1 << max(0, n_seqs - 1).bit_length(), self.max_seqs)
+
+    def forward(self, step: Step, decode: bool) -> np.ndarray:
+        """Run ``step`` (``decode``: one row per sequence) on the plan of its bucket; logits [n_seqs, vocab]."""
+        if decode:
+            b = self.decode_bucket(step.n_seqs)
+            plan = self.plan("decode", b, b)
+        else:
+            plan = self.plan("mixed", self.prefill_chunk, 1 if step.n_seqs == 1 else self.max_seqs)
+        return self.backend.run(plan, step)["logits"][:step.n_seqs]
+
+    def resident_stream(self, req: Request, n_steps: int) -> Iterator[tuple[list[int], np.ndarray | None]]:
+        """The GPU-resident loop for ``req`` alone (its blocks hold every position the steps write): ids a
+        batch at a time, with logprob rows when asked."""
+        resident = self.backend.resident
+        assert resident is not None
+        return resident.decode_stream(self.decode_plan, req.tokens, req.sampler.slot_batch(req.tokens), n_steps)
+
+    # -- evaluation outside requests ------------------------------------------------------------------------
+    def eval(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
+        """The next-token logits [vocab] after ``tokens`` and how many of them came from the prefix cache.
+
+        Tokens in cached full blocks are not evaluated again (never the last one: its logits are needed);
+        the rest is evaluated in chunks, and its full blocks join the prefix cache."""
+        tokens = self._checked(tokens)
         n = len(tokens)
-        if not 1 <= n <= self.n_ctx:
-            raise ContextLengthError(f"{n} tokens do not fit in the context of {self.n_ctx}")
-        self._check_ids(tokens)
-        reused = _common_prefix(self.cached_tokens, tokens)
-        if reused == n == len(self.cached_tokens) and self._last_logits is not None:
-            return self._last_logits, reused
-        start = min(reused, n - 1)
-        del self.cached_tokens[start:]
-        self._last_logits = None
-        logits = None
-        while start < n:
-            count = min(self.prefill_chunk, n - start)
-            plan = self._decode if count == 1 else self._prefill
-            out = self.backend.run(plan, {"tokens": np.asarray(tokens[start:start + count], np.int32)},
-                                   pos=start, n_tokens=count)
-            self.cached_tokens.extend(tokens[start:start + count])
-            start += count
-            logits = out["logits"]
-        self._last_logits = np.asarray(logits).reshape(-1)
-        return self._last_logits, min(reused, n - 1)
+        with self.lock:
+            seq = SeqBlocks()
+            reused = self.pool.match(seq, tokens, n - 1)
+            try:
+                self.scheduler.make_room(seq, n)
+                start, logits = reused, None
+                while start < n:
+                    count = min(self.prefill_chunk, n - start)
+                    logits = self.forward(Step.single(tokens[start:start + count], start, seq.blocks), count == 1)
+                    start += count
+                    self.pool.register(seq, tokens, start)
+            finally:
+                self.pool.release(seq)
+        return np.asarray(logits).reshape(-1), reused
 
     def eval_all(self, tokens: Sequence[int]) -> Iterator[np.ndarray]:
-        """Teacher forcing: logits for every position of `tokens`, one [rows, vocab] block per chunk."""
+        """Teacher forcing: logits for every position of ``tokens``, one [rows, vocab] block per chunk."""
+        tokens = self._checked(tokens)
         n = len(tokens)
-        if not 1 <= n <= self.n_ctx:
+        out = []
+        with self.lock:
+            plan = self.logits_plan
+            seq = SeqBlocks()
+            try:
+                self.scheduler.make_room(seq, n)
+                for start in range(0, n, self.prefill_chunk):
+                    count = min(self.prefill_chunk, n - start)
+                    res = self.backend.run(plan, Step.single(tokens[start:start + count], start, seq.blocks))
+                    out.append(res["logits"][:count])
+            finally:
+                self.pool.release(seq)
+        return iter(out)
+
+    def forget(self) -> None:
+        """Empty the prefix cache (blocks no sequence holds go back to the free list): the next evaluation
+        of any tokens starts from nothing."""
+        with self.lock:
+            self.pool.clear_cache()
+
+    def _checked(self, tokens: Sequence[int]) -> list[int]:
+        tokens = [int(t) for t in tokens]
+        if not 1 <= len(tokens) <= self.n_ctx:
             raise ContextLengthError(
-                f"{n} tokens do not fit in the context of {self.n_ctx}; pass fewer tokens or a larger n_ctx "
-                f"(up to {self.hparams.n_ctx_train})")
+                f"{len(tokens)} tokens do not fit in the context of {self.n_ctx}; pass fewer tokens or a larger "
+                f"n_ctx (up to {self.hparams.n_ctx_train})")
         self._check_ids(tokens)
-        if self._all_logits is None:
-            self._all_logits = self._plan(self.prefill_chunk, "all")
-            self.backend.load(self._all_logits)
-        self.cached_tokens.clear()
-        self._last_logits = None
-        for start in range(0, n, self.prefill_chunk):
-            count = min(self.prefill_chunk, n - start)
-            out = self.backend.run(self._all_logits, {"tokens": np.asarray(tokens[start:start + count],
-                                                                           np.int32)},
-                                   pos=start, n_tokens=count)
-            self.cached_tokens.extend(tokens[start:start + count])
-            yield out["logits"][:count]
+        return tokens
 
     def _check_ids(self, tokens: Sequence[int]) -> None:
         bad = [t for t in tokens if not 0 <= t < self.vocab_size]
         if bad:
             raise InvalidParameterError(f"token id {bad[0]} is outside the vocabulary (size {self.vocab_size})")
 
-    # -- generation ---------------------------------------------------------------------------------
-    def start(self, prompt_ids: Sequence[int], params: SamplingParams,
-              finish: Callable[[GenerationResult], GenerationResult] | None = None) -> Generation:
-        """A generation of `params.max_tokens` at most after `prompt_ids` (validated here, run lazily; a
-        constraint is compiled here, so a bad one fails now). ``finish`` rewrites the result (tool calls)."""
+    # -- requests -------------------------------------------------------------------------------------------
+    def request(self, prompt_ids: Sequence[int], params: SamplingParams, after: Request | None = None,
+                seed_offset: int = 0, finish: Callable[[GenerationResult], GenerationResult] | None = None
+                ) -> Request:
+        """A request for ``params.max_tokens`` at most after ``prompt_ids`` (validated here, not submitted; a
+        constraint is compiled here, so a bad one fails now). ``seed_offset`` is added to the seed (the i-th of
+        n completions); ``after``: admitted once that request's prompt is in the cache, to share its blocks;
+        ``finish`` rewrites the result (tool calls)."""
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
             raise InvalidParameterError(
@@ -194,50 +278,81 @@ class Engine:
         self._check_ids(list(params.logit_bias))
         if sum(b == -np.inf for b in params.logit_bias.values()) >= self.vocab_size:
             raise InvalidParameterError("logit_bias bans every token (-inf for all of them); nothing can be sampled")
+        if seed_offset and params.seed is not None:
+            params = params.with_overrides(seed=params.seed + seed_offset)
         constraint = Constraint.from_params(params, self.tokenizer, self.vocab_size)
-        return Generation(self, prompt, params, constraint, finish)
+        sampler = SequenceSampler(params, self.tokenizer, self.n_ctx, constraint)
+        text = _TextDecoder(self.tokenizer)
+        return Request(prompt, params, sampler, text.feed, text.flush, frozenset(self.tokenizer.eog_ids),
+                       after=after, finish=finish)
+
+    def submit(self, req: Request) -> Generation:
+        """Queue ``req``; its handle."""
+        self.scheduler.submit(req)
+        return Generation(self, req)
+
+    def start(self, prompt_ids: Sequence[int], params: SamplingParams,
+              finish: Callable[[GenerationResult], GenerationResult] | None = None) -> Generation:
+        """A generation of ``params.max_tokens`` at most after ``prompt_ids``, queued now (``finish`` as in
+        :meth:`request`)."""
+        return self.submit(self.request(prompt_ids, params, finish=finish))
+
+    def run_until_done(self, reqs: Sequence[Request]) -> None:
+        """Step until every request in ``reqs`` is done (cancelling them all if a step raises)."""
+        try:
+            while not all(r.done for r in reqs):
+                self.scheduler.step()
+        except BaseException:
+            for r in reqs:
+                self.scheduler.cancel(r)
+            self.scheduler.reap()
+            raise
 
 
 class Generation:
-    """One generation in progress: iterate for text pieces; `result` is set once it has finished.
+    """A request's handle: iterate for text pieces; ``result`` is set once it has finished.
 
-    Each step (evaluate, sample, check stops) runs under the engine lock. Text is emitted only when it is
-    whole UTF-8 and cannot be the start of a stop string. `close()` ends the generation before its next
-    step; `result` then stays None.
+    Text is emitted only when it is whole UTF-8 and cannot be the start of a stop string. Iterating runs
+    scheduler steps in this thread when no piece is ready (each step serves every running request).
+    ``close()`` cancels the request: it draws no further token and its blocks go back to the pool (at once
+    when no step is running, else at the next); ``result`` then stays None. An exception inside a step this
+    handle ran (Ctrl-C) cancels it too.
     """
 
-    def __init__(self, engine: Engine, prompt: list[int], params: SamplingParams,
-                 constraint: Constraint | None = None,
-                 finish: Callable[[GenerationResult], GenerationResult] | None = None):
+    def __init__(self, engine: Engine, req: Request):
         self._engine = engine
-        self._finish = finish
-        self._prompt = prompt
-        self._params = params
-        self._sampler = SequenceSampler(params, engine.tokenizer, engine.n_ctx, constraint)
-        self._decoder = _TextDecoder(engine.tokenizer)
-        self._stops = StopMatcher(params.stop)
-        self._eog = engine.tokenizer.eog_ids
-        self.generated: list[int] = []
-        self._text: list[str] = []
-        self._cached = 0
-        self._prompt_s = 0.0
-        self._t_prompt_done: float | None = None
-        self._closed = False
-        self._stream: Iterator | None = None                 # the backend's GPU-resident decode, if any
-        self._pending: deque[tuple[int, np.ndarray | None]] = deque()   # (id, logprob row) not consumed yet
-        self._forced: deque[int] = deque()                   # tokens a constraint forces next (already taken)
-        self.result: GenerationResult | None = None
+        self.request = req
+
+    @property
+    def result(self) -> GenerationResult | None:
+        return self.request.result
+
+    @property
+    def logprobs(self) -> list | None:
+        """The logprobs of the tokens drawn so far (TokenLogprob each), when asked for."""
+        return self.request.logprobs
+
+    @property
+    def generated(self) -> list[int]:
+        return self.request.generated
 
     def __iter__(self) -> Generation:
         return self
 
     def __next__(self) -> str:
-        while not self._closed and self.result is None:
-            with self._engine.lock:
-                piece = self._step()
-            if piece:
-                return piece
-        raise StopIteration
+        req, sched = self.request, self._engine.scheduler
+        while True:
+            while req.pieces:
+                text, _ = req.pieces.popleft()
+                if text:
+                    return text
+            if req.done:
+                raise StopIteration
+            try:
+                sched.step()
+            except BaseException:
+                self.close()
+                raise
 
     def __enter__(self) -> Generation:
         return self
@@ -255,118 +370,16 @@ class Generation:
             return self._step()
 
     def close(self) -> None:
-        """Stop here; the engine stays usable (its cache keeps the tokens evaluated so far)."""
-        self._closed = True
-        with self._engine.lock:
-            self._drop_stream()
+        """Cancel the request (see the class docstring); the engine stays usable."""
+        req = self.request
+        if req.result is None and not req.cancelled:
+            self._engine.scheduler.cancel(req)
+            req.pieces.clear()
+            self._engine.scheduler.reap()
 
-    def _step(self) -> str:
-        """One token: evaluate, sample, check end conditions; return the text that became safe to emit."""
-        reason, piece = self._advance()
-        self._text.append(piece)
-        if reason is not None:
-            result = GenerationResult("".join(self._text), list(self.generated), reason, self._timings(),
-                                      self.logprobs)
-            self.result = self._finish(result) if self._finish is not None else result
-            self._drop_stream()
-        return piece
-
-    def _advance(self) -> tuple[FinishReason | None, str]:
-        if len(self.generated) >= self._params.max_tokens:
-            return "length", self._tail()
-        context = self._prompt + self.generated
-        if len(context) > self._engine.n_ctx:
-            return "length", self._tail()
-        token = self._forced.popleft() if self._forced else self._resident_token(context)
-        if token is None:
-            token = self._device_step(context)
-        if token is None:
-            t0 = time.perf_counter()
-            logits, reused = self._engine.eval(context)
-            if self._t_prompt_done is None:
-                self._t_prompt_done = time.perf_counter()
-                self._prompt_s, self._cached = self._t_prompt_done - t0, reused
-            token = self._sampler.draw(logits, context)
-            # tokens the constraint forces next are taken without a forward pass each: the next step
-            # evaluates them all in one chunk
-            self._forced.extend(self._sampler.forced_tokens())
-        if token in self._eog:
-            self._forced.clear()
-            return "stop", self._tail()
-        self.generated.append(token)
-        text = self._stops.feed(self._decoder.feed(token))
-        return ("stop" if self._stops.stopped else None), text
-
-    def _device_step(self, context: list[int]) -> int | None:
-        """One token drawn by the GPU sampler for a constrained sequence (the host's mask uploaded with its
-        slot; no logits read back), or None where the backend has no device loop or the prompt is not yet
-        evaluated. Tokens a constraint forced are evaluated first, in one chunk."""
-        eng = self._engine
-        start = getattr(eng.backend, "decode_stream", None)
-        if start is None or self._sampler.constraint is None or not self.generated:
-            return None
-        self._drop_stream()
-        if eng.cached_tokens != context[:-1]:
-            eng.eval(context[:-1])
-        ids, rows = next(start(eng._decode, context, self._sampler.slot_batch(context), 1))
-        eng.cached_tokens.append(context[-1])
-        eng._last_logits = None
-        self._sampler.accept_row(ids[0], None if rows is None else rows[0])
-        self._forced.extend(self._sampler.forced_tokens())
-        return ids[0]
-
-    def _resident_token(self, context: list[int]) -> int | None:
-        """The next id from the backend's GPU-resident decode (``decode_stream``), or None: use the host path.
-
-        A stream starts after the first token (the cache then holds all of `context` but its newest token)
-        and is sized to the length limit; its batches are consumed one id per step. The step that drew an
-        id evaluated ``context[-1]``, so that token joins the cache bookkeeping only when the id is
-        consumed: ids drawn past EOS, a stop string or close() are never counted as cached. If anything
-        else used the engine in between, the stream is dropped and the host path re-establishes the cache.
-        """
-        eng = self._engine
-        if eng.cached_tokens != context[:-1]:
-            self._drop_stream()
-            return None
-        if self._stream is None and not self._pending:
-            start = getattr(eng.backend, "decode_stream", None)
-            if start is None or not self.generated or not self._sampler.resident:
-                return None
-            steps = min(self._params.max_tokens - len(self.generated), eng.n_ctx - len(context) + 1)
-            self._stream = start(eng._decode, context, self._sampler.slot_batch(context), steps)
-        if not self._pending:
-            ids, rows = next(self._stream, ((), None))
-            self._pending.extend(zip(ids, rows if rows is not None else [None] * len(ids)))
-            if not self._pending:
-                self._drop_stream()
-                return None
-        eng.cached_tokens.append(context[-1])
-        eng._last_logits = None
-        token, row = self._pending.popleft()
-        self._sampler.accept_row(token, row)
-        return token
-
-    @property
-    def logprobs(self) -> list | None:
-        """The logprobs of the tokens drawn so far (TokenLogprob each), when asked for."""
-        return None if self._sampler.logprobs is None else self._sampler.logprobs[:len(self.generated)]
-
-    def _drop_stream(self) -> None:
-        """Abandon the resident stream: the GPU stops after the batch already queued."""
-        if self._stream is not None:
-            self._stream.close()
-        self._stream = None
-        self._pending.clear()
-
-    def _tail(self) -> str:
-        """At the end, release what was held back: a partial UTF-8 character, a possible stop start."""
-        return self._stops.feed(self._decoder.flush()) + self._stops.flush()
-
-    def _timings(self) -> Timings:
-        done = self._t_prompt_done
-        return Timings(load_s=self._engine.load_s, prompt_tokens=len(self._prompt), cached_tokens=self._cached,
-                       prompt_s=self._prompt_s, generated_tokens=len(self.generated),
-                       generation_s=time.perf_counter() - done if done is not None else 0.0)
+    def __del__(self) -> None:
+        if getattr(self, "request", None) is not None and not self.request.done:
+            self.request.cancelled = True      # an abandoned handle's request stops at the next step
 
 
 class _TextDecoder:
@@ -386,11 +399,3 @@ class _TextDecoder:
 
     def flush(self) -> str:
         return self._utf8.decode(b"", final=True)
-
-
-def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
-    n = min(len(a), len(b))
-    i = 0
-    while i < n and a[i] == b[i]:
-        i += 1
-    return i

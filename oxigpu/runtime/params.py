@@ -188,10 +188,12 @@ class Timings:
 
     load_s: float
     prompt_tokens: int
-    cached_tokens: int        # prompt tokens whose K/V were reused from the previous call
-    prompt_s: float
+    cached_tokens: int        # prompt tokens whose K/V came from the prefix cache (earlier calls' blocks)
+    prompt_s: float           # first scheduled -> first token drawn
     generated_tokens: int
-    generation_s: float
+    generation_s: float       # first token drawn -> finished
+    queue_s: float = 0.0      # submitted -> first scheduled (waiting for a sequence slot or KV blocks)
+    preemptions: int = 0      # times its KV blocks were taken for older sequences (then recomputed)
 
     @property
     def prompt_tokens_per_s(self) -> float:

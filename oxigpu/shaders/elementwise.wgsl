@@ -1,4 +1,4 @@
-// Elementwise ops on flat f32 arrays: add, mul, gated activations (act(gate) * up).
+// Elementwise ops on flat f32 arrays: add, gated activations (act(gate) * up).
 // Defines: N (elements).
 #include "math.wgsl"
 
@@ -17,13 +17,6 @@ fn add(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3
        @builtin(local_invocation_index) lid: u32) {
   let i = linear_id(wid, nwg, lid);
   if (i < N) { y[i] = a[i] + b[i]; }
-}
-
-@compute @workgroup_size(256)
-fn mul(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-       @builtin(local_invocation_index) lid: u32) {
-  let i = linear_id(wid, nwg, lid);
-  if (i < N) { y[i] = a[i] * b[i]; }
 }
 
 @compute @workgroup_size(256)

@@ -6,7 +6,9 @@ What is measured (token ids are random valid ids, so the tokenizer plays no part
 - ``tg<N>`` at depth D: N tokens generated through :meth:`Engine.start` after a 1-token prompt with D tokens
   already cached (filled by an untimed prefill), tokens/s. This is exactly what ``oxigpu run`` does (on a
   backend with ``decode_stream``, the GPU-resident loop), and it evaluates N tokens: the prompt token and
-  N - 1 drawn ones. End-of-generation ids are banned so every run yields N tokens; sampling is greedy
+  N - 1 drawn ones (D a multiple of the KV block, 32, as 0 and 4096 are: the cache holds whole blocks, so
+  at another D each run also evaluates the D mod 32 tokens past the last full one). End-of-generation ids
+  are banned so every run yields N tokens; sampling is greedy
   unless ``temperature > 0`` (then ``oxigpu run``'s default filters apply).
 
 Each figure is the median of ``reps`` runs after warm-up runs, shortened to two prefill chunks or 16
@@ -53,8 +55,9 @@ from typing import Any
 import numpy as np
 from gguf import LlamaFileType
 
+from ..backends.base import Step
 from ..errors import InvalidParameterError
-from ..graph.ir import Node
+from ..graph.ir import Node, arg, matrices
 from ..graph.plan import Plan
 from ..quant import get_type
 from ..runtime.decoding import sampler_config
@@ -103,7 +106,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     load_s = time.perf_counter() - t0
     say(f"loaded {path.name} on {engine.backend_name} in {load_s:.2f} s (n_ctx {engine.n_ctx})")
 
-    plan = engine._decode
+    plan = engine.decode_plan
 
     def step_at(pos: int | None) -> list[tuple[Node | None, list[Any]]]:
         return _step_groups(engine, cfg, pos)
@@ -113,12 +116,12 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
         **_describe_model(engine, path), "backend": engine.backend_name, "device": _device_name(engine),
         "n_ctx": engine.n_ctx, "reps": reps, "temperature": params.temperature, "roofline_gbs": roofline_gbs,
         "load_s": load_s, "engine_load_s": engine.load_s, "weight_bytes": engine.backend.weight_bytes(plan),
-        "dispatches_per_step": sum(len(ds) for _, ds in step) + (0 if _resident(engine) else 1),
+        "dispatches_per_step": sum(len(ds) for _, ds in step) + (0 if engine.backend.resident else 1),
         "pp": None, "tg": []}
 
     if n_prompt:
         def pp_once(n: int) -> float:
-            engine.cached_tokens.clear()
+            engine.forget()
             t = time.perf_counter()
             engine.eval(ids[:n])
             return n / (time.perf_counter() - t)
@@ -156,7 +159,6 @@ def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: Sampling
         engine.eval(ids[:depth])              # reuses what the cache already holds of it
 
     def tg_once(n: int) -> float:
-        del engine.cached_tokens[depth:]      # the prompt's last token is evaluated in every run
         gen = engine.start(ids[:depth + 1], params.with_overrides(max_tokens=n))
         t = time.perf_counter()
         for _ in gen:
@@ -169,16 +171,16 @@ def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: Sampling
     name = f"tg{n_gen}" + (f" @ d{depth}" if depth else "")
     out = _repeat(name, tg_once, n_gen, min(n_gen, _WARMUP_TOKENS), reps, say)
     mean_n_kv = depth + (n_gen + 1) / 2
-    per_token = result["weight_bytes"] + _kv_bytes(engine._decode, mean_n_kv)
+    per_token = result["weight_bytes"] + _kv_bytes(engine.decode_plan, mean_n_kv)
     gbs = per_token * out["tokens_per_s"] / 1e9
     out.update(depth=depth, mean_n_kv=mean_n_kv, bytes_per_token=per_token, gbs=gbs,
                roofline_pct=100 * gbs / result["roofline_gbs"], profile=None)
     if profile:
         ctx = ids[:depth + n_gen // 2 + 1]    # one step at the run's mean position
-        out["profile"] = (_profile_device if _resident(engine) else _profile_host)(engine, ctx, cfg,
+        out["profile"] = (_profile_device if engine.backend.resident else _profile_host)(engine, ctx, cfg,
                                                                                     step_at(len(ctx) - 1))
         out["profile"]["position"] = len(ctx) - 1
-        del engine.cached_tokens[depth:]
+        engine.forget()                       # the profile wrote rows outside any request
         say(f"{name}: profiled one step at position {len(ctx) - 1}")
     return out
 
@@ -209,25 +211,22 @@ def _kv_bytes(plan: Plan, n_kv: float) -> float:
     total = 0.0
     for node in plan.nodes:
         if node.op in ("attention", "rope_kv_attention"):
-            k, v = node.inputs[1:3] if node.op == "attention" else node.inputs[3:5]
+            k, v = arg(node, "cache_k"), arg(node, "cache_v")
             window = node.attrs.get("window", 0)
             total += (min(n_kv, window) if window else n_kv) * (k.nbytes + v.nbytes) / k.shape[0]
     return total
 
 
 # -- where the time goes --------------------------------------------------------------------------------
-def _resident(engine: Engine) -> bool:
-    return hasattr(engine.backend, "resident_step")
-
-
 def _step_groups(engine: Engine, cfg: SamplerConfig, pos: int | None = None
                  ) -> list[tuple[Node | None, list[Any]]]:
     """One decode step as (node, its dispatches), with the sampler the tg runs use (``cfg``'s: the
     greedy variant at temperature 0); the sampler is node None; ``pos``: grids sized for a step there, as
     the tg runs launch them. On the host each node is one op and the sampler is not in the list."""
-    if _resident(engine):
-        return engine.backend.resident_step(engine._decode, pack_batch([cfg], [1], [0]), pos)
-    return [(node, [node]) for node in engine._decode.nodes]
+    resident = engine.backend.resident
+    if resident is not None:
+        return resident.resident_step(engine.decode_plan, pack_batch([cfg], [1], [0]), pos)
+    return [(node, [node]) for node in engine.decode_plan.nodes]
 
 
 def _family(node: Node | None, plan: Plan) -> str:
@@ -237,15 +236,15 @@ def _family(node: Node | None, plan: Plan) -> str:
         return "sample"
     if node.op not in ("matmul", "matmul_add", "matmul_multi", "matmul_glu"):
         return node.op
-    n_w = node.attrs.get("n_w", 2 if node.op == "matmul_glu" else 1)
-    qtype = "+".join(dict.fromkeys(get_type(w.ggml_type).name for w in node.inputs[1:1 + n_w]))
+    qtype = "+".join(dict.fromkeys(get_type(w.ggml_type).name for w in matrices(node)))
     return f"lm_head {qtype}" if node.outputs[0] is plan.outputs.get("logits") else f"matmul {qtype}"
 
 
 def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
                     step: list[tuple[Node | None, list[Any]]]) -> dict[str, Any]:
     """GPU time per family of one resident decode step at position ``len(ctx) - 1``, and the host's share."""
-    be, plan = engine.backend, engine._decode
+    be, plan = engine.backend.resident, engine.decode_plan
+    assert be is not None
     dev = be.dev
     # leaves this step's params, token and sampler slot in place
     for _ in be.decode_stream(plan, ctx, pack_batch([cfg], [len(ctx)], [0]), 1):
@@ -299,7 +298,7 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
 def _profile_host(engine: Engine, ctx: list[int], cfg: SamplerConfig,
                   step: list[tuple[Node | None, list[Any]]]) -> dict[str, Any]:
     """Wall-clock time per op of one decode step at position ``len(ctx) - 1`` (trace hook), plus sampling."""
-    plan = engine._decode
+    plan = engine.decode_plan
     per = _traced(engine, plan, ctx[-1:], len(ctx) - 1, [node for node, _ in step],
                   lambda out: sample(out["logits"], cfg, ctx, 0))
     prof = _table([*step, (None, [None])], per, plan, "wall")
@@ -321,8 +320,7 @@ def _traced(engine: Engine, plan: Plan, tokens: list[int], pos: int, nodes: Sequ
             now = time.perf_counter()
             times[r, index[id(node)]] = now - last
             last = now
-        out = engine.backend.run(plan, {"tokens": np.asarray(tokens, np.int32)}, pos=pos, n_tokens=len(tokens),
-                                 trace=trace)
+        out = engine.backend.run(plan, Step.single(tokens, pos), trace=trace)
         if after is not None:
             t = time.perf_counter()
             after(out)
@@ -367,9 +365,8 @@ def _node_flops(node: Node) -> int:
     0 for other ops."""
     if node.op not in ("matmul", "matmul_add", "matmul_multi", "matmul_glu"):
         return 0
-    n_w = node.attrs.get("n_w", 2 if node.op == "matmul_glu" else 1)
-    m, k = node.inputs[0].shape
-    return 2 * m * k * sum(w.shape[0] for w in node.inputs[1:1 + n_w])
+    m, k = arg(node, "x").shape
+    return 2 * m * k * sum(w.shape[0] for w in matrices(node))
 
 
 def _profile_prefill(engine: Engine, chunk: list[int]) -> dict[str, Any]:
@@ -382,13 +379,13 @@ def _profile_prefill(engine: Engine, chunk: list[int]) -> dict[str, Any]:
     ``tflops`` (of the plan's ``chunk_rows``: a chunk shorter than the plan is padded, and the GEMMs run every
     row); ``matmul_s``, ``matmul_flops`` and ``matmul_tflops`` sum the matmul nodes.
     """
-    be = engine.backend
-    plan = engine._prefill if len(chunk) > 1 else engine._decode
-    engine.cached_tokens.clear()
+    be = engine.backend.resident
+    plan = engine.prefill_plan if len(chunk) > 1 else engine.decode_plan
+    engine.forget()
     engine.eval(chunk)
-    if _resident(engine):
+    if be is not None:
         dev = be.dev
-        step = list(zip(plan.nodes, be._plans[id(plan)].node_dispatches))
+        step = be.node_dispatches(plan)
         groups = [ds for _, ds in step]
         flat = [d for ds in groups for d in ds]
         t_end = time.perf_counter() + _CLOCK_WARMUP_S
@@ -406,7 +403,7 @@ def _profile_prefill(engine: Engine, chunk: list[int]) -> dict[str, Any]:
     else:
         step = [(node, [node]) for node in plan.nodes]
         source, per, one_pass = "wall", _traced(engine, plan, chunk, 0, plan.nodes), None
-    engine.cached_tokens.clear()
+    engine.forget()
     prof = _table(step, per, plan, source)
     flops: dict[tuple[str, str, str], int] = {}
     for node, _ in step:
@@ -438,8 +435,8 @@ def _describe_model(engine: Engine, path: Path) -> dict[str, Any]:
 
 
 def _device_name(engine: Engine) -> str:
-    if _resident(engine):
-        info = engine.backend.dev.info()
+    if engine.backend.resident is not None:
+        info = engine.backend.resident.dev.info()
         dots = "int8" if info["int8_dots"] else "float"
         gemm = (f"{dots} dots in GEMV, matrix units in prefill GEMM (narrow quantized outputs: {dots} dots)"
                 if info["mma"] else f"{dots} dots in GEMV and GEMM")

@@ -29,30 +29,35 @@ import functools
 import logging
 import math
 import os
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
-from ...errors import ContextLengthError, DeviceError, InvalidParameterError, OutOfMemoryError
-from ...graph.ir import Node, Value
+from ...errors import (
+    ContextLengthError,
+    DeviceError,
+    InvalidParameterError,
+    OutOfMemoryError,
+)
+from ...graph.ir import KV_BLOCK, Node, Value, args, slots_of, written_states
 from ...graph.plan import ALIGN, Plan, pack_arena
 from ...quant import dequantize, get_type
-from .. import step_inputs
-from ..numpy_backend import _mem_available, fmt_bytes
-from .device import (Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module,
-                     workgroups_for)
+from .. import base
+from ..base import ResidentDecode, Step, Trace, check_context, fmt_bytes
+from .device import (
+    Binding,
+    Device,
+    Dispatch,
+    Params,
+    implementation,
+    pick_adapter,
+    webgpu_module,
+    workgroups_for,
+)
 from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
-
-Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
-
-def _raw_slot(node: Node, i: int) -> bool:
-    """Whether input ``i`` of ``node`` is read as raw GGUF blocks (matrices); every other weight is f32."""
-    if node.op in ("matmul_multi", "matmul_glu"):
-        return 1 <= i <= node.attrs.get("n_w", 2)
-    return i == 1 and node.op in ("matmul", "matmul_add", "embed")
 
 _READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
 _MAX_BATCH = 64
@@ -66,7 +71,7 @@ def auto_backend() -> str:
     """``"wgpu"`` on a hardware adapter; ``"numpy"`` on a software one (numpy outruns lavapipe) and, with
     one warning line, when no usable adapter exists. Enumerates adapters only (no device is created)."""
     try:
-        adapter = _pick_adapter(webgpu_module(implementation()), "high-performance")
+        adapter = pick_adapter(webgpu_module(implementation()), "high-performance")
     except (ImportError, DeviceError) as e:
         log.warning("oxigpu: no usable GPU adapter, using the numpy backend (%s)", str(e).split(";")[0])
         return "numpy"
@@ -89,7 +94,7 @@ def default_compile_threads(dev: Device) -> int:
 class _Loaded:
     """One plan bound to buffers: kernels, their dispatches per node, and where values live."""
 
-    plan: Plan                  # held, so its id() (the key of the loaded plans) is never reused
+    nodes: list[Node]                 # as the kernels run them (:func:`_contiguous`)
     arenas: list[Any]
     bindings: dict[Value, Binding]
     inputs: dict[str, Any]
@@ -135,9 +140,12 @@ class _Resident:
 
 
 class WgpuBackend:
-    """Executes Plans on one wgpu device (see the module docstring)."""
+    """Executes Plans on one wgpu device (see the module docstring); a :class:`~..base.Backend` with the
+    GPU-resident decode loop (:class:`~..base.ResidentDecode`)."""
 
     name = "wgpu"
+    paged = False
+    """Its kernels run one sequence on a contiguous cache until they read block tables (see _contiguous)."""
     resident_batch = 8
     """Decode steps per GPU-resident batch (the first batches are shorter, so streaming starts at once)."""
     compile_threads: int | None = None
@@ -159,20 +167,26 @@ class WgpuBackend:
         load_kernels()
         self._weights: dict[str, tuple[Any, str]] = {}       # tensor -> (buffer, kernel type name)
         self._states: dict[str, tuple[Any, tuple[int, ...]]] = {}
-        self._plans: dict[int, _Loaded] = {}
-        self._resident: dict[tuple[int, int, bool], _Resident] = {}
+        self._plans: dict[int, _Loaded] = {}                  # by Plan.key
+        self._resident: dict[tuple[int, int, bool], _Resident] = {}   # by (Plan.key, bias slots, greedy)
         self._ring: Any = None                                # token history, CAP = n_ctx + 1 slots
         self._staging: list[Any] = []                         # per batch slot: each step's Params
         self._step_stride = 0                                 # bytes per step in a staging buffer
         self._next_params: list[list[Dispatch]] = []          # per slot and step: its next_params dispatch
         self._readback: list[Any] = []
 
+    @property
+    def resident(self) -> ResidentDecode:
+        """This backend decodes GPU-resident (:meth:`decode_stream`)."""
+        return self
+
     # -- loading ------------------------------------------------------------------------------------
     def load(self, plan: Plan) -> None:
         """Allocate the plan's weights (once per tensor), states, arenas and inputs, then build and encode
         its kernels: on ``compile_threads`` workers while this thread writes the weights, or after that."""
-        if self._loaded(plan) is not None:
+        if plan.key in self._plans:
             return
+        check_context(plan, self.n_ctx)
         if ALIGN % self.dev.storage_align:
             raise DeviceError(f"plan offsets are {ALIGN}-aligned; the adapter needs {self.dev.storage_align}")
         raw = _raw_weights(plan)
@@ -180,8 +194,9 @@ class WgpuBackend:
         self._check_memory(plan, raw, sum(size for _, size in packed))
         writes = self._allocate(plan, raw)
         arenas, bindings, types, inputs = self._bindings(plan, packed)
+        lowered = [_contiguous(node) for node in plan.nodes]
         jobs = [(node, [types[v] for v in node.inputs], [bindings[v] for v in (*node.inputs, *node.outputs)])
-                for node in plan.nodes]
+                for node in lowered]
         if self.compile_threads:
             pool = ThreadPoolExecutor(self.compile_threads, thread_name_prefix="oxigpu-compile")
             try:
@@ -194,9 +209,8 @@ class WgpuBackend:
             self._write(writes)
             built = [self._build(*job) for job in jobs]
         node_dispatches = [ds for _, ds in built]
-        self._plans[id(plan)] = _Loaded(plan, arenas, bindings, inputs, [k for k, _ in built], node_dispatches,
+        self._plans[plan.key] = _Loaded(lowered, arenas, bindings, inputs, [k for k, _ in built], node_dispatches,
                                         [d for ds in node_dispatches for d in ds])
-        self._resident = {k: r for k, r in self._resident.items() if k[0] != id(plan)}   # another plan's, same id
 
     def _allocate(self, plan: Plan, raw: set[Value]) -> list[tuple[Any, np.ndarray, int]]:
         """Buffers for the plan's weights not yet on the device (their data returned as (buffer, array,
@@ -217,8 +231,6 @@ class WgpuBackend:
             if have is not None and have[1] != v.shape:
                 raise InvalidParameterError(f"state {v.name!r} is {have[1]} in another plan, {v.shape} here")
             if have is None:
-                if v.shape[0] != self.n_ctx:
-                    raise InvalidParameterError(f"plan was built for n_ctx={v.shape[0]}, backend has {self.n_ctx}")
                 self._states[v.name] = (self.dev.create_buffer(v.nbytes, label=v.name), v.shape)
         return writes
 
@@ -226,20 +238,21 @@ class WgpuBackend:
         for buf, data, offset in writes:   # in order: a part's padded tail is overwritten by the next part
             self.dev.write(buf, data, offset)
 
-    def _loaded(self, plan: Plan) -> _Loaded | None:
-        """``plan``'s entry: keyed by id(), so an entry whose plan is not ``plan`` does not count (as in
-        NumpyBackend; entries hold their plans, so an id is not reused while loaded)."""
-        loaded = self._plans.get(id(plan))
-        return loaded if loaded is not None and loaded.plan is plan else None
+    def _loaded(self, plan: Plan) -> _Loaded:
+        """``plan``'s buffers, kernels and dispatches (loaded first if it is not yet)."""
+        self.load(plan)
+        return self._plans[plan.key]
+
+    def node_dispatches(self, plan: Plan) -> list[tuple[Node, list[Dispatch]]]:
+        """Each node of ``plan`` with the dispatches a host step submits for it (for profiling)."""
+        return list(zip(plan.nodes, self._loaded(plan).node_dispatches))
 
     def _allocate_joined(self, node: Node, writes: list[tuple[Any, np.ndarray, int]]) -> None:
         """A ``matmul_multi``'s (or ``matmul_glu``'s) weights of one type back to back in one buffer (their
         biases likewise), so its kernel runs them as one dispatch; skipped for weights already uploaded or
         over one binding."""
-        n_w = node.attrs.get("n_w", 2)
-        ws = node.inputs[1:1 + n_w]
-        has_bias = len(node.inputs) - ("norm_eps" in node.attrs) == 1 + 2 * n_w    # a norm weight comes last
-        bs = node.inputs[1 + n_w:1 + 2 * n_w] if has_bias else ()
+        ws = args(node, "w") or args(node, "w_gate") + args(node, "w_up")
+        bs = args(node, "bias")
         for t in dict.fromkeys(w.ggml_type for w in ws):
             idx = [i for i, w in enumerate(ws) if w.ggml_type == t]
             tensors = [ws[i].tensor for i in idx] + [bs[i].tensor for i in idx if bs]
@@ -281,7 +294,7 @@ class WgpuBackend:
         limits, binding = self.dev.limits, self.dev.max_storage_binding
         max_buffer = int(limits["max-buffer-size"])
         adapter = self.dev.info()["name"]
-        kv_row = sum(v.nbytes for v in plan.states) // max(1, self.n_ctx)
+        kv_row = sum(v.nbytes // v.shape[0] for v in plan.states)
         hint = (f"use a smaller n_ctx (now {self.n_ctx}; the KV cache takes {kv_row} B per token) or "
                 f"backend='numpy'")
         too_big = [(n, b) for n, b in (*weights.items(), *states.items(), ("activations", arena))
@@ -295,7 +308,7 @@ class WgpuBackend:
             raise OutOfMemoryError(
                 f"wgpu backend: {name!r} needs a buffer of {fmt_bytes(nbytes)} but {adapter} allows "
                 f"{fmt_bytes(min(max_buffer, binding))} per storage binding; {hint}")
-        avail = _mem_available() if self.dev.is_software else None   # a CPU adapter allocates host memory
+        avail = base.mem_available() if self.dev.is_software else None   # a CPU adapter allocates host memory
         if avail is not None and need > avail:
             raise OutOfMemoryError(
                 f"wgpu backend needs {fmt_bytes(need)} on {adapter} (weights "
@@ -337,12 +350,11 @@ class WgpuBackend:
             raise DeviceError(f"{_describe(node, in_types)} (kernel {KERNELS[node.op].__name__}): {e}") from e
 
     # -- running ------------------------------------------------------------------------------------
-    def run(self, plan: Plan, inputs: dict[str, np.ndarray], pos: int, n_tokens: int,
-            trace: Trace | None = None) -> dict[str, np.ndarray]:
+    def run(self, plan: Plan, step: Step, trace: Trace | None = None) -> dict[str, np.ndarray]:
         """One step, as NumpyBackend.run. With ``trace`` (a debug mode) every node is submitted on its own
         and its outputs (for ``kv_store``: the two caches) are read back and passed to ``trace``."""
-        padded = step_inputs(plan, inputs, pos, n_tokens, self.n_ctx)
-        self.load(plan)
+        padded = step.padded_inputs(plan, self.n_ctx)
+        pos, n_tokens = _contiguous_step(padded, step)
         loaded = self._loaded(plan)
         for name, host in padded.items():
             self.dev.write(loaded.inputs[name], host)
@@ -352,7 +364,7 @@ class WgpuBackend:
         else:
             for node, ds in zip(plan.nodes, loaded.node_dispatches):
                 self.dev.submit(ds)
-                vals = node.outputs or node.inputs[2:]
+                vals = node.outputs or written_states(node)
                 trace(node, tuple(self._read_value(loaded, v) for v in vals))
         return {name: self._read_value(loaded, v) for name, v in plan.outputs.items()}
 
@@ -372,7 +384,7 @@ class WgpuBackend:
                 self.dev.submit(loaded.dispatches)
         except DeviceError as e:
             if not self.dev.lost:
-                for node, kernel, ds in zip(loaded.plan.nodes, loaded.kernels, loaded.node_dispatches):
+                for node, kernel, ds in zip(loaded.nodes, loaded.kernels, loaded.node_dispatches):
                     try:
                         self.dev.submit(ds)
                     except DeviceError:
@@ -400,6 +412,14 @@ class WgpuBackend:
         bufs += [b for r in self._resident.values() for b in (*r.tok, r.slots, r.sparse, r.mask, r.lp)]
         bufs += [b for b in (self._ring, *self._staging, *self._readback) if b is not None]
         return sum(b.size for b in bufs)
+
+    def kv_budget(self) -> int | None:
+        """A share of host memory on a software adapter (it allocates there), else base.DEFAULT_GPU_KV_BYTES."""
+        return base.host_kv_budget() if self.dev.is_software else base.DEFAULT_GPU_KV_BYTES
+
+    def max_cache_rows(self, row_bytes: int) -> int | None:
+        """A layer's cache is one buffer, bound whole by the attention kernels."""
+        return min(self.dev.max_storage_binding, int(self.dev.limits["max-buffer-size"])) // row_bytes
 
     def weight_bytes(self, plan: Plan) -> int:
         """Device bytes of ``plan``'s weights as stored (raw GGUF blocks for matrices, f32 vectors): what a
@@ -516,8 +536,7 @@ class WgpuBackend:
         n_sparse = sampling.sparse.shape[1]
         nb = max(16, 1 << math.ceil(math.log2(max(1, n_sparse))))
         greedy = bool(sampling.greedy)
-        key = (id(plan), nb, greedy)
-        self.load(plan)                 # first: it drops variants left by another plan with this id
+        key = (plan.key, nb, greedy)
         if key in self._resident:
             return self._resident[key]
         loaded = self._loaded(plan)
@@ -552,7 +571,7 @@ class WgpuBackend:
         variants = []
         for i in range(2):
             ds = []
-            for node, kernel, own in zip(plan.nodes, loaded.kernels, loaded.node_dispatches):
+            for node, kernel, own in zip(loaded.nodes, loaded.kernels, loaded.node_dispatches):
                 if tokens in node.inputs:
                     b = {**loaded.bindings, tokens: tok[i]}
                     own = kernel.encode([b[v] for v in (*node.inputs, *node.outputs)])
@@ -569,6 +588,37 @@ class WgpuBackend:
         res = _Resident((variants[0], variants[1]), tok, slots, sparse, mask, lp, nb, sized)
         self._resident[key] = res
         return res
+
+
+_PAGED_SLOTS = ("positions", "row_seq", "block_table")
+
+
+def _contiguous(node: Node) -> Node:
+    """``node`` as the present kernels run it: one sequence whose cache rows are its positions (the identity
+    block table) at positions ``Params.pos ..``, so the paged inputs and ``block_size`` go, and
+    ``gather_rows`` of one slot is ``last_row``. Interim, until the kernels read positions, row_seq and block
+    tables themselves; :func:`_contiguous_step` refuses steps these kernels cannot run."""
+    if node.op == "gather_rows":
+        return Node("last_row", node.inputs[:1], node.outputs, {}, node.name)
+    slots = slots_of(node)
+    if not any(s.name in _PAGED_SLOTS for s in slots):
+        return node
+    ins = tuple(v for v, s in zip(node.inputs, slots) if s.name not in _PAGED_SLOTS)
+    attrs = {k: a for k, a in node.attrs.items() if k != "block_size"}
+    return Node(node.op, ins, node.outputs, attrs, node.name)
+
+
+def _contiguous_step(padded: dict[str, np.ndarray], step: Step) -> tuple[int, int]:
+    """(pos, n_tokens) of a step the kernels of :func:`_contiguous` can run: one sequence through the
+    identity block table; InvalidParameterError otherwise."""
+    n = step.n_tokens
+    pos = int(step.positions[0])
+    table = padded.get("block_table")
+    used = np.arange((pos + n - 1) // KV_BLOCK + 1)
+    if step.n_seqs != 1 or (table is not None and not np.array_equal(table[0, :len(used)], used)):
+        raise InvalidParameterError("the wgpu backend runs one sequence per step through a contiguous cache "
+                                    "until its kernels read block tables")
+    return pos, n
 
 
 def _describe(node: Node, in_types: Sequence[str]) -> str:
@@ -616,9 +666,9 @@ def _raw_weights(plan: Plan) -> set[Value]:
     raw: set[Value] = set()
     other: set[Value] = set()
     for node in plan.nodes:
-        for i, v in enumerate(node.inputs):
+        for v, s in zip(node.inputs, slots_of(node)):
             if v.kind == "weight":
-                (raw if _raw_slot(node, i) else other).add(v)
+                (raw if s.raw else other).add(v)
     if raw & other:
         raise DeviceError(f"weights used both as matrices and as vectors: {sorted(v.name for v in raw & other)}")
     return raw

@@ -83,7 +83,7 @@ Binding = Any  # a GPUBuffer, or (buffer, offset, size) for a sub-range
 
 
 IMPLEMENTATIONS = ("wgpu-native", "dawn")
-_NOT_COMPUTE = ("OpenGL", "OpenGLES", "GL", "Empty", "Null")   # backends refused (see _pick_adapter)
+_NOT_COMPUTE = ("OpenGL", "OpenGLES", "GL", "Empty", "Null")   # backends refused (see pick_adapter)
 _DAWN_TOGGLES = {
     "enable": ("allow_unsafe_apis",            # chromium-experimental-subgroup-matrix (the tensor cores)
                "vulkan_enable_f16_on_nvidia"),  # Dawn turns shader-f16 off on NVIDIA's Vulkan by default
@@ -124,7 +124,7 @@ def implementation() -> str:
 @functools.cache
 def _dawn_has_gpu() -> bool:
     try:   # asked only where wgpu-native sees a hardware GPU: Dawn would print its refusal of lavapipe
-        if _pick_adapter(webgpu_module("wgpu-native"), "high-performance").info["adapter_type"] == "CPU":
+        if pick_adapter(webgpu_module("wgpu-native"), "high-performance").info["adapter_type"] == "CPU":
             return False
     except DeviceError:
         return False
@@ -218,7 +218,7 @@ class Device:
         self._wgpu = wgpu
         self._native = _native_calls(self.implementation)
         self._raw = _raw_pass_calls(self.implementation)
-        self.adapter = _pick_adapter(wgpu, prefer)
+        self.adapter = pick_adapter(wgpu, prefer)
         feats = set(self.adapter.features)
         # Dawn's device is thread-safe only with implicit-device-synchronization (kernels are built on
         # several threads while the weights upload; without it, loads crashed now and then)
@@ -675,7 +675,7 @@ def workgroups_for(n_groups: int, max_dim: int = 65535) -> tuple[int, int, int]:
     return (-(-n_groups // y), y, 1)
 
 
-def _pick_adapter(wgpu: Any, prefer: str) -> Any:
+def pick_adapter(wgpu: Any, prefer: str) -> Any:
     """Best non-OpenGL adapter: discrete > integrated > virtual > CPU.
 
     wgpu falls back to an OpenGL (llvmpipe) adapter when no Vulkan/Metal/D3D12 driver is installed; it

@@ -27,6 +27,7 @@ from typing import Any, Callable, ClassVar, Iterable, Sequence
 import numpy as np
 
 from ...errors import DeviceError
+from ...graph.ir import OPS, input_slots
 from .device import Binding, Device, Dispatch, Params
 
 Shape = tuple[int, ...]
@@ -36,8 +37,6 @@ class OpKernel:
     """Base class: subclasses set ``op``, compile in ``__init__`` and implement ``encode``."""
 
     op: ClassVar[str] = ""
-    writes: ClassVar[tuple[int, ...]] = ()
-    """Indices of inputs the kernel writes in place (``kv_store``'s caches)."""
 
     def __init__(self, dev: Device, attrs: dict[str, Any], in_shapes: Sequence[Shape],
                  in_types: Sequence[str], out_shapes: Sequence[Shape]):
@@ -54,6 +53,18 @@ class OpKernel:
 
     def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
         raise NotImplementedError
+
+    @property
+    def writes(self) -> tuple[int, ...]:
+        """Indices of inputs the kernel writes in place (the states its op's spec marks written in
+        graph/ir.py's ``OPS``: ``kv_store``'s caches, ``sample``'s history ring)."""
+        n = len(self.in_shapes)
+        try:
+            slots = input_slots(self.op, self.attrs, n)
+        except ValueError:   # interim: kernels on a contiguous cache take no positions/row_seq/block_table
+            paged = [s.name for s in OPS[self.op].slots if s.name in ("positions", "row_seq", "block_table")]
+            slots = tuple(s for s in input_slots(self.op, self.attrs, n + len(paged)) if s.name not in paged)
+        return tuple(i for i, s in enumerate(slots) if s.writes)
 
 
 KERNELS: dict[str, type[OpKernel]] = {}

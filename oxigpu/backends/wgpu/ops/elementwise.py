@@ -1,4 +1,4 @@
-"""add, mul, glu (silu / gelu_tanh) and last_row: memory-bound one-thread-per-element kernels."""
+"""add, glu (silu / gelu_tanh) and last_row: memory-bound one-thread-per-element kernels."""
 from __future__ import annotations
 
 import math
@@ -30,11 +30,6 @@ class _Binary(OpKernel):
 @register
 class Add(_Binary):
     op = "add"
-
-
-@register
-class Mul(_Binary):
-    op = "mul"
 
 
 @register
@@ -99,7 +94,6 @@ def _cases() -> Iterable[Case]:
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
         nb = 12 * a.size
         yield Case("add", f"add{shape}", [a, b], ["f32", "f32"], lambda a=a64, b=b64: [a + b], 1e-6, nbytes=nb)
-        yield Case("mul", f"mul{shape}", [a, b], ["f32", "f32"], lambda a=a64, b=b64: [a * b], 1e-6, nbytes=nb)
         for act, f in (("silu", _silu), ("gelu_tanh", _gelu_tanh)):
             yield Case("glu", f"glu_{act}{shape}", [a, b], ["f32", "f32"],
                        lambda a=a64, b=b64, f=f: [f(a) * b], 1e-5, attrs={"act": act}, nbytes=nb)

@@ -17,7 +17,6 @@ class KvStore(OpKernel):
     block tables: rows pos + t); K/V rows written in place."""
 
     op = "kv_store"
-    writes = (2, 3)
 
     @classmethod
     def output_shapes(cls, in_shapes, attrs):

@@ -73,7 +73,6 @@ class RopeKvStore(OpKernel):
     rounded to nearest even)."""
 
     op = "rope_kv_store"
-    writes = (3, 4)
 
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)

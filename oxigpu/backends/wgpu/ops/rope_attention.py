@@ -30,7 +30,6 @@ class RopeKvAttention(Attention):
 
     op = "rope_kv_attention"
     decode_only = True
-    writes = (3, 4)
     k_cache = 3
 
     def __init__(self, dev, attrs, in_shapes, in_types, out_shapes):

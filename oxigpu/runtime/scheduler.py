@@ -1,0 +1,390 @@
+"""Continuous batching: many requests share one engine, step by step.
+
+Every step the scheduler takes the requests that arrived, drops the cancelled ones (their blocks go back to
+the pool at once), then fills one step within a token budget (the mixed plan's rows):
+
+1. decode rows first: every running sequence whose prompt is done evaluates its newest token (one row);
+2. then prompt chunks, as far as the budget goes: running sequences partway through their prompt, then
+   waiting requests in arrival order while sequence slots and KV blocks last. A new request first takes
+   the cached blocks of its longest known prefix (the prefix cache, ``kvcache.py``).
+
+Every sequence in the step needs blocks for its rows. When the pool has none left, the youngest running
+sequence is preempted: its blocks are released (full ones stay in the prefix cache, so the recompute is
+often free) and it goes back to the front of the queue, to recompute its prompt and generated tokens
+later and then go on exactly where it stopped. A request is never failed for lack of KV space: the pool
+always holds at least one full context.
+
+After the step, each sequence whose newest token was evaluated samples its next one from its own logits
+row with its own settings (temperature, penalties, seed and counter: the same token batched or alone),
+and its text goes through its own UTF-8 decoder and stop matcher. A finished sequence registers its full
+blocks in the prefix cache and releases the rest.
+
+On a backend with the GPU-resident loop, a lone sequence in its decode phase runs there: steps are queued
+on the device back to back, the sampled ids never leave it, and the host takes them a batch at a time
+(blocks for those steps are allocated before they are queued). Anything that changes the batch (a new
+request, a cancel, the end) drops the loop after the batch already queued.
+
+Threads: ``lock`` is held for a whole step; ``submit`` and ``cancel`` never wait for it (the inbox and the
+cancel flag are read at the start of the next step). Streams step cooperatively: a consumer that needs its
+next piece takes the lock and runs a step, which advances every running sequence, so one thread's step
+serves all of them (``Engine``'s handles do this).
+"""
+from __future__ import annotations
+
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from ..backends.base import Step
+from .kvcache import KV_BLOCK, SeqBlocks
+from .decoding import SequenceSampler
+from .params import FinishReason, GenerationResult, SamplingParams, Timings
+from .stops import StopMatcher
+
+if TYPE_CHECKING:
+    from .engine import Engine
+
+
+@dataclass(eq=False)
+class Request:
+    """One sequence being generated: its tokens, its place in the cache and its output so far."""
+
+    prompt: list[int]
+    params: SamplingParams
+    sampler: SequenceSampler                 # settings, RNG counter, constraint, logprobs (runtime/decoding.py)
+    decoder: Callable[[int], str]            # token -> text (whole UTF-8 characters only)
+    flush: Callable[[], str]                 # the text the decoder held back, at the end
+    eog: frozenset[int]
+    after: Request | None = None             # admitted only once this one's prompt is in the cache (n > 1)
+    finish: Callable[[GenerationResult], GenerationResult] | None = None   # rewrites the result (tool calls)
+    on_event: Callable[[Request], None] | None = None   # called (in the stepping thread) after new output
+
+    tokens: list[int] = field(default_factory=list)     # prompt + generated
+    computed: int = 0                                   # leading tokens whose K/V rows are in the cache
+    blocks: SeqBlocks = field(default_factory=SeqBlocks)
+    generated: list[int] = field(default_factory=list)
+    pieces: deque[tuple[str, list[int]]] = field(default_factory=deque)   # (text, its ids), not yet taken
+    text: list[str] = field(default_factory=list)                         # every piece emitted
+    result: GenerationResult | None = None
+    cancelled: bool = False
+    arrival: int = -1
+    preemptions: int = 0
+
+    t_submit: float = 0.0
+    t_start: float | None = None             # first scheduled
+    t_first: float | None = None             # first token sampled
+    cached: int | None = None                # prompt tokens found in the prefix cache at first admission
+
+    def __post_init__(self) -> None:
+        self.tokens = list(self.prompt)
+        self._stops = StopMatcher(self.params.stop)
+        self._ids: list[int] = []            # ids whose text is not emitted yet
+
+    @property
+    def done(self) -> bool:
+        return self.result is not None or self.cancelled
+
+    @property
+    def logprobs(self) -> list | None:
+        """The logprobs of the tokens drawn so far (TokenLogprob each), when asked for."""
+        lp = self.sampler.logprobs
+        return None if lp is None else lp[:len(self.generated)]
+
+    @property
+    def remaining(self) -> int:
+        """Tokens still to evaluate before this sequence can sample (1 in its decode phase)."""
+        return len(self.tokens) - self.computed
+
+
+class Scheduler:
+    """Admission, batching, preemption and cancellation over one engine (see the module docstring)."""
+
+    def __init__(self, engine: Engine):
+        self.engine = engine
+        self.pool = engine.pool
+        self.lock = threading.RLock()
+        self._inbox: deque[Request] = deque()
+        self.waiting: list[Request] = []          # by arrival
+        self.running: list[Request] = []          # by arrival, oldest first
+        self._arrivals = itertools.count()
+        self._stream: Iterator | None = None     # the GPU-resident loop, when running
+        self._stream_req: Request | None = None
+        self._stream_left = 0                    # its steps not yet read back
+        self.steps = 0
+        self.preemptions = 0
+
+    # -- from any thread ------------------------------------------------------------------------------------
+    def submit(self, req: Request) -> Request:
+        req.arrival = next(self._arrivals)
+        req.t_submit = time.perf_counter()
+        self._inbox.append(req)
+        return req
+
+    def cancel(self, req: Request) -> None:
+        """Stop ``req``: no further token is drawn for it; its blocks are freed at the start of the next step."""
+        req.cancelled = True
+
+    def stats(self) -> dict[str, int]:
+        return {"waiting": len(self.waiting) + len(self._inbox), "running": len(self.running),
+                "kv_blocks_used": self.pool.n_used, "kv_blocks_total": self.pool.n_blocks,
+                "kv_blocks_cached": self.pool.n_cached, "preemptions": self.preemptions}
+
+    @property
+    def idle(self) -> bool:
+        return not (self._inbox or self.waiting or self.running)
+
+    def reap(self) -> None:
+        """Take new and cancelled requests into account now (cancelled ones free their blocks), if no step is
+        running; a running step does it at its start anyway."""
+        if self.lock.acquire(blocking=False):
+            try:
+                self._take_inbox()
+            finally:
+                self.lock.release()
+
+    def make_room(self, seq: SeqBlocks, n_tokens: int) -> None:
+        """Blocks for ``n_tokens`` rows in ``seq`` (an evaluation outside the requests), preempting running
+        requests, youngest first, while the pool is short. Holding the lock."""
+        while not self.pool.grow(seq, n_tokens):
+            if not self.running:
+                raise AssertionError("the pool holds a full context, yet it could not give one")
+            self._preempt(max(self.running, key=lambda r: r.arrival))
+
+    # -- stepping (holding the lock) ------------------------------------------------------------------------
+    def step(self) -> bool:
+        """Run one step (or take one batch of the GPU-resident loop); False when there was nothing to do."""
+        with self.lock:
+            self._take_inbox()
+            if self._resident_ok():
+                return self._resident_step()
+            self._drop_stream()
+            batch = self._schedule()
+            if not batch:
+                return False
+            self._run(batch)
+            self.steps += 1
+            return True
+
+    def _take_inbox(self) -> None:
+        while self._inbox:
+            req = self._inbox.popleft()
+            if req.params.max_tokens == 0 and not req.cancelled:
+                self._finish(req, "length")       # nothing to draw: not even the prompt is evaluated
+            elif not req.cancelled:
+                self.waiting.append(req)
+        for req in [r for r in self.running if r.cancelled]:
+            self._finish(req, None)
+        if self._stream_req is not None and self._stream_req.cancelled:
+            self._drop_stream()
+        self.waiting = [r for r in self.waiting if not r.cancelled]
+
+    def _schedule(self) -> list[tuple[Request, int]]:
+        """The step's sequences and how many rows each evaluates (see the module docstring)."""
+        eng = self.engine
+        budget, slots = eng.step_rows, eng.max_seqs
+        batch: list[tuple[Request, int]] = []
+        taken: set[Request] = set()
+        preempted: set[Request] = set()
+
+        def younger(req: Request) -> list[Request]:
+            return [r for r in self.running if r.arrival > req.arrival and r not in taken]
+
+        for prompts in (False, True):             # decode rows first, then the prompts partway
+            for req in list(self.running):
+                if req not in self.running or req in taken or (req.remaining > 1) != prompts:
+                    continue
+                if budget <= 0 or len(batch) >= slots:
+                    break
+                take = min(req.remaining, budget)
+                before = set(self.running)
+                if self._reserve(req, take, younger(req)):
+                    batch.append((req, take))
+                    taken.add(req)
+                    budget -= take
+                preempted |= before - set(self.running)
+        for req in list(self.waiting):
+            if budget <= 0 or len(batch) >= slots or len(self.running) >= slots or req in preempted:
+                break
+            if req.after is not None and not (req.after.done or req.after.computed >= len(req.after.prompt)):
+                continue                          # its prompt's blocks are still being computed by another
+            if not self._admit(req, budget):
+                break                             # first come, first served: no overtaking for blocks
+            self.waiting.remove(req)
+            self.running.append(req)
+            self.running.sort(key=lambda r: r.arrival)
+            take = min(req.remaining, budget)
+            batch.append((req, take))
+            taken.add(req)
+            budget -= take
+        return batch
+
+    def _reserve(self, req: Request, take: int, younger: list[Request]) -> bool:
+        """Blocks for ``req``'s next ``take`` rows, preempting the youngest of ``younger`` (running, not in
+        this step yet) and, when that is not enough, ``req`` itself; False when ``req`` was preempted."""
+        while not self.pool.grow(req.blocks, req.computed + take):
+            victims = [r for r in younger if r in self.running]
+            victim = max(victims, key=lambda r: r.arrival) if victims else req
+            self._preempt(victim)
+            if victim is req:
+                return False
+        return True
+
+    def _admit(self, req: Request, budget: int) -> bool:
+        """Place a waiting request in the cache: its cached prefix, then blocks for its first chunk."""
+        limit = len(req.tokens) - 1               # the last token is always evaluated: its logits are needed
+        matched = self.pool.match(req.blocks, req.tokens, limit)
+        take = min(len(req.tokens) - matched, budget)
+        if not self.pool.grow(req.blocks, matched + take):
+            self.pool.release(req.blocks)
+            return False
+        req.computed = matched
+        if req.cached is None:
+            req.cached = matched
+        if req.t_start is None:
+            req.t_start = time.perf_counter()
+        return True
+
+    def _preempt(self, req: Request) -> None:
+        self.pool.register(req.blocks, req.tokens, req.computed)
+        self.pool.release(req.blocks)
+        req.computed = 0
+        req.preemptions += 1
+        self.preemptions += 1
+        self.running.remove(req)
+        self.waiting.insert(0, req)
+        self.waiting.sort(key=lambda r: r.arrival)
+
+    def _run(self, batch: list[tuple[Request, int]]) -> None:
+        """Evaluate the batch's rows, commit them, sample where a sequence's newest token was evaluated."""
+        eng = self.engine
+        seqs = [(req.tokens[req.computed:req.computed + n], req.computed, req.blocks.blocks) for req, n in batch]
+        decode = all(n == 1 and req.remaining == 1 for req, n in batch)
+        logits = eng.forward(Step.batch(seqs), decode)
+        for slot, (req, n) in enumerate(batch):
+            req.computed += n
+            self.pool.register(req.blocks, req.tokens, req.computed)
+            if req.computed == len(req.tokens):
+                self._drawn(req, req.sampler.draw(logits[slot], req.tokens))
+
+    def _drawn(self, req: Request, token: int) -> None:
+        """``token`` was drawn for ``req``; then the tokens its constraint forces are taken without a forward
+        pass each (they are evaluated in one chunk next)."""
+        self._accept(req, token)
+        if not req.done:
+            for forced in req.sampler.forced_tokens():
+                self._accept(req, forced)
+                if req.done:
+                    break
+
+    def _accept(self, req: Request, token: int) -> None:
+        """``token`` was drawn for ``req``: record it, emit its text, finish the request when it ends."""
+        if req.t_first is None:
+            req.t_first = time.perf_counter()
+        if token in req.eog:
+            self._finish(req, "stop")
+            return
+        req.generated.append(token)
+        req.tokens.append(token)
+        req._ids.append(token)
+        text = req._stops.feed(req.decoder(token))
+        if text:
+            req.pieces.append((text, req._ids))
+            req.text.append(text)
+            req._ids = []
+        if req._stops.stopped:
+            self._finish(req, "stop")
+        elif len(req.generated) >= req.params.max_tokens or len(req.tokens) > self.engine.n_ctx:
+            self._finish(req, "length")
+        elif req.on_event is not None and text:
+            req.on_event(req)
+
+    def _finish(self, req: Request, reason: FinishReason | None) -> None:
+        """End ``req`` (``reason`` None: cancelled, no result); its full blocks stay in the prefix cache."""
+        if reason is not None:
+            tail = req._stops.feed(req.flush()) + req._stops.flush()
+            if tail or req._ids:
+                req.pieces.append((tail, req._ids))
+                req.text.append(tail)
+                req._ids = []
+            result = GenerationResult("".join(req.text), list(req.generated), reason, self._timings(req),
+                                      req.logprobs)
+            req.result = req.finish(result) if req.finish is not None else result
+        self.pool.register(req.blocks, req.tokens, req.computed)
+        self.pool.release(req.blocks)
+        if req in self.running:
+            self.running.remove(req)
+        if req is self._stream_req:
+            self._drop_stream()
+        if req.on_event is not None:
+            req.on_event(req)
+
+    def _timings(self, req: Request) -> Timings:
+        now = time.perf_counter()
+        start = req.t_start if req.t_start is not None else now
+        first = req.t_first if req.t_first is not None else now
+        return Timings(load_s=self.engine.load_s, prompt_tokens=len(req.prompt), cached_tokens=req.cached or 0,
+                       prompt_s=first - start, generated_tokens=len(req.generated), generation_s=now - first,
+                       queue_s=start - req.t_submit, preemptions=req.preemptions)
+
+    # -- the GPU-resident loop ------------------------------------------------------------------------------
+    def _resident_ok(self) -> bool:
+        """A lone sequence in its decode phase with nothing else to do, on a backend with the loop, drawing
+        with settings the device sampler keeps (or a constraint, whose mask goes up one step at a time)."""
+        if self.engine.backend.resident is None or self.waiting or self._inbox or len(self.running) != 1:
+            return False
+        req = self.running[0]
+        return (req.remaining == 1 and bool(req.generated) and not req.cancelled
+                and (req.sampler.resident or req.sampler.constraint is not None))
+
+    def _resident_step(self) -> bool:
+        req = self.running[0]
+        eng = self.engine
+        if self._stream is None:
+            n_steps = min(req.params.max_tokens - len(req.generated), eng.n_ctx - len(req.tokens) + 1)
+            if not req.sampler.resident:
+                n_steps = 1                   # a constraint's next mask depends on this draw
+            # blocks for every position the queued steps write, taken before they are queued
+            room = (len(req.blocks.blocks) + self.pool.n_free) * KV_BLOCK - len(req.tokens) + 1
+            n_steps = min(n_steps, room)
+            if n_steps < 1 or not self.pool.grow(req.blocks, len(req.tokens) + n_steps - 1):
+                return self._host_step()
+            self._stream = eng.resident_stream(req, n_steps)
+            self._stream_req, self._stream_left = req, n_steps
+        ids, rows = next(self._stream, ((), None))
+        if not ids:
+            self._drop_stream()
+            return self._host_step()
+        self._stream_left -= len(ids)
+        for i, token in enumerate(ids):
+            req.computed += 1                 # the step that drew it evaluated the newest token
+            req.sampler.accept_row(token, None if rows is None else rows[i])
+            self._drawn(req, token)
+            if req.done or req.remaining > 1:   # ended, or forced tokens to evaluate first
+                break
+        if not req.done:
+            self.pool.register(req.blocks, req.tokens, req.computed)
+            if self._stream_left <= 0 or req.remaining > 1:
+                self._drop_stream()
+        self.steps += 1
+        return True
+
+    def _host_step(self) -> bool:
+        batch = self._schedule()
+        if batch:
+            self._run(batch)
+            self.steps += 1
+        return bool(batch)
+
+    def _drop_stream(self) -> None:
+        """Abandon the resident loop: the GPU finishes the batch already queued; its ids are dropped, and the
+        blocks taken ahead for steps that never ran go back."""
+        stream, req = self._stream, self._stream_req
+        self._stream = self._stream_req = None
+        if stream is not None:
+            stream.close()
+        if req is not None and req.blocks.blocks:
+            self.pool.shrink(req.blocks, len(req.tokens))

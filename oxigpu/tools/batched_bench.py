@@ -1,0 +1,117 @@
+"""Aggregate throughput of many sequences at once, measured as llama.cpp's ``llama-batched-bench`` does
+(``oxigpu bench --batch 1,4,16,64``).
+
+For each batch size B: B sequences, each of ``npp`` random prompt tokens (distinct prompts, nothing shared),
+are evaluated into an empty cache in mixed steps of the engine's step rows (prompt processing, PP), then
+``ntg`` decode steps run with one row per sequence (text generation, TG). As in llama-batched-bench, TG feeds
+tokens without sampling them (each step's token is the next random id), so the figures are the model's
+throughput, not the sampler's. Reported per B (llama-batched-bench's columns): PP, TG, B, N_KV = B *
+(npp + ntg), T_PP / S_PP = B * npp / T_PP, T_TG / S_TG = B * ntg / T_TG, T = T_PP + T_TG, S = N_KV / T.
+Each B runs ``reps`` times after a warm-up of one short run; the median run (by T) is reported.
+
+The engine is built for the largest B: ``max_seqs`` = max(B), a context of npp + ntg tokens and a KV pool of
+exactly max(B) such contexts. Steps go through ``Engine.forward`` on the plans the scheduler uses (decode
+buckets, the mixed plan), so they time what serving many requests runs, less the scheduler's host work.
+"""
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ..backends.base import Step
+from ..errors import InvalidParameterError
+from ..gguf import GGUFFile
+from ..models import HParams
+from ..runtime.engine import Engine
+from ..runtime.kvcache import KV_BLOCK, SeqBlocks, blocks_for
+
+Log = Callable[[str], None]
+
+
+def run_batched_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128,
+                      batches: Sequence[int] = (1, 4, 16, 64), reps: int = 1, backend: str = "auto", seed: int = 0,
+                      log: Log | None = None) -> dict[str, Any]:
+    """Load the model once and measure every batch size (see the module docstring); a JSON-ready dict."""
+    say = log or (lambda line: None)
+    batches = sorted(set(batches))
+    if not batches or batches[0] < 1 or n_prompt < 1 or n_gen < 1 or reps < 1:
+        raise InvalidParameterError(f"need batch sizes >= 1, npp >= 1, ntg >= 1 and reps >= 1 (got {batches}, "
+                                    f"{n_prompt}, {n_gen}, {reps})")
+    n_ctx = n_prompt + n_gen
+    t0 = time.perf_counter()
+    hp = HParams.from_gguf(GGUFFile(model_path))
+    per_block = hp.n_layer * KV_BLOCK * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)
+    engine = Engine(model_path, backend=backend, n_ctx=n_ctx, max_seqs=batches[-1],
+                    kv_memory=batches[-1] * blocks_for(n_ctx) * per_block)
+    if engine.max_seqs < batches[-1]:
+        raise InvalidParameterError(f"the {engine.backend_name} backend runs at most {engine.max_seqs} sequences "
+                                    f"per step here; B={batches[-1]} was asked")
+    say(f"loaded {Path(model_path).name} on {engine.backend_name} in {time.perf_counter() - t0:.2f} s "
+        f"(n_ctx {n_ctx}, {engine.pool.n_blocks} KV blocks)")
+    rng = np.random.default_rng(seed)
+    rows = []
+    for b in batches:
+        ids = rng.integers(0, engine.vocab_size, (b, n_ctx)).tolist()
+        _run(engine, ids, n_prompt, min(n_gen, 4))                 # warm-up: every plan of this B built
+        runs = [_run(engine, ids, n_prompt, n_gen) for _ in range(reps)]
+        t_pp, t_tg = sorted(runs, key=sum)[len(runs) // 2]
+        row = {"pp": n_prompt, "tg": n_gen, "b": b, "n_kv": b * n_ctx, "t_pp": t_pp, "s_pp": b * n_prompt / t_pp,
+               "t_tg": t_tg, "s_tg": b * n_gen / t_tg, "t": t_pp + t_tg, "s": b * n_ctx / (t_pp + t_tg),
+               "runs": [list(r) for r in runs]}
+        rows.append(row)
+        say(f"B={b}: S_PP {row['s_pp']:,.1f} t/s, S_TG {row['s_tg']:,.1f} t/s, S {row['s']:,.1f} t/s")
+    return {"model": str(model_path), "backend": engine.backend_name, "n_prompt": n_prompt, "n_gen": n_gen,
+            "reps": reps, "step_rows": engine.step_rows, "rows": rows}
+
+
+def _run(engine: Engine, ids: list[list[int]], n_prompt: int, n_gen: int) -> tuple[float, float]:
+    """One PP + TG run of len(ids) sequences; (T_PP, T_TG) in seconds. Blocks are freed after."""
+    b = len(ids)
+    seqs = [SeqBlocks() for _ in range(b)]
+    with engine.lock:
+        engine.forget()
+        try:
+            for s in seqs:
+                if not engine.pool.grow(s, n_prompt + n_gen):
+                    raise InvalidParameterError("the KV pool cannot hold the batch")   # sized for it above
+            t = time.perf_counter()
+            done = [0] * b
+            while min(done) < n_prompt:           # prompts in mixed steps of the engine's step rows
+                budget, chunks = engine.step_rows, []
+                for i in range(b):
+                    take = min(n_prompt - done[i], budget)
+                    if take and len(chunks) < engine.max_seqs:
+                        chunks.append((i, done[i], take))
+                        budget -= take
+                step = Step.batch([(ids[i][p:p + n], p, seqs[i].blocks) for i, p, n in chunks])
+                engine.forward(step, decode=False)
+                for i, _, n in chunks:
+                    done[i] += n
+            t_pp = time.perf_counter() - t
+            t = time.perf_counter()
+            for j in range(n_gen):
+                pos = n_prompt + j
+                engine.forward(Step.batch([(ids[i][pos:pos + 1], pos, seqs[i].blocks) for i in range(b)]), decode=True)
+            t_tg = time.perf_counter() - t
+        finally:
+            for s in seqs:
+                engine.pool.release(s)
+            engine.forget()
+    return t_pp, t_tg
+
+
+def to_markdown(r: dict[str, Any]) -> str:
+    """llama-batched-bench's table."""
+    lines = [f"model: {Path(r['model']).name}, backend {r['backend']}, step rows {r['step_rows']}, "
+             f"median of {r['reps']} run(s)", "",
+             "|    PP |     TG |    B |   N_KV |   T_PP s | S_PP t/s |   T_TG s | S_TG t/s |      T s |    S t/s |",
+             "|-------|--------|------|--------|----------|----------|----------|----------|----------|----------|"]
+    for x in r["rows"]:
+        lines.append(f"| {x['pp']:5d} | {x['tg']:6d} | {x['b']:4d} | {x['n_kv']:6d} | {x['t_pp']:8.3f} | "
+                     f"{x['s_pp']:8.2f} | {x['t_tg']:8.3f} | {x['s_tg']:8.2f} | {x['t']:8.3f} | {x['s']:8.2f} |")
+    return "\n".join(lines) + "\n"
+
