@@ -193,7 +193,8 @@ class Engine:
         batch at a time, with logprob rows when asked."""
         resident = self.backend.resident
         assert resident is not None
-        return resident.decode_stream(self.decode_plan, req.tokens, req.sampler.slot_batch(req.tokens), n_steps)
+        return resident.decode_stream(self.decode_plan, req.tokens, req.sampler.slot_batch(req.tokens), n_steps,
+                                      req.blocks.blocks)
 
     # -- evaluation outside requests ------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
