@@ -31,7 +31,7 @@ import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,8 +42,7 @@ from ...graph.plan import ALIGN, Plan, pack_arena
 from ...quant import dequantize, get_type
 from .. import step_inputs
 from ..numpy_backend import _mem_available, fmt_bytes
-from .device import (Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module,
-                     workgroups_for)
+from .device import Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module, workgroups_for
 from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
 
 Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
