@@ -33,8 +33,14 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
 from oxigpu.backends.wgpu.kernel import rel_error  # noqa: E402
-from oxigpu.backends.wgpu.ops.matmul import (NORM_EPS, MatmulAddKernel, MatmulGluKernel,  # noqa: E402
-                                             MatmulMultiKernel, gemv_rows, glu64)
+from oxigpu.backends.wgpu.ops.matmul import (  # noqa: E402
+    NORM_EPS,
+    MatmulAddKernel,
+    MatmulGluKernel,
+    MatmulMultiKernel,
+    gemv_rows,
+    glu64,
+)
 from oxigpu.backends.wgpu.tuning import tuning  # noqa: E402
 from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
 
@@ -77,12 +83,12 @@ class Node:
         ns = [r.shape[0] for r in self.raws]
         self.ns = ns
         self.runs, self.ybufs = [], []
-        for c in range(copies):
+        for _ in range(copies):
             groups: dict[str, list[int]] = {}
             for i, t in enumerate(self.types):
                 groups.setdefault(t, []).append(i)
             wb: list = [None] * len(self.raws)
-            for t, idx in groups.items():     # one buffer per type, weights back to back (as the backend joins)
+            for idx in groups.values():       # one buffer per type, weights back to back (as the backend joins)
                 buf = dev.upload(np.concatenate([self.raws[i].reshape(-1) for i in idx]))
                 off = 0
                 for i in idx:
@@ -91,7 +97,8 @@ class Node:
             if kind == "glu":
                 y = dev.create_buffer(4 * m * ns[0])
                 kern = MatmulGluKernel(dev, {"act": "silu", "norm_eps": NORM_EPS, **attrs},
-                                       [(m, k), (ns[0], k), (ns[1], k), (k,)], ["f32", *self.types, "f32"], [(m, ns[0])])
+                                       [(m, k), (ns[0], k), (ns[1], k), (k,)], ["f32", *self.types, "f32"],
+                                       [(m, ns[0])])
                 ds = kern.encode([xb, wb[0], wb[1], nwb, y])
                 self.ybufs.append([(y, 0, 4 * m * ns[0])])
             elif kind == "qkv":
@@ -125,7 +132,7 @@ class Node:
         elif self.kind == "add":
             ys = [ys[0] + self.res]
         err = 0.0
-        for (buf, off, size), want in zip(self.ybufs[0], ys):
+        for (buf, off, _), want in zip(self.ybufs[0], ys):
             got = self.dev.read(buf, np.float32, want.shape, off)
             err = max(err, rel_error(got, want))
         return err
@@ -208,10 +215,10 @@ def main() -> None:
                         if m == 1:
                             base[name] = t
                     gemv = gemv_rows(dev, rows_, attrs)
+                    wbytes = sum(get_type(tt).row_bytes(k) * n for n, tt in ws) * (2 if kind == "glu" else 1)
                     rec = {"set": a.set, "node": name, "m": m, "variant": var, "us": t * 1e6, "err": err,
-                           "kernel": "gemv" if gemv else "gemm",
-                           "weight_gbs": sum(get_type(tt).row_bytes(k) * n for n, tt in ws) * (2 if kind == "glu" else 1)
-                           / t / 1e9, "per_row_vs_m1": t / m / base[name] if name in base else None}
+                           "kernel": "gemv" if gemv else "gemm", "weight_gbs": wbytes / t / 1e9,
+                           "per_row_vs_m1": t / m / base[name] if name in base else None}
                     f.write(json.dumps(rec) + "\n")
                     f.flush()
                     rows.append(rec)

@@ -13,10 +13,25 @@ import pytest
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
 from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS
-from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, NORM_EPS, PIECE_TYPES, Q8X_PIECES, TYPES, MatmulGluKernel,
-                                             MatmulMultiKernel, gemv_config, matmul_add_case, matmul_case,
-                                             matmul_glu_case, matmul_glu_checks, matmul_multi_case, norm_input,
-                                             q8x_case, q8x_round, split_rows)
+from oxigpu.backends.wgpu.ops.matmul import (
+    GEMV_PIECES,
+    NORM_EPS,
+    PIECE_TYPES,
+    Q8X_PIECES,
+    TYPES,
+    MatmulGluKernel,
+    MatmulMultiKernel,
+    gemv_config,
+    matmul_add_case,
+    matmul_case,
+    matmul_glu_case,
+    matmul_glu_checks,
+    matmul_multi_case,
+    norm_input,
+    q8x_case,
+    q8x_round,
+    split_rows,
+)
 from oxigpu.errors import DeviceError, InvalidParameterError
 from oxigpu.quant import dequantize, get_type, quantize
 
@@ -244,7 +259,7 @@ def test_int8_dots_switch(dev, monkeypatch, env, want):
     assert dev.int8_dots is want
     monkeypatch.setenv("OXIGPU_INT8_DOTS", "yes")
     with pytest.raises(InvalidParameterError, match="OXIGPU_INT8_DOTS"):
-        dev.int8_dots
+        _ = dev.int8_dots
 
 
 def test_gemv_piece_type_mismatch(dev):
@@ -454,9 +469,8 @@ def test_gemv_rows_mixed_norm_multi(dev, gemv):
     assert _run_multi_joined(dev, case, (130, 67, 37), attrs, outs) == 1 + bool(gemv)
     for i in range(6):
         one: list[np.ndarray] = []
-        ref = case.reference
         row = replace(case, inputs=[case.inputs[0][i:i + 1], *case.inputs[1:]],
-                      reference=lambda: [r[i:i + 1] for r in ref()])
+                      reference=lambda i=i, ref=case.reference: [r[i:i + 1] for r in ref()])
         _run_multi_joined(dev, row, (130, 67, 37), attrs, one)
         assert all(np.array_equal(a[i:i + 1], b) for a, b in zip(outs, one)), f"row {i}"
 

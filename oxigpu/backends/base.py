@@ -222,7 +222,7 @@ def check_context(plan: Plan, n_ctx: int) -> None:
         raise InvalidParameterError("the plan's KV caches differ in rows")
 
 
-# -- memory guards and budgets -------------------------------------------------------------------------------------------
+# -- memory guards and budgets -----------------------------------------------------------------------------------------
 def mem_available() -> int | None:
     """Host memory available for new allocations (Linux ``MemAvailable``), None where unknown. Backends call
     it as ``base.mem_available()`` so tests can pretend memory is short in one place."""

@@ -30,9 +30,9 @@ from ..graph.plan import Plan
 from ..graph.plan import compile as compile_plan
 from ..models import HParams, build_graph
 from ..tokenizer import Tokenizer
-from .kvcache import KV_BLOCK, BlockPool, SeqBlocks, pool_blocks
 from .constraints import Constraint
 from .decoding import SequenceSampler
+from .kvcache import KV_BLOCK, BlockPool, SeqBlocks, pool_blocks
 from .params import GenerationResult, SamplingParams
 from .scheduler import Request, Scheduler
 

@@ -8,8 +8,9 @@ dispatch each; every range writes its own output columns.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from ._common import f32_lit
 from .elementwise import Glu
 from .gemm import Q8_TYPES, GemmKernel, glu_gemm, q8_round, q8_tie_free, scratch_buffer
 from .norm import RmsNorm
+
 
 def matmul_tol(m: int, k: int) -> float:
     """max |err| / max |ref| allowed: every GEMV/GEMM path multiplies exact f32 weights in f32, whose
@@ -558,8 +560,9 @@ class MatmulGluKernel(OpKernel):
         nbytes = self.n * get_type(self.qtype).row_bytes(self.k)
         m, n, act = self.m, self.n, self.attrs["act"]
         joined = _contiguous([wg, wu], [nbytes])
-        if joined and 2 * nbytes <= self.dev.max_storage_binding \
-                and (gemv_rows(self.dev, m, self.attrs) or glu_gemm(self.dev, m, self.qtype, 2 * n, self.k, self.attrs.get("gemm"))):
+        one = gemv_rows(self.dev, m, self.attrs) or glu_gemm(self.dev, m, self.qtype, 2 * n, self.k,
+                                                             self.attrs.get("gemm"))
+        if joined and 2 * nbytes <= self.dev.max_storage_binding and one:
             gemm = Gemm(self.dev, self.attrs, m, self.k, 2 * n, self.qtype, False, act=act, norm_eps=eps)
             return gemm.encode(x, (wg[0], wg[1], 2 * nbytes), None, y, nw=nw)
         # gate and up into one device-wide scratch (dispatches run in order), up at a binding-aligned element

@@ -9,7 +9,7 @@ rope_kv_store and the prefill attention (graph/fuse.py)."""
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -133,8 +133,9 @@ def paged_rope_kv_attention_case(name: str, b: Batch, H: int, Hkv: int, D: int, 
                                  neox: bool = True, base: float = 10000.0, with_ff: bool = False, window: int = 0,
                                  softcap: float = 0.0, seed: int = 0, **tuning_attrs) -> Case:
     """A decode batch: one row per sequence (``b``: one-row runs), each at its own position; the cache row
-    of each row's own key is NaN (written by the kernel, never read), rows no sequence holds are 8. Expected: the output, then both
-    pools with those rows = rope(k), v rounded to f16 (every other row unchanged)."""
+    of each row's own key is NaN (written by the kernel, never read), rows no sequence holds are 8.
+    Expected: the output, then both pools with those rows = rope(k), v rounded to f16 (every other row
+    unchanged)."""
     dv, n_rot = dv or D, n_rot or D
     g = rng(seed)
     q = g.standard_normal((b.T, H * D)).astype(np.float32)
