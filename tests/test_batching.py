@@ -176,11 +176,12 @@ def test_real_models_batched_equal_alone(model, request):
         ref = np.concatenate(list(llm.engine.eval_all(s)))[len(p) - 1:len(s) - 1]
         scale = max(scale, float(np.abs(ref).max()))
         err = float(np.abs(b - ref).max())
-        assert err <= REL * np.abs(ref).max(), f"batched logits differ by {err:.3g} (max |logit| {np.abs(ref).max():.3g})"
+        assert err <= REL * np.abs(ref).max(), \
+            f"batched logits differ by {err:.3g} (max |logit| {np.abs(ref).max():.3g})"
     # greedy tokens through the scheduler: identical, except after a near-tie
     together = llm.generate(prompts, **params)
     ties = 0
-    for p, a, r, b in zip(prompts, alone, together, batched):
+    for a, r, b in zip(alone, together, batched):
         diverged = next((i for i, (x, y) in enumerate(zip(a, r.token_ids)) if x != y), None)
         if diverged is not None:
             assert near_tie(b[diverged], 2 * REL * scale), f"greedy tokens part at {diverged} without a near-tie"

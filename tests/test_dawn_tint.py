@@ -62,7 +62,7 @@ def test_every_pipeline_passes_tint(dev, tiny_models, tmp_path, monkeypatch):
     prompt = "The quick brown fox jumps over the lazy dog, " * 4          # > 32 tokens: the tiled GEMMs
     for int8 in ("0", "1"):
         monkeypatch.setenv("OXIGPU_INT8_DOTS", int8)
-        for name, path in sorted(tiny_models.items()):
+        for _, path in sorted(tiny_models.items()):
             LLM(path, backend="wgpu", n_ctx=160).generate(prompt, max_tokens=3, temperature=0.0)
         for t in ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0", "F16"):
             for k, n in ((4096, 14336), (14336, 4096)):
@@ -74,6 +74,18 @@ def test_every_pipeline_passes_tint(dev, tiny_models, tmp_path, monkeypatch):
     assert len(sources) > 40
     for src, name in sources.items():
         (tmp_path / f"{name}.wgsl").write_text(src)
+    assert _tint_errors(tmp_path) == {}
+
+
+def test_every_check_pipeline_passes_tint(dev, tmp_path):
+    """The pipelines of every registered kernel check (oxigpu kernels), as Dawn would get them: the paged
+    kernels of batched steps and the multi-row GEMVs that no tiny model's plan builds yet among them."""
+    from oxigpu.backends.wgpu.kernel import kernel_sources
+
+    srcs = kernel_sources("*", dev, implementation="dawn")
+    assert len(srcs) > 100 and any(s.defines.get("PAGED") for s in srcs) and any(s.defines.get("MULTI") for s in srcs)
+    for i, s in enumerate(srcs):
+        (tmp_path / f"{i:03d}-{s.file.replace('/', '_')}.wgsl").write_text(s.source)
     assert _tint_errors(tmp_path) == {}
 
 

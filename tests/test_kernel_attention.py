@@ -17,12 +17,12 @@ import pytest
 
 from oxigpu.backends import numpy_ops
 from oxigpu.backends.wgpu.device import Device, Params
-from oxigpu.backends.wgpu.kernel import CHECKS, case_error, load_kernels, prepare, rel_error, run_op
-from oxigpu.backends.wgpu.ops._common import HALF_STEP, workgroups_for
-from oxigpu.backends.wgpu.ops.attention import attention_case, decode_config, op_attrs
+from oxigpu.backends.wgpu.kernel import CHECKS, case_error, load_kernels, prepare, rel_error, run_case, run_op
+from oxigpu.backends.wgpu.ops._common import HALF_STEP, Batch, workgroups_for
+from oxigpu.backends.wgpu.ops.attention import attention_case, decode_config, op_attrs, paged_attention_case
 from oxigpu.backends.wgpu.ops.attention_mma import MmaTile, mma_tile
 from oxigpu.backends.wgpu.ops.rope import reference as rope_reference
-from oxigpu.backends.wgpu.ops.rope_attention import rope_kv_attention_case
+from oxigpu.backends.wgpu.ops.rope_attention import paged_rope_kv_attention_case, rope_kv_attention_case
 
 pytestmark = pytest.mark.gpu
 
@@ -323,3 +323,54 @@ def test_prefill_tile_fits(d, dv, limit):
         return
     assert cfg.smem_bytes() <= limit and cfg.registers() <= tuning().prefill.reg_budget
     assert cfg.CV * cfg.NKL == dv // 4 and cfg.BK % 4 == 0
+
+
+# Rows of several sequences (the batching contract): the paged kernels' registered checks run in
+# test_kernel_ops; here the matrix-unit prefill on them, their subgroup-free reductions, and a row's
+# result in a batch against the same row alone.
+
+def _paged_cases():
+    load_kernels()
+    return list(CHECKS["attention.paged"]())
+
+
+@pytest.mark.parametrize("case", _paged_cases(), ids=lambda c: c.name)
+def test_paged_prefill_mma(dev, case):
+    """attention_mma.wgsl over the tiles of rows of several sequences (Dawn on NVIDIA only)."""
+    if not dev.has_mma:
+        pytest.skip("no subgroup matrices (the matrix-unit prefill attention runs on Dawn with them only)")
+    if "n_split" in case.attrs or case.attrs["head_dim"] > 128 or case.attrs["head_dim"] % 16:
+        pytest.skip("the decode kernel's case, or head dims the matrix-unit kernel does not take")
+    attrs = {**{k: v for k, v in case.attrs.items() if k != "prefill_tile"}, "prefill_mma": True}
+    assert isinstance(prepare("attention", case.inputs, attrs, case.in_types, dev=dev).kernel.cfg, MmaTile)
+    got = run_op("attention", case.inputs, attrs, n_tokens=case.n_tokens, in_types=case.in_types, dev=dev)
+    err = rel_error(got[0], case.reference()[0])
+    assert err <= MMA_TOL, f"{case.name}: rel. error {err:.3g}"
+
+
+@pytest.mark.parametrize("case", _paged_cases()[:2] + _paged_cases()[5:9], ids=lambda c: c.name)
+def test_paged_without_subgroups(dev, case, monkeypatch):
+    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    got = run_case(case, dev)
+    err = rel_error(got[0], case.reference()[0])
+    assert err <= case.tol, f"{case.name}: rel. error {err:.3g}"
+
+
+def test_a_row_in_a_batch_equals_the_row_alone(dev):
+    """Decode rows of four sequences in one step, through the decode kernel (rope_kv_attention; attention
+    with n_split): each row's output, and the cache row it writes, are bit for bit those of a step of its
+    own (its splits depend on its keys only)."""
+    b = Batch([(0, 700, 1), (1, 31, 1), (2, 5, 1), (3, 1500, 1)], 4, 64, 400, seed=3)
+    for case in (paged_attention_case("batch", b, 8, 2, 64, seed=5, n_split=8, split_chunk=64),
+                 paged_rope_kv_attention_case("batch", b, 8, 2, 64, seed=6)):
+        got = run_case(case, dev)
+        x = case.inputs[:3] if case.op == "rope_kv_attention" else case.inputs[:1]
+        caches = case.inputs[len(x):len(x) + 2]
+        for t in range(4):
+            one = Batch([(int(b.row_seq[t]), int(b.positions[t]), 1)], 4, 64, 400, seed=3)   # the same table
+            alone = run_op(case.op, [a[t:t + 1] for a in x] + list(caches) + one.inputs(), case.attrs, n_tokens=1,
+                           in_types=case.in_types, dev=dev)
+            assert np.array_equal(got[0][t:t + 1], alone[0]), (case.op, t)
+            if case.op == "rope_kv_attention":   # the row's own key and value, as written
+                r = b.phys(int(b.row_seq[t]), int(b.positions[t]))
+                assert np.array_equal(got[1][r], alone[1][r]) and np.array_equal(got[2][r], alone[2][r])

@@ -13,10 +13,25 @@ import pytest
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
 from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS
-from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, NORM_EPS, PIECE_TYPES, Q8X_PIECES, TYPES, MatmulGluKernel,
-                                             MatmulMultiKernel, gemv_config, matmul_add_case, matmul_case,
-                                             matmul_glu_case, matmul_glu_checks, matmul_multi_case, norm_input,
-                                             q8x_case, q8x_round, split_rows)
+from oxigpu.backends.wgpu.ops.matmul import (
+    GEMV_PIECES,
+    NORM_EPS,
+    PIECE_TYPES,
+    Q8X_PIECES,
+    TYPES,
+    MatmulGluKernel,
+    MatmulMultiKernel,
+    gemv_config,
+    matmul_add_case,
+    matmul_case,
+    matmul_glu_case,
+    matmul_glu_checks,
+    matmul_multi_case,
+    norm_input,
+    q8x_case,
+    q8x_round,
+    split_rows,
+)
 from oxigpu.errors import DeviceError, InvalidParameterError
 from oxigpu.quant import dequantize, get_type, quantize
 
@@ -244,7 +259,7 @@ def test_int8_dots_switch(dev, monkeypatch, env, want):
     assert dev.int8_dots is want
     monkeypatch.setenv("OXIGPU_INT8_DOTS", "yes")
     with pytest.raises(InvalidParameterError, match="OXIGPU_INT8_DOTS"):
-        dev.int8_dots
+        _ = dev.int8_dots
 
 
 def test_gemv_piece_type_mismatch(dev):
@@ -379,3 +394,121 @@ def test_matmul_multi_two_dq8_types_fall_back(dev):
     """Two types without specialized pieces (both would need slot 0): one dispatch per type."""
     case = matmul_multi_case(("Q5_K", "Q3_K"), 1, 512, (40, 33), False, seed=91)
     assert _run_multi_joined(dev, case, (40, 33)) == 2
+
+
+# Several rows (decode batches of sequences) as one GEMV: each weight is read once for all rows, and each
+# row's result is bit for bit that row's result alone (the same lanes, pieces and steps; issue 23).
+
+def _rows_alone(case, i):
+    """``case`` (matmul or matmul_add) for row i of x alone: x, the residual and the reference sliced."""
+    ins = list(case.inputs)
+    ins[0] = ins[0][i:i + 1]
+    if case.op == "matmul_add":
+        ins[2] = ins[2][i:i + 1]
+    ref = case.reference
+    return replace(case, inputs=ins, reference=lambda: [r[i:i + 1] for r in ref()])
+
+
+def _assert_rows_alone(dev, case, attrs, got):
+    for i in range(case.inputs[0].shape[0]):
+        one = _rows_alone(case, i)
+        alone = run_op(one.op, one.inputs, {**one.attrs, **(attrs or {})}, in_types=one.in_types, dev=dev)[0]
+        assert np.array_equal(got[i:i + 1], alone), f"{case.name}: row {i} differs from the row alone"
+
+
+_Q8X = {"q8x": True, "ppb32": 2}
+_BATCHES = [  # (case, gemv overrides)
+    (lambda: matmul_case("Q4_K", 5, 1024, 67, bias=True, seed=200), None),
+    (lambda: matmul_case("Q6_K", 16, 768, 70, bias=False, seed=201), None),
+    (lambda: matmul_case("Q5_K", 9, 512, 37, bias=True, seed=202), None),           # dq8 pieces
+    (lambda: matmul_case("F16", 9, 2048, 67, bias=False, seed=203), None),          # clamped x, 2 rows a group
+    (lambda: q8x_case(matmul_case("Q8_0", 3, 640, 67, bias=True, seed=204), ["q8_0"]), {**_Q8X, "piece": "q8_0"}),
+    (lambda: q8x_case(matmul_case("Q4_K", 7, 1024, 130, bias=False, seed=205), ["q4_k"]),
+     {**_Q8X, "piece": "q4_k", "xq": True}),                                      # x quantized by its dispatch
+    (lambda: q8x_case(matmul_case("Q6_K", 12, 768, 67, bias=False, seed=206), ["q6_k"]),
+     {"q8x": True, "piece": "q6_k", "u2": True, "tpr": 16}),
+    (lambda: matmul_add_case("Q4_K", 4, 1024, 67, bias=True, seed=207), None),
+    (lambda: matmul_case("Q8_0", 6, 640, 67, bias=True, seed=208), {"tpr": 64, "r": 8, "gpw": 1, "xr": 1}),
+]
+
+
+@pytest.mark.parametrize("i", range(len(_BATCHES)))
+def test_gemv_rows_equal_each_row_alone(dev, i):
+    case, gemv = _BATCHES[i][0](), _BATCHES[i][1]
+    attrs = {"gemv": gemv} if gemv else {}
+    got = run_op(case.op, case.inputs, {**case.attrs, **attrs}, in_types=case.in_types, dev=dev)[0]
+    err = rel_error(got, case.reference()[0])
+    assert err <= case.tol, f"{case.name}: rel. error {err:.3g} > {case.tol:.3g}"
+    _assert_rows_alone(dev, case, attrs, got)
+
+
+def test_gemv_rows_without_subgroups_and_split_bindings(dev, monkeypatch):
+    """The workgroup-memory reduction and a weight bound as several row ranges, with several rows."""
+    case = matmul_case("Q8_0", 5, 640, 203, bias=True, seed=210)
+    with dev.binding_limit(20000):
+        got = run_op(case.op, case.inputs, case.attrs, in_types=case.in_types, dev=dev)[0]
+        _assert_rows_alone(dev, case, None, got)
+    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    case = matmul_case("Q4_K", 6, 1024, 67, bias=True, seed=211)
+    got = run_op(case.op, case.inputs, case.attrs, in_types=case.in_types, dev=dev)[0]
+    assert rel_error(got, case.reference()[0]) <= case.tol
+    _assert_rows_alone(dev, case, None, got)
+
+
+@pytest.mark.parametrize("gemv", [None, {"tpr": 32, "r": 2, "gpw": 4, "u2": True, "q8x": True, "piece": "q4_k",
+                                         "ppb32": 2, "xq": True}])
+def test_gemv_rows_mixed_norm_multi(dev, gemv):
+    """q/k/v of two weight types in one dispatch with the norm prologue, 6 rows: every output against
+    float64 (or the int8 twin), every row as alone."""
+    case = matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 6, 1024, (130, 67, 37), True, seed=212, norm=True)
+    if gemv:
+        gemv = {**gemv, "piece1": "q6_k"}
+        case = q8x_case(case, ["q4_k", "q4_k", "q6_k"])
+    attrs = {**case.attrs, **({"gemv": gemv} if gemv else {})}
+    outs: list[np.ndarray] = []
+    assert _run_multi_joined(dev, case, (130, 67, 37), attrs, outs) == 1 + bool(gemv)
+    for i in range(6):
+        one: list[np.ndarray] = []
+        row = replace(case, inputs=[case.inputs[0][i:i + 1], *case.inputs[1:]],
+                      reference=lambda i=i, ref=case.reference: [r[i:i + 1] for r in ref()])
+        _run_multi_joined(dev, row, (130, 67, 37), attrs, one)
+        assert all(np.array_equal(a[i:i + 1], b) for a, b in zip(outs, one)), f"row {i}"
+
+
+def _glu_joined(dev, case, attrs=None):
+    x, wg, wu, *nw = case.inputs
+    m, k = x.shape
+    n = wg.shape[0]
+    wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
+    y = dev.upload(np.full((m, n), np.nan, np.float32))
+    kern = MatmulGluKernel(dev, {**case.attrs, **(attrs or {})}, [(m, k), (n, k), (n, k), *(w.shape for w in nw)],
+                           case.in_types, [(m, n)])
+    ds = kern.encode([dev.upload(x), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes), *map(dev.upload, nw), y])
+    dev.write_params(Params(pos=0, n_tokens=m))
+    dev.submit(ds)
+    return dev.read(y, np.float32, (m, n)), len(ds)
+
+
+@pytest.mark.parametrize("t,norm", [("Q4_K", True), ("Q8_0", False)])
+def test_gemv_rows_glu(dev, t, norm):
+    """Gate and up joined as one GEMV with the activation epilogue for 5 rows (two x-row blocks: R >= 2
+    keeps a gate and an up row per group): against float64, every row as alone."""
+    case = matmul_glu_case(t, 1024 if t == "Q4_K" else 640, 67, "silu", norm, seed=213, m=5)
+    got, n_disp = _glu_joined(dev, case)
+    assert n_disp == 1 and rel_error(got, case.reference()[0]) <= case.tol
+    for i in range(5):
+        row = replace(case, inputs=[case.inputs[0][i:i + 1], *case.inputs[1:]])
+        assert np.array_equal(got[i:i + 1], _glu_joined(dev, row)[0]), f"row {i}"
+
+
+def test_gemv_rows_on_hardware_defaults(dev, monkeypatch):
+    """With integer dots on (a hardware adapter's default), a node whose one-row GEMV stages x per
+    workgroup (xs) quantizes x by the dispatch for several rows: the same int8 x, so each row still
+    equals the row alone (which stages it)."""
+    monkeypatch.setattr(Device, "int8_dots", property(lambda self: True))
+    cfg = gemv_config("Q8_0", 2048, 2048)
+    assert cfg.q8x and cfg.xs and cfg.u2
+    case = q8x_case(matmul_case("Q8_0", 4, 2048, 2048, bias=False, seed=214, distinct_rows=64), ["q8_0"])
+    got = run_op(case.op, case.inputs, case.attrs, in_types=case.in_types, dev=dev)[0]
+    assert rel_error(got, case.reference()[0]) <= case.tol
+    _assert_rows_alone(dev, case, None, got)

@@ -16,18 +16,19 @@ import pytest
 
 from oxigpu.backends import numpy_ops
 from oxigpu.backends.wgpu.device import Device, Params
-from oxigpu.backends.wgpu.kernel import CHECKS, Case, case_error, load_kernels, prepare, rel_error, run_op
+from oxigpu.backends.wgpu.kernel import CHECKS, Case, case_error, load_kernels, prepare, rel_error, run_case, run_op
 from oxigpu.backends.wgpu.ops.attention import attention_case, op_attrs
 from oxigpu.backends.wgpu.ops.attention_prefill import prefill_config
 from oxigpu.backends.wgpu.ops.embed import table_case
 
 pytestmark = pytest.mark.gpu
 
-MINE = ("elementwise", "rms_norm", "rope", "kv_store", "embed", "attention")   # sample: tests/test_sampling.py
+MINE = ("elementwise", "rms_norm", "rope", "kv_store", "embed", "attention", "rope.paged", "kv_store.paged",
+        "attention.paged")   # sample: tests/test_sampling.py
 
 
 def _check(case: Case, dev: Device) -> float:
-    got = run_op(case.op, case.inputs, case.attrs, case.pos, case.n_tokens, case.in_types, dev)
+    got = run_case(case, dev)
     err, tol = case_error(case, got, case.reference())
     assert err <= tol, f"{case.name}: rel. error {err:.3g} > {tol:.3g}"
     return err

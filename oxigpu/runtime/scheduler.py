@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..backends.base import Step
-from .kvcache import KV_BLOCK, SeqBlocks
 from .decoding import SequenceSampler
+from .kvcache import KV_BLOCK, SeqBlocks
 from .params import FinishReason, GenerationResult, SamplingParams, Timings
 from .stops import StopMatcher
 

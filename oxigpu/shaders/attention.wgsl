@@ -38,6 +38,7 @@
 #include "common/params.wgsl"
 #include "common/half.wgsl"
 #include "math.wgsl"
+#include "common/paged_{{PAGED}}.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(2) var<storage, read> cache_k: array<vec2<u32>>;
@@ -60,7 +61,8 @@ const BK: u32 = NKL * {{KT}}u;
 const QS: u32 = {{QS}}u;
 const KS: u32 = {{KS}}u;
 const PS: u32 = {{PS}}u;
-const PRB: u32 = {{PRB}}u;
+const PRB: u32 = {{PRB}}u;   // row blocks (PAGED: at most this many tiles) per KV head
+const PAGED: bool = {{PAGED}};
 
 var<workgroup> fq: array<vec4<f32>, BQ * QS>;    // Q tile [row][d4]
 const SHARED: bool = {{SHARED}};                  // one buffer holds the K tile, then the V tile
@@ -70,6 +72,7 @@ var<workgroup> fp: array<vec4<f32>, BQ * PS>;    // probabilities [row][key / 4]
 
 #include "attention/prefill_{{REDUCE}}.wgsl"
 
+#include "attention/tiles_{{PAGED}}.wgsl"
 #include "attention/prefill_rows.wgsl"
 
 // Keys any live row of the BQ rows from rg0 can see: [lo, hi). Empty when every row is padding.
@@ -87,14 +90,14 @@ fn key_range(rg0: u32) -> vec2<u32> {
 fn load_k(k0: u32, hi: u32, kvh: u32, e: u32) -> vec2<u32> {
   let j = k0 + e / D4;
   var v = vec2<u32>(0u);
-  if (j < hi) { v = cache_k[(j * NKV + kvh) * D4 + e % D4]; }
+  if (j < hi) { v = cache_k[(phys(tile_seq, j) * NKV + kvh) * D4 + e % D4]; }
   return v;
 }
 
 fn load_v(k0: u32, hi: u32, kvh: u32, e: u32) -> vec2<u32> {
   let j = k0 + e / DV4;
   var v = vec2<u32>(0u);
-  if (j < hi) { v = cache_v[(j * NKV + kvh) * DV4 + e % DV4]; }
+  if (j < hi) { v = cache_v[(phys(tile_seq, j) * NKV + kvh) * DV4 + e % DV4]; }
   return v;
 }
 
@@ -103,9 +106,10 @@ fn put_v(e: u32, v: vec2<u32>) { {{FVN}}[e] = unpack_half4(v); }
 
 fn put_p(row: u32, key: u32, p: f32) { fp[row * PS + key / 4u][key % 4u] = p; }
 
-// Output vec4 column c4 of row rg (skipped past the last row; rows without keys get zeros).
+// Output vec4 column c4 of row rg (skipped past the last row and, PAGED, for rows of other tiles; rows
+// without keys get zeros).
 fn store_o(rg: u32, kvh: u32, c4: u32, o: vec4<f32>, l: f32) {
-  if (rg >= ROWS) { return; }
+  if (rg >= ROWS || !in_tile(rg)) { return; }
   let t = rg / G;
   dst[(t * NH + kvh * G + rg % G) * DV4 + c4] = select(vec4<f32>(0.0), o / l, l > 0.0);
 }
@@ -116,10 +120,18 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
   let lid = lane.lid;
   let w = wid.y * nwg.x + wid.x;
   if (w >= PRB * NKV) { return; }
-  let rb = PRB - 1u - w / NKV;      // the longest row blocks first
   let kvh = w % NKV;
-  let rg0 = rb * BQ;
-  let range = key_range(rg0);
+  var rg0 = 0u;
+  var range = vec2<u32>(0u);
+  if (PAGED) {                      // this workgroup's tile: rows of one sequence (attention/tiles_true.wgsl)
+    let tl = find_tile(lid, w / NKV);
+    if (tl.z == 0u) { return; }
+    rg0 = tl.x * G + tl.y;
+    range = tile_keys(tl);
+  } else {
+    rg0 = (PRB - 1u - w / NKV) * BQ;  // the longest row blocks first
+    range = key_range(rg0);
+  }
   let lo = range.x;
   let hi = range.y;
   let sgs = red_setup(lane);
@@ -129,7 +141,7 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     let rg = rg0 + e / D4;
     let t = rg / G;
     var v = vec4<f32>(0.0);
-    if (rg < ROWS && t < P.n_tokens) { v = q[(t * NH + kvh * G + rg % G) * D4 + e % D4]; }
+    if (rg < ROWS && t < P.n_tokens && in_tile(rg)) { v = q[(t * NH + kvh * G + rg % G) * D4 + e % D4]; }
     fq[(e / D4) * QS + e % D4] = v;
   }
   for (var e = lid; e < BK * D4; e += THR) { put_k(e, load_k(lo, hi, kvh, e)); }

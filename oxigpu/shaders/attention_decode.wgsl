@@ -1,10 +1,13 @@
 // Decode attention (and the fallback for any T): split-KV flash attention over the cache in ONE
 // dispatch, the splits merged by the workgroup that finishes last.
 //
-// Rows: the query rows of one KV head are the (t, g) pairs flattened as rg = t * G + g (query head
-// h = kvh * G + g); a workgroup takes a block of R consecutive rows (decode: heads sharing a KV head,
-// so they share its K/V loads; R stays small enough for several key slices, and a larger group takes
-// several row blocks, whose repeated K/V reads mostly hit L2) and one split of the keys they can see.
+// Rows: the query rows of one KV head are the (t, g) pairs (query head h = kvh * G + g); a workgroup
+// takes a block of R rows (heads sharing a KV head, so they share its K/V loads; R stays small enough for
+// several key slices, and a larger group takes several row blocks, whose repeated K/V reads mostly hit
+// L2) and one split of the keys they can see. PAGED (rows of several sequences, each at its own position,
+// keys read through its block table: common/paged_true.wgsl): a block holds rows of one token, NRB per
+// token, NRBT = T NRB per KV head. Otherwise (one sequence at P.pos + t in a contiguous cache) the rows
+// are flattened as rg = t * G + g and a block takes R consecutive ones (NRBT = NRB).
 // Splits: the grid holds MAXS splits per row block, but only `nact` are active, computed from P at run
 // time: keys per split = max(CHUNK, ceil(n_keys / MAXS)) rounded up to BLK (one pass of the workgroup),
 // so short contexts use few workgroups per row block and idle workgroups return at once. With T == 1
@@ -34,13 +37,15 @@
 // is the first state (first_state) of the split holding it and never read from the cache; one workgroup
 // per KV head writes the new K and V rows.
 //
-// Defines: D, DV (head dims, multiples of 4), G, NH, NKV, T, R, NRB (row blocks per KV head), L, KS, KB
+// Defines: D, DV (head dims, multiples of 4), G, NH, NKV, T, R, NRB (row blocks per KV head, or per token
+// where PAGED), NRBT, PAGED (and common/paged_true.wgsl's: bindings 11-13), L, KS, KB
 // (4 or 8), NCK (= ceil(D / 4 / L), 1 or 2), NCV (likewise for DV), MAXS, CHUNK (a multiple of KS * KB),
 // TML, TACC (workgroup arrays of the slice merge; 1 when KS == 1), REDUCE (sg | wg), SCALE, SOFTCAP
 // (0: none), WINDOW (0: none), KV (cache | rope; rope adds common/rope.wgsl's defines).
 #include "common/params.wgsl"
 #include "common/half.wgsl"
 #include "math.wgsl"
+#include "common/paged_{{PAGED}}.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
@@ -54,6 +59,8 @@ const NH: u32 = {{NH}}u;
 const NKV: u32 = {{NKV}}u;
 const R: u32 = {{R}}u;
 const NRB: u32 = {{NRB}}u;
+const NRBT: u32 = {{NRBT}}u;
+const PAGED: bool = {{PAGED}};
 const L: u32 = {{L}}u;
 const KS: u32 = {{KS}}u;
 const WG: u32 = L * R * KS;
@@ -74,23 +81,40 @@ var<workgroup> tml: array<vec2<f32>, {{TML}}>;     // slice merge: (m, l) per te
 var<workgroup> tacc: array<vec4<f32>, {{TACC}}>;   // slice merge: accumulator per team
 var<workgroup> last_w: u32;
 
-struct Row { t: u32, h: u32, live: bool, valid: bool }
+// A query row: token t at position p of the sequence in slot s, query head h; `valid`: a row of the step
+// at all, `live`: a valid row of a token < n_tokens.
+struct Row { t: u32, h: u32, live: bool, valid: bool, p: u32, s: u32 }
 
-// Query row rg (= t * G + g) of KV head kvh; `valid`: a row of the chunk at all (rg < T * G).
-fn row_of(rg: u32, kvh: u32) -> Row {
+// Row r of row block rb of KV head kvh.
+fn block_row(rb: u32, r: u32, kvh: u32) -> Row {
+  if (PAGED) {
+    let t = rb / NRB;
+    let g = rb % NRB * R + r;
+    let valid = g < G;
+    return Row(t, kvh * G + min(g, G - 1u), valid && t < P.n_tokens, valid, pos_of(t), seq_of(t));
+  }
+  let rg = rb * R + r;
   let t = rg / G;
   let valid = rg < {{T}}u * G;
-  return Row(t, kvh * G + rg % G, valid && t < P.n_tokens, valid);
+  return Row(t, kvh * G + rg % G, valid && t < P.n_tokens, valid, P.pos + t, 0u);
 }
 
-// Keys any live row of the n rows from rg0 can see: [lo, hi). Empty when every row is padding.
-fn key_range(rg0: u32, n: u32) -> vec2<u32> {
-  let t_first = rg0 / G;
-  if (t_first >= P.n_tokens) { return vec2<u32>(0u); }
-  let t_last = min((rg0 + n - 1u) / G, min({{T}}u, P.n_tokens) - 1u);
+// Keys any live row of row block rb can see: [lo, hi). Empty when every row is padding.
+fn key_range(rb: u32) -> vec2<u32> {
+  var t_first = rb * R / G;
+  var p_last = 0u;
+  if (PAGED) {
+    t_first = rb / NRB;
+    if (t_first >= P.n_tokens) { return vec2<u32>(0u); }
+    p_last = pos_of(t_first);
+  } else {
+    if (t_first >= P.n_tokens) { return vec2<u32>(0u); }
+    p_last = P.pos + min((rb * R + R - 1u) / G, min({{T}}u, P.n_tokens) - 1u);
+  }
+  let p_first = select(P.pos + t_first, p_last, PAGED);
   var lo = 0u;
-  if (WINDOW > 0u && P.pos + t_first + 1u > WINDOW) { lo = P.pos + t_first + 1u - WINDOW; }
-  return vec2<u32>(lo, P.pos + t_last + 1u);
+  if (WINDOW > 0u && p_first + 1u > WINDOW) { lo = p_first + 1u - WINDOW; }
+  return vec2<u32>(lo, p_last + 1u);
 }
 
 // (keys per split, active splits) of a row block seeing the keys in range (DecodeConfig.splits).
@@ -113,6 +137,7 @@ struct Rows4 { r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, r3: vec4<f32> }
 // Column c of four K or V rows (keys j) of KV head kvh as the cache holds them: packed halves.
 struct Half4 { r0: vec2<u32>, r1: vec2<u32>, r2: vec2<u32>, r3: vec2<u32> }
 
+// (j: physical cache rows)
 fn k4(j: vec4<u32>, kvh: u32, c: u32) -> Half4 {
   return Half4(cache_k[(j.x * NKV + kvh) * D4 + c], cache_k[(j.y * NKV + kvh) * D4 + c],
                cache_k[(j.z * NKV + kvh) * D4 + c], cache_k[(j.w * NKV + kvh) * D4 + c]);
@@ -140,11 +165,13 @@ fn pv(a: vec4<f32>, p: vec4<f32>, v: Rows4) -> vec4<f32> {
 // c0 (k0, v0) and c1 (k1, v1, where NCK / NCV > 1).
 struct Pass { ka0: Half4, ka1: Half4, kb0: Half4, kb1: Half4, va0: Half4, va1: Half4, vb0: Half4, vb1: Half4 }
 
-// Loads of the pass starting at key j0, clamped to key `last` (always a written cache row).
-fn load_pass(j0: u32, last: u32, kvh: u32, kc0: u32, kc1: u32, vc0: u32, vc1: u32) -> Pass {
+// Loads of the pass starting at key j0 of slot s, clamped to key `last` (always a written cache row).
+fn load_pass(s: u32, j0: u32, last: u32, kvh: u32, kc0: u32, kc1: u32, vc0: u32, vc1: u32) -> Pass {
   var p: Pass;
-  let ja = min(vec4<u32>(j0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last));
-  let jb = min(vec4<u32>(j0) + vec4<u32>(4u, 5u, 6u, 7u), vec4<u32>(last));
+  let pj = phys8(s, min(vec4<u32>(j0) + vec4<u32>(0u, 1u, 2u, 3u), vec4<u32>(last)),
+                 min(vec4<u32>(j0) + vec4<u32>(4u, 5u, 6u, 7u), vec4<u32>(last)));
+  let ja = pj[0];
+  let jb = pj[1];
   p.ka0 = k4(ja, kvh, kc0);
   p.va0 = v4(ja, kvh, vc0);
   if (NCK > 1u) { p.ka1 = k4(ja, kvh, kc1); }
@@ -217,13 +244,13 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let linear = wid.y * nwg.x + wid.x;
   // T == 1: every row block sees the same keys, so a block's nact active splits are consecutive
   // workgroups and the host may launch only NKV * NRB * nact (Attention.decode_groups); else MAXS per block
-  let per = select(MAXS, splits_of(key_range(0u, R)).y, {{T}}u == 1u);
+  let per = select(MAXS, splits_of(key_range(0u)).y, {{T}}u == 1u);
   let split = linear % per;
-  let blk = linear / per;               // kvh * NRB + rb
-  if (blk >= NKV * NRB) { return; }
-  let rb = blk % NRB;
-  let kvh = blk / NRB;
-  let range = key_range(rb * R, R);
+  let blk = linear / per;               // kvh * NRBT + rb
+  if (blk >= NKV * NRBT) { return; }
+  let rb = blk % NRBT;
+  let kvh = blk / NRBT;
+  let range = key_range(rb);
   let sp = splits_of(range);
   let kps = sp.x;
   let nact = sp.y;
@@ -237,8 +264,8 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let tl = lid % L;
   let r = team % R;
   let slice = team / R;
-  let rw = row_of(rb * R + r, kvh);
-  let tpos = P.pos + rw.t;
+  let rw = block_row(rb, r, kvh);
+  let tpos = rw.p;
   let kc0 = min(tl, D4 - 1u);          // clamped columns: lanes past the head load a real column
   let kc1 = min(tl + L, D4 - 1u);      // (q is zero there; their accumulators are never stored)
   let vc0 = min(tl, DV4 - 1u);
@@ -249,17 +276,19 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   if (rw.live && tl < D4) { q0 = q_col(tpos, qb, tl) * {{SCALE}}; }
   if (NCK > 1u && rw.live && tl + L < D4) { q1 = q_col(tpos, qb, tl + L) * {{SCALE}}; }
 
-  var st = first_state(lane, sgs, rw, team, tl, kvh, rb, ke, q0, q1);
-  let kend = cache_end(ke);                 // keys ks .. kend - 1 come from the cache
+  // the block's token (a PAGED block has one; rope_kv_attention, T rows of T sequences, too)
+  let bt = block_row(rb, 0u, kvh);
+  var st = first_state(lane, sgs, rw, team, tl, kvh, bt, rb % NRB == 0u, ke, q0, q1);
+  let kend = cache_end(ke, bt.p);           // keys ks .. kend - 1 come from the cache
   let nblk = (kend - ks + BLK - 1u) / BLK;  // workgroup-uniform: the team sums may hold barriers
   let step = vec4<u32>(0u, 1u, 2u, 3u);
   // software pipelined: the next pass's loads are in flight while this one computes (the pass after
   // the last one re-reads the split's last cached key: clamped, harmless)
   var cur: Pass;
-  if (nblk > 0u) { cur = load_pass(ks + slice * KB, kend - 1u, kvh, kc0, kc1, vc0, vc1); }
+  if (nblk > 0u) { cur = load_pass(bt.s, ks + slice * KB, kend - 1u, kvh, kc0, kc1, vc0, vc1); }
   for (var b = 0u; b < nblk; b++) {
     let k0 = ks + (b * KS + slice) * KB;
-    let nxt = load_pass(k0 + BLK, kend - 1u, kvh, kc0, kc1, vc0, vc1);
+    let nxt = load_pass(bt.s, k0 + BLK, kend - 1u, kvh, kc0, kc1, vc0, vc1);
     let ja = vec4<u32>(k0) + step;
     let jb = ja + vec4<u32>(4u);
     var sa = dot4(q0, widen(cur.ka0));

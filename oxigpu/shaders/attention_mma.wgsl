@@ -19,6 +19,7 @@ enable f16;
 enable chromium_experimental_subgroup_matrix;
 #include "common/params.wgsl"
 #include "math.wgsl"
+#include "common/paged_{{PAGED}}.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> cache_k: array<vec4<u32>>;   // [pos][NKV][D] halves, 8 a vec4
@@ -39,6 +40,8 @@ const NSG: u32 = {{NSG}}u;
 const BQ: u32 = 16u * NSG;
 const BK: u32 = {{BK}}u;
 const WG: u32 = 32u * NSG;
+const THR: u32 = WG;
+const PAGED: bool = {{PAGED}};
 const CPL: u32 = BK / 2u;           // keys (and output columns) per lane of a row
 const LD: u32 = max(D, DV) + 8u;    // halves per staged row (8 of padding)
 const SL: u32 = BK + 4u;            // f32 per score row
@@ -59,7 +62,7 @@ fn load8(k0: u32, hi: u32, kvh: u32, e: u32, V: bool) -> vec4<u32> {
   let j = k0 + e / W8;
   var v = vec4<u32>(0u);
   if (j < hi) {
-    let i = (j * NKV + kvh) * W8 + e % W8;
+    let i = (phys(tile_seq, j) * NKV + kvh) * W8 + e % W8;
     if (V) { v = cache_v[i]; } else { v = cache_k[i]; }
   }
   return v;
@@ -75,6 +78,7 @@ fn store8(e: u32, v: vec4<u32>, V: bool) {
   }
 }
 
+#include "attention/tiles_{{PAGED}}.wgsl"
 #include "attention/prefill_rows.wgsl"
 
 @compute @workgroup_size(WG)
@@ -82,12 +86,23 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         @builtin(num_workgroups) nwg: vec3<u32>) {
   let w = wid.y * nwg.x + wid.x;
   if (w >= PRB * NKV) { return; }
-  let rb = PRB - 1u - w / NKV;     // the longest row blocks first
   let kvh = w % NKV;
-  let rg0 = rb * BQ;
-  let lo = row_window(rg0).x;             // the block's first row sees the lowest keys ...
-  var hi = lo;                             // ... its last live row the highest (none: padding rows only)
-  if (rg0 / G < P.n_tokens) { hi = P.pos + min((rg0 + BQ - 1u) / G, min({{T}}u, P.n_tokens) - 1u) + 1u; }
+  var rg0 = 0u;
+  var lo = 0u;
+  var hi = 0u;
+  if (PAGED) {                             // this workgroup's tile: rows of one sequence (attention/tiles_true.wgsl)
+    let tl = find_tile(lid, w / NKV);
+    if (tl.z == 0u) { return; }
+    rg0 = tl.x * G + tl.y;
+    let kr = tile_keys(tl);
+    lo = kr.x;
+    hi = kr.y;
+  } else {
+    rg0 = (PRB - 1u - w / NKV) * BQ;       // the longest row blocks first
+    lo = row_window(rg0).x;                // the block's first row sees the lowest keys ...
+    hi = lo;                               // ... its last live row the highest (none: padding rows only)
+    if (rg0 / G < P.n_tokens) { hi = P.pos + min((rg0 + BQ - 1u) / G, min({{T}}u, P.n_tokens) - 1u) + 1u; }
+  }
   let sg = lid / 32u;
   let e = lid % 32u;
   let row = 16u * sg + e / 2u;             // this lane's row of the block, keys c0 .. c0 + CPL of a tile
@@ -101,7 +116,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let r = rg0 + u / D;
     let t = r / G;
     var v = 0.0;
-    if (r < ROWS && t < P.n_tokens) { v = q[(t * NH + kvh * G + r % G) * D + u % D] * SCALE; }
+    if (r < ROWS && t < P.n_tokens && in_tile(r)) { v = q[(t * NH + kvh * G + r % G) * D + u % D] * SCALE; }
     kv[(u / D) * LD + u % D] = f16(v);
   }
   if (lid == 0u) { flag[0] = 0u; flag[1] = 0u; }
@@ -156,7 +171,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 
   // O / l to dst, BK / 16 blocks at a time through this subgroup's rows of ss
   let t = rg / G;
-  let live = rg < ROWS;                   // padding tokens' rows saw no keys: zeros
+  let live = rg < ROWS && in_tile(rg);    // padding tokens' rows saw no keys: zeros
   let h = kvh * G + rg % G;
   var inv = 0.0;
   if (l > 0.0) { inv = 1.0 / l; }

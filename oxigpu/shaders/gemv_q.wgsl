@@ -1,8 +1,14 @@
-// Quantized GEMV for decode: y[n] = sum_k x[k] * W[n, k] (+ bias), x one row, W raw GGUF blocks.
-// A workgroup is GPW groups of TPR lanes; a group computes R consecutive output rows. Its lanes take
-// consecutive "pieces" of the row (gemv/<piece>.wgsl: a fixed part of a block, loaded with as few and
-// as wide loads as its layout allows), so a warp streams contiguous bytes; each lane loads the x values
-// of its piece once and applies them to all R rows. Totals: gemv/reduce_{sg,wg}.wgsl.
+// Quantized GEMV for decode: y[m, n] = sum_k x[m, k] * W[n, k] (+ bias), x a few rows, W raw GGUF blocks.
+// A workgroup is GPW groups of TPR lanes; a group computes R consecutive output rows for XR rows of x.
+// Its lanes take consecutive "pieces" of the row (gemv/<piece>.wgsl: a fixed part of a block, loaded
+// with as few and as wide loads as its layout allows), so a warp streams contiguous bytes; each lane
+// loads the x values of its piece once per x row and applies them to all R rows. Totals:
+// gemv/reduce_{sg,wg}.wgsl. Several x rows (MULTI: a batch of sequences' decode rows): each piece of a
+// weight row is read once from memory for the XR rows (their repeated reads hit the cache), and the
+// M = D.m rows are XR-row blocks, the block index varying fastest over the workgroups so the blocks of
+// one weight row run side by side. A row's sums are accumulated in the order a single row's are (the
+// same lanes, pieces and steps; R and XR only decide which accumulators a group holds), so its result
+// does not depend on how many rows share the dispatch.
 // MIXED (matmul_multi over two weight types, one dispatch): slot 0 holds PIECE0's rows, slot 1
 // PIECE1's (gemv/slot1_true.wgsl); a workgroup's slot is a uniform branch on its index, and each slot
 // runs the same loop through its own piece (gemv/common.wgsl: the `s` argument).
@@ -16,7 +22,8 @@
 // XQIN: by a dispatch of the entry quantize_x before the GEMV, once (see xpiece); XSTAGE: by each
 // workgroup, once, into workgroup memory (stage_x).
 // Defines: QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
-// GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XSWORDS, XCLAMP, PERSIST (see ops/matmul.py).
+// GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XSWORDS, XCLAMP, PERSIST, MULTI, XR, NXB, and the
+// generated blocks ACC_DECL, STEP, U2_STEP, ACC_LIST of rows_dot (see ops/matmul.py).
 #include "math.wgsl"
 #include "common/matmul_io.wgsl"
 #include "gemv/common.wgsl"
@@ -31,8 +38,13 @@ const GLU: bool = {{GLU}};
 const RO: u32 = select(R, R / 2u, GLU);   // output columns per group
 const BIAS: bool = {{BIAS}};
 const U2: bool = {{U2}};     // two pieces per loop step
+const MULTI: bool = {{MULTI}};   // x has D.m > 1 rows
+const XR: u32 = {{XR}}u;         // x rows per group (1 without MULTI)
+const NXB: u32 = {{NXB}}u;       // blocks of XR x rows: ceil(D.m / XR)
+const NA: u32 = R * XR;          // accumulators per lane: x row j, weight row r at j * R + r
+const NVA: u32 = NA + XR;        // and the x rows' x^2 sums (HAS_NORM)
 
-var<workgroup> tot: array<f32, GPW * R>;   // GLU: the group's row totals, exchanged between lanes
+var<workgroup> tot: array<f32, GPW * NA>;   // GLU: the group's row totals, exchanged between lanes
 
 @group(0) @binding(8) var<storage, read> NW: array<vec4<f32>>;
 const HAS_NORM: bool = {{HAS_NORM}};
@@ -95,23 +107,27 @@ fn xv(i: u32) -> vec4<f32> {
   return X[i];
 }
 
-fn xload(s: u32, e: u32, i: u32) -> XL {
+// The first vec4 of x row m (MULTI; row 0 otherwise).
+fn xrow(m: u32) -> u32 { return select(0u, m * (D.k >> 2u), MULTI); }
+
+fn xload(s: u32, e: u32, i: u32, m: u32) -> XL {
   var r: XL;
   let n = px(s);
+  let xb = xrow(m);
   let i0 = (e + gx(s, i, 0u)) >> 2u; let i1 = (e + gx(s, i, 1u)) >> 2u;
   let i2 = (e + gx(s, i, 2u)) >> 2u; let i3 = (e + gx(s, i, 3u)) >> 2u;
   let i4 = (e + gx(s, i, 4u)) >> 2u; let i5 = (e + gx(s, i, 5u)) >> 2u;
   let i6 = (e + gx(s, i, 6u)) >> 2u; let i7 = (e + gx(s, i, 7u)) >> 2u;
-  let v0 = xv(i0);
+  let v0 = xv(xb + i0);
   r.xs[0] = xw(i0, v0);
   var q = dot(v0, v0);
-  if (n > 1u) { let v1 = xv(i1); r.xs[1] = xw(i1, v1); q += dot(v1, v1); }
+  if (n > 1u) { let v1 = xv(xb + i1); r.xs[1] = xw(i1, v1); q += dot(v1, v1); }
   if (n > 2u) {
-    let v2 = xv(i2); let v3 = xv(i3);
+    let v2 = xv(xb + i2); let v3 = xv(xb + i3);
     r.xs[2] = xw(i2, v2); r.xs[3] = xw(i3, v3); q += dot(v2, v2) + dot(v3, v3);
   }
   if (n > 4u) {
-    let v4 = xv(i4); let v5 = xv(i5); let v6 = xv(i6); let v7 = xv(i7);
+    let v4 = xv(xb + i4); let v5 = xv(xb + i5); let v6 = xv(xb + i6); let v7 = xv(xb + i7);
     r.xs[4] = xw(i4, v4); r.xs[5] = xw(i5, v5); r.xs[6] = xw(i6, v6); r.xs[7] = xw(i7, v7);
     q += dot(v4, v4) + dot(v5, v5) + dot(v6, v6) + dot(v7, v7);
   }
@@ -125,12 +141,14 @@ fn xload(s: u32, e: u32, i: u32) -> XL {
 // what xquant makes of xload's x, so the sums are bit for bit those of the GEMV quantizing for itself;
 // a group reads PX + 2 words per piece instead of 32 f32 of x (and 32 of the norm weights).
 // XQIN: written by this module's quantize_x entry, one dispatch before the GEMV, to a buffer bound as X
-// (slot 1's words after slot 0's).
+// (slot 1's words after slot 0's; row m's words at m * xq_row()).
 const XQIN: bool = {{XQIN}};
 @group(0) @binding(13) var<storage, read_write> XQO: array<u32>;
 
 fn n_pieces(s: u32) -> u32 { return D.k / qk(s) * ppb(s); }
 fn xq_at(s: u32) -> u32 { return select((px(0u) + 2u) * n_pieces(0u), 0u, s == 0u); }
+fn xq_row() -> u32 { return xq_at(1u) + select(0u, (px(1u) + 2u) * n_pieces(1u), MIXED); }
+fn xq_base(m: u32) -> u32 { return select(0u, m * xq_row(), MULTI); }
 fn xword(w: u32) -> u32 { return bitcast<u32>(X[w >> 2u][w & 3u]); }
 
 // XSTAGE: each workgroup quantizes x itself, once, into workgroup memory (stage_x, before its groups
@@ -146,10 +164,10 @@ fn xqw(w: u32) -> u32 {
 // A piece's x as the row dots take it: f32 values (float dots), int8 (Q8X) and the x^2 sum (HAS_NORM).
 struct XP { xs: XS, xq: XQ, ss: f32 }
 
-// Piece p of the row of slot s's x, quantized (the writers of the layout above).
-fn xq_piece(s: u32, p: u32) -> XP {
+// Piece p of row m of slot s's x, quantized (the writers of the layout above).
+fn xq_piece(s: u32, p: u32, m: u32) -> XP {
   let pp = ppb(s);
-  let xl = xload(s, p / pp * qk(s), p % pp);
+  let xl = xload(s, p / pp * qk(s), p % pp, m);
   return XP(xl.xs, xquant(xl.xs, px(s)), xl.ss);
 }
 
@@ -157,7 +175,7 @@ fn xq_piece(s: u32, p: u32) -> XP {
 fn stage_x(s: u32, lid: u32) {
   let np = n_pieces(s); let n = px(s);
   for (var p = lid; p < np; p += WG) {
-    let x = xq_piece(s, p);
+    let x = xq_piece(s, p, 0u);
     let xq = x.xq;
     xst[p] = xq.q[0];
     if (n > 1u) { xst[np + p] = xq.q[1]; }
@@ -171,12 +189,12 @@ fn stage_x(s: u32, lid: u32) {
   workgroupBarrier();
 }
 
-// Piece i of block b (piece p of the row) of slot s's x.
-fn xpiece(s: u32, b: u32, i: u32, p: u32) -> XP {
+// Piece i of block b (piece p of the row) of row m of slot s's x.
+fn xpiece(s: u32, b: u32, i: u32, p: u32, m: u32) -> XP {
   var r: XP;
   if (XQIN || XSTAGE) {
     let np = n_pieces(s); let n = px(s);
-    let o = select(xq_at(s), 0u, XSTAGE) + p;
+    let o = select(xq_at(s) + xq_base(m), 0u, XSTAGE) + p;
     r.xq.q[0] = xqw(o);
     if (n > 1u) { r.xq.q[1] = xqw(o + np); }
     if (n > 2u) { r.xq.q[2] = xqw(o + 2u * np); r.xq.q[3] = xqw(o + 3u * np); }
@@ -188,15 +206,15 @@ fn xpiece(s: u32, b: u32, i: u32, p: u32) -> XP {
     r.ss = select(0.0, bitcast<f32>(xqw(o + (n + 1u) * np)), HAS_NORM);
     return r;
   }
-  let xl = xload(s, b * qk(s), i);
+  let xl = xload(s, b * qk(s), i, m);
   r.xs = xl.xs; r.xq = xprep(s, xl.xs); r.ss = xl.ss;
   return r;
 }
 
-fn quantize_piece(s: u32, p: u32) {
-  let x = xq_piece(s, p);
+fn quantize_piece(s: u32, p: u32, m: u32) {
+  let x = xq_piece(s, p, m);
   let xq = x.xq;
-  let np = n_pieces(s); let o = xq_at(s) + p; let n = px(s);
+  let np = n_pieces(s); let o = xq_at(s) + xq_base(m) + p; let n = px(s);
   XQO[o] = xq.q[0];
   if (n > 1u) { XQO[o + np] = xq.q[1]; }
   if (n > 2u) { XQO[o + 2u * np] = xq.q[2]; XQO[o + 3u * np] = xq.q[3]; }
@@ -207,28 +225,36 @@ fn quantize_piece(s: u32, p: u32) {
   XQO[o + (n + 1u) * np] = bitcast<u32>(x.ss);
 }
 
-// The XQIN GEMV's x: one invocation per piece of every slot (X the f32 row, NW the norm weights).
+// The XQIN GEMV's x: one invocation per piece of every slot and row (X the f32 rows, NW the norm weights).
 @compute @workgroup_size(64)
-fn quantize_x(@builtin(global_invocation_id) gid: vec3<u32>) {
-  let g = gid.x;
+fn quantize_x(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let n0 = n_pieces(0u);
+  let per_row = n0 + select(0u, n_pieces(1u), MIXED);
+  var g = gid.x + gid.y * nwg.x * 64u;
+  var m = 0u;
+  if (MULTI) { m = g / per_row; g = g % per_row; if (m >= D.m) { return; } }
   if (D._p0 == 0xFFFFFFFFu) { XQO[0] = bitcast<u32>(NW[0].x); }   // never (keeps NW in the layout)
-  if (g < n0) { quantize_piece(0u, g); } else if (MIXED && g < n0 + n_pieces(1u)) { quantize_piece(1u, g - n0); }
+  if (g < n0) { quantize_piece(0u, g, m); } else if (MIXED && g < per_row) { quantize_piece(1u, g - n0, m); }
 }
 
 fn row_at(s: u32, r: u32) -> u32 { return min(r, rows_of(s) - 1u) * row_bytes(s); }
 
-// Lane gl's partial sums of the R rows of slot s whose first output column is c0, and of x^2 (HAS_NORM).
-struct Partial { acc: array<f32, 8>, ss: f32 }
+// Lane gl's partial sums of the R rows of slot s whose first output column is c0, for x rows m0 ..
+// m0 + XR - 1 (the last block's rows past D.m repeat row D.m - 1 and are not stored), and of x^2
+// (HAS_NORM): acc[j * R + r] for x row j and weight row r, then the XR x^2 sums at NA + j.
+struct Partial { acc: array<f32, NVA> }
 
-fn rows_dot(s: u32, c0: u32, gl: u32) -> Partial {
-  // Rows and sums are scalars, unrolled on the constant R: no private array in the hot loop.
+// x row j of the block starting at m0 (MULTI).
+fn xr_of(m0: u32, j: u32) -> u32 { return min(m0 + j, D.m - 1u); }
+
+fn rows_dot(s: u32, c0: u32, gl: u32, m0: u32) -> Partial {
+  // Rows and sums are scalars, unrolled on the constants R and XR (generated: ops/matmul.py
+  // gemv_rows_code): no private array in the hot loop.
   let w0 = row_at(s, slot_row(c0, 0u)); let w1 = row_at(s, slot_row(c0, 1u));
   let w2 = row_at(s, slot_row(c0, 2u)); let w3 = row_at(s, slot_row(c0, 3u));
   let w4 = row_at(s, slot_row(c0, 4u)); let w5 = row_at(s, slot_row(c0, 5u));
   let w6 = row_at(s, slot_row(c0, 6u)); let w7 = row_at(s, slot_row(c0, 7u));
-  var a0 = 0.0; var a1 = 0.0; var a2 = 0.0; var a3 = 0.0; var a4 = 0.0; var a5 = 0.0; var a6 = 0.0; var a7 = 0.0;
-  var ss = 0.0;
+{{ACC_DECL}}
   let pp = ppb(s);
   let np = D.k / qk(s) * pp;
   var p = gl;
@@ -237,42 +263,17 @@ fn rows_dot(s: u32, c0: u32, gl: u32) -> Partial {
       let q = p + TPR;
       let b = p / pp; let i = p % pp;
       let c = q / pp; let j = q % pp;
-      let xl = xpiece(s, b, i, p);
-      let xm = xpiece(s, c, j, q);
-      let xs = xl.xs; let ys = xl.xq;
-      let xt = xm.xs; let yt = xm.xq;
-      ss += xl.ss + xm.ss;
       let o = b * qb(s); let e = c * qb(s);
-      a0 += rdot(s, w0 + o, i, xs, ys) + rdot(s, w0 + e, j, xt, yt);
-      if (R > 1u) { a1 += rdot(s, w1 + o, i, xs, ys) + rdot(s, w1 + e, j, xt, yt); }
-      if (R > 2u) {
-        a2 += rdot(s, w2 + o, i, xs, ys) + rdot(s, w2 + e, j, xt, yt);
-        a3 += rdot(s, w3 + o, i, xs, ys) + rdot(s, w3 + e, j, xt, yt);
-      }
-      if (R > 4u) {
-        a4 += rdot(s, w4 + o, i, xs, ys) + rdot(s, w4 + e, j, xt, yt);
-        a5 += rdot(s, w5 + o, i, xs, ys) + rdot(s, w5 + e, j, xt, yt);
-        a6 += rdot(s, w6 + o, i, xs, ys) + rdot(s, w6 + e, j, xt, yt);
-        a7 += rdot(s, w7 + o, i, xs, ys) + rdot(s, w7 + e, j, xt, yt);
-      }
+{{U2_STEP}}
     }
   }
   for (; p < np; p += TPR) {
     let b = p / pp;
     let i = p % pp;
-    let xl = xpiece(s, b, i, p);
-    let xs = xl.xs; let ys = xl.xq;
-    ss += xl.ss;
     let o = b * qb(s);
-    a0 += rdot(s, w0 + o, i, xs, ys);
-    if (R > 1u) { a1 += rdot(s, w1 + o, i, xs, ys); }
-    if (R > 2u) { a2 += rdot(s, w2 + o, i, xs, ys); a3 += rdot(s, w3 + o, i, xs, ys); }
-    if (R > 4u) {
-      a4 += rdot(s, w4 + o, i, xs, ys); a5 += rdot(s, w5 + o, i, xs, ys);
-      a6 += rdot(s, w6 + o, i, xs, ys); a7 += rdot(s, w7 + o, i, xs, ys);
-    }
+{{STEP}}
   }
-  return Partial(array<f32, 8>(a0, a1, a2, a3, a4, a5, a6, a7), ss);
+  return Partial(array<f32, NVA>({{ACC_LIST}}));
 }
 
 // PERSIST: the host launches fewer workgroups than the D._p1 the rows need, and each takes workgroups g,
@@ -284,24 +285,34 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let grp = lane.lid / TPR;
   let gl = lane.lid % TPR;
   var g = wid.y * nwg.x + wid.x;
+  var m0 = 0u;
+  if (MULTI) { m0 = g % NXB * XR; g /= NXB; }
   var s = 0u;
   if (MIXED && g >= slot1_wg0()) { s = 1u; g -= slot1_wg0(); }
   if (XSTAGE) { if (MIXED && s == 1u) { stage_x(1u, lane.lid); } else { stage_x(0u, lane.lid); } }
   loop {
     let c0 = (g * GPW + grp) * RO;   // the group's first output column in its slot
     var pt: Partial;
-    if (MIXED && s == 1u) { pt = rows_dot(1u, c0, gl); } else { pt = rows_dot(0u, c0, gl); }
+    if (MIXED && s == 1u) { pt = rows_dot(1u, c0, gl, m0); } else { pt = rows_dot(0u, c0, gl, m0); }
     // Never true (the host writes 0): keeps every view of the weights in the auto bind-group layout.
     if (D._p0 == 0xFFFFFFFFu) { pt.acc[0] += f32(W[0] ^ W4[0].x ^ slot1_keep()) + B[0] + NW[0].x; }
-    let tq = group_sum(lane, grp, gl, pt.acc, pt.ss);
+    let tq = group_sum(lane, grp, gl, pt.acc);
     var t = tq.x;
     if (HAS_NORM) { t *= 1.0 / sqrt(tq.y / f32(D.k) + EPS); }
+    // lane gl < NA holds weight row gl % R of x row m0 + gl / R
     if (GLU) {
-      if (gl < R) { tot[grp * R + gl] = t; }
+      if (gl < NA) { tot[grp * NA + gl] = t; }
       workgroupBarrier();
-      if (gl < RO && c0 + gl < D.n) { store(0u, c0 + gl, act(tot[grp * R + gl]) * tot[grp * R + gl + RO]); }
-    } else if (gl < R && c0 + gl < rows_of(s)) {
-      store(0u, first_col(s) + c0 + gl, t + bias(s, c0 + gl));
+      let xj = gl / RO; let c = gl % RO;
+      if (gl < RO * XR && c0 + c < D.n && m0 + xj < D.m) {
+        let tb = grp * NA + xj * R + c;
+        store(m0 + xj, c0 + c, act(tot[tb]) * tot[tb + RO]);
+      }
+    } else {
+      let xj = gl / R; let r = gl % R;
+      if (gl < NA && c0 + r < rows_of(s) && m0 + xj < D.m) {
+        store(m0 + xj, first_col(s) + c0 + r, t + bias(s, c0 + r));
+      }
     }
     g += nwg.x * nwg.y;
     if (!PERSIST || g >= D._p1) { break; }

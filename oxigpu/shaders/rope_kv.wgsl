@@ -1,12 +1,14 @@
-// rope_kv_store: rotate q (into y) and k (into the K cache at row P.pos + t) and copy v into the V cache,
-// in one dispatch (common/rope.wgsl; the caches hold packed halves, common/half.wgsl; rows t >= n_tokens
-// never land in the caches). Threads: the q pairs (T * NH * HD/2), then the k element pairs (2i, 2i + 1)
-// of each head, one u32 of the cache each (T * NHKV * HD/2), then the v pairs (T * WV/2).
-// Defines: NQ, NK, NT (thread counts: q, q + k, all), NH, NHKV, WV, and common/rope.wgsl's (its table at
-// binding 8).
+// rope_kv_store: rotate q (into y) and k (into the K cache) and copy v into the V cache, in one dispatch
+// (common/rope.wgsl; the caches hold packed halves, common/half.wgsl; rows t >= n_tokens never land in
+// the caches). Row t is at position pos_of(t) and lands in cache row phys(seq_of(t), pos_of(t))
+// (common/paged_*.wgsl). Threads: the q pairs (T * NH * HD/2), then the k element pairs (2i, 2i + 1) of
+// each head, one u32 of the cache each (T * NHKV * HD/2), then the v pairs (T * WV/2).
+// Defines: NQ, NK, NT (thread counts: q, q + k, all), NH, NHKV, WV, PAGED (and its defines), and
+// common/rope.wgsl's (its table at binding 8).
 #include "common/params.wgsl"
 #include "common/rope.wgsl"
 #include "common/half.wgsl"
+#include "common/paged_{{PAGED}}.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> k: array<f32>;
@@ -28,7 +30,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
   if (id < {{NQ}}u) {
     let row_head = id / HP;
     let e = row_head * {{HD}}u + rope_pair(id % HP);
-    let r = rope_rotate(P.pos + row_head / {{NH}}u, id % HP, vec2<f32>(q[e.x], q[e.y]));
+    let r = rope_rotate(pos_of(row_head / {{NH}}u), id % HP, vec2<f32>(q[e.x], q[e.y]));
     y[e.x] = r.x;
     y[e.y] = r.y;
   } else if (id < {{NK}}u) {
@@ -38,12 +40,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec
     if (t >= P.n_tokens) { return; }
     let b = row_head * {{HD}}u;
     let e = 2u * (i % HP);
-    let r = vec2<f32>(rope_elem(P.pos + t, e, k[b + e], k[b + rope_partner(e)]),
-                      rope_elem(P.pos + t, e + 1u, k[b + e + 1u], k[b + rope_partner(e + 1u)]));
-    cache_k[P.pos * WK2 + i] = pack_half2(r);      // i holds the chunk row's offset t * WK2
+    let p = pos_of(t);
+    let r = vec2<f32>(rope_elem(p, e, k[b + e], k[b + rope_partner(e)]),
+                      rope_elem(p, e + 1u, k[b + e + 1u], k[b + rope_partner(e + 1u)]));
+    cache_k[phys(seq_of(t), p) * WK2 + i % WK2] = pack_half2(r);
   } else {
     let i = id - {{NK}}u;
-    if (i / WV2 >= P.n_tokens) { return; }
-    cache_v[P.pos * WV2 + i] = pack_half2(v[i]);
+    let t = i / WV2;
+    if (t >= P.n_tokens) { return; }
+    cache_v[phys(seq_of(t), pos_of(t)) * WV2 + i % WV2] = pack_half2(v[i]);
   }
 }

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ..backends.wgpu.device import Device, Params
+from ..backends.wgpu.device import Device
 from ..backends.wgpu.kernel import BENCH_ONLY, CHECKS, Case, case_error, load_kernels, prepare, read_written
 
 
@@ -39,8 +39,7 @@ def run_case(check: str, case: Case, dev: Device, bench: bool = False) -> Result
     """Check one case; with ``bench`` also time it (the kernel and buffers are built once)."""
     try:
         p = prepare(case.op, case.inputs, case.attrs, case.in_types, dev)
-        rows = case.inputs[0].shape[0] if np.ndim(case.inputs[0]) else 1
-        dev.write_params(Params(pos=case.pos, n_tokens=rows if case.n_tokens is None else case.n_tokens))
+        dev.write_params(case.params())
         dev.submit(p.dispatches)
         got = [dev.read(b, np.float32, s) for b, s in zip(p.out_bufs, p.out_shapes)]
         err, tol = case_error(case, got + read_written(p, dev), case.reference())

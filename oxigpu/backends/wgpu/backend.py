@@ -31,7 +31,7 @@ import math
 import os
 from collections.abc import Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -84,7 +84,7 @@ def default_compile_threads(dev: Device) -> int:
 
     The driver compiles each pipeline on the calling thread and wgpu-py's cffi calls release the GIL, so on
     the H100 (16 cores) the 8B's 25 pipelines (5.4 s of driver compiles on a cold shader cache) took 1.4 s
-    of wall time on 8 threads, hidden behind the weight upload (BENCHMARKS.md, "Load time"); a plan has
+    of wall time on 8 threads, hidden behind the weight upload (docs/perf-log.md, "Load time"); a plan has
     at most 14 kinds of node, so more threads have nothing to do. A CPU adapter's compiles contend for
     the same cores as everything else (2-core lavapipe: a 0.5B load 7.2 -> 9.9 s), so it builds on one."""
     return 0 if dev.is_software else min(8, os.cpu_count() or 1)
@@ -94,7 +94,7 @@ def default_compile_threads(dev: Device) -> int:
 class _Loaded:
     """One plan bound to buffers: kernels, their dispatches per node, and where values live."""
 
-    nodes: list[Node]                 # as the kernels run them (:func:`_contiguous`)
+    nodes: list[Node]
     arenas: list[Any]
     bindings: dict[Value, Binding]
     inputs: dict[str, Any]
@@ -122,6 +122,9 @@ class _Resident:
     lp: Any
     n_sparse: int
     sized: tuple[tuple[tuple[int, ...], Any], ...] = ()
+    nxt: tuple[list[Dispatch], ...] = ()
+    """Per staging slot and step: the next_params dispatch (the step's Params into the uniform, its
+    position into the plan's ``positions``)."""
     by_grid: dict[tuple, list[Dispatch]] = field(default_factory=dict)
 
     def step(self, i: int, pos: int) -> list[Dispatch]:
@@ -144,8 +147,8 @@ class WgpuBackend:
     GPU-resident decode loop (:class:`~..base.ResidentDecode`)."""
 
     name = "wgpu"
-    paged = False
-    """Its kernels run one sequence on a contiguous cache until they read block tables (see _contiguous)."""
+    paged = True
+    """Its kernels read K/V through block tables: a step carries rows of many sequences."""
     resident_batch = 8
     """Decode steps per GPU-resident batch (the first batches are shorter, so streaming starts at once)."""
     compile_threads: int | None = None
@@ -172,7 +175,6 @@ class WgpuBackend:
         self._ring: Any = None                                # token history, CAP = n_ctx + 1 slots
         self._staging: list[Any] = []                         # per batch slot: each step's Params
         self._step_stride = 0                                 # bytes per step in a staging buffer
-        self._next_params: list[list[Dispatch]] = []          # per slot and step: its next_params dispatch
         self._readback: list[Any] = []
 
     @property
@@ -194,7 +196,7 @@ class WgpuBackend:
         self._check_memory(plan, raw, sum(size for _, size in packed))
         writes = self._allocate(plan, raw)
         arenas, bindings, types, inputs = self._bindings(plan, packed)
-        lowered = [_contiguous(node) for node in plan.nodes]
+        lowered = list(plan.nodes)
         jobs = [(node, [types[v] for v in node.inputs], [bindings[v] for v in (*node.inputs, *node.outputs)])
                 for node in lowered]
         if self.compile_threads:
@@ -354,11 +356,11 @@ class WgpuBackend:
         """One step, as NumpyBackend.run. With ``trace`` (a debug mode) every node is submitted on its own
         and its outputs (for ``kv_store``: the two caches) are read back and passed to ``trace``."""
         padded = step.padded_inputs(plan, self.n_ctx)
-        pos, n_tokens = _contiguous_step(padded, step)
+        n_tokens = step.n_tokens
         loaded = self._loaded(plan)
         for name, host in padded.items():
             self.dev.write(loaded.inputs[name], host)
-        self.dev.write_params(Params(pos=pos, n_tokens=n_tokens))
+        self.dev.write_params(Params(pos=int(step.positions[0]), n_tokens=n_tokens, n_seqs=step.n_seqs))
         if trace is None:
             self._submit_step(loaded, pieces=n_tokens > 1)
         else:
@@ -373,7 +375,7 @@ class WgpuBackend:
 
         ``pieces`` (prefill chunks): submit as the passes are encoded, in pieces of 16, 32, 64, ...
         dispatches, so the GPU starts on the first while the host encodes the rest instead of waiting for
-        the whole chunk's encoding (1-4 ms of Python and wgpu-core per chunk: BENCHMARKS.md, Prefill)."""
+        the whole chunk's encoding (1-4 ms of Python and wgpu-core per chunk: docs/perf-log.md, Prefill)."""
         try:
             if pieces:
                 ds, i, n = loaded.dispatches, 0, _FIRST_PIECE
@@ -442,12 +444,12 @@ class WgpuBackend:
         for node, ds in zip(plan.nodes, self._loaded(plan).node_dispatches):
             groups.append((node, flat[i:i + len(ds)]))
             i += len(ds)
-        groups.append((None, [*flat[i:], self._next_params[0][0]]))
+        groups.append((None, [*flat[i:], res.nxt[0][0]]))
         return groups
 
     # -- GPU-resident decode ------------------------------------------------------------------------
-    def decode_stream(self, plan: Plan, context: Sequence[int], sampling: Any, n_steps: int
-                      ) -> Iterator[tuple[list[int], np.ndarray | None]]:
+    def decode_stream(self, plan: Plan, context: Sequence[int], sampling: Any, n_steps: int,
+                      block_table: Sequence[int] | None = None) -> Iterator[tuple[list[int], np.ndarray | None]]:
         """Run up to ``n_steps`` decode steps on the device, yielding the drawn ids a batch at a time, each
         batch with its logprob rows (int32 [k, 1 + alternatives, 2]: id, logprob bits) when asked.
 
@@ -455,7 +457,9 @@ class WgpuBackend:
         state: history length ``len(context)``, RNG counter; sparse entries; ``greedy``, ``logprobs``,
         ``spec`` for the kernel); its arrays are uploaded as they are. Step ``i`` evaluates the newest token
         (``context[-1]`` for i = 0, else the id drawn by step ``i - 1``) at position ``len(context) - 1 + i``
-        and samples as the runtime's numpy twin would. The cache must already hold ``context[:-1]``. The
+        and samples as the runtime's numpy twin would. The cache must already hold ``context[:-1]``, in
+        the blocks of ``block_table`` (the sequence's, covering every position the steps write; None: blocks
+        0, 1, 2, ... in order), which the steps read and write through. The
         next batch is queued before a batch is read back, so the GPU never idles on the host (readback,
         streaming); closing the iterator stops it within one batch.
         """
@@ -466,6 +470,14 @@ class WgpuBackend:
         if plan.T != 1:
             raise InvalidParameterError(f"GPU-resident decode needs a T=1 plan, got T={plan.T}")
         res = self._resident_for(plan, sampling)
+        ins = self._loaded(plan).inputs
+        mb = plan.inputs["block_table"].shape[1]
+        table = np.arange(mb, dtype=np.int32) if block_table is None else np.asarray(block_table, np.int32)
+        if len(table) * KV_BLOCK < pos0 + n_steps or len(table) > mb:
+            raise InvalidParameterError(f"a block table of {len(table)} blocks does not cover positions up to "
+                                        f"{pos0 + n_steps - 1} (or exceeds the plan's {mb})")
+        self.dev.write(ins["block_table"], np.pad(table, (0, mb - len(table))))
+        self.dev.write(ins["row_seq"], np.zeros(1, np.int32))
         sparse = np.zeros((1, res.n_sparse, 2), np.uint32)
         sparse[:, :sampling.sparse.shape[1]] = sampling.sparse
         self.dev.write(res.slots, np.ascontiguousarray(sampling.slots, np.uint32))
@@ -502,7 +514,7 @@ class WgpuBackend:
                           for s in range(step0, step0 + k))
         self.dev.queue.write_buffer(self._staging[slot], 0, params)
         enc = self.dev.device.create_command_encoder()
-        nxt = self._next_params[slot]
+        nxt = res.nxt[slot]
         self.dev.encode(enc, [d for j in range(k)
                               for d in (nxt[j], *res.step((step0 + j) % 2, pos0 + step0 + j))])
         enc.copy_buffer_to_buffer(self._ring, (pos0 + step0 + 1) * 4, self._readback[slot], 0, k * 4)
@@ -551,10 +563,6 @@ class WgpuBackend:
             self._step_stride = -(-Params.NBYTES // a) * a
             self._staging = [self.dev.create_buffer(_MAX_BATCH * self._step_stride, label=f"params staging {i}")
                              for i in range(2)]
-            pipe = self.dev.pipeline("next_params.wgsl")
-            self._next_params = [[(pipe, self.dev.bind_group(pipe, {1: (st, j * self._step_stride, Params.NBYTES),
-                                                                    2: self.dev.params_buffer}), (1, 1, 1))
-                                  for j in range(_MAX_BATCH)] for st in self._staging]
             self._readback = [self.dev.create_buffer(_MAX_BATCH * 4 * (1 + (1 + n_lp) * 2), _READBACK,
                                                      f"token readback {i}") for i in range(2)]
         tok = (self.dev.create_buffer(4, label="token 0"), self.dev.create_buffer(4, label="token 1"))
@@ -585,40 +593,14 @@ class WgpuBackend:
                 kinds.setdefault((kernel.cfg, kernel.window, kernel.n_blocks), ([], kernel))[0].append(i)
             i += len(own)
         sized = tuple((tuple(idx), kernel) for idx, kernel in kinds.values())
-        res = _Resident((variants[0], variants[1]), tok, slots, sparse, mask, lp, nb, sized)
+        pipe = self.dev.pipeline("next_params.wgsl")
+        nxt = tuple([Dispatch(pipe, self.dev.bind_group(pipe, {1: (st, j * self._step_stride, Params.NBYTES),
+                                                               2: self.dev.params_buffer,
+                                                               3: loaded.inputs["positions"]}), (1, 1, 1))
+                     for j in range(_MAX_BATCH)] for st in self._staging)
+        res = _Resident((variants[0], variants[1]), tok, slots, sparse, mask, lp, nb, sized, nxt)
         self._resident[key] = res
         return res
-
-
-_PAGED_SLOTS = ("positions", "row_seq", "block_table")
-
-
-def _contiguous(node: Node) -> Node:
-    """``node`` as the present kernels run it: one sequence whose cache rows are its positions (the identity
-    block table) at positions ``Params.pos ..``, so the paged inputs and ``block_size`` go, and
-    ``gather_rows`` of one slot is ``last_row``. Interim, until the kernels read positions, row_seq and block
-    tables themselves; :func:`_contiguous_step` refuses steps these kernels cannot run."""
-    if node.op == "gather_rows":
-        return Node("last_row", node.inputs[:1], node.outputs, {}, node.name)
-    slots = slots_of(node)
-    if not any(s.name in _PAGED_SLOTS for s in slots):
-        return node
-    ins = tuple(v for v, s in zip(node.inputs, slots) if s.name not in _PAGED_SLOTS)
-    attrs = {k: a for k, a in node.attrs.items() if k != "block_size"}
-    return Node(node.op, ins, node.outputs, attrs, node.name)
-
-
-def _contiguous_step(padded: dict[str, np.ndarray], step: Step) -> tuple[int, int]:
-    """(pos, n_tokens) of a step the kernels of :func:`_contiguous` can run: one sequence through the
-    identity block table; InvalidParameterError otherwise."""
-    n = step.n_tokens
-    pos = int(step.positions[0])
-    table = padded.get("block_table")
-    used = np.arange((pos + n - 1) // KV_BLOCK + 1)
-    if step.n_seqs != 1 or (table is not None and not np.array_equal(table[0, :len(used)], used)):
-        raise InvalidParameterError("the wgpu backend runs one sequence per step through a contiguous cache "
-                                    "until its kernels read block tables")
-    return pos, n
 
 
 def _describe(node: Node, in_types: Sequence[str]) -> str:

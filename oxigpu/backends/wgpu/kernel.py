@@ -21,8 +21,9 @@ import fnmatch
 import importlib
 import math
 import pkgutil
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -92,8 +93,9 @@ class Case:
     """One kernel check: host inputs, the float64 expectation and the error allowed.
 
     ``reference()`` returns the expected results in ``run_op``'s order (outputs, then written inputs).
-    ``tol`` bounds each result's :func:`rel_error`, or is one bound per result. ``nbytes`` / ``flops``
-    describe one run, for ``--bench``.
+    ``tol`` bounds each result's :func:`rel_error`, or is one bound per result. ``pos``, ``n_tokens`` and
+    ``n_seqs`` are the step's parameters (:meth:`params`). ``nbytes`` / ``flops`` describe one run, for
+    ``--bench``.
     """
 
     op: str
@@ -107,6 +109,12 @@ class Case:
     n_tokens: int | None = None
     nbytes: int = 0
     flops: int = 0
+    n_seqs: int = 1
+
+    def params(self) -> Params:
+        """The step parameters the case runs with (n_tokens: all rows of the first input unless given)."""
+        rows = self.inputs[0].shape[0] if np.ndim(self.inputs[0]) else 1
+        return Params(pos=self.pos, n_tokens=rows if self.n_tokens is None else self.n_tokens, n_seqs=self.n_seqs)
 
 
 CHECKS: dict[str, Callable[[], Iterable[Case]]] = {}
@@ -193,7 +201,7 @@ def prepare(op: str, inputs: Sequence[np.ndarray], attrs: dict[str, Any] | None 
 
 def run_op(op: str, inputs: Sequence[np.ndarray], attrs: dict[str, Any] | None = None, pos: int = 0,
            n_tokens: int | None = None, in_types: Sequence[str] | None = None,
-           dev: Device | None = None) -> list[np.ndarray]:
+           dev: Device | None = None, n_seqs: int = 1) -> list[np.ndarray]:
     """Run one op on the GPU and read the results back (test helper; allocates every call).
 
     Returns the outputs, then the final contents of the inputs the kernel writes (``writes``).
@@ -201,10 +209,15 @@ def run_op(op: str, inputs: Sequence[np.ndarray], attrs: dict[str, Any] | None =
     dev = dev or Device.get()
     p = prepare(op, inputs, attrs, in_types, dev)
     rows = inputs[0].shape[0] if np.ndim(inputs[0]) else 1
-    dev.write_params(Params(pos=pos, n_tokens=rows if n_tokens is None else n_tokens))
+    dev.write_params(Params(pos=pos, n_tokens=rows if n_tokens is None else n_tokens, n_seqs=n_seqs))
     dev.submit(p.dispatches)
     outs = [dev.read(b, np.float32, s) for b, s in zip(p.out_bufs, p.out_shapes)]
     return outs + read_written(p, dev)
+
+
+def run_case(case: Case, dev: Device | None = None) -> list[np.ndarray]:
+    """:func:`run_op` of a check case with its step parameters."""
+    return run_op(case.op, case.inputs, case.attrs, case.pos, case.n_tokens, case.in_types, dev, case.n_seqs)
 
 
 def read_written(p: Prepared, dev: Device) -> list[np.ndarray]:
@@ -239,11 +252,12 @@ class KernelSource:
     case: str
 
 
-def kernel_sources(pattern: str, dev: Device) -> list[KernelSource]:
+def kernel_sources(pattern: str, dev: Device, implementation: str | None = None) -> list[KernelSource]:
     """The distinct pipelines built by the kernels of the registered check cases (benchmark ones
     included) whose ``"check case"`` text, or one of whose ``file:entry`` names, matches ``pattern``
     (:func:`matches`): their WGSL after ``#include`` and ``{{DEFINES}}`` expansion, for this device (its
-    limits and features pick the tiles, as in a model). Nothing is compiled."""
+    limits and features pick the tiles, as in a model; ``implementation``: the WebGPU implementation whose
+    source to write, Device.shader_source). Nothing is compiled."""
     load_kernels()
     seen: dict[tuple, KernelSource] = {}
     for bench in (False, True):     # benchmark-size cases only where no other case matches
@@ -253,11 +267,12 @@ def kernel_sources(pattern: str, dev: Device) -> list[KernelSource]:
             if (check_name in BENCH_ONLY) != bench:
                 continue
             for case in gen():
-                _record_case(dev, pattern, f"{check_name} {case.name}", case, seen)
+                _record_case(dev, pattern, f"{check_name} {case.name}", case, seen, implementation)
     return list(seen.values())
 
 
-def _record_case(dev: Device, pattern: str, label: str, case: Case, seen: dict[tuple, KernelSource]) -> None:
+def _record_case(dev: Device, pattern: str, label: str, case: Case, seen: dict[tuple, KernelSource],
+                 implementation: str | None) -> None:
     cls = KERNELS[case.op]
     shapes = [logical_shape(np.asarray(a), t) for a, t in zip(case.inputs, case.in_types)]
     with dev.recording() as rec:
@@ -270,4 +285,4 @@ def _record_case(dev: Device, pattern: str, label: str, case: Case, seen: dict[t
             continue
         key = (file, entry, tuple(sorted((k, str(v)) for k, v in defines.items())))
         if key not in seen:
-            seen[key] = KernelSource(file, entry, defines, dev.shader_source(file, defines), label)
+            seen[key] = KernelSource(file, entry, defines, dev.shader_source(file, defines, implementation), label)

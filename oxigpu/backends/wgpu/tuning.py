@@ -20,8 +20,9 @@ entries are the generic defaults, for shapes no measurement covered.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 MMA, GPU, CPU = "mma", "gpu", "cpu"
 DEVICE_CLASSES = (MMA, GPU, CPU)
@@ -169,6 +170,8 @@ class GemmTuning:
     mma_q8_min_tflops: float = 30.0
     """Quantized weights take the matrix units where ``mma_tile`` expects at least this (the integer-dot
     kernel's rate on the same shapes is 19-37); F16 weights always do."""
+    mma_min_rows: int = 0
+    """Chunks of fewer than ``tiled_min_rows`` rows take the matrix units from this many rows (0: never)."""
 
 
 # -- attention ------------------------------------------------------------------------------------------
@@ -218,13 +221,28 @@ class Tuning:
     persistent GEMV launches and the attention kernels' spread are planned for it. WebGPU does not report
     a compute-unit count, so it is a per-class figure."""
     gemv: tuple[GemvRule, ...] = GEMV_RULES
+    gemv_rows: int = 16
+    """Matmuls of at most this many rows (decode batches) run as GEMVs, reading each weight once for
+    all rows; more rows take the GEMM."""
+    gemv_acc: int = 8
+    """Most sums a GEMV lane accumulates (R weight rows x XR x rows): the one-row kernels' register
+    budget, so several x rows trade weight rows per group for x rows."""
     gemm: GemmTuning = field(default_factory=GemmTuning)
     decode: DecodeTuning = field(default_factory=DecodeTuning)
     prefill: PrefillTuning = field(default_factory=PrefillTuning)
 
 
-TUNING: dict[str, Tuning] = {c: Tuning(c, slots=132) for c in DEVICE_CLASSES}
-"""Per device class. Only the ``mma`` class's GPU has been measured; ``gpu`` and ``cpu`` share its rows."""
+_MMA_GEMM = GemmTuning(
+    # decode batches of 17-64 rows: a 32 x 128 tile (one row of two subgroups) wastes less of itself than
+    # the 64-row ones. Its rate is an estimate (each staged weight tile serves 32 rows, a quarter of the
+    # 128-row tile's), not a measurement: dev/bench_batch.py times it.
+    mma_tiles=(*GemmTuning().mma_tiles, (dict(tm=2, tn=8, sn=4), 30.0)),
+    mma_min_rows=17)
+
+TUNING: dict[str, Tuning] = {c: Tuning(c, slots=132, gemm=_MMA_GEMM if c == MMA else GemmTuning())
+                             for c in DEVICE_CLASSES}
+"""Per device class. Only the ``mma`` class's GPU has been measured; ``gpu`` and ``cpu`` share its rows
+(the ``mma`` class adds the matrix-unit GEMM of decode batches)."""
 
 
 def tuning(device: str | Any = GPU) -> Tuning:
@@ -249,6 +267,6 @@ class DeviceTraits:
     storage_align: int = 256
 
     @classmethod
-    def of(cls, dev: Any) -> "DeviceTraits":
+    def of(cls, dev: Any) -> DeviceTraits:
         return cls(dev.is_software, dev.has_mma, dev.int8_dots, dev.has_f16, dev.has_subgroups, dict(dev.limits),
                    dev.max_storage_binding, dev.storage_align)

@@ -8,10 +8,10 @@
 fn q_col(p: u32, qb: u32, c: u32) -> vec4<f32> { return q[qb + c]; }
 
 // End of the keys a split ending at ke reads from the cache: all of them.
-fn cache_end(ke: u32) -> u32 { return ke; }
+fn cache_end(ke: u32, p: u32) -> u32 { return ke; }
 
 // The online-softmax state a team starts its split with: empty.
-fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, rb: u32, ke: u32,
+fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: Row, writer: bool, ke: u32,
                q0: vec4<f32>, q1: vec4<f32>) -> St {
   return St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
 }

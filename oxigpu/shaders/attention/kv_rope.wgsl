@@ -1,9 +1,10 @@
-// rope_kv_attention's hooks of attention_decode.wgsl (T == 1): the step's q, k and v rows arrive
-// unrotated and uncached. Each team rotates its q columns as it loads them; the step's own key (position
-// P.pos, in the last active split) never comes from the cache: the workgroups of that split rotate k in
-// registers and take v from `v`, both rounded to halves as the cache stores them (so the step's key counts
-// exactly as it will in later steps), and row block 0's workgroup of each KV head stores both rows in the
-// caches. No workgroup reads cache row P.pos, so none waits for another's write.
+// rope_kv_attention's hooks of attention_decode.wgsl (decode: one row per sequence, T == 1 or PAGED):
+// the step's q, k and v rows arrive unrotated and uncached. Each team rotates its q columns as it loads
+// them; a row's own key (its position p, in the last active split) never comes from the cache: the
+// workgroups of that split rotate k in registers and take v from `v`, both rounded to halves as the cache
+// stores them (so the key counts exactly as it will in later steps), and the token's first row block's
+// workgroup of each KV head stores both rows in the caches (at phys(s, p)). No workgroup reads the cache
+// row of a key of this step, so none waits for another's write.
 // Defines: common/rope.wgsl's (its table at binding 10).
 #include "common/rope.wgsl"
 
@@ -20,37 +21,40 @@ fn q_col(p: u32, qb: u32, c: u32) -> vec4<f32> {
                                             q[qb + e.z / 4u][e.z % 4u], q[qb + e.w / 4u][e.w % 4u]));
 }
 
-// Vec4 column c of the step's key head at vec4 kb, rotated at position P.pos and rounded to halves.
-fn k_col(kb: u32, c: u32) -> vec4<f32> {
+// Vec4 column c of the step's key head at vec4 kb, rotated at position p and rounded to halves.
+fn k_col(p: u32, kb: u32, c: u32) -> vec4<f32> {
   let e = rope_partners(c);
   let xp = vec4<f32>(k[kb + e.x / 4u][e.x % 4u], k[kb + e.y / 4u][e.y % 4u], k[kb + e.z / 4u][e.z % 4u],
                      k[kb + e.w / 4u][e.w % 4u]);
-  return round_half4(rope_col(P.pos, c, k[kb + c], xp));
+  return round_half4(rope_col(p, c, k[kb + c], xp));
 }
 
 // Vec4 column c of the step's value head at vec4 vb, rounded to halves.
 fn v_col(vb: u32, c: u32) -> vec4<f32> { return round_half4(v[vb + c]); }
 
-// End of the keys a split ending at ke reads from the cache: all but the step's own.
-fn cache_end(ke: u32) -> u32 { return min(ke, P.pos); }
+// End of the keys a split ending at ke reads from the cache: all but the row's own (position p).
+fn cache_end(ke: u32, p: u32) -> u32 { return min(ke, p); }
 
-// The online-softmax state a team starts its split with: in the split holding key P.pos, slice 0's team
-// of each live row starts with that key (score from k rotated in registers, value from v); row block 0's
-// first team writes the rotated k and the v row to cache row P.pos. Elsewhere empty. Call in
-// workgroup-uniform control flow (team_sum4 may hold barriers).
-fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, rb: u32, ke: u32,
+// The online-softmax state a team starts its split with: in the split holding the block's key (bt: its
+// token, at position bt.p), slice 0's team of each live row starts with that key (score from k rotated
+// in registers, value from v); the `writer` block's first team writes the rotated k and the v row to the
+// cache row of that key. Elsewhere empty. Call in workgroup-uniform control flow (team_sum4 may hold
+// barriers).
+fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: Row, writer: bool, ke: u32,
                q0: vec4<f32>, q1: vec4<f32>) -> St {
   var st = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
-  if (ke <= P.pos) { return st; }          // workgroup-uniform: not the last split
+  if (ke <= bt.p) { return st; }           // workgroup-uniform: not the last split
   var k0 = vec4<f32>(0.0);
   var k1 = vec4<f32>(0.0);
-  if (tl < D4) { k0 = k_col(kvh * D4, tl); }
-  if (NCK > 1u && tl + L < D4) { k1 = k_col(kvh * D4, tl + L); }
+  let kb = (bt.t * NKV + kvh) * D4;
+  if (tl < D4) { k0 = k_col(bt.p, kb, tl); }
+  if (NCK > 1u && tl + L < D4) { k1 = k_col(bt.p, kb, tl + L); }
   let s = team_sum4(lane, sgs, vec4<f32>(dot(q0, k0) + dot(q1, k1), 0.0, 0.0, 0.0)).x;
-  let vb = kvh * DV4;
-  if (rb == 0u && team == 0u && rw.live) {
-    let kr = (P.pos * NKV + kvh) * D4;
-    let vr = (P.pos * NKV + kvh) * DV4;
+  let vb = (bt.t * NKV + kvh) * DV4;
+  if (writer && team == 0u && rw.live) {
+    let row = phys(bt.s, bt.p);
+    let kr = (row * NKV + kvh) * D4;
+    let vr = (row * NKV + kvh) * DV4;
     if (tl < D4) { cache_k[kr + tl] = pack_half4(k0); }
     if (NCK > 1u && tl + L < D4) { cache_k[kr + tl + L] = pack_half4(k1); }
     if (tl < DV4) { cache_v[vr + tl] = pack_half4(v[vb + tl]); }

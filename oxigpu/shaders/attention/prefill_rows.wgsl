@@ -1,11 +1,13 @@
 // The prefill kernels' (attention.wgsl, attention_mma.wgsl) row masking and score cap. The including
-// shader defines G, ROWS, WINDOW (0: none) and SOFTCAP (0: none), and includes math.wgsl.
+// shader defines G, ROWS, WINDOW (0: none) and SOFTCAP (0: none), and includes math.wgsl,
+// common/paged_*.wgsl and attention/tiles_*.wgsl.
 
-// Visible keys of query row rg (of a KV head): [x, x + y); y = 0 for padding rows.
+// Visible keys of query row rg (of a KV head): [x, x + y); y = 0 for padding rows and (PAGED) rows of
+// other tiles.
 fn row_window(rg: u32) -> vec2<u32> {
   let t = rg / G;
-  if (rg >= ROWS || t >= P.n_tokens) { return vec2<u32>(0u); }
-  let p = P.pos + t;
+  if (rg >= ROWS || t >= P.n_tokens || !in_tile(rg)) { return vec2<u32>(0u); }
+  let p = pos_of(t);
   var lo = 0u;
   if (WINDOW > 0u && p + 1u > WINDOW) { lo = p + 1u - WINDOW; }
   return vec2<u32>(lo, p + 1u - lo);

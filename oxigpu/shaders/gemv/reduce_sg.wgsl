@@ -1,4 +1,4 @@
-// Row totals of a GEMV group (TPR lanes, R rows, plus the x^2 sum under HAS_NORM) with subgroup
+// Row totals of a GEMV group (TPR lanes, NA = R x XR sums, plus XR x^2 sums under HAS_NORM) with subgroup
 // shuffles: an xor butterfly inside min(TPR, subgroup size) lanes, then one shared-memory hop across
 // the group's subgroups (needed only when TPR is larger than the subgroup; always compiled in, so the
 // barrier stays uniform). Groups are TPR consecutive invocation indices; subgroups are assumed to be
@@ -10,28 +10,25 @@ struct Lane {
   @builtin(subgroup_size) sg_size: u32,
 }
 
-const NV: u32 = select(R, R + 1u, HAS_NORM);   // values reduced per group
+const NV: u32 = select(NA, NA + XR, HAS_NORM);   // values reduced per group
 var<workgroup> red: array<f32, WG * NV>;
 
-// (total of row `gl`, total of ss) of group `grp`, valid in lanes gl < R.
-fn group_sum(lane: Lane, grp: u32, gl: u32, acc: array<f32, 8>, ss: f32) -> vec2<f32> {
+// (total of sum `gl`, total of its x row's x^2) of group `grp`, valid in lanes gl < NA.
+fn group_sum(lane: Lane, grp: u32, gl: u32, acc: array<f32, NVA>) -> vec2<f32> {
   var v = acc;
-  var q = ss;
   let c = min(TPR, lane.sg_size);
   for (var m = 1u; m < c; m <<= 1u) {
-    for (var r = 0u; r < R; r++) { v[r] += subgroupShuffleXor(v[r], m); }
-    if (HAS_NORM) { q += subgroupShuffleXor(q, m); }
+    for (var r = 0u; r < NV; r++) { v[r] += subgroupShuffleXor(v[r], m); }
   }
   if (gl % c == 0u) {
-    for (var r = 0u; r < R; r++) { red[(grp * NV + r) * TPR + gl / c] = v[r]; }
-    if (HAS_NORM) { red[(grp * NV + R) * TPR + gl / c] = q; }
+    for (var r = 0u; r < NV; r++) { red[(grp * NV + r) * TPR + gl / c] = v[r]; }
   }
   workgroupBarrier();
   var t = vec2<f32>(0.0);
-  if (gl < R) {
+  if (gl < NA) {
     for (var s = 0u; s < TPR / c; s++) {
       t.x += red[(grp * NV + gl) * TPR + s];
-      if (HAS_NORM) { t.y += red[(grp * NV + R) * TPR + s]; }
+      if (HAS_NORM) { t.y += red[(grp * NV + NA + gl / R) * TPR + s]; }
     }
   }
   return t;

@@ -2,6 +2,8 @@
 checks' f16 cache tolerance."""
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from ..device import workgroups_for
@@ -33,3 +35,65 @@ def check_f16_caches(op: str, types: list[str], widths: tuple[int, ...]) -> None
     rows of an even number of values."""
     if types != ["f16", "f16"] or any(w % 2 for w in widths):
         raise ValueError(f"{op}: the K/V caches must be f16 with rows of even widths, got {types}, widths {widths}")
+
+
+def paged_defines(paged: bool, attrs: dict, block_table: tuple[int, ...] | None, cache_rows: int,
+                  bindings: tuple[int, int, int]) -> dict:
+    """Defines of common/paged_{true,false}.wgsl: PAGED (the op has positions, row_seq and block_table
+    inputs, at ``bindings``), the block-table width MB, the rows per block KVB (attr ``block_size``) and
+    the cache pool's rows CROWS. Without them (plans built before block tables) one sequence at positions
+    P.pos + t in a contiguous cache."""
+    if not paged:
+        return {"PAGED": False}
+    return {"PAGED": True, "MB": block_table[1] if block_table and len(block_table) > 1 else 1,
+            "KVB": int(attrs.get("block_size", 32)), "CROWS": max(1, cache_rows),
+            "POS_B": bindings[0], "SEQ_B": bindings[1], "BT_B": bindings[2]}
+
+
+def identity_table(n_seqs: int, blocks: int) -> np.ndarray:
+    """A block table whose slot s owns blocks s * blocks .. (s + 1) * blocks - 1 (tests)."""
+    return np.arange(n_seqs * blocks, dtype=np.int32).reshape(n_seqs, blocks)
+
+
+def scattered_table(n_seqs: int, blocks: int, pool_blocks: int, seed: int) -> np.ndarray:
+    """A block table of distinct pool blocks in random order, as a paged cache hands them out after some
+    frees (tests: a kernel that ignores the table reads the wrong rows)."""
+    perm = np.random.default_rng(seed).permutation(pool_blocks)[:n_seqs * blocks]
+    return perm.astype(np.int32).reshape(n_seqs, blocks)
+
+
+@dataclass
+class Batch:
+    """A step's rows of several sequences, as the batching contract lays them out (tests): ``runs`` of
+    (slot, first position, rows) in row order, each run contiguous; then ``pad`` padding rows. The block
+    table gives each slot ``blocks`` distinct blocks of a pool of ``pool`` blocks of ``block`` rows."""
+
+    runs: list[tuple[int, int, int]]
+    n_seqs: int
+    blocks: int
+    pool: int
+    block: int = 32
+    pad: int = 0
+    seed: int = 0
+
+    def __post_init__(self):
+        self.positions = np.concatenate([np.arange(p, p + n) for _, p, n in self.runs] + [np.zeros(self.pad)])
+        self.positions = self.positions.astype(np.int32)
+        self.row_seq = np.concatenate([np.full(n, s) for s, _, n in self.runs] + [np.zeros(self.pad)]).astype(np.int32)
+        self.block_table = scattered_table(self.n_seqs, self.blocks, self.pool, self.seed)
+        self.n_tokens = sum(n for _, _, n in self.runs)
+
+    @property
+    def T(self) -> int:
+        return self.n_tokens + self.pad
+
+    @property
+    def rows(self) -> int:
+        return self.pool * self.block
+
+    def phys(self, s: int, j) -> np.ndarray:
+        j = np.asarray(j)
+        return self.block_table[s, j // self.block] * self.block + j % self.block
+
+    def inputs(self) -> list[np.ndarray]:
+        return [self.positions, self.row_seq, self.block_table]

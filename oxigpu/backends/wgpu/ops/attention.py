@@ -19,17 +19,18 @@ shaders/attention_mma.wgsl on the matrix units (f16 Q and P: ~5e-4 relative erro
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
-from ._common import check_f16_caches, f32_lit, rng, workgroups_for
 from ..tuning import GPU, device_class, tuning
+from ._common import Batch, check_f16_caches, f32_lit, paged_defines, rng, workgroups_for
 from .attention_mma import mma_defines, mma_tile
 from .attention_prefill import prefill_config, prefill_defines
+from .gemm import scratch_buffer
 
 
 @dataclass(frozen=True)
@@ -62,7 +63,7 @@ class DecodeConfig:
 
 def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n_split: int = 0,
                   chunk: int = 0, slices: int = 0, max_rows: int = 0, team_keys: int = 0,
-                  device: str = GPU) -> DecodeConfig:
+                  device: str = GPU, per_token: bool = False) -> DecodeConfig:
     """The decode kernel's shape for head dims d/dv, GQA ratio g, T = t rows and an n_ctx cache (the
     constants: tuning.py ``DecodeTuning``).
 
@@ -73,16 +74,19 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
     per slot, and no more splits than splits of ``chunk_passes`` passes fill n_ctx (a split may be as
     short as one pass below that: a pass costs less than the merge). ``n_split`` fixes MAXS (and lets
     splits shrink to one workgroup pass, for tests); ``chunk`` overrides the split minimum, ``slices`` KS,
-    ``max_rows`` the most rows per workgroup and ``team_keys`` KB."""
+    ``max_rows`` the most rows per workgroup and ``team_keys`` KB. ``per_token`` (rows of several
+    sequences): a row block holds rows of one token, NRB per token, split as one token's blocks are
+    (n_ctx: one sequence's most keys), so a row's splits, and its sums, do not depend on the other rows."""
     tn = tuning(device)
     tu = tn.decode
     d4, dv4 = d // 4, dv // 4
     wide = max(d4, dv4)
     cols = 1 if wide <= 32 else 2
     lanes = 1 << (-(-wide // cols) - 1).bit_length()
-    rows = t * g
+    rows = g if per_token else t * g
     r = max(1, min(rows, max_rows or tu.rows, tu.lanes // (lanes * tu.slices) or 1, tu.lanes // lanes))
     nrb = -(-rows // r)
+    blocks = n_kv_head * nrb
     ks = slices or max(1, min(8, tu.lanes // (lanes * r)))
     if lanes * r * ks > 256:
         raise ValueError(f"attention: {ks} key slices of {r} rows x {lanes} lanes exceed 256 invocations")
@@ -94,15 +98,21 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
         maxs = n_split
     else:
         span = max(c, tu.chunk_passes * blk)
-        maxs = min(-(-n_ctx // span), max(1, tu.wg_per_slot * tn.slots // (n_kv_head * nrb)), tu.max_splits)
+        maxs = min(-(-n_ctx // span), max(1, tu.wg_per_slot * tn.slots // blocks), tu.max_splits)
     return DecodeConfig(R=r, NRB=nrb, L=lanes, KS=ks, KB=kb, NCK=nck, NCV=ncv, MAXS=maxs, CHUNK=c)
 
 
 @register
 class Attention(OpKernel):
+    """Inputs q, K, V, positions, row_seq, block_table (the last three absent in plans built before block
+    tables: one sequence at positions pos + t, cache row j at row j); output the attention of each row."""
+
     op = "attention"
+    decode_only = False
+    """rope_kv_attention: always the decode kernel (one row per sequence)."""
     k_cache = 1
-    """Input index of the K cache (V follows); rope_kv_attention's caches come after q, k, v."""
+    """Input index of the K cache (V follows, then the paged inputs); rope_kv_attention's caches come
+    after q, k, v."""
 
     @classmethod
     def output_shapes(cls, in_shapes, attrs):
@@ -116,51 +126,65 @@ class Attention(OpKernel):
         if D % 4 or DV % 4:
             raise ValueError(f"attention: head dims {D}/{DV} must be multiples of 4")
         check_f16_caches(self.op, self.in_types[self.k_cache:self.k_cache + 2], (D, DV))
-        n_ctx = self.in_shapes[self.k_cache][0]
+        kc = self.k_cache
+        self.paged = len(self.in_types) > kc + 2 and self.in_types[kc + 2] == "i32"
+        n_ctx = self.in_shapes[kc][0]
+        if self.paged:      # one sequence's most keys: its block-table row
+            n_ctx = self.in_shapes[kc + 4][1] * int(a.get("block_size", 32))
         G = H // Hkv
         limit = int(self.dev.limits["max-compute-workgroup-storage-size"])
+        if self.paged:      # the prefill kernels' tile table (attention/tiles_true.wgsl): 256 threads at most
+            limit -= 4 * 256 + 16
         common = {"D": D, "DV": DV, "G": G, "NH": H, "NKV": Hkv, "T": T, "SCALE": f32_lit(a["scale"]),
                   "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0))}
         self.part = self.counters = None
-        prefill = T > 1 and not a.get("n_split")
+        prefill = T > 1 and not a.get("n_split") and not self.decode_only
+        paged = paged_defines(self.paged, a, self.in_shapes[kc + 4] if self.paged else None, self.in_shapes[kc][0],
+                              (11, 12, 13))
+        # PAGED prefill: tiles of one sequence each (attention/tiles_true.wgsl), at most one more than the
+        # fixed blocks per run of rows (the runs' and the padding's first tiles may be partial)
+        extra = min(T, self.in_shapes[kc + 4][0] + 1) if self.paged else 0
         mma = a.get("prefill_mma")   # None: chosen here; True or a tile: wherever the device can
         use = prefill and mma is not False and not (mma is None and a.get("prefill_tile")) and self.dev.has_mma
         cls = device_class(self.dev)
         mtile = mma_tile(D, DV, limit, mma if isinstance(mma, str) else None, cls) if use else None
-        prb = -(-T * G // mtile.BQ) if mtile else 0
+        prb = -(-T * G // mtile.BQ) + extra if mtile else 0
         if mtile is not None and (mma is not None or Hkv * prb >= tuning(cls).slots):
             self.prefill, self.cfg, self.split = True, mtile, 1
             self.n_groups = Hkv * prb
             self.pipe = self.dev.pipeline("attention_mma.wgsl", "main", common | mma_defines(mtile, D, DV) | {
-                "PRB": prb})
+                "PRB": prb} | paged)
             return
         tile = prefill_config(D, DV, limit, a.get("prefill_tile"), T * G, Hkv, cls) if prefill else None
         self.prefill = tile is not None
         if self.prefill:
             self.cfg = tile
-            prb = -(-T * G // tile.BQ)
+            prb = -(-T * G // tile.BQ) + extra
             self.n_groups = Hkv * prb
             self.split = 1
-            self.pipe = self.dev.pipeline("attention.wgsl", "prefill", common | prefill_defines(tile, common["SCALE"]) | {
-                "PRB": prb, "REDUCE": "sg" if self.dev.has_subgroups else "wg"})
+            defines = common | prefill_defines(tile, common["SCALE"]) | {
+                "PRB": prb, "REDUCE": "sg" if self.dev.has_subgroups else "wg"} | paged
+            self.pipe = self.dev.pipeline("attention.wgsl", "prefill", defines)
             return
         cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
                             int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)),
-                            cls)
+                            cls, self.paged)
         self.cfg = cfg
         self.split = cfg.MAXS
         self.one_row, self.window = T == 1, int(a.get("window", 0))
-        n_blocks = Hkv * cfg.NRB
+        nrbt = cfg.NRB * (T if self.paged else 1)      # row blocks per KV head
+        n_blocks = Hkv * nrbt
         self.n_blocks = n_blocks
         self.n_groups = n_blocks * cfg.MAXS
         merge = cfg.KS * cfg.R if cfg.KS > 1 else 1
         self.pipe = self.dev.pipeline("attention_decode.wgsl", "main", common | {
-            "R": cfg.R, "NRB": cfg.NRB, "L": cfg.L, "KS": cfg.KS, "KB": cfg.KB, "NCK": cfg.NCK,
+            "R": cfg.R, "NRB": cfg.NRB, "NRBT": nrbt, "L": cfg.L, "KS": cfg.KS, "KB": cfg.KB, "NCK": cfg.NCK,
             "NCV": cfg.NCV, "MAXS": cfg.MAXS, "CHUNK": cfg.CHUNK, "TML": merge,
             "TACC": merge * DV // 4 if cfg.KS > 1 else 1, "REDUCE": "sg" if self.dev.has_subgroups else "wg",
-            **self.key_source()})
+            **paged, **self.key_source()})
         part_bytes = n_blocks * cfg.MAXS * cfg.R * (DV // 4 + 1) * 16 if cfg.MAXS > 1 else 16
-        self.part = self.dev.create_buffer(part_bytes, label="attention.partials")
+        # one device-wide buffer: a dispatch's partials are merged before the next dispatch runs
+        self.part = (scratch_buffer(self.dev, part_bytes, "attention partials"), 0, part_bytes)
         self.counters = self.dev.create_buffer(4 * n_blocks, label="attention.counters")   # zero-filled
 
     def decode_groups(self, pos: int) -> int | None:
@@ -175,9 +199,16 @@ class Attention(OpKernel):
         """Defines of the decode kernel's attention/kv_*.wgsl hooks: q and every key from the buffers."""
         return {"KV": "cache"}
 
+    def paged_binds(self, buffers: list[Binding]) -> dict[int, Binding]:
+        """Bindings of the positions, row_seq and block_table inputs (none in the contiguous form)."""
+        if not self.paged:
+            return {}
+        kc = self.k_cache
+        return {11: buffers[kc + 2], 12: buffers[kc + 3], 13: buffers[kc + 4]}
+
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
-        q, k, v, out = buffers
-        binds = {0: self.dev.params_buffer, 1: q, 2: k, 3: v, 4: out}
+        q, k, v, out = buffers[0], buffers[1], buffers[2], buffers[-1]
+        binds = {0: self.dev.params_buffer, 1: q, 2: k, 3: v, 4: out, **self.paged_binds(buffers)}
         if not self.prefill:
             binds |= {5: self.part, 6: self.counters}
         bg = self.dev.bind_group(self.pipe, binds)
@@ -212,6 +243,107 @@ def reference(q, ck, cv, n_head, n_head_kv, head_dim, v_head_dim, scale, window=
             w = np.exp(s - s.max())
             out[t, h * v_head_dim:(h + 1) * v_head_dim] = w @ cv[j, kh * v_head_dim:(kh + 1) * v_head_dim] / w.sum()
     return out
+
+
+def paged_reference(q, ck, cv, b: Batch, n_head, n_head_kv, head_dim, v_head_dim, scale, window=0, softcap=0.0,
+                    **_):
+    """float64 attention of rows of several sequences (``b``): row t sees the logical keys of its slot up to
+    its position, read at their physical rows; padding rows are zero."""
+    q, ck, cv = (np.asarray(a, np.float64) for a in (q, ck, cv))
+    out = np.zeros((q.shape[0], n_head * v_head_dim))
+    g = n_head // n_head_kv
+    for t in range(b.n_tokens):
+        p, sl = int(b.positions[t]), int(b.row_seq[t])
+        j = np.arange(p + 1)
+        if window:
+            j = j[j > p - window]
+        r = b.phys(sl, j)
+        for h in range(n_head):
+            kh = h // g
+            sc = ck[r, kh * head_dim:(kh + 1) * head_dim] @ q[t, h * head_dim:(h + 1) * head_dim] * scale
+            if softcap:
+                sc = softcap * np.tanh(sc / softcap)
+            w = np.exp(sc - sc.max())
+            out[t, h * v_head_dim:(h + 1) * v_head_dim] = w @ cv[r, kh * v_head_dim:(kh + 1) * v_head_dim] / w.sum()
+    return out
+
+
+def paged_caches(b: Batch, g: np.random.Generator, kw: int, vw: int, own: bool = False, poison: float = np.nan):
+    """Pools whose rows each sequence of ``b`` holds (its logical rows up to its last position in the
+    step) are random and all others ``poison`` (never read: NaN, or a finite value where the pools are
+    compared as outputs, large enough that an extra key moves a result); with ``own`` the row at that last
+    position is NaN (the kernel writes it, reading it first would show)."""
+    ck = np.full((b.rows, kw), poison, np.float16)
+    cv = np.full((b.rows, vw), poison, np.float16)
+    for sl in set(int(x) for x in b.row_seq[:b.n_tokens]):
+        last = int(b.positions[:b.n_tokens][b.row_seq[:b.n_tokens] == sl].max())
+        r = b.phys(sl, np.arange(last + 1))
+        ck[r] = (g.standard_normal((len(r), kw)) * 2).astype(np.float16)
+        cv[r] = g.standard_normal((len(r), vw)).astype(np.float16)
+        if own:
+            ck[r[-1]] = cv[r[-1]] = np.nan
+    return ck, cv
+
+
+def paged_attention_case(name: str, b: Batch, H: int, Hkv: int, D: int, dv: int = 0, window: int = 0,
+                         softcap: float = 0.0, seed: int = 0, **tuning_attrs) -> Case:
+    """Rows of several sequences (``b``) over paged caches (:func:`paged_caches`); padding rows' q is NaN."""
+    dv = dv or D
+    g = rng(seed)
+    q = g.standard_normal((b.T, H * D)).astype(np.float32)
+    q[b.n_tokens:] = np.nan
+    ck, cv = paged_caches(b, g, Hkv * D, Hkv * dv)
+    attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=dv, scale=1.0 / math.sqrt(D), window=window,
+                 softcap=softcap, block_size=b.block, **tuning_attrs)
+    n_kv = sum(min(int(p) + 1, window or int(p) + 1) for p in b.positions[:b.n_tokens])
+    return Case("attention", name, [q, ck, cv, *b.inputs()], ["f32", "f16", "f16", "i32", "i32", "i32"],
+                lambda: [paged_reference(q, ck, cv, b, **attrs)], 2e-5, attrs=attrs, n_tokens=b.n_tokens,
+                n_seqs=b.n_seqs, nbytes=2 * n_kv * Hkv * (D + dv), flops=2 * H * (D + dv) * n_kv)
+
+
+@check("attention.paged")
+def _paged_cases() -> Iterable[Case]:
+    """Rows of several sequences, each through its own scattered block table: decode batches (one row per
+    sequence; positions at block edges, long and short contexts), GQA 7, windows and soft caps, D 16 ..
+    256, a step mixing a prompt chunk with decode rows, padding rows."""
+    B = Batch
+    yield paged_attention_case("decode batch D=64 GQA4 pos 0/31/32/700/1500",
+                               B([(0, 0, 1), (1, 31, 1), (2, 32, 1), (3, 700, 1), (4, 1500, 1)], 5, 64, 400), 8, 2,
+                               64, seed=1)
+    yield paged_attention_case("decode batch qwen D=64 GQA7 window=300 softcap, slots out of order",
+                               B([(3, 299, 1), (0, 1000, 1), (2, 5, 1), (1, 64, 1)], 4, 40, 200, seed=1), 14, 2, 64,
+                               window=300, softcap=30.0, seed=2)
+    yield paged_attention_case("decode batch D=128 MHA n_split=4 chunk=32 (splits in every row block)",
+                               B([(0, 400, 1), (1, 63, 1), (2, 129, 1)], 3, 16, 60, seed=2), 4, 4, 128, seed=3,
+                               n_split=4, split_chunk=32)
+    yield paged_attention_case("decode batch gemma3 D=256 GQA2 window=50 softcap",
+                               B([(1, 200, 1), (0, 33, 1)], 2, 8, 20, seed=3), 4, 2, 256, window=50, softcap=30.0,
+                               seed=4)
+    yield paged_attention_case("decode batch D=16 GQA5 (team of 4 lanes), 2 live of 4 rows",
+                               B([(2, 130, 1), (0, 7, 1)], 3, 8, 30, pad=2, seed=4), 10, 2, 16, seed=5)
+    yield paged_attention_case("mixed step: a prompt chunk of 9 rows, decode rows, padding; D=64 GQA4",
+                               B([(1, 30, 9), (0, 95, 1), (2, 0, 1), (3, 33, 2)], 4, 8, 40, pad=3, seed=5), 8, 2, 64,
+                               seed=6)
+    yield paged_attention_case("mixed step D=96 Dv=64 GQA3 window=20 softcap",
+                               B([(0, 10, 12), (1, 300, 1)], 2, 16, 40, seed=6), 6, 2, 96, dv=64, window=20,
+                               softcap=20.0, seed=7)
+    # the prefill kernel's tiles: long runs over several buckets, runs starting mid-bucket, GQA 7 (tiles
+    # cutting tokens), windows inside a chunk, padding tiles; and the decode kernel (n_split) on the same
+    yield paged_attention_case("prefill tiles: a 70-row chunk at 45, 3 decode rows, 5 padding; D=64 GQA4",
+                               B([(2, 45, 70), (0, 500, 1), (1, 3, 1), (3, 64, 1)], 4, 24, 120, pad=5, seed=7), 8, 2,
+                               64, seed=8)
+    yield paged_attention_case("prefill tiles: qwen GQA7 two chunks (40 at 0, 33 at 100) window=50 softcap",
+                               B([(1, 0, 40), (0, 100, 33)], 2, 8, 30, seed=8), 14, 2, 64, window=50, softcap=25.0,
+                               seed=9)
+    yield paged_attention_case("prefill tiles 16:1:2s: D=128 GQA4 a chunk of 50 at 31, a row at 0",
+                               B([(0, 31, 50), (1, 0, 1)], 2, 8, 30, seed=9), 8, 2, 128, seed=10,
+                               prefill_tile="16:1:2s")
+    yield paged_attention_case("decode kernel n_split=8 chunk=32 on a mixed step (a block per token)",
+                               B([(2, 45, 20), (0, 500, 1), (1, 3, 1)], 3, 24, 80, pad=2, seed=10), 8, 2, 64,
+                               window=100, seed=11, n_split=8, split_chunk=32)
+    yield paged_attention_case("decode kernel n_split=16 on a decode batch, pos 0/31/32/700/1500",
+                               B([(0, 0, 1), (1, 31, 1), (2, 32, 1), (3, 700, 1), (4, 1500, 1)], 5, 64, 400), 8, 2,
+                               64, seed=1, n_split=16, split_chunk=64)
 
 
 def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int, D: int, n_ctx: int,

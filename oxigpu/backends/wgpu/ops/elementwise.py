@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -57,6 +57,26 @@ class LastRow(OpKernel):
         return [Dispatch(self.pipe, bg, grid(self.in_shapes[0][1]))]
 
 
+@register
+class GatherRows(OpKernel):
+    """``gather_rows``: x[T, n], rows i32[S] -> y[S, n], row s = x[rows[s]] for s < n_seqs, zero after."""
+
+    op = "gather_rows"
+
+    @classmethod
+    def output_shapes(cls, in_shapes, attrs):
+        return [(in_shapes[1][0], in_shapes[0][1])]
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        (t, self.n), self.s = self.in_shapes[0], self.in_shapes[1][0]
+        self.pipe = self.dev.pipeline("gather_rows.wgsl", "main", {"N": self.n, "R": t})
+
+    def encode(self, buffers: list[Binding]) -> list[Dispatch]:
+        bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: buffers[0], 2: buffers[1], 3: buffers[2]})
+        return [Dispatch(self.pipe, bg, (-(-self.n // 256), self.s, 1))]
+
+
 def _silu(x: np.ndarray) -> np.ndarray:
     return x / (1.0 + np.exp(-x))
 
@@ -80,3 +100,11 @@ def _cases() -> Iterable[Case]:
     x = g.standard_normal((6, 333)).astype(np.float32)
     yield Case("last_row", "last_row(6,333) n_tokens=4", [x], ["f32"],
                lambda: [x[3:4].astype(np.float64)], 0.0, n_tokens=4, nbytes=8 * 333)
+    # each slot's last row of a mixed step; slots past n_seqs are zero
+    xg = g.standard_normal((9, 300)).astype(np.float32)
+    for rows, n_seqs in (([2, 3, 8, 0], 4), ([4, 1, 0, 0, 0], 2), ([0], 1)):
+        ids = np.array(rows, np.int32)
+        want = np.zeros((len(rows), 300))
+        want[:n_seqs] = xg[ids[:n_seqs]]
+        yield Case("gather_rows", f"gather_rows(9,300) rows={rows} n_seqs={n_seqs}", [xg, ids], ["f32", "i32"],
+                   lambda want=want: [want], 0.0, n_tokens=9, n_seqs=n_seqs, nbytes=8 * 300 * len(rows))

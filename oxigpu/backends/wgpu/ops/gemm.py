@@ -1,20 +1,21 @@
 """The GEMM (m > 1 rows: prefill chunks, small batches) of a matmul: which kernel, its grid, its dispatches.
 
-Kept apart from ``matmul.py`` (the GEMV side and the fused-op plumbing): ``tile_config`` and ``mma_tile``
-pick the register tile and split-k by the cost models whose constants are in ``tuning.py`` (``GemmTuning``),
-``gemm_shader`` the shader and its defines, ``gemm_grid`` the workgroup grid, and :class:`GemmKernel` (which ``matmul.Gemm`` holds) builds
-the pipelines and encodes the dispatches of one weight row range. Three tiled kernels: f32 FMAs on
-dequantized weights (``gemm_tiled.wgsl``), integer dots on int8 x (``gemm_q8.wgsl``, ``Q8_TYPES``,
-where ``Device.int8_dots`` allows; ``q8_round`` is its x in numpy), and f16 products on the matrix units
-(``gemm_mma.wgsl``, ``MMA_TYPES``, where ``Device.has_mma``), whose x pass (``gemm_xh.wgsl``) also runs
-a norm prologue and whose epilogue also runs ``matmul_glu``'s activation (``glu_gemm``).
+Kept apart from ``matmul.py`` (the GEMV side and the fused-op plumbing): ``tile_config`` and ``mma_tile`` pick the
+register tile and split-k by the cost models whose constants are in ``tuning.py`` (``GemmTuning``), ``gemm_shader``
+the shader and its defines, ``gemm_grid`` the workgroup grid, and :class:`GemmKernel` (which ``matmul.Gemm`` holds)
+builds the pipelines and encodes the dispatches of one weight row range. Three tiled kernels: f32 FMAs on
+dequantized weights (``gemm_tiled.wgsl``), integer dots on int8 x (``gemm_q8.wgsl``, ``Q8_TYPES``, where
+``Device.int8_dots`` allows; ``q8_round`` is its x in numpy), and f16 products on the matrix units
+(``gemm_mma.wgsl``, ``MMA_TYPES``, where ``Device.has_mma``), whose x pass (``gemm_xh.wgsl``) also runs a norm
+prologue and whose epilogue also runs ``matmul_glu``'s activation (``glu_gemm``).
 """
 from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -161,7 +162,8 @@ def tile_config(m: int, n: int, k: int, q8: bool = False, device: str = GPU) -> 
             if k < g.min_split_k * splits:
                 break
             wgs = -(-m // (16 * tm)) * -(-n // (16 * tile.tn)) * splits
-            secs = -(-wgs // t.slots) * 16 * tm * 16 * tile.tn * (k / splits) / ((g.q8_rate if q8 else g.fma_rate) * rel)
+            rate = (g.q8_rate if q8 else g.fma_rate) * rel
+            secs = -(-wgs // t.slots) * 16 * tm * 16 * tile.tn * (k / splits) / rate
             if splits > 1:
                 secs += _reduce_s(t, m, n, splits)
             margin = g.q8_unsplit_margin if q8 and splits == 1 else g.split_margin
@@ -190,14 +192,17 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     f16_tiles = override.pop("f16", False)
     cls = device_class(dev)
     g = tuning(cls).gemm
-    if glu and m < g.tiled_min_rows and not override:
+    short = m < g.tiled_min_rows and not override
+    # few rows (decode batches past the GEMV's) still take the matrix units where the class allows
+    short_mma = short and dev.has_mma and 0 < g.mma_min_rows <= m and qtype in MMA_TYPES
+    if glu and short and not short_mma:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM (short chunks take gemm_q)")
-    if m < g.tiled_min_rows and not override:
+    if short and not short_mma:
         return "gemm_q.wgsl", {}, None
     tile, tflops = mma_tile(m, n, k, cls)
     if glu:
         tile = {**tile, "sn": 4, "tn": max(tile["tn"], 4), "splits": 1}
-    fast = qtype == "F16" or (qtype in MMA_TYPES and tflops >= g.mma_q8_min_tflops)
+    fast = short_mma or qtype == "F16" or (qtype in MMA_TYPES and tflops >= g.mma_q8_min_tflops)
     if override.get("mma", dev.has_mma and fast and not override):
         cfg = TileConfig(**{**tile, "mma": True, **override})
         if qtype not in MMA_TYPES or cfg.fm not in (2, 4) or cfg.tm not in (cfg.fm, 2 * cfg.fm, 4 * cfg.fm) \
@@ -262,7 +267,7 @@ def gemm_grid(tile: tuple[int, int], m: int, rows: int, splits: int = 1) -> tupl
     return (-(-rows // tile[1]), -(-m // tile[0]), splits)
 
 
-_SCRATCH: "weakref.WeakKeyDictionary[Device, dict[str, list[Any]]]" = weakref.WeakKeyDictionary()
+_SCRATCH: weakref.WeakKeyDictionary[Device, dict[str, list[Any]]] = weakref.WeakKeyDictionary()
 _SCRATCH_LOCK = threading.Lock()
 
 

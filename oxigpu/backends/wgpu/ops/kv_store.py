@@ -2,17 +2,20 @@
 nearest even: shaders/common/half.wgsl)."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
-from ._common import check_f16_caches, grid, rng
+from ._common import Batch, check_f16_caches, grid, paged_defines, rng
 
 
 @register
 class KvStore(OpKernel):
+    """Inputs k, v, K, V, positions, row_seq, block_table (the last three absent in plans built before
+    block tables: rows pos + t); K/V rows written in place."""
+
     op = "kv_store"
 
     @classmethod
@@ -23,15 +26,19 @@ class KvStore(OpKernel):
         super().__init__(*args, **kw)
         T, wk = self.in_shapes[0]
         wv = self.in_shapes[1][1]
-        check_f16_caches("kv_store", self.in_types[2:], (wk, wv))
+        self.paged = len(self.in_types) > 4
+        check_f16_caches("kv_store", self.in_types[2:4], (wk, wv))
         self.n_threads = T * (wk + wv) // 2
-        self.pipe = self.dev.pipeline("kv_store.wgsl", "main", {"HK": wk // 2, "HV": wv // 2,
-                                                                 "NT": self.n_threads})
+        self.pipe = self.dev.pipeline("kv_store.wgsl", "main", {
+            "HK": wk // 2, "HV": wv // 2, "NT": self.n_threads,
+            **paged_defines(self.paged, self.attrs, self.in_shapes[6] if self.paged else None,
+                            self.in_shapes[2][0], (5, 6, 7))})
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
-        bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: buffers[0], 2: buffers[1],
-                                             3: buffers[2], 4: buffers[3]})
-        return [Dispatch(self.pipe, bg, grid(self.n_threads))]
+        binds = {0: self.dev.params_buffer, 1: buffers[0], 2: buffers[1], 3: buffers[2], 4: buffers[3]}
+        if self.paged:
+            binds |= {5: buffers[4], 6: buffers[5], 7: buffers[6]}
+        return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid(self.n_threads))]
 
 
 @check("kv_store")
@@ -50,3 +57,28 @@ def _cases() -> Iterable[Case]:
             return [ck2, cv2]
         yield Case("kv_store", f"kv_store T={T} n_tokens={n_tok} pos={pos}", [k, v, ck, cv],
                    ["f32", "f32", "f16", "f16"], ref, 0.0, pos=pos, n_tokens=n_tok, nbytes=6 * n_tok * (wk + wv))
+
+
+@check("kv_store.paged")
+def _paged_cases() -> Iterable[Case]:
+    """Rows of several sequences through scattered block tables: each valid row lands in its sequence's
+    block at its position (runs crossing blocks, one-row runs, padding rows that must not land); every
+    other cache row stays as it was."""
+    g = rng(17)
+    for runs, pad, wk, wv in [([(1, 30, 5), (0, 0, 2), (2, 95, 1)], 2, 128, 128),
+                              ([(3, 7, 1), (0, 64, 1), (1, 31, 1), (2, 1023, 1)], 0, 2 * 64, 2 * 96)]:
+        b = Batch(runs, n_seqs=4, blocks=32, pool=160, pad=pad, seed=len(runs))
+        k = g.standard_normal((b.T, wk)).astype(np.float32)
+        v = g.standard_normal((b.T, wv)).astype(np.float32)
+        ck = g.standard_normal((b.rows, wk)).astype(np.float16)
+        cv = g.standard_normal((b.rows, wv)).astype(np.float16)
+
+        def ref(k=k, v=v, ck=ck, cv=cv, b=b):
+            ck2, cv2 = ck.astype(np.float64), cv.astype(np.float64)
+            for t in range(b.n_tokens):
+                r = b.phys(int(b.row_seq[t]), int(b.positions[t]))
+                ck2[r], cv2[r] = k[t].astype(np.float16), v[t].astype(np.float16)
+            return [ck2, cv2]
+        yield Case("kv_store", f"kv_store paged T={b.T} n_tokens={b.n_tokens} runs={runs}",
+                   [k, v, ck, cv, *b.inputs()], ["f32", "f32", "f16", "f16", "i32", "i32", "i32"], ref, 0.0,
+                   attrs={"block_size": b.block}, n_tokens=b.n_tokens, nbytes=6 * b.n_tokens * (wk + wv))

@@ -8,8 +8,9 @@ dispatch each; every range writes its own output columns.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -22,6 +23,7 @@ from ._common import f32_lit
 from .elementwise import Glu
 from .gemm import Q8_TYPES, GemmKernel, glu_gemm, q8_round, q8_tie_free, scratch_buffer
 from .norm import RmsNorm
+
 
 def matmul_tol(m: int, k: int) -> float:
     """max |err| / max |ref| allowed: every GEMV/GEMM path multiplies exact f32 weights in f32, whose
@@ -122,6 +124,49 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True, device: str = GPU
     return GemvConfig(**cfg)
 
 
+def gemv_rows_code(r: int, xr: int, multi: bool) -> dict[str, str]:
+    """gemv_q.wgsl's generated rows_dot blocks for R weight rows and XR x rows: the accumulators (a<j R +
+    r> of x row j, weight row r; ss<j> its x^2 sum), one loop step and one two-piece (U2) step. Each x
+    row's piece is loaded, then reduced against every weight row, so a row's sums follow the
+    single-row order whatever XR is; with one x row (not ``multi``) the x row index is the constant 0."""
+    ind = " " * 6
+    decl = ["  " + " ".join(f"var a{i} = 0.0;" for i in range(r * xr)),
+            "  " + " ".join(f"var ss{j} = 0.0;" for j in range(xr))]
+    step, u2 = [], []
+    for j in range(xr):
+        row = f"xr_of(m0, {j}u)" if multi else "0u"
+        acc = [f"a{j * r + k}" for k in range(r)]
+        step += [f"{{ let xl = xpiece(s, b, i, p, {row}); let xs = xl.xs; let ys = xl.xq; ss{j} += xl.ss;"]
+        step += [f"  {a} += rdot(s, w{k} + o, i, xs, ys);" for k, a in enumerate(acc)] + ["}"]
+        u2 += [f"{{ let xl = xpiece(s, b, i, p, {row}); let xm = xpiece(s, c, j, q, {row});",
+               f"  let xs = xl.xs; let ys = xl.xq; let xt = xm.xs; let yt = xm.xq; ss{j} += xl.ss + xm.ss;"]
+        u2 += [f"  {a} += rdot(s, w{k} + o, i, xs, ys) + rdot(s, w{k} + e, j, xt, yt);"
+               for k, a in enumerate(acc)] + ["}"]
+    accs = [f"a{i}" for i in range(r * xr)] + [f"ss{j}" for j in range(xr)]
+    return {"ACC_DECL": "\n".join(decl), "STEP": "\n".join(ind[:4] + x for x in step),
+            "U2_STEP": "\n".join(ind + x for x in u2), "ACC_LIST": ", ".join(accs)}
+
+
+def gemv_rows_split(cfg: GemvConfig, m: int, glu: bool, acc: int) -> tuple[GemvConfig, int]:
+    """The split of an m-row GEMV from the one-row split ``cfg`` (:func:`gemv_config`) and the x rows per
+    group: the same lanes, pieces and steps (so each row's sums are those of the row alone), R reduced so
+    that R x XR accumulators stay within ``acc``; GLU keeps R >= 2 (a gate and an up row). x is
+    quantized once for all rows by the quantize dispatch (the per-workgroup staging holds one row), and
+    no persistent launch."""
+    if m == 1:
+        return cfg, 1
+    rmin = 2 if glu else 1
+    xr = max(1, min(m, acc // rmin))
+    r = max(rmin, min(cfg.r, acc // xr))
+    return replace(cfg, r=r, xs=False, xq=cfg.q8x, persist=0), xr
+
+
+def gemv_rows(dev: Device, m: int, attrs: dict[str, Any] | None = None) -> bool:
+    """Whether an m-row matmul runs as a GEMV (``Tuning.gemv_rows``); a ``gemm`` attr (tests,
+    benchmarks: GEMM tile overrides) keeps several rows on the GEMM."""
+    return m == 1 or (m <= tuning(dev).gemv_rows and "gemm" not in (attrs or {}))
+
+
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
     """(first row, row count) ranges whose bytes fit one binding and start at aligned offsets."""
     step = align // math.gcd(row_bytes, align)            # rows per aligned offset
@@ -130,6 +175,11 @@ def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tupl
         raise DeviceError(f"{step} weight rows of {row_bytes} B (the fewest that keep binding offsets "
                           f"{align}-aligned) exceed the storage-binding limit {limit} B")
     return [(r, min(per, n_rows - r)) for r in range(0, n_rows, per)]
+
+
+def _grid64(n: int) -> tuple[int, int, int]:
+    """quantize_x's grid for n invocations of 64-lane workgroups (it linearizes gid.x + gid.y * 64 nwg.x)."""
+    return workgroups_for(-(-n // 64))
 
 
 def _word_span(buf: Any, off: int, nbytes: int) -> tuple[Any, int, int]:
@@ -142,19 +192,21 @@ def _span(b: Binding) -> tuple[Any, int]:
 
 
 class Gemv:
-    """The one-row matmul (``shaders/gemv_q.wgsl``) over one weight type, or two (``mixed``).
+    """The matmul of one or a few rows (``shaders/gemv_q.wgsl``) over one weight type, or two (``mixed``).
 
     One type: n rows, bound as several row ranges (one dispatch each) when over the binding limit.
     Two types (``types`` = (t0, t1), ``rows`` = (n0, n1)): one dispatch whose first workgroups compute
     the n0 rows of t0 (slot 0) and the rest the n1 rows of t1 (slot 1), output columns 0.. and n0..;
     each slot's weights (and biases) are one contiguous binding. A type without a specialized piece file
     (dq8) can only be slot 0: :meth:`mixable` says whether a pair fits.
+    ``m`` > 1 rows of x (decode batches): :func:`gemv_rows_split`; the ``gemv`` attr's ``xr`` overrides
+    the x rows per group.
     """
 
     def __init__(self, dev: Device, attrs: dict[str, Any], k: int, types: Sequence[str], rows: Sequence[int],
                  has_bias: bool, has_res: bool = False, nseg: int = 1, act: str | None = None,
-                 norm_eps: float | None = None):
-        self.dev, self.k = dev, k
+                 norm_eps: float | None = None, m: int = 1):
+        self.dev, self.k, self.m = dev, k, m
         self.qts = [get_type(t) for t in types]
         self.rows = list(rows)
         self.mixed = len(types) == 2
@@ -162,15 +214,20 @@ class Gemv:
         self.row_bytes = [qt.row_bytes(k) for qt in self.qts]
         self.has_bias, self.act = has_bias, act
         self.n_out = n // 2 if act else n
-        cfg = gemv_config(self.qts[0].name, k, n, dev.int8_dots, device_class(dev))
+        cls = device_class(dev)
+        cfg = gemv_config(self.qts[0].name, k, n, dev.int8_dots, cls)
         over = dict(attrs.get("gemv", {}))      # tests and benchmarks: override fields of the choice
         piece1 = over.pop("piece1", None)
+        xr_over = over.pop("xr", None)
+        cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc)
         cfg = replace(cfg, **over)
+        if xr_over:
+            self.xr = int(xr_over)
         if act:                                 # a group pairs R/2 gate rows with R/2 up rows
             cfg = replace(cfg, r=max(2, cfg.r))
         pieces = [cfg.piece or "dq8"]
         if self.mixed:
-            pieces.append(piece1 or gemv_config(self.qts[1].name, k, self.rows[1], dev.int8_dots, device_class(dev)).piece)
+            pieces.append(piece1 or gemv_config(self.qts[1].name, k, self.rows[1], dev.int8_dots, cls).piece)
         for p, qt in zip(pieces, self.qts):
             if PIECE_TYPES.get(p, qt.name) != qt.name:
                 raise DeviceError(f"matmul: GEMV piece {p!r} does not read {qt.name}")
@@ -181,13 +238,17 @@ class Gemv:
         # x staged per workgroup: the larger slot's row
         xs_words = max(xq_words(p, cfg.ppb32, k) for p in pieces) \
             if cfg.xs and cfg.q8x and all(p in Q8X_PIECES for p in pieces) else 1
-        if 4 * xs_words > int(dev.limits["max-compute-workgroup-storage-size"]) - 4 * cfg.tpr * cfg.gpw * 9 - 64:
+        nv = (cfg.r + (norm_eps is not None)) * self.xr      # values a group reduces (gemv/reduce_*.wgsl)
+        if 4 * xs_words > int(dev.limits["max-compute-workgroup-storage-size"]) - 4 * cfg.tpr * cfg.gpw * (nv + 1) - 64:
             cfg, xs_words = replace(cfg, xs=False, xq="xs" not in over), 1    # too big: quantize by dispatch
         if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256 \
                 or (self.mixed and (pieces[1] == "dq8" or act or has_res)) \
                 or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)) or ((cfg.xq or cfg.xs) and not cfg.q8x) \
-                or (cfg.xq and cfg.xs) or cfg.persist < 0 or (cfg.persist and self.mixed):
-            raise DeviceError(f"matmul: unsupported GEMV split {cfg} (pieces {pieces})")
+                or (cfg.xq and cfg.xs) or cfg.persist < 0 or (cfg.persist and self.mixed) \
+                or (m > 1 and (cfg.xs or cfg.persist)) or not 1 <= self.xr <= 8 or cfg.r * self.xr > 16 \
+                or (act and cfg.r < 2):
+            raise DeviceError(f"matmul: unsupported GEMV split {cfg} for {m} rows, {self.xr} per group "
+                              f"(pieces {pieces})")
         self.cfg, self.pieces = cfg, pieces
         defines = {"QUANT": self.qts[0].name.lower(), "PIECE0": pieces[0], "PIECE1": pieces[-1],
                    "MIXED": self.mixed, "BIAS": has_bias, "HAS_BIAS": False, "HAS_RES": has_res, "NSEG": nseg,
@@ -195,12 +256,15 @@ class Gemv:
                    "EPS": f32_lit(norm_eps or 0.0), "TPR": cfg.tpr, "R": cfg.r, "GPW": cfg.gpw,
                    "PPB32": cfg.ppb32, "MAGIC": cfg.magic, "U2": cfg.u2, "Q8X": cfg.q8x, "XQIN": cfg.xq,
                    "XSTAGE": cfg.xs, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp, "PERSIST": cfg.persist > 0,
-                   "REDUCE": "sg" if dev.has_subgroups else "wg"}
+                   "REDUCE": "sg" if dev.has_subgroups else "wg", "MULTI": m > 1, "XR": self.xr,
+                   "NXB": -(-m // self.xr), **gemv_rows_code(cfg.r, self.xr, m > 1)}
+        self.nxb = -(-m // self.xr)
         self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
         if cfg.xq:      # x quantized once per piece by a dispatch (one invocation per piece), then read
-            self.xq_pieces = sum(k // piece_elems(p, cfg.ppb32) for p in pieces)
+            self.xq_pieces = m * sum(k // piece_elems(p, cfg.ppb32) for p in pieces)
             self.xq_pipe = dev.pipeline("gemv_q.wgsl", "quantize_x", defines)
-            self.xq_buf = dev.create_buffer(4 * sum(xq_words(p, cfg.ppb32, k) for p in pieces), label="gemv int8 x")
+            self.xq_buf = dev.create_buffer(4 * m * sum(xq_words(p, cfg.ppb32, k) for p in pieces),
+                                            label="gemv int8 x")
         if self.mixed:
             self.ranges = [(0, n)]
         else:
@@ -234,13 +298,13 @@ class Gemv:
             wbuf, wbase = _span(ws[0])
             w = _word_span(wbuf, wbase + row0 * self.row_bytes[0], rows * self.row_bytes[0])
             n_wg = -(-(rows // 2 if self.act else rows) // per_wg)
-            dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes[0], 1, 0, n_wg,
+            dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes[0], self.m, 0, n_wg,
                                      *seg_end, *pad, *seg_y, *pad])
             xin = x
             if self.cfg.xq:
                 if not out:
                     qbg = self.dev.bind_group(self.xq_pipe, {1: dims, 2: x, 8: nw or x, 13: self.xq_buf})
-                    out.append(Dispatch(self.xq_pipe, qbg, workgroups_for(-(-self.xq_pieces // 64))))
+                    out.append(Dispatch(self.xq_pipe, qbg, _grid64(self.xq_pieces)))
                 xin = self.xq_buf
             binds = {1: dims, 2: xin, 3: w, 4: bs[0] or x, 5: y, 6: w, 7: res or x, 8: nw or x}
             if self.cfg.persist:
@@ -253,7 +317,7 @@ class Gemv:
                           12: self.dev.uniform([self.rows[0], wg0, self.row_bytes[1], 0])}
                 n_wg = wg0 + -(-self.rows[1] // per_wg)
             bg = self.dev.bind_group(self.pipe, binds)
-            out.append(Dispatch(self.pipe, bg, workgroups_for(n_wg)))
+            out.append(Dispatch(self.pipe, bg, workgroups_for(n_wg * self.nxb)))
         return out
 
 
@@ -266,7 +330,7 @@ class Gemm:
     matrix-unit GEMM where ``ops/gemm.py`` ``glu_gemm``).
     ``norm_eps``: x is RMS-normalized first (the ``nw`` weights, this eps): on the fly in the GEMV, in
     the matrix-unit GEMM's x pass, else by the ``rms_norm`` kernel into a device-wide scratch.
-    One row runs :class:`Gemv`; more the GEMM of ``ops/gemm.py``.
+    Up to ``Tuning.gemv_rows`` rows run :class:`Gemv`; more the GEMM of ``ops/gemm.py``.
     """
 
     def __init__(self, dev: Device, attrs: dict[str, Any], m: int, k: int, n: int, qtype: str,
@@ -283,8 +347,9 @@ class Gemm:
                               "unsupported")
         self.row_bytes = self.qt.row_bytes(self.k)
         self.n_out = n // 2 if act else n
-        if self.m == 1:
-            self.gemv = Gemv(dev, attrs, k, [qtype], [n], has_bias, has_res, nseg, act, norm_eps)
+        self.gemv = None
+        if gemv_rows(dev, m, attrs):
+            self.gemv = Gemv(dev, attrs, k, [qtype], [n], has_bias, has_res, nseg, act, norm_eps, m)
             return
         self.ranges = split_rows(self.n, self.row_bytes, dev.max_storage_binding, dev.storage_align)
         defines = {"QUANT": self.qt.name.lower(), "HAS_BIAS": has_bias, "HAS_RES": has_res, "NSEG": nseg,
@@ -298,7 +363,7 @@ class Gemm:
                seg_end: Sequence[int] = (), seg_y: Sequence[int] = (), nw: Binding | None = None) -> list[Dispatch]:
         """Dispatches writing y; ``seg_end``/``seg_y``: segment end columns and element offsets in y;
         ``nw``: the norm weights (``norm_eps``)."""
-        if self.m == 1:
+        if self.gemv is not None:
             return self.gemv.encode(x, [w], [bias], y, res, seg_end, seg_y, nw)
         seg_end = list(seg_end) or [self.n_out]
         seg_y = list(seg_y) or [0]
@@ -403,7 +468,8 @@ class MatmulMultiKernel(OpKernel):
         nw = buffers[len(self.in_shapes) - 1] if self.norm_eps is not None else None
         groups = [[i for i, ti in enumerate(self.types) if ti == t] for t in dict.fromkeys(self.types)]
         joined = [self._joined(g, ws, bs) for g in groups]
-        if self.m == 1 and len(groups) == 2 and all(joined) and _one_buffer(list(ys)) and self.n_w <= 4:
+        if gemv_rows(self.dev, self.m, self.attrs) and len(groups) == 2 and all(joined) and _one_buffer(list(ys)) \
+                and self.n_w <= 4:
             order = Gemv.mixable(self.dev, [self.types[g[0]] for g in groups],
                                  [sum(self.rows[i] for i in g) * get_type(self.types[g[0]]).row_bytes(self.k)
                                   for g in groups])
@@ -440,7 +506,8 @@ class MatmulMultiKernel(OpKernel):
         order = slots[0] + slots[1]
         n_s = [sum(self.rows[i] for i in g) for g in slots]
         types = [self.types[g[0]] for g in slots]
-        gemv = Gemv(self.dev, self.attrs, self.k, types, n_s, self.has_bias, nseg=len(order), norm_eps=self.norm_eps)
+        gemv = Gemv(self.dev, self.attrs, self.k, types, n_s, self.has_bias, nseg=len(order), norm_eps=self.norm_eps,
+                    m=self.m)
         wspan, bspan = [], []
         for g, n, qt in zip(slots, n_s, gemv.qts):
             buf, off = _span(ws[g[0]])
@@ -493,8 +560,9 @@ class MatmulGluKernel(OpKernel):
         nbytes = self.n * get_type(self.qtype).row_bytes(self.k)
         m, n, act = self.m, self.n, self.attrs["act"]
         joined = _contiguous([wg, wu], [nbytes])
-        if joined and 2 * nbytes <= self.dev.max_storage_binding \
-                and (m == 1 or glu_gemm(self.dev, m, self.qtype, 2 * n, self.k, self.attrs.get("gemm"))):
+        one = gemv_rows(self.dev, m, self.attrs) or glu_gemm(self.dev, m, self.qtype, 2 * n, self.k,
+                                                             self.attrs.get("gemm"))
+        if joined and 2 * nbytes <= self.dev.max_storage_binding and one:
             gemm = Gemm(self.dev, self.attrs, m, self.k, 2 * n, self.qtype, False, act=act, norm_eps=eps)
             return gemm.encode(x, (wg[0], wg[1], 2 * nbytes), None, y, nw=nw)
         # gate and up into one device-wide scratch (dispatches run in order), up at a binding-aligned element
@@ -609,7 +677,8 @@ def mma_gemm_case(case: Case) -> Case:
 
 @check("matmul")
 def matmul_checks() -> list[Case]:
-    """GEMV (R = 1) and GEMM (R = 3, 17) for every weight type, rows not multiples of the tiles."""
+    """GEMV of one row and of several (3 and 11 rows: decode batches), and GEMM (17 rows) for every weight
+    type, rows not multiples of the tiles."""
     cases = []
     for i, t in enumerate(TYPES):
         blk = max(get_type(t).block_size, 32)
@@ -618,6 +687,8 @@ def matmul_checks() -> list[Case]:
         cases.append(matmul_case(t, 1, k + 2 * blk, 130, bias=True, seed=100 + i))
         cases.append(matmul_case(t, 3, k, 70, bias=True, seed=200 + i))
         cases.append(matmul_case(t, 17, k + blk, 129, bias=False, seed=300 + i))
+        if t in ("Q4_K", "Q6_K", "Q8_0", "F16"):
+            cases.append(matmul_case(t, 11, k, 67, bias=True, seed=400 + i))
     return cases
 
 

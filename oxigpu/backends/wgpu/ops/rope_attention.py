@@ -9,14 +9,14 @@ rope_kv_store and the prefill attention (graph/fuse.py)."""
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, check, register
-from ._common import HALF_STEP, rng, workgroups_for
-from .attention import Attention
+from ._common import HALF_STEP, Batch, rng, workgroups_for
+from .attention import Attention, paged_caches, paged_reference
 from .attention import reference as attention_reference
 from .rope import reference as rope_reference
 from .rope import rope_defines, rope_table
@@ -24,26 +24,32 @@ from .rope import rope_defines, rope_table
 
 @register
 class RopeKvAttention(Attention):
-    """Inputs q, k, v, K, V (, freq_factors); output the attention of rope(q) over the caches with
-    row pos = rope(k), v, which it writes in place."""
+    """Inputs q, k, v, K, V, positions, row_seq, block_table (the last three absent in plans built before
+    block tables) (, freq_factors); output the attention of rope(q) over the caches with each row's own
+    key rope(k) and value v, which it writes in place."""
 
     op = "rope_kv_attention"
+    decode_only = True
     k_cache = 3
 
     def __init__(self, dev, attrs, in_shapes, in_types, out_shapes):
-        if in_shapes[0][0] != 1:
-            raise ValueError(f"rope_kv_attention runs decode steps only (T == 1), got T = {in_shapes[0][0]}")
+        paged = len(in_types) > 5 and in_types[5] == "i32"
+        if in_shapes[0][0] != 1 and not paged:
+            raise ValueError(f"rope_kv_attention runs decode steps only (T == 1 without block tables), got "
+                             f"T = {in_shapes[0][0]}")
+        self.ff = 8 if paged else 5
         super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
         self.table = rope_table(dev, attrs)
 
     def key_source(self) -> dict:
-        return {"KV": "rope", "HAS_FF": len(self.in_shapes) == 6, **rope_defines(self.attrs, 10)}
+        return {"KV": "rope", "HAS_FF": len(self.in_shapes) == self.ff + 1, **rope_defines(self.attrs, 10)}
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
-        q, k, v, ck, cv, *ff, out = buffers
+        q, k, v, ck, cv, out = (*buffers[:5], buffers[-1])
+        ff = buffers[self.ff:-1]
         # without factors the shader never reads `ff`, but the binding exists: q stands in for it
         binds = {0: self.dev.params_buffer, 1: q, 2: ck, 3: cv, 4: out, 5: self.part, 6: self.counters,
-                 7: k, 8: v, 9: ff[0] if ff else q, 10: self.table}
+                 7: k, 8: v, 9: ff[0] if ff else q, 10: self.table, **self.paged_binds(buffers)}
         return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), workgroups_for(self.n_groups))]
 
 
@@ -121,3 +127,57 @@ def _bench() -> Iterable[Case]:
     yield rope_kv_attention_case("qwen-0.5B H14/2 D64 n_kv=4096", 4095, 14, 2, 64, 4096, base=1e6, seed=2)
     yield rope_kv_attention_case("H32/8 D128 ff n_kv=4096", 4095, 32, 8, 128, 4096, neox=False,
                                  base=5e5, with_ff=True, seed=3)
+
+
+def paged_rope_kv_attention_case(name: str, b: Batch, H: int, Hkv: int, D: int, *, dv: int = 0, n_rot: int = 0,
+                                 neox: bool = True, base: float = 10000.0, with_ff: bool = False, window: int = 0,
+                                 softcap: float = 0.0, seed: int = 0, **tuning_attrs) -> Case:
+    """A decode batch: one row per sequence (``b``: one-row runs), each at its own position; the cache row
+    of each row's own key is NaN (written by the kernel, never read), rows no sequence holds are 8.
+    Expected: the output, then both pools with those rows = rope(k), v rounded to f16 (every other row
+    unchanged)."""
+    dv, n_rot = dv or D, n_rot or D
+    g = rng(seed)
+    q = g.standard_normal((b.T, H * D)).astype(np.float32)
+    k = (g.standard_normal((b.T, Hkv * D)) * 2).astype(np.float32)
+    v = g.standard_normal((b.T, Hkv * dv)).astype(np.float32)
+    q[b.n_tokens:] = np.nan
+    ck, cv = paged_caches(b, g, Hkv * D, Hkv * dv, own=True, poison=8.0)
+    ff = np.where(np.arange(n_rot // 2) < n_rot // 4, 1.0, 8.0).astype(np.float32) if with_ff else None
+    attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=1.0,
+                 v_head_dim=dv, scale=1.0 / math.sqrt(D), window=window, softcap=softcap, block_size=b.block,
+                 **tuning_attrs)
+
+    def ref():
+        ra = dict(head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=1.0, pos=b.positions, ff=ff)
+        ck2, cv2 = ck.astype(np.float64), cv.astype(np.float64)
+        kr = rope_reference(k, Hkv, **ra).astype(np.float16)
+        for t in range(b.n_tokens):
+            r = b.phys(int(b.row_seq[t]), int(b.positions[t]))
+            ck2[r], cv2[r] = kr[t], v[t].astype(np.float16)
+        out = paged_reference(rope_reference(q, H, **ra), ck2, cv2, b, **attrs)
+        return [out, ck2, cv2]
+    tail = [ff] if with_ff else []
+    return Case("rope_kv_attention", name, [q, k, v, ck, cv, *b.inputs(), *tail],
+                ["f32"] * 3 + ["f16"] * 2 + ["i32"] * 3 + ["f32"] * with_ff, ref, (2e-5, HALF_STEP, 0.0),
+                attrs=attrs, n_tokens=b.n_tokens, n_seqs=b.n_seqs)
+
+
+@check("rope_kv_attention.paged")
+def _paged_cases() -> Iterable[Case]:
+    """Decode batches: each row's own key at position 0, ending a block, starting one, deep in a long
+    context; slots out of order and padding rows; GQA 7 and 16, D 4 .. 256, factors, windows, splits."""
+    c, B = paged_rope_kv_attention_case, Batch
+    yield c("qwen 14/2 D64 neox pos 0/31/32/999", B([(0, 0, 1), (1, 31, 1), (2, 32, 1), (3, 999, 1)], 4, 32, 200),
+            14, 2, 64, base=1e6, seed=1)
+    yield c("llama3 8/2 D64 normal ff, slots out of order, 2 padding rows",
+            B([(2, 100, 1), (0, 7, 1), (1, 64, 1)], 3, 8, 40, pad=2, seed=1), 8, 2, 64, neox=False, base=5e5,
+            with_ff=True, seed=2)
+    yield c("8/2 D64 window=300 softcap n_split=8 chunk=64", B([(0, 900, 1), (1, 255, 1), (2, 256, 1)], 3, 32, 120,
+            seed=2), 8, 2, 64, window=300, softcap=20.0, seed=3, n_split=8, split_chunk=64)
+    yield c("16/1 D128 (8 row blocks a row, one writes) neox ff", B([(1, 699, 1), (0, 1, 1)], 2, 24, 60, seed=3),
+            16, 1, 128, with_ff=True, seed=4)
+    yield c("gemma3 4/2 D256 neox window=50 softcap", B([(0, 200, 1), (1, 3, 1)], 2, 8, 20, seed=4), 4, 2, 256,
+            base=1e6, window=50, softcap=30.0, seed=5)
+    yield c("3/3 D4 normal (team = 1 lane)", B([(0, 69, 1), (1, 0, 1), (2, 32, 1)], 3, 4, 20, seed=5), 3, 3, 4,
+            neox=False, seed=6)

@@ -1,0 +1,92 @@
+"""Many sequences at once on the wgpu backend (lavapipe in CI): the paged kernels under the scheduler.
+
+Each sequence's output in a batch is its output alone: greedy tokens of the tiny synthetic models (random
+weights, logits far apart) are identical, and teacher-forced logits of rows batched together equal the
+same rows run alone. The kernels are built for that: a row's GEMV sums, decode-attention splits and
+prefill tiles do not depend on the other rows (tests/test_kernel_matmul.py, test_kernel_attention.py).
+Also: preemption with scattered blocks, and the GPU-resident loop of the last sequence left running on
+blocks that are not 0, 1, 2, ... (test_batching.py runs the same scenarios on numpy).
+"""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from oxigpu import LLM
+from oxigpu.backends.base import Step
+from oxigpu.runtime.kvcache import KV_BLOCK, SeqBlocks
+
+pytestmark = pytest.mark.gpu
+
+PROMPTS = ["Once upon a time", "The quick brown fox jumps over the lazy dog and then",
+           "1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18,", "Hello", "Why is the sky blue?"]
+
+
+@pytest.fixture(scope="module")
+def llm(tiny_models) -> LLM:
+    return LLM(tiny_models["tiny-qwen2"], backend="wgpu", n_ctx=128, max_seqs=4)
+
+
+def test_a_batch_equals_each_prompt_alone(llm):
+    """Five prompts on four slots (a decode bucket of 4, then 2 and 1 as they finish); the longest runs
+    last, alone, on the GPU-resident loop through the blocks the batch left it."""
+    lengths = [10, 24, 6, 16, 30]
+    alone = [llm.generate(p, temperature=0.0, max_tokens=n).token_ids for p, n in zip(PROMPTS, lengths)]
+    llm.engine.forget()
+    streams = [llm.stream(p, temperature=0.0, max_tokens=n) for p, n in zip(PROMPTS, lengths)]
+    steps = llm.engine.scheduler.steps
+    for s in streams:
+        list(s)
+    assert [s.result.token_ids for s in streams] == alone
+    assert llm.engine.scheduler.steps - steps < sum(lengths)            # rows shared steps
+    assert llm.engine.pool.n_used == 0 or llm.engine.scheduler.idle
+
+
+def test_teacher_forced_rows_batched_equal_alone(llm):
+    """The logits of three sequences run together (their prompts in one mixed step, then decode steps of
+    a row each) against each run alone: equal to float32 rounding (the kernels' rows do not mix)."""
+    eng = llm.engine
+    seqs = [llm.tokenize(p) + [5, 6, 7, 8, 9] for p in (PROMPTS[0], PROMPTS[3], PROMPTS[4])]
+    n_prompt = [len(s) - 5 for s in seqs]
+
+    def run(group: list[int]) -> dict[int, list[np.ndarray]]:
+        blocks = {i: SeqBlocks() for i in group}
+        with eng.lock:
+            for i in group:                  # the table skips the first block: not 0, 1, 2, ...
+                assert eng.pool.grow(blocks[i], len(seqs[i]) + KV_BLOCK)
+            table = {i: blocks[i].blocks[1:] for i in group}
+            try:
+                out = {i: [row] for i, row in zip(group, eng.forward(Step.batch(
+                    [(seqs[i][:n_prompt[i]], 0, table[i]) for i in group]), decode=False))}
+                for j in range(4):
+                    rows = eng.forward(Step.batch([(seqs[i][n_prompt[i] + j:n_prompt[i] + j + 1], n_prompt[i] + j,
+                                                    table[i]) for i in group]), decode=True)
+                    for i, row in zip(group, rows):
+                        out[i].append(row)
+            finally:
+                for i in group:
+                    eng.pool.release(blocks[i])
+        return out
+
+    together = run([0, 1, 2])
+    for i in range(3):
+        alone = run([i])[i]
+        for a, b in zip(alone, together[i]):
+            assert np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
+
+
+def test_preemption_through_scattered_blocks(tiny_models):
+    """Six sequences on a pool of 8 blocks: the youngest are preempted, recomputed later in other blocks;
+    every output equals its output alone."""
+    path = tiny_models["tiny-qwen2"]
+    big = LLM(path, backend="wgpu", n_ctx=128)
+    hp = big.engine.hparams
+    per_block = hp.n_layer * KV_BLOCK * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)
+    small = LLM(path, backend="wgpu", n_ctx=128, max_seqs=4, kv_memory=8 * per_block)
+    assert small.engine.pool.n_blocks == 8
+    prompts = [f"{i} " + "tell me a story about the sea and the sky " * 2 for i in range(6)]
+    params = dict(temperature=0.0, max_tokens=30)
+    alone = [big.generate(p, **params).token_ids for p in prompts]
+    got = small.generate(prompts, **params)
+    assert [r.token_ids for r in got] == alone
+    assert small.engine.scheduler.preemptions > 0
