@@ -153,6 +153,13 @@ class ResidentDecode(Protocol):
         batch at a time, with their logprob rows when asked."""
         ...
 
+    def decode_batch(self, plan: Plan, contexts: Sequence[Sequence[int]], sampling: Any, n_steps: int,
+                     block_tables: Sequence[Sequence[int]]) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+        """:meth:`decode_stream` for several sequences at once, one row each on a decode plan of T >= their
+        number of rows (``sampling`` a SlotBatch of T slots): ids [step][sequence] a batch at a time, logprob
+        rows [sequence, step, ...] when asked."""
+        ...
+
     def resident_step(self, plan: Plan, sampling: Any, pos: int | None = None
                       ) -> list[tuple[Node | None, list[Any]]]:
         """One resident step as encoded: each node's dispatches, then (None, the sampler's)."""

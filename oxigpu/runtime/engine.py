@@ -31,9 +31,10 @@ from ..graph.plan import compile as compile_plan
 from ..models import HParams, build_graph
 from ..tokenizer import Tokenizer
 from .constraints import Constraint
-from .decoding import SequenceSampler
+from .decoding import SequenceSampler, sampler_config
 from .kvcache import KV_BLOCK, BlockPool, SeqBlocks, pool_blocks
 from .params import GenerationResult, SamplingParams
+from .sampling import SamplerConfig, pack_batch
 from .scheduler import Request, Scheduler
 
 BACKENDS = ("auto", "wgpu", "numpy")
@@ -175,6 +176,24 @@ class Engine:
         """The teacher-forcing plan: ``prefill_chunk`` rows of one sequence, logits of every row."""
         return self.plan("all", self.prefill_chunk, 1)
 
+    def prepare(self, params: SamplingParams | None = None) -> None:
+        """Compile and load every plan a batch may need now (the decode buckets up to ``max_seqs`` and the
+        mixed plan of ``max_seqs``), and with ``params`` the GPU-resident loop's sampler for that kind of
+        settings on each bucket, instead of on first use: a server does it before taking requests, so no
+        request waits for a compile."""
+        b = 1
+        while True:
+            plan = self.plan("decode", b, b)
+            resident = self.backend.resident
+            if params is not None and resident is not None:
+                cfg = sampler_config(params, self.n_ctx, params.seed or 0)
+                resident.resident_step(plan, pack_batch([cfg] * b, [1] * b, [0] * b, vocab=self.vocab_size))
+            if b >= self.max_seqs:
+                break
+            b = self.decode_bucket(b + 1)
+        if self.max_seqs > 1:
+            self.plan("mixed", self.prefill_chunk, self.max_seqs)
+
     def decode_bucket(self, n_seqs: int) -> int:
         """The decode plan size for ``n_seqs`` sequences: the next power of two, at most ``max_seqs``."""
         return min(1 << max(0, n_seqs - 1).bit_length(), self.max_seqs)
@@ -188,13 +207,23 @@ class Engine:
             plan = self.plan("mixed", self.prefill_chunk, 1 if step.n_seqs == 1 else self.max_seqs)
         return self.backend.run(plan, step)["logits"][:step.n_seqs]
 
-    def resident_stream(self, req: Request, n_steps: int) -> Iterator[tuple[list[int], np.ndarray | None]]:
-        """The GPU-resident loop for ``req`` alone (its blocks hold every position the steps write): ids a
-        batch at a time, with logprob rows when asked."""
+    def resident_stream(self, reqs: Sequence[Request], n_steps: int
+                        ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+        """The GPU-resident loop over ``reqs`` in their decode phase, one row each on the decode plan of their
+        bucket (their blocks hold every position the steps write): ids a batch at a time ([step][sequence]),
+        with logprob rows when asked ([sequence, step, ...])."""
         resident = self.backend.resident
         assert resident is not None
-        return resident.decode_stream(self.decode_plan, req.tokens, req.sampler.slot_batch(req.tokens), n_steps,
-                                      req.blocks.blocks)
+        b = self.decode_bucket(len(reqs))
+        pad = b - len(reqs)
+        contexts = [r.tokens for r in reqs]
+        slots = pack_batch([r.sampler.cfg for r in reqs] + [SamplerConfig()] * pad,
+                           [len(c) for c in contexts] + [1] * pad, [r.sampler.counter for r in reqs] + [0] * pad,
+                           [r.sampler.mu for r in reqs] + [0.0] * pad,
+                           [r.sampler.adjust(c) for r, c in zip(reqs, contexts)] + [None] * pad,
+                           [r.sampler.mask() for r in reqs] + [None] * pad, vocab=self.vocab_size)
+        return resident.decode_batch(self.plan("decode", b, b), contexts, slots, n_steps,
+                                     [r.blocks.blocks for r in reqs])
 
     # -- evaluation outside requests ------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:

@@ -112,7 +112,7 @@ class Scheduler:
         self.running: list[Request] = []          # by arrival, oldest first
         self._arrivals = itertools.count()
         self._stream: Iterator | None = None     # the GPU-resident loop, when running
-        self._stream_req: Request | None = None
+        self._stream_reqs: list[Request] = []    # its sequences, slot by slot
         self._stream_left = 0                    # its steps not yet read back
         self.steps = 0
         self.preemptions = 0
@@ -178,7 +178,7 @@ class Scheduler:
                 self.waiting.append(req)
         for req in [r for r in self.running if r.cancelled]:
             self._finish(req, None)
-        if self._stream_req is not None and self._stream_req.cancelled:
+        if any(r.cancelled for r in self._stream_reqs):
             self._drop_stream()
         self.waiting = [r for r in self.waiting if not r.cancelled]
 
@@ -317,7 +317,7 @@ class Scheduler:
         self.pool.release(req.blocks)
         if req in self.running:
             self.running.remove(req)
-        if req is self._stream_req:
+        if any(r is req for r in self._stream_reqs):
             self._drop_stream()
         if req.on_event is not None:
             req.on_event(req)
@@ -332,45 +332,61 @@ class Scheduler:
 
     # -- the GPU-resident loop ------------------------------------------------------------------------------
     def _resident_ok(self) -> bool:
-        """A lone sequence in its decode phase with nothing else to do, on a backend with the loop, drawing
-        with settings the device sampler keeps (or a constraint, whose mask goes up one step at a time)."""
-        if self.engine.backend.resident is None or self.waiting or self._inbox or len(self.running) != 1:
+        """Every running sequence in its decode phase, nothing waiting, on a backend with the loop, each
+        drawing with settings the device sampler keeps (a lone sequence may also have a constraint, whose
+        mask goes up one step at a time)."""
+        if self.engine.backend.resident is None or self.waiting or self._inbox or not self.running:
             return False
-        req = self.running[0]
-        return (req.remaining == 1 and bool(req.generated) and not req.cancelled
-                and (req.sampler.resident or req.sampler.constraint is not None))
+        alone = len(self.running) == 1
+        return all(r.remaining == 1 and r.generated and not r.cancelled
+                   and (r.sampler.resident or (alone and r.sampler.constraint is not None)) for r in self.running)
 
     def _resident_step(self) -> bool:
-        req = self.running[0]
+        """One batch of the GPU-resident loop over the running sequences (started here when needed)."""
         eng = self.engine
+        if self._stream is not None and self._stream_reqs != self.running:
+            self._drop_stream()
         if self._stream is None:
-            n_steps = min(req.params.max_tokens - len(req.generated), eng.n_ctx - len(req.tokens) + 1)
-            if not req.sampler.resident:
+            reqs = list(self.running)
+            n_steps = min(min(r.params.max_tokens - len(r.generated), eng.n_ctx - len(r.tokens) + 1) for r in reqs)
+            if not all(r.sampler.resident for r in reqs):
                 n_steps = 1                   # a constraint's next mask depends on this draw
             # blocks for every position the queued steps write, taken before they are queued
-            room = (len(req.blocks.blocks) + self.pool.n_free) * KV_BLOCK - len(req.tokens) + 1
-            n_steps = min(n_steps, room)
-            if n_steps < 1 or not self.pool.grow(req.blocks, len(req.tokens) + n_steps - 1):
+            while n_steps >= 1 and not self._grow_all(reqs, n_steps):
+                n_steps //= 2
+            if n_steps < 1:
                 return self._host_step()
-            self._stream = eng.resident_stream(req, n_steps)
-            self._stream_req, self._stream_left = req, n_steps
+            self._stream = eng.resident_stream(reqs, n_steps)
+            self._stream_reqs, self._stream_left = reqs, n_steps
+        reqs = self._stream_reqs
         ids, rows = next(self._stream, ((), None))
         if not ids:
             self._drop_stream()
             return self._host_step()
         self._stream_left -= len(ids)
-        for i, token in enumerate(ids):
-            req.computed += 1                 # the step that drew it evaluated the newest token
-            req.sampler.accept_row(token, None if rows is None else rows[i])
-            self._drawn(req, token)
-            if req.done or req.remaining > 1:   # ended, or forced tokens to evaluate first
-                break
-        if not req.done:
-            self.pool.register(req.blocks, req.tokens, req.computed)
-            if self._stream_left <= 0 or req.remaining > 1:
-                self._drop_stream()
+        changed = False
+        for j, step_ids in enumerate(ids):
+            for s, (req, token) in enumerate(zip(reqs, step_ids)):
+                if req.done or req.remaining > 1:
+                    continue                  # ended, or waits to evaluate forced tokens: later ids dropped
+                req.computed += 1             # the step that drew it evaluated the newest token
+                req.sampler.accept_row(token, None if rows is None else rows[s, j])
+                self._drawn(req, token)
+                changed |= req.done or req.remaining > 1
+        for req in reqs:
+            if not req.done:
+                self.pool.register(req.blocks, req.tokens, req.computed)
+        if changed or self._stream_left <= 0:
+            self._drop_stream()
         self.steps += 1
         return True
+
+    def _grow_all(self, reqs: list[Request], n_steps: int) -> bool:
+        """Blocks for ``n_steps`` more rows of each of ``reqs``, all or none."""
+        need = sum(max(0, -(-(len(r.tokens) + n_steps - 1) // KV_BLOCK) - len(r.blocks.blocks)) for r in reqs)
+        if need > self.pool.n_free:
+            return False
+        return all(self.pool.grow(r.blocks, len(r.tokens) + n_steps - 1) for r in reqs)
 
     def _host_step(self) -> bool:
         batch = self._schedule()
@@ -382,9 +398,10 @@ class Scheduler:
     def _drop_stream(self) -> None:
         """Abandon the resident loop: the GPU finishes the batch already queued; its ids are dropped, and the
         blocks taken ahead for steps that never ran go back."""
-        stream, req = self._stream, self._stream_req
-        self._stream = self._stream_req = None
+        stream, reqs = self._stream, self._stream_reqs
+        self._stream, self._stream_reqs = None, []
         if stream is not None:
             stream.close()
-        if req is not None and req.blocks.blocks:
-            self.pool.shrink(req.blocks, len(req.tokens))
+        for req in reqs:
+            if req.blocks.blocks:
+                self.pool.shrink(req.blocks, len(req.tokens))

@@ -105,27 +105,37 @@ class _Loaded:
 
 @dataclass
 class _Resident:
-    """A decode plan + ``sample``, twice: variant i reads the current id from ``tok[i]``, writes ``tok[1-i]``.
+    """A decode plan of S rows + ``sample`` for S slots, twice: variant i reads the current ids from ``tok[i]``,
+    writes ``tok[1-i]``.
 
-    The sampler's buffers: its slot (settings and state, as the runtime packs them), sparse entries (logit
-    biases, ``n_sparse`` of them at most), constraint mask and logprob rows (``_MAX_BATCH`` of them, one per
-    RNG counter modulo that).
+    The sampler's buffers: its slots (settings and state, as the runtime packs them), sparse entries (logit
+    biases, ``n_sparse`` of them at most per slot), constraint masks, logprob rows (``_MAX_BATCH`` per slot,
+    one per RNG counter modulo that) and the history ring ([S, CAP]: each slot's tokens by position);
+    ``base``: each row's position at the stream's first step (next_params adds the step's offset).
     ``sized``: dispatches whose grid follows the step's position (``decode_groups`` of their kernel: the
-    decode attention launches only the splits it uses), as (their indices in a variant, one kernel of the
-    kind); :meth:`step` gives a variant so sized for a position, built once per distinct grid."""
+    one-row decode attention launches only the splits it uses), as (their indices in a variant, one kernel
+    of the kind); :meth:`step` gives a variant so sized for a position, built once per distinct grid."""
 
+    S: int
     variants: tuple[list[Dispatch], list[Dispatch]]
     tok: tuple[Any, Any]
     slots: Any
     sparse: Any
     mask: Any
     lp: Any
+    ring: Any
+    base: Any
+    readback: tuple[Any, Any]
     n_sparse: int
     sized: tuple[tuple[tuple[int, ...], Any], ...] = ()
     nxt: tuple[list[Dispatch], ...] = ()
-    """Per staging slot and step: the next_params dispatch (the step's Params into the uniform, its
+    """Per staging slot and step: the next_params dispatch (the step's Params into the uniform, each row's
     position into the plan's ``positions``)."""
     by_grid: dict[tuple, list[Dispatch]] = field(default_factory=dict)
+
+    @property
+    def buffers(self) -> tuple[Any, ...]:
+        return (*self.tok, self.slots, self.sparse, self.mask, self.lp, self.ring, self.base, *self.readback)
 
     def step(self, i: int, pos: int) -> list[Dispatch]:
         """Variant ``i``'s dispatches for the step at ``pos``."""
@@ -172,10 +182,8 @@ class WgpuBackend:
         self._states: dict[str, tuple[Any, tuple[int, ...]]] = {}
         self._plans: dict[int, _Loaded] = {}                  # by Plan.key
         self._resident: dict[tuple[int, int, bool], _Resident] = {}   # by (Plan.key, bias slots, greedy)
-        self._ring: Any = None                                # token history, CAP = n_ctx + 1 slots
         self._staging: list[Any] = []                         # per batch slot: each step's Params
         self._step_stride = 0                                 # bytes per step in a staging buffer
-        self._readback: list[Any] = []
 
     @property
     def resident(self) -> ResidentDecode:
@@ -411,8 +419,8 @@ class WgpuBackend:
         bufs = list(self._weight_buffers(self._weights)) + [b for b, _ in self._states.values()]
         for p in self._plans.values():
             bufs += [*p.arenas, *p.inputs.values()]
-        bufs += [b for r in self._resident.values() for b in (*r.tok, r.slots, r.sparse, r.mask, r.lp)]
-        bufs += [b for b in (self._ring, *self._staging, *self._readback) if b is not None]
+        bufs += [b for r in self._resident.values() for b in r.buffers]
+        bufs += self._staging
         return sum(b.size for b in bufs)
 
     def kv_budget(self) -> int | None:
@@ -450,76 +458,108 @@ class WgpuBackend:
     # -- GPU-resident decode ------------------------------------------------------------------------
     def decode_stream(self, plan: Plan, context: Sequence[int], sampling: Any, n_steps: int,
                       block_table: Sequence[int] | None = None) -> Iterator[tuple[list[int], np.ndarray | None]]:
-        """Run up to ``n_steps`` decode steps on the device, yielding the drawn ids a batch at a time, each
-        batch with its logprob rows (int32 [k, 1 + alternatives, 2]: id, logprob bits) when asked.
+        """One sequence's GPU-resident decode (:meth:`decode_batch` with one slot): the ids a batch at a time,
+        with their logprob rows (int32 [k, 1 + alternatives, 2]: id, logprob bits) when asked. ``block_table``
+        None: blocks 0, 1, 2, ... in order."""
+        mb = plan.inputs["block_table"].shape[1]
+        table = list(range(mb)) if block_table is None else list(block_table)
+        for ids, rows in self.decode_batch(plan, [context], sampling, n_steps, [table]):
+            yield [t[0] for t in ids], None if rows is None else rows[0]
 
-        ``sampling`` is the runtime's ``SlotBatch`` for this one sequence (slot words with its settings and
-        state: history length ``len(context)``, RNG counter; sparse entries; ``greedy``, ``logprobs``,
-        ``spec`` for the kernel); its arrays are uploaded as they are. Step ``i`` evaluates the newest token
-        (``context[-1]`` for i = 0, else the id drawn by step ``i - 1``) at position ``len(context) - 1 + i``
-        and samples as the runtime's numpy twin would. The cache must already hold ``context[:-1]``, in
-        the blocks of ``block_table`` (the sequence's, covering every position the steps write; None: blocks
-        0, 1, 2, ... in order), which the steps read and write through. The
-        next batch is queued before a batch is read back, so the GPU never idles on the host (readback,
-        streaming); closing the iterator stops it within one batch.
+    def decode_batch(self, plan: Plan, contexts: Sequence[Sequence[int]], sampling: Any, n_steps: int,
+                     block_tables: Sequence[Sequence[int]]) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+        """Run up to ``n_steps`` decode steps of ``len(contexts)`` sequences on the device, one row each, with
+        no host round trip between steps; yield each batch of steps as its drawn ids ([k][n]: step, then
+        sequence) and, when asked, logprob rows ([n, k, 1 + alternatives, 2]).
+
+        ``plan`` is a decode plan of T >= n rows (rows past n are padding). ``sampling`` is the runtime's
+        ``SlotBatch`` of T slots (settings and state of each sequence: history length ``len(contexts[s])``,
+        RNG counter; sparse entries; ``greedy``, ``logprobs``, ``spec`` for the kernel); its arrays are
+        uploaded as they are. Step ``i`` evaluates each sequence's newest token (its context's last for i =
+        0, else the id it drew at step ``i - 1``) at position ``len(contexts[s]) - 1 + i`` and samples as the
+        runtime's numpy twin would. Sequence s's cache holds ``contexts[s][:-1]`` in the blocks of
+        ``block_tables[s]``, which must cover every position the steps write (the host takes them before it
+        queues the steps). The next batch is queued before a batch is read back, so the GPU never idles on
+        the host; closing the iterator stops it within one batch.
         """
-        pos0 = len(context) - 1
-        if pos0 < 0 or pos0 + n_steps > self.n_ctx:
-            raise ContextLengthError(f"decode steps at positions {pos0}..{pos0 + n_steps - 1} exceed the "
+        n, T = len(contexts), plan.T
+        if not plan.graph.decode or not 1 <= n <= T or len(block_tables) != n:
+            raise InvalidParameterError(f"GPU-resident decode runs a decode plan of T >= {n} rows, one per "
+                                        f"sequence, each with its block table (plan T={plan.T})")
+        pos0 = [len(c) - 1 for c in contexts]
+        if min(pos0) < 0 or max(pos0) + n_steps > self.n_ctx:
+            raise ContextLengthError(f"decode steps at positions up to {max(pos0) + n_steps - 1} exceed the "
                                      f"context of {self.n_ctx}")
-        if plan.T != 1:
-            raise InvalidParameterError(f"GPU-resident decode needs a T=1 plan, got T={plan.T}")
         res = self._resident_for(plan, sampling)
+        if sampling.slots.shape[0] != T:
+            raise InvalidParameterError(f"the sampler's batch has {sampling.slots.shape[0]} slots, the plan {T}")
         ins = self._loaded(plan).inputs
         mb = plan.inputs["block_table"].shape[1]
-        table = np.arange(mb, dtype=np.int32) if block_table is None else np.asarray(block_table, np.int32)
-        if len(table) * KV_BLOCK < pos0 + n_steps or len(table) > mb:
-            raise InvalidParameterError(f"a block table of {len(table)} blocks does not cover positions up to "
-                                        f"{pos0 + n_steps - 1} (or exceeds the plan's {mb})")
-        self.dev.write(ins["block_table"], np.pad(table, (0, mb - len(table))))
-        self.dev.write(ins["row_seq"], np.zeros(1, np.int32))
-        sparse = np.zeros((1, res.n_sparse, 2), np.uint32)
+        table = np.zeros((T, mb), np.int32)
+        for s, (bt, p) in enumerate(zip(block_tables, pos0)):
+            if len(bt) * KV_BLOCK < p + n_steps or len(bt) > mb:
+                raise InvalidParameterError(f"a block table of {len(bt)} blocks does not cover positions up to "
+                                            f"{p + n_steps - 1} (or exceeds the plan's {mb})")
+            table[s, :len(bt)] = bt
+        cap = self.n_ctx + 1
+        ring = np.zeros((T, cap), np.int32)
+        last = np.zeros(T, np.int32)
+        for s, c in enumerate(contexts):
+            ring[s, :len(c)] = c
+            last[s] = c[-1]
+        self.dev.write(ins["block_table"], table)
+        self.dev.write(ins["row_seq"], np.arange(T, dtype=np.int32))
+        self.dev.write(res.base, np.asarray(pos0 + [0] * (T - n), np.int32))
+        sparse = np.zeros((T, res.n_sparse, 2), np.uint32)
         sparse[:, :sampling.sparse.shape[1]] = sampling.sparse
         self.dev.write(res.slots, np.ascontiguousarray(sampling.slots, np.uint32))
         self.dev.write(res.sparse, sparse)
         if sampling.mask is not None:
             self.dev.write(res.mask, np.ascontiguousarray(sampling.mask, np.uint32))
-        self.dev.write(self._ring, np.asarray(context, np.int32))
-        self.dev.write(res.tok[0], np.asarray(context[-1:], np.int32))
-        return self._stream(res, pos0, n_steps, bool(sampling.logprobs), sampling.counters[0])
+        self.dev.write(res.ring, ring)
+        self.dev.write(res.tok[0], last)
+        counters = list(sampling.counters[:n]) if sampling.counters else [0] * n
+        return self._stream(res, n, pos0, n_steps, bool(sampling.logprobs), counters)
 
-    def _stream(self, res: _Resident, pos0: int, n_steps: int, logprobs: bool, counter: int
-                ) -> Iterator[tuple[list[int], np.ndarray | None]]:
+    def _stream(self, res: _Resident, n: int, pos0: list[int], n_steps: int, logprobs: bool, counters: list[int]
+                ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
         sizes, done = [], 0
         while done < n_steps:   # 2, 4, ... up to resident_batch: the first ids arrive quickly
             sizes.append(min(n_steps - done, min(self.resident_batch, _MAX_BATCH), 2 << len(sizes)))
             done += sizes[-1]
         step = 0
-        index = [self._submit(self._encode_batch(res, pos0, step, sizes[0], 0, logprobs)), None]
+        index = [self._submit(self._encode_batch(res, n, pos0, step, sizes[0], 0, logprobs)), None]
         for b, k in enumerate(sizes):
             if b + 1 < len(sizes):   # queued before this batch is read back: the GPU never waits on the host
                 index[(b + 1) % 2] = self._submit(
-                    self._encode_batch(res, pos0, step + k, sizes[b + 1], (b + 1) % 2, logprobs))
-            tokens, rows = self._read_tokens(res, b % 2, k, index[b % 2], logprobs)
-            if rows is not None:    # row of the draw with counter c: c % _MAX_BATCH
-                rows = rows[[(counter + step + j) % _MAX_BATCH for j in range(k)]]
+                    self._encode_batch(res, n, pos0, step + k, sizes[b + 1], (b + 1) % 2, logprobs))
+            ids, rows = self._read_tokens(res, n, b % 2, k, index[b % 2], logprobs)
+            if rows is not None:    # the row of slot s's draw with counter c: c % _MAX_BATCH
+                rows = np.stack([rows[s][[(counters[s] + step + j) % _MAX_BATCH for j in range(k)]]
+                                 for s in range(n)])
             step += k
-            yield tokens, rows
+            yield ids, rows
 
-    def _encode_batch(self, res: _Resident, pos0: int, step0: int, k: int, slot: int, logprobs: bool) -> Any:
+    def _encode_batch(self, res: _Resident, n: int, pos0: list[int], step0: int, k: int, slot: int,
+                      logprobs: bool) -> Any:
         """Steps ``step0 .. step0 + k - 1`` in one compute pass: per step, a dispatch copies its Params from
-        staging buffer ``slot`` into the uniform (``next_params.wgsl``), then the step's kernels; at the end,
-        copy the k drawn ids from the ring (and the logprob rows) into readback buffer ``slot``."""
-        params = b"".join(Params(pos=pos0 + s, n_tokens=1).pack().ljust(self._step_stride, b"\0")
+        staging buffer ``slot`` into the uniform and each row's position (its first plus the step's offset)
+        into the plan's positions (``next_params.wgsl``), then the step's kernels; at the end, copy each
+        sequence's k drawn ids from its ring row (and the logprob rows) into readback buffer ``slot``."""
+        params = b"".join(Params(pos=s, n_tokens=n, n_seqs=n).pack().ljust(self._step_stride, b"\0")
                           for s in range(step0, step0 + k))
         self.dev.queue.write_buffer(self._staging[slot], 0, params)
         enc = self.dev.device.create_command_encoder()
         nxt = res.nxt[slot]
+        top = max(pos0)
         self.dev.encode(enc, [d for j in range(k)
-                              for d in (nxt[j], *res.step((step0 + j) % 2, pos0 + step0 + j))])
-        enc.copy_buffer_to_buffer(self._ring, (pos0 + step0 + 1) * 4, self._readback[slot], 0, k * 4)
+                              for d in (nxt[j], *res.step((step0 + j) % 2, top + step0 + j))])
+        cap = self.n_ctx + 1
+        for s in range(n):
+            enc.copy_buffer_to_buffer(res.ring, (s * cap + pos0[s] + step0 + 1) * 4, res.readback[slot],
+                                      s * _MAX_BATCH * 4, k * 4)
         if logprobs:
-            enc.copy_buffer_to_buffer(res.lp, 0, self._readback[slot], _MAX_BATCH * 4, res.lp.size)
+            enc.copy_buffer_to_buffer(res.lp, 0, res.readback[slot], res.S * _MAX_BATCH * 4, res.lp.size)
         return enc.finish()
 
     def _submit(self, command_buffer: Any) -> int | None:
@@ -528,20 +568,23 @@ class WgpuBackend:
         except Exception as e:
             raise self.dev.error("submitting a GPU-resident decode batch", e) from e
 
-    def _read_tokens(self, res: _Resident, slot: int, k: int, index: int | None, logprobs: bool
-                     ) -> tuple[list[int], np.ndarray | None]:
-        """Batch ``index``'s ``k`` ids (and all logprob rows) from readback ``slot``; waits for that batch
-        only, not the next."""
+    def _read_tokens(self, res: _Resident, n: int, slot: int, k: int, index: int | None, logprobs: bool
+                     ) -> tuple[list[list[int]], np.ndarray | None]:
+        """Batch ``index``'s ``k`` ids per sequence ([k][n]) and all logprob rows ([n, _MAX_BATCH, ...]) from
+        readback ``slot``; waits for that batch only, not the next."""
+        head = ((n - 1) * _MAX_BATCH + k) * 4
         try:
-            n = _MAX_BATCH * 4 + res.lp.size if logprobs else k * 4
-            data = np.frombuffer(self.dev.read_submitted(self._readback[slot], n, index), np.int32)
+            size = res.S * _MAX_BATCH * 4 + res.lp.size if logprobs else head
+            data = np.frombuffer(self.dev.read_submitted(res.readback[slot], size, index), np.int32)
         except Exception as e:
-            raise self.dev.error(f"reading {k} decoded token ids", e) from e
-        rows = data[_MAX_BATCH:].reshape(_MAX_BATCH, -1, 2) if logprobs else None
-        return data[:k].tolist(), rows
+            raise self.dev.error(f"reading {k} decoded token ids of {n} sequences", e) from e
+        ids = np.zeros((n, _MAX_BATCH), np.int32)
+        ids.reshape(-1)[:len(data[:head // 4])] = data[:head // 4]
+        rows = data[res.S * _MAX_BATCH:].reshape(res.S, _MAX_BATCH, -1, 2) if logprobs else None
+        return ids[:, :k].T.tolist(), rows
 
     def _resident_for(self, plan: Plan, sampling: Any) -> _Resident:
-        """The resident variant of ``plan`` for ``sampling`` (a ``SlotBatch`` of one slot; built once per
+        """The resident variant of ``plan`` for ``sampling`` (a ``SlotBatch`` of plan.T slots; built once per
         kind of sampler): up to its number of sparse entries, rounded up to a power of two; ``greedy`` takes
         the sampler that only finds the best token (3 dispatches instead of 5 on a 152k vocabulary, no
         sorts)."""
@@ -554,28 +597,30 @@ class WgpuBackend:
         loaded = self._loaded(plan)
         logits = plan.outputs["logits"]
         tokens = plan.inputs["tokens"]
-        V = logits.shape[-1]
+        S, V = logits.shape
         spec = dict(sampling.spec)
         n_lp = int(spec["n_logprobs"])
-        if self._ring is None:
-            self._ring = self.dev.create_buffer(4 * (self.n_ctx + 1), label="token ring")
+        if not self._staging:
             a = self.dev.storage_align
             self._step_stride = -(-Params.NBYTES // a) * a
             self._staging = [self.dev.create_buffer(_MAX_BATCH * self._step_stride, label=f"params staging {i}")
                              for i in range(2)]
-            self._readback = [self.dev.create_buffer(_MAX_BATCH * 4 * (1 + (1 + n_lp) * 2), _READBACK,
-                                                     f"token readback {i}") for i in range(2)]
-        tok = (self.dev.create_buffer(4, label="token 0"), self.dev.create_buffer(4, label="token 1"))
+        cap = self.n_ctx + 1
+        tok = (self.dev.create_buffer(4 * S, label="tokens 0"), self.dev.create_buffer(4 * S, label="tokens 1"))
         words = sampling.slots.shape[1]
-        slots = self.dev.create_buffer(4 * words, label="sampler slot")
-        sparse = self.dev.create_buffer(8 * nb, label="sampler sparse")
+        slots = self.dev.create_buffer(4 * words * S, label="sampler slots")
+        sparse = self.dev.create_buffer(8 * nb * S, label="sampler sparse")
         W = -(-V // 32)
-        mask = self.dev.upload(np.full(W, -1, np.int32), label="sampler mask")
-        lp = self.dev.create_buffer(_MAX_BATCH * (1 + n_lp) * 8, label="sampler logprobs")
+        mask = self.dev.upload(np.full((S, W), -1, np.int32), label="sampler mask")
+        lp = self.dev.create_buffer(S * _MAX_BATCH * (1 + n_lp) * 8, label="sampler logprobs")
+        ring = self.dev.create_buffer(4 * S * cap, label="token ring")
+        base = self.dev.create_buffer(4 * S, label="first positions")
+        readback = tuple(self.dev.create_buffer(S * _MAX_BATCH * 4 + lp.size, _READBACK, f"token readback {i}")
+                         for i in range(2))
         sampler = KERNELS["sample"](self.dev, {**spec, "greedy": greedy},
-                                    [(1, V), (1, words), (1, self.n_ctx + 1), (1, nb, 2), (1, W),
-                                     (1, _MAX_BATCH, 1 + n_lp, 2)],
-                                    ["f32", "i32", "i32", "i32", "i32", "i32"], [(1,)])
+                                    [(S, V), (S, words), (S, cap), (S, nb, 2), (S, W),
+                                     (S, _MAX_BATCH, 1 + n_lp, 2)],
+                                    ["f32", "i32", "i32", "i32", "i32", "i32"], [(S,)])
         variants = []
         for i in range(2):
             ds = []
@@ -584,21 +629,22 @@ class WgpuBackend:
                     b = {**loaded.bindings, tokens: tok[i]}
                     own = kernel.encode([b[v] for v in (*node.inputs, *node.outputs)])
                 ds += own
-            ds += sampler.encode([loaded.bindings[logits], slots, self._ring, sparse, mask, lp, tok[1 - i]])
+            ds += sampler.encode([loaded.bindings[logits], slots, ring, sparse, mask, lp, tok[1 - i]])
             variants.append(ds)
         kinds: dict[tuple, tuple[list[int], Any]] = {}
         i = 0
         for kernel, own in zip(loaded.kernels, loaded.node_dispatches):
-            if getattr(kernel, "decode_groups", None) and kernel.decode_groups(0) is not None and len(own) == 1:
+            if kernel.decode_groups(0) is not None and len(own) == 1:
                 kinds.setdefault((kernel.cfg, kernel.window, kernel.n_blocks), ([], kernel))[0].append(i)
             i += len(own)
         sized = tuple((tuple(idx), kernel) for idx, kernel in kinds.values())
-        pipe = self.dev.pipeline("next_params.wgsl")
+        pipe = self.dev.pipeline("next_params.wgsl", defines={"T": S})
         nxt = tuple([Dispatch(pipe, self.dev.bind_group(pipe, {1: (st, j * self._step_stride, Params.NBYTES),
                                                                2: self.dev.params_buffer,
-                                                               3: loaded.inputs["positions"]}), (1, 1, 1))
+                                                               3: loaded.inputs["positions"], 4: base}), (1, 1, 1))
                      for j in range(_MAX_BATCH)] for st in self._staging)
-        res = _Resident((variants[0], variants[1]), tok, slots, sparse, mask, lp, nb, sized, nxt)
+        res = _Resident(S, (variants[0], variants[1]), tok, slots, sparse, mask, lp, ring, base, readback, nb,
+                        sized, nxt)
         self._resident[key] = res
         return res
 

@@ -55,6 +55,11 @@ class OpKernel:
     def encode(self, buffers: Sequence[Binding]) -> list[Dispatch]:
         raise NotImplementedError
 
+    def decode_groups(self, pos: int) -> int | None:
+        """Workgroups a one-row decode step at ``pos`` needs where the kernel can launch fewer than its whole
+        grid there (the GPU-resident loop sizes its dispatches so); None: the grid stays whole."""
+        return None
+
     @property
     def writes(self) -> tuple[int, ...]:
         """Indices of inputs the kernel writes in place (the states its op's spec marks written in
