@@ -20,16 +20,16 @@ What a caller can rely on (the batched engine keeps this surface):
 * A request that fails (a device error, a bug) raises in its own consumer; the other requests and the
   worker go on.
 
-Until the batched engine lands, one worker thread drives the single-sequence engine: up to ``max_seqs``
-requests are active and take one generation step each in turn (round robin), so every stream makes progress.
-Each step re-establishes its request's context in the one KV cache: free when the same request ran last
-(prefix reuse), a re-evaluation of its context otherwise. Correct first; the batched engine makes it fast.
+Requests run on the engine's scheduler (``runtime/scheduler.py``): they are batched with every other running
+request, join at any step and leave when done, and are preempted and recomputed (never failed) when the KV
+pool runs short. One worker thread runs scheduler steps while any request of this AsyncLLM is live; each
+step delivers every request's new tokens to its consumer's event loop (``call_soon_threadsafe``), and
+submitting or cancelling never waits for a step.
 """
 from __future__ import annotations
 
 import asyncio
 import collections
-import math
 import threading
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -38,14 +38,17 @@ from typing import TYPE_CHECKING, Any
 
 from .api import LLM
 from .errors import InvalidParameterError, OxigpuError
+from .graph.ir import KV_BLOCK as _KV_BLOCK
+from .runtime.engine import MAX_SEQS
 from .runtime.params import GenerationResult, SamplingParams, TokenLogprob
+from .runtime.scheduler import Request
 
 if TYPE_CHECKING:
-    from .runtime.engine import Generation, Progress
+    from .runtime.engine import Progress
     from .runtime.tools import ChatPlan
     from .tokenizer import Tokenizer
 
-KV_BLOCK = 32
+KV_BLOCK = _KV_BLOCK
 """Tokens per KV-cache block: the unit ``stats()`` counts in."""
 
 DEFAULT_MAX_SEQS = 8
@@ -90,29 +93,65 @@ class Stats:
 
 
 class _Request:
-    """One request as the worker sees it; `events` and `released` live on the submitter's event loop."""
+    """One request as the worker sees it: the scheduler's request and, on the submitter's event loop, its
+    event queue and the `released` flag (set once the scheduler has dropped it and its KV blocks)."""
 
-    def __init__(self, gen: Generation, n_prompt: int, loop: asyncio.AbstractEventLoop):
-        self.gen = gen
-        self.n_prompt = n_prompt
+    def __init__(self, req: Request, loop: asyncio.AbstractEventLoop):
+        self.req = req
         self.loop = loop
         self.events: asyncio.Queue[StreamEvent | BaseException] = asyncio.Queue()
         self.released = asyncio.Event()
-        self.cancelled = False    # set from any thread; the worker drops the request before its next step
         self.sent = 0             # generated tokens already delivered in events
+        self.ended = False        # its final event (result or error) was posted, or it was released
+
+    @property
+    def cancelled(self) -> bool:
+        return self.req.cancelled
+
+    @cancelled.setter
+    def cancelled(self, value: bool) -> None:
+        self.req.cancelled = value    # read by the scheduler at its next step
 
     def post(self, item: StreamEvent | BaseException) -> None:
-        """Deliver from the worker thread; a consumer whose loop is gone cancels the request."""
+        """Deliver from the stepping thread; a consumer whose loop is gone cancels the request."""
         try:
             self.loop.call_soon_threadsafe(self.events.put_nowait, item)
         except RuntimeError:      # the loop was closed: nobody is listening any more
-            self.cancelled = True
+            self.req.cancelled = True
 
     def release(self) -> None:
         try:
             self.loop.call_soon_threadsafe(self.released.set)
         except RuntimeError:
             pass
+
+    def on_event(self, req: Request) -> None:
+        """The scheduler's callback (stepping thread, after each token and at the end): post what is new."""
+        if self.ended:
+            return
+        if req.cancelled and req.result is None:
+            if req.released:              # dropped by the scheduler, its blocks freed
+                self.ended = True
+                self.release()
+            return
+        text = "".join(piece for piece, _ in _drain(req.pieces))
+        ids = tuple(req.generated[self.sent:])
+        lp = req.logprobs
+        logprobs = None if lp is None else tuple(lp[self.sent:len(req.generated)])
+        self.sent = len(req.generated)
+        if req.result is not None:
+            self.ended = True             # before the consumer can see the result
+        if text or ids or req.result is not None:
+            self.post(StreamEvent(text, ids, logprobs, req.result))
+        if req.result is not None:
+            self.release()
+
+
+def _drain(pieces: collections.deque) -> list:
+    out = []
+    while pieces:
+        out.append(pieces.popleft())
+    return out
 
 
 class RequestStream:
@@ -190,12 +229,12 @@ class AsyncLLM:
         if kv_memory is not None and (isinstance(kv_memory, bool) or not isinstance(kv_memory, int)
                                       or kv_memory <= 0):
             raise InvalidParameterError(f"kv_memory must be a positive number of bytes, got {kv_memory!r}")
-        self._llm = LLM(model_path, backend=backend, n_ctx=n_ctx, seed=seed, progress=progress)
+        self._llm = LLM(model_path, backend=backend, n_ctx=n_ctx, seed=seed, progress=progress,
+                        max_seqs=min(max_seqs, MAX_SEQS), kv_memory=kv_memory)
+        self._engine = self._llm.engine
         self.max_seqs, self.max_queue, self.kv_memory = max_seqs, max_queue, kv_memory
         self._cv = threading.Condition()
-        self._waiting: collections.deque[_Request] = collections.deque()
-        self._active: list[_Request] = []
-        self._kv_used = 0
+        self._live: list[_Request] = []
         self._closed = False
         self._worker = threading.Thread(target=self._run, name="oxigpu-aio", daemon=True)
         self._worker.start()
@@ -233,9 +272,8 @@ class AsyncLLM:
         return self._llm.chat_plan(messages, tools, tool_choice)
 
     def stats(self) -> Stats:
-        with self._cv:
-            waiting = sum(not r.cancelled for r in self._waiting)
-            return Stats(waiting, len(self._active), self._kv_used, math.ceil(self.n_ctx / KV_BLOCK))
+        st = self._engine.scheduler.stats()
+        return Stats(st["waiting"], st["running"], st["kv_blocks_used"], st["kv_blocks_total"])
 
     # -- requests -------------------------------------------------------------------------------------
     def stream(self, prompt: str | Sequence[int], params: SamplingParams | None = None) -> RequestStream:
@@ -246,15 +284,18 @@ class AsyncLLM:
         """
         loop = asyncio.get_running_loop()
         ids = self._prompt_ids(prompt)
-        request = _Request(self._llm.stream(ids, params), len(ids), loop)
+        req = self._engine.request(ids, self._llm.sampling_params(params))
+        request = _Request(req, loop)
+        req.on_event = request.on_event
         with self._cv:
             if self._closed:
                 raise ClosedError("this AsyncLLM is closed")
-            self._purge_waiting()
-            if len(self._active) + len(self._waiting) >= self.max_seqs + self.max_queue:
+            self._live = [r for r in self._live if not r.ended]
+            if len(self._live) >= self._engine.max_seqs + self.max_queue:
                 raise QueueFullError(f"the request queue is full ({self.max_queue} waiting for "
-                                     f"{self.max_seqs} running); try again later")
-            self._waiting.append(request)
+                                     f"{self._engine.max_seqs} running); try again later")
+            self._live.append(request)
+            self._engine.scheduler.submit(req)
             self._cv.notify()
         return RequestStream(self, request)
 
@@ -308,72 +349,41 @@ class AsyncLLM:
                                         f"{type(prompt).__name__}") from None
 
     def _cancel(self, request: _Request) -> None:
-        """From the consumer's loop: a waiting request leaves the queue now, a running one at the worker's
-        next turn (which then releases it)."""
+        """From the consumer's loop: the request draws no further token; the worker's next step releases it
+        and its KV blocks (then ``released`` is set)."""
         with self._cv:
-            request.cancelled = True
-            if request in self._waiting:
-                self._waiting.remove(request)
-                request.released.set()
+            self._engine.scheduler.cancel(request.req)
             self._cv.notify()
 
-    def _purge_waiting(self) -> None:
-        """Drop cancelled requests from the queue (lock held)."""
-        if any(r.cancelled for r in self._waiting):
-            for r in [r for r in self._waiting if r.cancelled]:
-                self._waiting.remove(r)
-                r.release()
-
     def _run(self) -> None:
-        """The worker: admit waiting requests into free slots, then give each active request one step."""
+        """The worker: run scheduler steps while a request of this AsyncLLM is live."""
+        sched = self._engine.scheduler
         while True:
             with self._cv:
-                self._purge_waiting()
-                while len(self._active) < self.max_seqs and self._waiting:
-                    self._active.append(self._waiting.popleft())
+                self._live = [r for r in self._live if not r.ended]
                 if self._closed:
-                    for r in [*self._active, *self._waiting]:
-                        self._finish(r, ClosedError("this AsyncLLM was closed"))
-                    self._waiting.clear()
+                    for r in self._live:
+                        r.post(ClosedError("this AsyncLLM was closed"))
+                        sched.cancel(r.req)
+                    sched.reap()
+                    for r in self._live:
+                        r.ended = True
+                        r.release()
                     return
-                if not self._active:
+                if not self._live:
                     self._cv.wait()
                     continue
-                turn = list(self._active)
-            for request in turn:
-                if self._closed:
-                    break
-                if request.cancelled:
-                    self._finish(request, None)
-                else:
-                    self._step(request)
-
-    def _step(self, request: _Request) -> None:
-        """One step of `request`: one token, delivered as an event (its text may be empty while held back)."""
-        gen = request.gen
-        try:
-            piece = gen.step()
-        except Exception as e:        # this request fails; the model and the other requests go on
-            self._finish(request, e)
-            return
-        ids = tuple(gen.generated[request.sent:])
-        lp = gen.logprobs
-        logprobs = None if lp is None else tuple(lp[request.sent:len(gen.generated)])
-        request.sent = len(gen.generated)
-        with self._cv:
-            self._kv_used = math.ceil((request.n_prompt + len(gen.generated)) / KV_BLOCK)
-        request.post(StreamEvent(piece, ids, logprobs, gen.result))
-        if gen.result is not None:
-            self._finish(request, None)
-
-    def _finish(self, request: _Request, error: BaseException | None) -> None:
-        """Take `request` out of the active set, deliver `error` if any, and release it."""
-        request.gen.close()
-        if error is not None:
-            request.post(error)
-        with self._cv:
-            if request in self._active:
-                self._active.remove(request)
-            if not self._active:
-                self._kv_used = 0
-        request.release()
+            try:
+                if not sched.step():
+                    with self._cv:            # live requests wait on something else (another's prompt)
+                        self._cv.wait(0.005)
+            except Exception as e:            # the step's requests fail; the model and the worker go on
+                with self._cv:
+                    failed = [r for r in self._live if not r.ended and not r.req.done]
+                for r in failed:
+                    r.post(e)
+                    r.ended = True
+                    sched.cancel(r.req)
+                sched.reap()
+                for r in failed:
+                    r.release()

@@ -300,6 +300,12 @@ class LLM:
             raise InvalidParameterError("a prompt must be a string or a sequence of token ids (ints)")
         return [int(t) for t in ids]
 
+    def sampling_params(self, params: SamplingParams | None = None,
+                        **overrides: Unpack[SamplingOverrides]) -> SamplingParams:
+        """``params`` (or this LLM's defaults) with ``overrides`` applied and the default seed filled in: what
+        a call with these arguments samples with."""
+        return self._params(params, overrides)
+
     def _params(self, params: SamplingParams | None, overrides: Mapping[str, Any]) -> SamplingParams:
         merged = (params or self.defaults).with_overrides(**overrides)
         if merged.seed is None and self.defaults.seed is not None:

@@ -604,7 +604,7 @@ def test_metrics_count_requests_tokens_and_latency(server, client):
     assert after["oxigpu_time_to_first_token_seconds_count"] - before["oxigpu_time_to_first_token_seconds_count"] == 1
     assert after["oxigpu_inter_token_latency_seconds_count"] - before["oxigpu_inter_token_latency_seconds_count"] \
         == r.usage.completion_tokens - 1
-    assert after["oxigpu_kv_blocks_total"] == N_CTX // 32
+    assert after["oxigpu_kv_blocks_total"] >= N_CTX // 32     # the pool holds at least one full context
 
 
 def test_health_while_loading_and_after_a_failed_load(tiny_path):

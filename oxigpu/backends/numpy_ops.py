@@ -8,8 +8,8 @@ the op depends on the step, the step parameters ``n_tokens`` (valid rows; rows p
 ``op(*inputs, **node.attrs, n_tokens=..., n_seqs=...)`` (passing only the step params the op takes).
 All return new float32 arrays, except ``kv_store`` which writes the cache state in place (that is its
 meaning; so do the fused ``rope_kv_store`` and ``rope_kv_attention``). Padded rows come out as zeros where
-an op would otherwise read out of range (``embed``, ``attention``, ``gather_rows``); elsewhere they are
-computed like any row and ignored downstream.
+an op would otherwise read out of range (``embed``, ``attention``, ``gather_rows``) and from the matmuls
+(which skip them); elsewhere they are computed like any row and ignored downstream.
 
 The paged KV cache (graph/ir.py): logical row j of the sequence in slot s is physical row
 ``block_table[s, j // block_size] * block_size + j % block_size`` of each layer's cache.
@@ -48,27 +48,31 @@ def rms_norm(x: np.ndarray, w: np.ndarray, *, eps: float, group: int) -> np.ndar
 
 
 def matmul(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *,
-           out: np.ndarray | None = None) -> np.ndarray:
+           out: np.ndarray | None = None, n_tokens: int | None = None) -> np.ndarray:
     """``x @ w.T (+ bias)`` with ``w`` as ``[n_out, n_in]``; one row goes through BLAS gemv.
 
     ``out`` (optional, float32 ``[rows, n_out]``) receives the result instead of a new array, so the
-    backend can write straight into its arena without a per-step allocation.
+    backend can write straight into its arena without a per-step allocation. Rows from ``n_tokens`` on are
+    padding (a step's padded rows; gathered rows past n_seqs, which never exceeds n_tokens): not multiplied,
+    set to zero, so a mostly-padded step costs what its valid rows cost and padding stays finite.
     """
     if out is None:
         out = np.empty((x.shape[0], w.shape[0]), F32)
-    if x.shape[0] == 1:
+    rows = x.shape[0] if n_tokens is None else min(n_tokens, x.shape[0])
+    if rows == 1:
         np.matmul(w, x[0], out=out[0])
     else:
-        np.matmul(x, w.T, out=out)
+        np.matmul(x[:rows], w.T, out=out[:rows])
+    out[rows:] = 0
     if bias is not None:
-        out += bias
+        out[:rows] += bias
     return out
 
 
 def matmul_add(x: np.ndarray, w: np.ndarray, res: np.ndarray, bias: np.ndarray | None = None, *,
-               out: np.ndarray | None = None) -> np.ndarray:
+               out: np.ndarray | None = None, n_tokens: int | None = None) -> np.ndarray:
     """``add(res, matmul(x, w, bias))`` in one op (the residual add as the matmul's epilogue)."""
-    out = matmul(x, w, bias, out=out)
+    out = matmul(x, w, bias, out=out, n_tokens=n_tokens)
     out += res
     return out
 
@@ -82,14 +86,14 @@ def _prologue(x: np.ndarray, rest: tuple[np.ndarray, ...], norm_eps: float | Non
 
 
 def matmul_multi(x: np.ndarray, *ws_and_biases: np.ndarray, n_w: int, norm_eps: float | None = None,
-                 out: tuple[np.ndarray, ...] | None = None) -> tuple[np.ndarray, ...]:
+                 out: tuple[np.ndarray, ...] | None = None, n_tokens: int | None = None) -> tuple[np.ndarray, ...]:
     """``matmul(x, w_i, bias_i)`` for each of the ``n_w`` weights sharing the input x (q/k/v, gate/up);
     biases, when present, follow the weights; with ``norm_eps``, x is ``rms_norm(x, w_norm)`` first
     (``w_norm`` the last input)."""
     x, ws_and_biases = _prologue(x, ws_and_biases, norm_eps)
     ws, bs = ws_and_biases[:n_w], ws_and_biases[n_w:] or (None,) * n_w
     outs = out if out is not None else (None,) * n_w
-    return tuple(matmul(x, w, b, out=o) for w, b, o in zip(ws, bs, outs))
+    return tuple(matmul(x, w, b, out=o, n_tokens=n_tokens) for w, b, o in zip(ws, bs, outs))
 
 
 def rope_angles(positions: np.ndarray, n_rot: int, base: float, freq_scale: float = 1.0,
@@ -242,11 +246,11 @@ def glu(gate: np.ndarray, up: np.ndarray, *, act: str) -> np.ndarray:
 
 
 def matmul_glu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, *norm_w: np.ndarray, act: str,
-               norm_eps: float | None = None) -> np.ndarray:
+               norm_eps: float | None = None, n_tokens: int | None = None) -> np.ndarray:
     """``glu(matmul(x, w_gate), matmul(x, w_up), act)`` in one op (the activation as the GEMV's epilogue);
     with ``norm_eps``, x is ``rms_norm(x, norm_w)`` first."""
     x, _ = _prologue(x, norm_w, norm_eps)
-    return glu(matmul(x, w_gate), matmul(x, w_up), act=act)
+    return glu(matmul(x, w_gate, n_tokens=n_tokens), matmul(x, w_up, n_tokens=n_tokens), act=act)
 
 
 def gather_rows(x: np.ndarray, rows: np.ndarray, *, n_seqs: int) -> np.ndarray:

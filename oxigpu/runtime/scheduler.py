@@ -71,6 +71,7 @@ class Request:
     text: list[str] = field(default_factory=list)                         # every piece emitted
     result: GenerationResult | None = None
     cancelled: bool = False
+    released: bool = False                   # the scheduler is done with it: out of its queues, blocks freed
     arrival: int = -1
     preemptions: int = 0
 
@@ -172,15 +173,16 @@ class Scheduler:
     def _take_inbox(self) -> None:
         while self._inbox:
             req = self._inbox.popleft()
-            if req.params.max_tokens == 0 and not req.cancelled:
+            if req.cancelled:
+                self._finish(req, None)
+            elif req.params.max_tokens == 0:
                 self._finish(req, "length")       # nothing to draw: not even the prompt is evaluated
-            elif not req.cancelled:
+            else:
                 self.waiting.append(req)
-        for req in [r for r in self.running if r.cancelled]:
+        for req in [r for r in self.running + self.waiting if r.cancelled]:
             self._finish(req, None)
         if any(r.cancelled for r in self._stream_reqs):
             self._drop_stream()
-        self.waiting = [r for r in self.waiting if not r.cancelled]
 
     def _schedule(self) -> list[tuple[Request, int]]:
         """The step's sequences and how many rows each evaluates (see the module docstring)."""
@@ -299,7 +301,7 @@ class Scheduler:
             self._finish(req, "stop")
         elif len(req.generated) >= req.params.max_tokens or len(req.tokens) > self.engine.n_ctx:
             self._finish(req, "length")
-        elif req.on_event is not None and text:
+        elif req.on_event is not None:
             req.on_event(req)
 
     def _finish(self, req: Request, reason: FinishReason | None) -> None:
@@ -317,8 +319,11 @@ class Scheduler:
         self.pool.release(req.blocks)
         if req in self.running:
             self.running.remove(req)
+        if req in self.waiting:
+            self.waiting.remove(req)
         if any(r is req for r in self._stream_reqs):
             self._drop_stream()
+        req.released = True
         if req.on_event is not None:
             req.on_event(req)
 
