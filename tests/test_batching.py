@@ -132,59 +132,88 @@ def test_sixteen_threads_stream_from_one_llm(llm):
 REAL_PROMPTS = ["The capital of France is", "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
                 "Once upon a time, in a small village by the sea,"]
 N_GEN = 64
+REAL_REL = 1e-3
+"""Real models, batched vs alone, teacher-forced logits within REAL_REL x max |logit|: a decode step of three
+rows multiplies through BLAS gemm where one row takes gemv (another summation order), and over 18-24 layers
+with f16 cache rows rounding to neighbouring halves that reaches 3.2e-4 on gemma3 270M (measured), not the
+tiny models' 2e-4."""
 
 
-def teacher_forced_batch(llm: LLM, seqs: list[list[int]], n_prompt: list[int]) -> list[np.ndarray]:
-    """Logits of every position past each prompt, the sequences run together: their prompts in one mixed step,
-    then one decode step per position with a row of each (as the scheduler batches them)."""
+def decode(llm: LLM, prompts: list[list[int]], n_gen: int, forced: list[list[int]] | None = None
+           ) -> tuple[list[list[int]], list[np.ndarray]]:
+    """Greedy decoding (end-of-generation ids banned) of ``prompts`` together, as the scheduler batches
+    them: the prompts in one mixed step, then one decode step per token with a row of each. ``forced``:
+    feed these tokens instead (teacher forcing). Returns each sequence's tokens and its logits per step."""
     eng = llm.engine
-    blocks = [SeqBlocks() for _ in seqs]
+    eog = list(llm.tokenizer.eog_ids)
+    blocks = [SeqBlocks() for _ in prompts]
+    toks, logs = [list(p) for p in prompts], [[] for _ in prompts]
     with eng.lock:
-        for b, s in zip(blocks, seqs):
-            assert eng.pool.grow(b, len(s))
         try:
-            step = Step.batch([(s[:p], 0, b.blocks) for s, p, b in zip(seqs, n_prompt, blocks)])
-            out = [[row] for row in eng.forward(step, decode=False)]
-            for j in range(max(len(s) - p for s, p in zip(seqs, n_prompt)) - 1):
-                live = [i for i, (s, p) in enumerate(zip(seqs, n_prompt)) if p + j < len(s) - 1]
-                step = Step.batch([(seqs[i][n_prompt[i] + j:n_prompt[i] + j + 1], n_prompt[i] + j, blocks[i].blocks)
-                                   for i in live])
-                for i, row in zip(live, eng.forward(step, decode=True)):
-                    out[i].append(row)
+            for b, p in zip(blocks, prompts):
+                assert eng.pool.grow(b, len(p) + n_gen)
+            out = eng.forward(Step.batch([(p, 0, b.blocks) for p, b in zip(prompts, blocks)]), decode=False)
+            for j in range(n_gen):
+                for i, row in enumerate(out):
+                    logs[i].append(row.copy())
+                    row = row.copy()
+                    row[eog] = -np.inf
+                    toks[i].append(int(np.argmax(row)) if forced is None else forced[i][len(prompts[i]) + j])
+                if j + 1 < n_gen:
+                    step = Step.batch([(t[-1:], len(t) - 1, b.blocks) for t, b in zip(toks, blocks)])
+                    out = eng.forward(step, decode=True)
         finally:
             for b in blocks:
                 eng.pool.release(b)
-    return [np.stack(o) for o in out]
-
-
-def near_tie(logits: np.ndarray, tol: float) -> bool:
-    top2 = np.sort(logits)[-2:]
-    return float(top2[1] - top2[0]) <= tol
+    return toks, [np.stack(lg) for lg in logs]
 
 
 @pytest.mark.parametrize("model", ["gemma3_path", "qwen_path"])
 def test_real_models_batched_equal_alone(model, request):
+    """Three prompts decoded together for 64 tokens, then each alone teacher-forced on the batch's tokens:
+    the logits agree within REAL_REL, and each batched greedy token is the one alone picks (same prefix), but
+    where the top two logits lie within that tolerance (counted and printed)."""
     llm = LLM(request.getfixturevalue(model), backend="numpy", n_ctx=256, max_seqs=4)
     prompts = [llm.tokenize(p) for p in REAL_PROMPTS]
-    params = dict(temperature=0.0, max_tokens=N_GEN, logit_bias={e: -np.inf for e in llm.tokenizer.eog_ids})
-    alone = [llm.generate(p, **params).token_ids for p in prompts]
-    seqs = [p + a for p, a in zip(prompts, alone)]
-    # teacher forcing: the logits of every generated position, batched against alone
-    batched = teacher_forced_batch(llm, seqs, [len(p) for p in prompts])
-    scale = 0.0
-    for s, p, b in zip(seqs, prompts, batched):
-        ref = np.concatenate(list(llm.engine.eval_all(s)))[len(p) - 1:len(s) - 1]
-        scale = max(scale, float(np.abs(ref).max()))
-        err = float(np.abs(b - ref).max())
-        assert err <= REL * np.abs(ref).max(), \
-            f"batched logits differ by {err:.3g} (max |logit| {np.abs(ref).max():.3g})"
-    # greedy tokens through the scheduler: identical, except after a near-tie
-    together = llm.generate(prompts, **params)
+    toks, batched = decode(llm, prompts, N_GEN)
+    eog = list(llm.tokenizer.eog_ids)
     ties = 0
-    for a, r, b in zip(alone, together, batched):
-        diverged = next((i for i, (x, y) in enumerate(zip(a, r.token_ids)) if x != y), None)
-        if diverged is not None:
-            assert near_tie(b[diverged], 2 * REL * scale), f"greedy tokens part at {diverged} without a near-tie"
+    for i, p in enumerate(prompts):
+        _, (alone,) = decode(llm, [p], N_GEN, forced=[toks[i]])
+        scale = float(np.abs(alone).max())
+        err = float(np.abs(batched[i] - alone).max())
+        assert err <= REAL_REL * scale, f"batched logits differ by {err:.3g} (max |logit| {scale:.3g})"
+        alone[:, eog] = -np.inf
+        picks = alone.argmax(axis=1)
+        for j in np.flatnonzero(picks != np.asarray(toks[i][len(p):])):
+            top2 = np.sort(alone[j])[-2:]
+            assert top2[1] - top2[0] <= 2 * REAL_REL * scale, f"sequence {i} parts at {j} without a near-tie"
             ties += 1
-        assert len(r.token_ids) == N_GEN
-    print(f"{model}: {ties} of {len(prompts)} sequences parted after a near-tie ({N_GEN} tokens each)")
+    print(f"{model}: {ties} of {len(prompts) * N_GEN} batched greedy tokens differ from alone's pick (near-ties)")
+
+
+# -- the GPU backend (lavapipe in CI): batched equals alone --------------------------------------------------
+@pytest.mark.gpu
+def test_wgpu_batches_equal_each_alone_resident_and_preempted(dev, tiny_models):
+    """On wgpu: a batch runs its decode steps GPU-resident (one row per sequence, the batched sampler), and
+    each sequence's tokens and logprobs equal its own alone; a pool of half the workload's blocks gets there
+    through preemption."""
+    path = tiny_models["tiny-qwen2"]
+    llm = LLM(path, backend="wgpu", n_ctx=128, max_seqs=4)
+    prompts = [PROMPTS[i] for i in (0, 1, 3, 5)]
+    sampled = dict(temperature=0.8, seed=5, repeat_penalty=1.2, max_tokens=20, logprobs=True, top_logprobs=2)
+    alone = [llm.generate(p, **sampled) for p in prompts]
+    steps = llm.engine.scheduler.steps
+    together = llm.generate(prompts, **sampled)
+    assert llm.engine.scheduler.steps - steps < 20             # decode steps ran in resident batches
+    assert [r.token_ids for r in together] == [r.token_ids for r in alone]
+    assert max(abs(a.logprob - b.logprob) for x, y in zip(alone, together)
+               for a, b in zip(x.logprobs, y.logprobs)) < 1e-4
+    hp = llm.engine.hparams
+    per_block = hp.n_layer * KV_BLOCK * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)
+    small = LLM(path, backend="wgpu", n_ctx=128, max_seqs=4, kv_memory=4 * per_block)
+    long = [p * 3 for p in prompts]
+    greedy = dict(temperature=0.0, max_tokens=40)
+    want = [llm.generate(p, **greedy).token_ids for p in long]
+    assert [r.token_ids for r in small.generate(long, **greedy)] == want
+    assert small.engine.scheduler.preemptions > 0 and small.engine.pool.n_used == 0

@@ -82,8 +82,8 @@ class Request:
 
     def __post_init__(self) -> None:
         self.tokens = list(self.prompt)
-        self._stops = StopMatcher(self.params.stop)
-        self._ids: list[int] = []            # ids whose text is not emitted yet
+        self.stops = StopMatcher(self.params.stop)
+        self.held: list[int] = []            # ids whose text is not emitted yet (held back by the stops)
 
     @property
     def done(self) -> bool:
@@ -291,13 +291,13 @@ class Scheduler:
             return
         req.generated.append(token)
         req.tokens.append(token)
-        req._ids.append(token)
-        text = req._stops.feed(req.decoder(token))
+        req.held.append(token)
+        text = req.stops.feed(req.decoder(token))
         if text:
-            req.pieces.append((text, req._ids))
+            req.pieces.append((text, req.held))
             req.text.append(text)
-            req._ids = []
-        if req._stops.stopped:
+            req.held = []
+        if req.stops.stopped:
             self._finish(req, "stop")
         elif len(req.generated) >= req.params.max_tokens or len(req.tokens) > self.engine.n_ctx:
             self._finish(req, "length")
@@ -307,11 +307,11 @@ class Scheduler:
     def _finish(self, req: Request, reason: FinishReason | None) -> None:
         """End ``req`` (``reason`` None: cancelled, no result); its full blocks stay in the prefix cache."""
         if reason is not None:
-            tail = req._stops.feed(req.flush()) + req._stops.flush()
-            if tail or req._ids:
-                req.pieces.append((tail, req._ids))
+            tail = req.stops.feed(req.flush()) + req.stops.flush()
+            if tail or req.held:
+                req.pieces.append((tail, req.held))
                 req.text.append(tail)
-                req._ids = []
+                req.held = []
             result = GenerationResult("".join(req.text), list(req.generated), reason, self._timings(req),
                                       req.logprobs)
             req.result = req.finish(result) if req.finish is not None else result
