@@ -211,3 +211,22 @@ def test_warmup_lasts_until_the_clock_is_up():
     calls.clear()
     bench._repeat("t", lambda n: (calls.append(n), time.sleep(bench.WARMUP_S))[1] or 1.0, 8, 2, 1, lambda _: None)
     assert calls == [2, 8]
+
+
+def test_batched_bench_cli_json_and_table(models):
+    """`oxigpu bench --batch`: llama-batched-bench's columns per batch size, consistent with each other."""
+    base = ["bench", "-m", models["tiny-qwen2"], "-p", "12", "-n", "4", "--batch", "1,3", "--backend", "numpy"]
+    res = CliRunner().invoke(cli, [*base, "--json"])
+    assert res.exit_code == 0, res.output
+    r = json.loads(res.stdout)
+    assert [x["b"] for x in r["rows"]] == [1, 3]
+    for x in r["rows"]:
+        assert (x["pp"], x["tg"], x["n_kv"]) == (12, 4, x["b"] * 16)
+        assert all(_positive(x[k]) for k in ("t_pp", "s_pp", "t_tg", "s_tg", "t", "s"))
+        assert math.isclose(x["s_pp"], x["b"] * 12 / x["t_pp"]) and math.isclose(x["s_tg"], x["b"] * 4 / x["t_tg"])
+        assert math.isclose(x["t"], x["t_pp"] + x["t_tg"]) and math.isclose(x["s"], x["n_kv"] / x["t"])
+    res = CliRunner().invoke(cli, base)
+    assert res.exit_code == 0 and "|    PP |     TG |    B |   N_KV |" in res.stdout
+    assert "B=3: S_PP" in res.stderr
+    bad = CliRunner().invoke(cli, [*base[:-4], "--batch", "0,2", "--backend", "numpy"])
+    assert bad.exit_code == 1 and "batch sizes >= 1" in bad.output

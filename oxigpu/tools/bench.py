@@ -92,7 +92,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     need = max(n_prompt, depths[-1] + n_gen + 1 if n_gen else 0)
     path = Path(model_path)
     t0 = time.perf_counter()
-    engine = Engine(path, backend=backend, n_ctx=n_ctx or need)
+    engine = Engine(path, backend=backend, n_ctx=n_ctx or need, max_seqs=1)   # one stream: one context of KV
     if engine.n_ctx < need:
         raise InvalidParameterError(f"n_ctx={engine.n_ctx} is too small: these runs need {need} tokens")
     ids = np.random.default_rng(seed).integers(0, engine.vocab_size, need + 1).tolist()
