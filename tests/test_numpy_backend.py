@@ -182,7 +182,7 @@ def test_batched_steps_give_each_sequence_its_solo_logits(synth_files, shape):
     def check(plan, chunks):          # chunks: (stream index, start, count) per slot
         step = Step.batch([(streams[i][p:p + n], p, blocks[i]) for i, p, n in chunks])
         out = nb.run(plan, step)["logits"]
-        assert out.shape == (4, refs[0].shape[1])
+        assert out.shape == (len(chunks), refs[0].shape[1])       # the valid slots' rows
         for slot, (i, p, n) in enumerate(chunks):
             assert_close(out[slot], refs[i][p + n - 1])
     check(mixed, [(0, 0, 10), (1, 0, 6)])

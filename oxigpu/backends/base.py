@@ -194,7 +194,8 @@ class Backend(Protocol):
         ...
 
     def run(self, plan: Plan, step: Step, trace: Trace | None = None) -> dict[str, np.ndarray]:
-        """One step of ``plan``: write the KV rows of ``step``'s tokens, return the outputs ({name: array})."""
+        """One step of ``plan``: write the KV rows of ``step``'s tokens, return the outputs ({name: array};
+        per-slot outputs may hold only the step's ``n_seqs`` valid rows)."""
         ...
 
     def reset(self) -> None:

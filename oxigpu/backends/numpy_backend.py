@@ -135,7 +135,9 @@ class NumpyBackend:
             run_node(n_tokens, n_seqs)
             if trace is not None:
                 trace(node, outs if node.outputs else tuple(loaded.buffers[v] for v in written_states(node)))
-        return {name: loaded.buffers[v].copy() for name, v in plan.outputs.items()}
+        slots = plan.graph.S if "out_rows" in plan.inputs or plan.graph.decode else None
+        return {name: loaded.buffers[v][:n_seqs if v.shape[0] == slots else None].copy()
+                for name, v in plan.outputs.items()}
 
     def reset(self) -> None:
         """Zero every KV cache (a new sequence)."""

@@ -376,7 +376,10 @@ class WgpuBackend:
                 self.dev.submit(ds)
                 vals = node.outputs or written_states(node)
                 trace(node, tuple(self._read_value(loaded, v) for v in vals))
-        return {name: self._read_value(loaded, v) for name, v in plan.outputs.items()}
+        # logits of S slots: only the n_seqs valid rows cross the bus (the rest is padding)
+        slots = plan.graph.S if "out_rows" in plan.inputs or plan.graph.decode else None
+        return {name: self._read_value(loaded, v, step.n_seqs if v.shape[0] == slots else None)
+                for name, v in plan.outputs.items()}
 
     def _submit_step(self, loaded: _Loaded, pieces: bool = False) -> None:
         """Submit a step's one pass; when wgpu rejects it, resubmit node by node to name the node at fault.
@@ -402,10 +405,12 @@ class WgpuBackend:
                                           f"{type(kernel).__name__}): {e}") from e
             raise
 
-    def _read_value(self, loaded: _Loaded, v: Value) -> np.ndarray:
+    def _read_value(self, loaded: _Loaded, v: Value, rows: int | None = None) -> np.ndarray:
+        """``v`` read back (its first ``rows`` rows only, when given)."""
         b = loaded.bindings[v]
         buf, off = (b[0], b[1]) if isinstance(b, tuple) else (b, 0)
-        return self.dev.read(buf, HOST_TYPES[v.dtype], v.shape, off)
+        shape = v.shape if rows is None else (rows, *v.shape[1:])
+        return self.dev.read(buf, HOST_TYPES[v.dtype], shape, off)
 
     def reset(self) -> None:
         """Zero every KV cache (a new sequence)."""
