@@ -31,6 +31,7 @@ from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tok
 from tokenizers import Tokenizer as HFTokenizer
 
 from ..errors import InvalidParameterError, TokenizerError
+from ..limits import MAX_MERGE_CHARS, MAX_MERGES
 from .chat import ChatTemplate, fallback_template
 from .vocab import Attr, Vocab, vocab_from_metadata
 
@@ -56,6 +57,7 @@ _BYTE_DECODER = _gpt2_byte_decoder()
 
 _HASH_BASE = 0x9E3779B97F4A7C15        # odd, so invertible modulo 2**64
 _HASH_BASE_INV = pow(_HASH_BASE, -1, 1 << 64)
+_SPLIT_CHUNK = 1 << 20                 # candidate splits tested at once (~100 MiB of temporaries)
 
 
 def _spm_merges(vocab: Vocab) -> list[tuple[str, str]]:
@@ -66,6 +68,10 @@ def _spm_merges(vocab: Vocab) -> list[tuple[str, str]]:
     membership is tested in numpy on polynomial hashes (mod 2**64) of every substring: the hash of
     text[s:e] is (G[e] - G[s]) * BASE**-s with G the prefix sums of code[j] * BASE**j. A hash collision
     could only add a pair whose halves are not both tokens, which `tokenizers` rejects loudly.
+
+    The merges are what a vocabulary costs most (their text grows with the square of token length), so
+    candidates are tested in chunks (bounded temporaries) and the merges found are counted against
+    MAX_MERGES and MAX_MERGE_CHARS before a single string is built.
     """
     tokens = vocab.tokens
     n = len(tokens)
@@ -82,23 +88,43 @@ def _spm_merges(vocab: Vocab) -> list[tuple[str, str]]:
         power, inverse = np.cumprod(power), np.cumprod(inverse)
         prefix = np.zeros(total + 1, np.uint64)
         np.cumsum(codes * power[:total], out=prefix[1:])
+        del power, codes
         known = np.sort((prefix[ends] - prefix[starts]) * inverse[starts])
-        n_splits = np.maximum(lengths - 1, 0)
-        owner = np.repeat(np.arange(n), n_splits)
-        k = np.arange(len(owner)) - np.repeat(np.cumsum(n_splits) - n_splits, n_splits) + 1
-        s = starts[owner]
-        cut = s + k
-        heads = (prefix[cut] - prefix[s]) * inverse[s]
-        tails = (prefix[ends[owner]] - prefix[cut]) * inverse[cut]
 
     def member(h: np.ndarray) -> np.ndarray:
         return known[np.minimum(np.searchsorted(known, h), n - 1)] == h
 
-    hit = np.flatnonzero(member(heads) & member(tails))
+    n_splits = np.maximum(lengths - 1, 0)
+    first_split = np.cumsum(n_splits) - n_splits          # index of each token's first candidate
+    hit_owner, hit_k = [], []
+    found = chars = 0
+    n_cand = int(n_splits.sum())
+    for lo in range(0, n_cand, _SPLIT_CHUNK):   # candidates lo .. hi-1, in token order
+        hi = min(lo + _SPLIT_CHUNK, n_cand)
+        c = np.arange(lo, hi)
+        owner = np.searchsorted(first_split, c, side="right") - 1   # the last token starting at or before c
+        k = c - first_split[owner] + 1
+        s = starts[owner]
+        cut = s + k
+        with np.errstate(over="ignore"):
+            heads = (prefix[cut] - prefix[s]) * inverse[s]
+            tails = (prefix[ends[owner]] - prefix[cut]) * inverse[cut]
+        hit = np.flatnonzero(member(heads) & member(tails))
+        found += hit.size
+        chars += int(lengths[owner[hit]].sum())
+        if found > MAX_MERGES or chars > MAX_MERGE_CHARS:
+            raise TokenizerError(
+                f"tokenizer.ggml.tokens derives {'over ' if hi < n_cand else ''}"
+                f"{found} SentencePiece merges of {chars} characters, over the limits of {MAX_MERGES} "
+                f"merges and {MAX_MERGE_CHARS} characters (oxigpu.limits.MAX_MERGES, MAX_MERGE_CHARS)")
+        hit_owner.append(owner[hit])
+        hit_k.append(k[hit])
+    owners = np.concatenate(hit_owner) if hit_owner else np.zeros(0, np.int64)
+    ks = np.concatenate(hit_k) if hit_k else np.zeros(0, np.int64)
     rank = np.empty(n, np.int64)
     rank[np.argsort(-vocab.scores, kind="stable")] = np.arange(n)
-    hit = hit[np.lexsort((k[hit], rank[owner[hit]]))]
-    return [(t[:j], t[j:]) for t, j in zip(map(tokens.__getitem__, owner[hit].tolist()), k[hit].tolist())]
+    order = np.lexsort((ks, rank[owners]))
+    return [(t[:j], t[j:]) for t, j in zip(map(tokens.__getitem__, owners[order].tolist()), ks[order].tolist())]
 
 
 def _build_hf(vocab: Vocab) -> HFTokenizer:

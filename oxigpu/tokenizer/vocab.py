@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TokenizerError
+from ..limits import MAX_MERGES, MAX_TOKEN_CHARS, MAX_VOCAB, MAX_VOCAB_CHARS
 
 
 class Attr(IntFlag):
@@ -123,24 +124,55 @@ class Vocab:
     chat_template: str | None
 
 
+def _short(v: Any) -> str:
+    """A metadata value for a message: its repr, cut to 60 characters."""
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
 def _opt_int(md: Mapping[str, Any], key: str) -> int | None:
     v = md.get(key)
-    return None if v is None else int(v)
+    if v is None:
+        return None
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TokenizerError(f"{key} must be an integer, got {_short(v)}")
+    return int(v)
 
 
 def _flag(md: Mapping[str, Any], key: str, default: bool) -> bool:
     v = md.get(key)
-    return default if v is None else bool(v)
+    if v is None:
+        return default
+    if not isinstance(v, (bool, np.bool_, int, np.integer)):
+        raise TokenizerError(f"{key} must be a bool, got {_short(v)}")
+    return bool(v)
+
+
+def check_tokens(tokens: Any) -> list[str]:
+    """`tokenizer.ggml.tokens` as a list of strings within the budgets of `oxigpu.limits` (checked before
+    anything is built from it)."""
+    if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
+        raise TokenizerError("tokenizer.ggml.tokens is missing or is not a non-empty list of strings")
+    if len(tokens) > MAX_VOCAB:
+        raise TokenizerError(f"tokenizer.ggml.tokens holds {len(tokens)} tokens, over the limit of {MAX_VOCAB} "
+                             f"(oxigpu.limits.MAX_VOCAB)")
+    lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
+    longest = int(lengths.argmax())
+    if lengths[longest] > MAX_TOKEN_CHARS:
+        raise TokenizerError(f"tokenizer.ggml.tokens[{longest}] is {lengths[longest]} characters long, over the "
+                             f"limit of {MAX_TOKEN_CHARS} (oxigpu.limits.MAX_TOKEN_CHARS)")
+    if lengths.sum() > MAX_VOCAB_CHARS:
+        raise TokenizerError(f"tokenizer.ggml.tokens holds {lengths.sum()} characters in all, over the limit of "
+                             f"{MAX_VOCAB_CHARS} (oxigpu.limits.MAX_VOCAB_CHARS)")
+    return tokens
 
 
 def vocab_from_metadata(md: Mapping[str, Any]) -> Vocab:
     """Read and validate the tokenizer keys, applying llama.cpp's defaults and special-token detection."""
     model = md.get("tokenizer.ggml.model")
-    if model not in ("llama", "gpt2"):
-        raise TokenizerError(f"tokenizer.ggml.model {model!r} is not supported (expected 'llama' or 'gpt2')")
-    tokens = md.get("tokenizer.ggml.tokens")
-    if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
-        raise TokenizerError("tokenizer.ggml.tokens is missing or is not a non-empty list of strings")
+    if not isinstance(model, str) or model not in ("llama", "gpt2"):
+        raise TokenizerError(f"tokenizer.ggml.model {_short(model)} is not supported (expected 'llama' or 'gpt2')")
+    tokens = check_tokens(md.get("tokenizer.ggml.tokens"))
     n = len(tokens)
     # llama.cpp renames empty tokens so every text stays unique and non-empty.
     tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
@@ -174,6 +206,9 @@ def vocab_from_metadata(md: Mapping[str, Any]) -> Vocab:
         merges = md.get("tokenizer.ggml.merges")
         if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
             raise TokenizerError("a 'gpt2' tokenizer needs tokenizer.ggml.merges (a list of strings)")
+        if len(merges) > MAX_MERGES:
+            raise TokenizerError(f"tokenizer.ggml.merges holds {len(merges)} merges, over the limit of "
+                                 f"{MAX_MERGES} (oxigpu.limits.MAX_MERGES)")
         pre_name = str(md.get("tokenizer.ggml.pre", "default"))
         key = _PRE_ALIASES.get(pre_name, pre_name)
         if key not in _PRE:
