@@ -32,7 +32,7 @@ from ..graph.plan import compile as compile_plan
 from ..models import HParams, build_graph
 from ..tokenizer import Tokenizer
 from .params import FinishReason, GenerationResult, SamplingParams, Timings
-from .sampling import SamplerConfig, fold_seed, sample
+from .sampling import SamplerConfig, check_drawn, fold_seed, sample
 from .stops import StopMatcher
 
 BACKENDS = ("auto", "wgpu", "numpy")
@@ -304,7 +304,7 @@ class Generation:
                 return None
         eng.cached_tokens.append(context[-1])
         eng._last_logits = None
-        return self._pending.popleft()
+        return check_drawn(self._pending.popleft(), eng.vocab_size, len(self.generated))   # -1: nothing drawable
 
     def _drop_stream(self) -> None:
         """Abandon the resident stream: the GPU stops after the batch already queued."""

@@ -23,6 +23,13 @@ min-p see the temperature-1 distribution, exactly as in llama.cpp):
    (:func:`scan`), the order a GPU workgroup computes them in, so both backends add the same numbers
    in the same order.
 
+**Non-finite logits**: a NaN logit counts as -inf (never drawn), on both backends; a +inf logit wins (the
+lowest such id, as greedy). If no token is left above -inf (every logit NaN or -inf after bias and
+penalties: broken weights or an overflow), the step raises :class:`~oxigpu.errors.NumericalError` naming
+it; the device sampler writes id -1 there, which the runtime turns into the same error
+(:func:`check_drawn`), so no id outside the vocabulary is ever returned. A draw that falls through (``u *
+sum`` rounding up to the sum) takes the last candidate of non-zero weight, never a zero-weight one.
+
 Float results (exp, division) can differ by an ulp between numpy and a GPU, so a draw can differ only when
 ``u`` falls within ~1e-6 of a cumulative boundary (or a top-p / min-p threshold): the chance per token is
 of that order; the filters never depend on summation order.
@@ -37,6 +44,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..errors import NumericalError
 
 K_MAX = 256
 """Most candidates kept after top-k (top_k 0 means this many); sample.wgsl's K define must equal it."""
@@ -81,6 +90,7 @@ class SamplerConfig:
 def apply_bias_and_penalties(logits: np.ndarray, cfg: SamplerConfig, recent: Sequence[int]) -> np.ndarray:
     """Steps 1-2 in f32 (a copy); ``recent`` is the sequence so far, the last penalty_last_n count."""
     l = np.array(logits, dtype=np.float32).reshape(-1)
+    l[np.isnan(l)] = -np.inf                       # NaN is never drawn (the device sampler does the same)
     for tok, b in cfg.logit_bias.items():
         if 0 <= tok < l.size:
             l[tok] = np.float32(l[tok] + np.float32(b))
@@ -128,6 +138,8 @@ def sample(logits: np.ndarray, cfg: SamplerConfig, recent: Sequence[int] = (), c
     """One token id from ``logits`` ([vocab] or [1, vocab]); see the module docstring for the chain."""
     l = apply_bias_and_penalties(logits, cfg, recent)
     cand = candidates(l, cfg.top_k)
+    if l[cand[0]] == -np.inf:
+        check_drawn(-1, l.size, counter)
     if cfg.temperature <= 0:
         return int(cand[0])
     cl = l[cand]
@@ -143,5 +155,14 @@ def sample(logits: np.ndarray, cfg: SamplerConfig, recent: Sequence[int] = (), c
         n = max(1, int(np.count_nonzero(keep)))
     cum = scan(np.exp((cl[:n] - lmax) / np.float32(cfg.temperature), dtype=np.float32))
     target = np.float32(uniform(cfg.seed, counter)) * cum[-1]
-    i = int(np.argmax(cum > target)) if cum[-1] > target else n - 1
+    i = int(np.argmax(cum > target if cum[-1] > target else cum >= cum[-1]))
     return int(cand[i])
+
+
+def check_drawn(token: int, vocab_size: int, counter: int) -> int:
+    """`token` if it is a vocabulary id; else (the device sampler's -1: nothing could be drawn) a
+    NumericalError naming the step."""
+    if 0 <= token < vocab_size:
+        return token
+    raise NumericalError(f"no token can be sampled at generated token {counter}: every logit is NaN or -inf "
+                         f"(the model's weights are broken or its activations overflowed)")

@@ -11,6 +11,9 @@
 // (`finish`, or the FINAL round).
 // With K == 1 (the greedy variant, for temperature 0) the sorts become max-reductions, and the round
 // that leaves one list (FINAL: one workgroup) records its best token itself, without `finish`.
+// Non-finite logits as sampling.py defines them: NaN counts as -inf; when nothing is above -inf, the token
+// written is -1 (PAD_ID), which the runtime turns into an error. Padding entries are -inf with the largest
+// id, so they sort after every real id and the candidate list is numpy's.
 // Defines: V (vocab), CH (sort size, power of two), K (candidates, power of two <= CH), T (ids),
 // CAP (ring size), NB (bias entries; ids < 0 are unused), N_IN (select_merge: entries in), K_MAX, FINAL.
 #include "common/params.wgsl"
@@ -30,6 +33,9 @@ fn before(va: f32, ia: u32, vb: f32, ib: u32) -> bool {
 }
 
 fn is_nan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7FFFFFFFu) > 0x7F800000u; }
+fn is_neg_inf(v: f32) -> bool { return bitcast<u32>(v) == 0xFF800000u; }
+// -inf, from a runtime value: WGSL refuses an infinite constant expression
+fn neg_inf() -> f32 { return bitcast<f32>(0xFF800000u | (P.flags & 0u)); }
 
 // The token at absolute position q (q < pos + n_tokens): this step's own ids are not in the ring yet.
 fn token_at(q: u32) -> i32 {
@@ -75,7 +81,6 @@ fn record(i: u32, n: u32, tok: u32) {
 @group(0) @binding(7) var<storage, read_write> cand_out: array<vec2<u32>>;
 
 const WG: u32 = 1024u;     // the sorts: one compare-exchange per thread per stage (CH = 2048)
-const PAD_VAL: f32 = -3.4028234e38;
 
 var<workgroup> kv: array<f32, {{CH}}>;
 var<workgroup> ki: array<u32, {{CH}}>;
@@ -124,7 +129,7 @@ fn select_top(lid: u32, k0: u32) {
 fn write_top(group: u32, lid: u32) {
   if ({{FINAL}}) {
     storageBarrier();
-    record(lid, WG, ki[0]);
+    record(lid, WG, select(ki[0], PAD_ID, is_neg_inf(kv[0])));
   } else {
     for (var i = lid; i < {{K}}u; i += WG) {
       cand_out[group * {{K}}u + i] = vec2<u32>(bitcast<u32>(kv[i]), ki[i]);
@@ -135,9 +140,11 @@ fn write_top(group: u32, lid: u32) {
 @compute @workgroup_size(1024)
 fn select_first(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let c0 = wid.x * {{CH}}u;
+  let pad = neg_inf();
   for (var i = lid; i < {{CH}}u; i += WG) {
     let g = c0 + i;
-    kv[i] = select(PAD_VAL, logits[min(g, {{V}}u - 1u)], g < {{V}}u);
+    let x = logits[min(g, {{V}}u - 1u)];
+    kv[i] = select(pad, select(x, pad, is_nan(x)), g < {{V}}u);
     ki[i] = select(PAD_ID, g, g < {{V}}u);
   }
   workgroupBarrier();
@@ -170,7 +177,7 @@ fn select_merge(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation
     let q = i % {{K}}u;
     let g = wid.x * {{CH}}u + i - q + select(q, {{K}}u - 1u - q, (i / {{K}}u) % 2u == 1u);
     let c = cand_in[min(g, {{N_IN}}u - 1u)];
-    kv[i] = select(PAD_VAL, bitcast<f32>(c.x), g < {{N_IN}}u);
+    kv[i] = select(neg_inf(), bitcast<f32>(c.x), g < {{N_IN}}u);
     ki[i] = select(PAD_ID, c.y, g < {{N_IN}}u);
   }
   workgroupBarrier();
@@ -221,7 +228,7 @@ fn finish(@builtin(local_invocation_index) i: u32) {
   k = min(k, {{V}}u);
   let lmax = bitcast<f32>(cand_in[0].x);
   let li = bitcast<f32>(cand_in[i].x);
-  var tok = cand_in[0].y;
+  var tok = select(cand_in[0].y, PAD_ID, is_neg_inf(lmax));   // nothing drawable: -1
   // numpy's isfinite on the exponent bits (uniform across the group): `x - x == 0` is folded to true by
   // drivers that assume finite floats, so an infinite top logit would be drawn from instead of taken
   if (P.temperature > 0.0 && (bitcast<u32>(lmax) & 0x7F800000u) != 0x7F800000u) {
@@ -244,7 +251,9 @@ fn finish(@builtin(local_invocation_index) i: u32) {
     workgroupBarrier();
     scan(i);
     let goal = uniform01(P.seed, P.counter) * sv[n - 1u];
-    tok = cand_in[first_index(i, n, goal, true, n - 1u)].y;
+    let drawn = first_index(i, n, goal, true, n);
+    let last = first_index(i, n, sv[n - 1u], false, n - 1u);   // when u * sum rounded up to the sum
+    tok = cand_in[select(drawn, last, drawn == n)].y;
   }
   record(i, {{K}}u, tok);
 }
