@@ -339,17 +339,18 @@ class WgpuBackend:
         padded = step_inputs(plan, inputs, pos, n_tokens, self.n_ctx)
         self.load(plan)
         loaded = self._loaded(plan)
-        for name, host in padded.items():
-            self.dev.write(loaded.inputs[name], host)
-        self.dev.write_params(Params(pos=pos, n_tokens=n_tokens))
-        if trace is None:
-            self._submit_step(loaded, pieces=n_tokens > 1)
-        else:
-            for node, ds in zip(plan.nodes, loaded.node_dispatches):
-                self.dev.submit(ds)
-                vals = node.outputs or node.inputs[2:]
-                trace(node, tuple(self._read_value(loaded, v) for v in vals))
-        return {name: self._read_value(loaded, v) for name, v in plan.outputs.items()}
+        with self.dev.step_lock:   # the device's params buffer is shared by every backend on it
+            for name, host in padded.items():
+                self.dev.write(loaded.inputs[name], host)
+            self.dev.write_params(Params(pos=pos, n_tokens=n_tokens))
+            if trace is None:
+                self._submit_step(loaded, pieces=n_tokens > 1)
+            else:
+                for node, ds in zip(plan.nodes, loaded.node_dispatches):
+                    self.dev.submit(ds)
+                    vals = node.outputs or node.inputs[2:]
+                    trace(node, tuple(self._read_value(loaded, v) for v in vals))
+            return {name: self._read_value(loaded, v) for name, v in plan.outputs.items()}
 
     def _submit_step(self, loaded: _Loaded, pieces: bool = False) -> None:
         """Submit a step's one pass; when wgpu rejects it, resubmit node by node to name the node at fault.
@@ -385,7 +386,8 @@ class WgpuBackend:
         enc = self.dev.device.create_command_encoder()
         for buf, _ in self._states.values():
             enc.clear_buffer(buf)
-        self.dev.queue.submit([enc.finish()])
+        with self.dev.step_lock:
+            self.dev.queue.submit([enc.finish()])
 
     def memory_bytes(self) -> int:
         """Device bytes this backend holds: weights, states, arenas, inputs and the resident buffers."""
@@ -458,12 +460,15 @@ class WgpuBackend:
             sizes.append(min(n_steps - done, min(self.resident_batch, _MAX_BATCH), 2 << len(sizes)))
             done += sizes[-1]
         step = 0
-        index = [self._submit(self._encode_batch(res, base, pos0, counter, step, sizes[0], 0)), None]
+        lock = self.dev.step_lock   # a batch's pass writes the device's shared params buffer
+        with lock:
+            index = [self._submit(self._encode_batch(res, base, pos0, counter, step, sizes[0], 0)), None]
         for b, k in enumerate(sizes):
-            if b + 1 < len(sizes):   # queued before this batch is read back: the GPU never waits on the host
-                index[(b + 1) % 2] = self._submit(
-                    self._encode_batch(res, base, pos0, counter, step + k, sizes[b + 1], (b + 1) % 2))
-            tokens = self._read_tokens(b % 2, k, index[b % 2])
+            with lock:
+                if b + 1 < len(sizes):   # queued before this batch is read back: the GPU never waits on the host
+                    index[(b + 1) % 2] = self._submit(
+                        self._encode_batch(res, base, pos0, counter, step + k, sizes[b + 1], (b + 1) % 2))
+                tokens = self._read_tokens(b % 2, k, index[b % 2])
             step += k
             yield tokens
 
