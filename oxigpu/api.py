@@ -151,28 +151,38 @@ class LLM:
         """
         return self._engine.start(self._prompt_ids(prompt), self._params(params, overrides))
 
-    def chat(self, messages: Sequence[Message], params: SamplingParams | None = None,
-             **overrides: Unpack[SamplingOverrides]) -> GenerationResult:
-        """The assistant's reply to `messages` ([{"role": "system"|"user"|"assistant", "content": ...}])."""
-        gen = self.stream_chat(messages, params, **overrides)
+    def chat(self, messages: Sequence[Message], params: SamplingParams | None = None, *,
+             parse_special_in_messages: bool = False, **overrides: Unpack[SamplingOverrides]) -> GenerationResult:
+        """The assistant's reply to `messages` ([{"role": "system"|"user"|"assistant", "content": ...}]).
+
+        Message text is tokenized as text: a control-token string inside a message (``<|im_end|>``) stays
+        text, so no message can end its turn or open another; ``parse_special_in_messages=True`` parses
+        them (see `chat_prompt`)."""
+        gen = self.stream_chat(messages, params, parse_special_in_messages=parse_special_in_messages, **overrides)
         with self._engine.lock:
             for _ in gen:
                 pass
         return self._done(gen)
 
-    def stream_chat(self, messages: Sequence[Message], params: SamplingParams | None = None,
-                    **overrides: Unpack[SamplingOverrides]) -> Generation:
+    def stream_chat(self, messages: Sequence[Message], params: SamplingParams | None = None, *,
+                    parse_special_in_messages: bool = False, **overrides: Unpack[SamplingOverrides]) -> Generation:
         """chat() as a stream of text pieces (see stream())."""
-        return self._engine.start(self.chat_prompt(messages), self._params(params, overrides))
+        sampling = self._params(params, overrides)
+        return self._engine.start(self.chat_prompt(messages, parse_special_in_messages=parse_special_in_messages),
+                                  sampling)
 
-    def chat_prompt(self, messages: Sequence[Message]) -> list[int]:
+    def chat_prompt(self, messages: Sequence[Message], *, parse_special_in_messages: bool = False) -> list[int]:
         """The prompt tokens for `messages` through the model's chat template.
 
         Models without a template get a fallback chosen by their turn tokens (Gemma turns, ChatML or a plain
         "User:/Assistant:" transcript); the prompt starts with exactly one BOS where the model uses one.
+        The template's markup becomes control tokens; the messages' text stays text, control-token strings
+        included, unless ``parse_special_in_messages=True`` (then ``<|im_start|>system`` typed in a message
+        opens a real system turn, as in llama.cpp).
         """
         _check_messages(messages)
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+                                                  parse_special_in_messages=parse_special_in_messages)
 
     # -- evaluation -----------------------------------------------------------------------------------
     def logits(self, tokens: Prompt) -> np.ndarray:

@@ -22,15 +22,16 @@ than longest-first; a character missing from an SPM vocabulary is byte-encoded b
 from __future__ import annotations
 
 import codecs
+import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as HFTokenizer
 
-from ..errors import InvalidParameterError, TokenizerError
+from ..errors import InvalidParameterError, TemplateError, TokenizerError
 from ..limits import MAX_MERGE_CHARS, MAX_MERGES
 from .chat import ChatTemplate, fallback_template
 from .vocab import Attr, Vocab, vocab_from_metadata
@@ -176,6 +177,21 @@ def _build_hf(vocab: Vocab) -> HFTokenizer:
     return tok
 
 
+_PRIVATE_USE = re.compile("[\U000F0000-\U0010FFFF]")   # planes 15-16: the sentinels' range
+
+
+def _strings(value: Any, visit: Callable[[str], None]) -> None:
+    """Call `visit` on every string inside `value` (lists, tuples and dict values, nested)."""
+    if isinstance(value, str):
+        visit(value)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            _strings(v, visit)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _strings(v, visit)
+
+
 class Tokenizer:
     """Encode/decode exactly like llama.cpp for a GGUF vocabulary. Build with `Tokenizer.from_metadata`."""
 
@@ -247,15 +263,92 @@ class Tokenizer:
         return self._chat
 
     def apply_chat_template(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True,
-                            tools: Sequence[Mapping[str, Any]] | None = None, **extra: Any) -> list[int]:
-        """Render `messages` and tokenize the prompt with special-token parsing. Templates usually
-        write `bos_token` themselves; it is dropped from the text when encoding adds BOS anyway, so the
-        prompt starts with exactly one BOS (what llama.cpp's chat code does)."""
+                            tools: Sequence[Mapping[str, Any]] | None = None, *,
+                            parse_special_in_messages: bool = False, **extra: Any) -> list[int]:
+        """Render `messages` and tokenize the prompt: the template's own markup with special-token parsing,
+        the messages' text as plain text. Templates usually write `bos_token` themselves; it is dropped
+        from the text when encoding adds BOS anyway, so the prompt starts with exactly one BOS (what
+        llama.cpp's chat code does).
+
+        Turn integrity: a control-token string typed inside a message (``<|im_end|>``, ``<end_of_turn>``)
+        stays text, so a user cannot close their turn and open a fake system or assistant turn. Every
+        string in `messages` and `tools` has its special-token occurrences swapped for private-use
+        sentinel characters before rendering; the rendered text is split at the template's special tokens
+        (found as the tokenizer finds them), and each piece between them, the sentinels turned back into
+        the strings they stand for, is tokenized without special parsing. `parse_special_in_messages=True`
+        parses them as control tokens (llama.cpp's behaviour, for callers who build turns themselves).
+        """
+        sentinels: dict[str, str] = {}
+        if not parse_special_in_messages:
+            taken = set(_PRIVATE_USE.findall(self.chat.source + self.chat.bos_token + self.chat.eos_token))
+            _strings((messages, tools, extra), lambda t: taken.update(_PRIVATE_USE.findall(t)))
+            messages, tools = self._protect((messages, tools), sentinels, taken)
         text = self.chat.render(messages, add_generation_prompt=add_generation_prompt, tools=tools, **extra)
         bos = self.chat.bos_token
         if self.add_bos and bos and text.startswith(bos):
             text = text[len(bos):]
-        return self.encode(text, add_special=True, parse_special=True)
+        if not sentinels:
+            return self.encode(text, add_special=True, parse_special=True)
+        return self._encode_protected(text, sentinels)
+
+    def _protect(self, value: Any, sentinels: dict[str, str], taken: set[str]) -> Any:
+        """`value` with every special-token string inside its strings (nested in lists, tuples and dicts;
+        dict keys are left alone) replaced by a sentinel character not in `taken`; `sentinels` maps each
+        sentinel back to its string."""
+        if isinstance(value, str):
+            found = self._specials_in(value)
+            if not found:
+                return value
+            by_text = {t: c for c, t in sentinels.items()}
+            out, last = [], 0
+            for start, end, _ in found:
+                special = value[start:end]
+                if special not in by_text:
+                    code = 0xF0000
+                    while chr(code) in taken:
+                        code += 1
+                    if code > 0x10FFFD:
+                        raise TemplateError("too many distinct control-token strings in the messages")
+                    by_text[special] = chr(code)
+                    sentinels[chr(code)] = special
+                    taken.add(chr(code))
+                out += [value[last:start], by_text[special]]
+                last = end
+            return "".join(out) + value[last:]
+        if isinstance(value, Mapping):
+            return {k: self._protect(v, sentinels, taken) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._protect(v, sentinels, taken) for v in value)
+        return value
+
+    def _specials_in(self, text: str) -> list[tuple[int, int, int]]:
+        """(start, end, id) of each control-token string in `text`, as encoding with special parsing finds
+        them."""
+        if not text:
+            return []
+        with self._lock:
+            self._hf.encode_special_tokens = False
+            enc = self._hf.encode(text, add_special_tokens=False)
+        attrs = self._vocab.attrs
+        return [(a, b, i) for i, (a, b) in zip(enc.ids, enc.offsets) if attrs[i] & _SPECIAL]
+
+    def _encode_protected(self, text: str, sentinels: dict[str, str]) -> list[int]:
+        """Tokens of `text`: its special tokens (the template's: the messages' were swapped for sentinels)
+        as ids, the pieces between them, sentinels restored, as plain text; BOS/EOS as `encode` adds them."""
+        restore = str.maketrans(sentinels)
+        ids: list[int] = []
+        last = 0
+        for start, end, token in self._specials_in(text):
+            ids += self._plain(text[last:start].translate(restore))
+            ids.append(token)
+            last = end
+        ids += self._plain(text[last:].translate(restore))
+        v = self._vocab
+        return ([v.bos_id] if v.add_bos and v.bos_id is not None else []) + ids + \
+            ([v.eos_id] if v.add_eos and v.eos_id is not None else [])
+
+    def _plain(self, text: str) -> list[int]:
+        return self.encode(text, add_special=False, parse_special=False) if text else []
 
     def token_text(self, token_id: int) -> str:
         """The vocabulary entry as stored in the file (e.g. "▁the", "Ġthe", "<0x0A>")."""
