@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
-from .errors import InvalidParameterError, ModelNotFoundError
+from .errors import ContextLengthError, InvalidParameterError, ModelNotFoundError
+from .limits import MAX_OUTPUT_CHARS
 from .runtime.engine import Engine, Generation, Progress
 from .runtime.params import GenerationResult, SamplingParams
 
@@ -149,7 +150,8 @@ class LLM:
         ``close()`` (or leaving ``with llm.stream(...) as s:``) ends it before the next token; the LLM
         stays usable. After exhaustion, ``.result`` holds the GenerationResult.
         """
-        return self._engine.start(self._prompt_ids(prompt), self._params(params, overrides))
+        sampling = self._params(params, overrides)
+        return self._engine.start(self._prompt_ids(prompt, max_tokens=self.n_ctx - 1), sampling)
 
     def chat(self, messages: Sequence[Message], params: SamplingParams | None = None, *,
              parse_special_in_messages: bool = False, **overrides: Unpack[SamplingOverrides]) -> GenerationResult:
@@ -181,13 +183,13 @@ class LLM:
         opens a real system turn, as in llama.cpp).
         """
         _check_messages(messages)
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True,
+        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True, max_tokens=self.n_ctx - 1,
                                                   parse_special_in_messages=parse_special_in_messages)
 
     # -- evaluation -----------------------------------------------------------------------------------
     def logits(self, tokens: Prompt) -> np.ndarray:
         """Teacher-forced logits [len(tokens), vocab]: row i predicts token i + 1 (for evaluation)."""
-        ids = self._prompt_ids(tokens)
+        ids = self._prompt_ids(tokens, max_tokens=self.n_ctx)
         with self._engine.lock:
             return np.concatenate(list(self._engine.eval_all(ids)), axis=0)
 
@@ -216,12 +218,16 @@ class LLM:
         return math.exp(nll / count)
 
     # -- helpers --------------------------------------------------------------------------------------
-    def _prompt_ids(self, prompt: Prompt) -> list[int]:
+    def _prompt_ids(self, prompt: Prompt, max_tokens: int | None = None) -> list[int]:
+        """Token ids of `prompt`; text that cannot fit in `max_tokens` is refused from its length alone,
+        before tokenizing (a 20 MiB prompt for a small context costs nothing)."""
         if isinstance(prompt, str):
             if not prompt:
                 raise InvalidParameterError(
                     "the prompt is empty; pass some text (or, for unconditional generation, the token list "
                     "[llm.tokenizer.bos_id])")
+            if max_tokens is not None:
+                self.tokenizer.check_fits(prompt, max_tokens)
             return self.tokenize(prompt)
         if isinstance(prompt, (bytes, bytearray, memoryview)):
             raise InvalidParameterError("a prompt must be a string or a sequence of token ids, not bytes; "
@@ -261,3 +267,6 @@ def _check_messages(messages: Sequence[Message]) -> None:
         if not isinstance(m, Mapping) or not isinstance(m.get("role"), str) or not isinstance(
                 m.get("content"), str):
             raise InvalidParameterError(f"messages[{i}] must be a dict with string 'role' and 'content'")
+        if len(m["content"]) > MAX_OUTPUT_CHARS:   # no rendered prompt may hold it: refused before any work
+            raise ContextLengthError(f"messages[{i}] holds {len(m['content'])} characters, more than any chat "
+                                     f"prompt may ({MAX_OUTPUT_CHARS}, oxigpu.limits.MAX_OUTPUT_CHARS)")

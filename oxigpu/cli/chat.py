@@ -1,7 +1,8 @@
 """`oxigpu chat`: a conversation REPL through the model's chat template.
 
 Each turn renders the whole history, so the KV cache's prefix reuse makes a new turn cost only its own
-tokens. Ctrl-C stops the current answer (the partial answer stays in the history); Ctrl-D or /exit quits;
+tokens. Ctrl-C stops the current answer (the partial answer stays in the history; during the template's
+rendering, the turn is dropped) and the session goes on; Ctrl-D or /exit quits;
 /reset forgets the conversation. The prompt marker is shown only on a terminal, so scripted use
 (`printf 'hi\\n' | oxigpu chat`) prints only the answers.
 """
@@ -59,15 +60,25 @@ def chat(system: str | None, model: str | None, backend: str, n_ctx: int | None,
         try:
             answer = _answer(llm, history, params, verbose)
         except OxigpuError as e:
-            history.pop()
+            answer = None
             click.echo(f"error: {e}", err=True)
+        except KeyboardInterrupt:   # between the parts _answer guards itself: the turn stops, the chat goes on
+            answer = None
+            click.echo("\n(stopped)", err=True)
+        if answer is None:   # nothing was generated: the turn is dropped
+            history.pop()
             continue
         history.append({"role": "assistant", "content": answer})
 
 
-def _answer(llm: LLM, history: list[dict[str, str]], params: SamplingParams, verbose: bool) -> str:
-    """Stream one reply to stdout; Ctrl-C ends it early. Returns the text shown."""
-    stream = llm.stream_chat(history, params)
+def _answer(llm: LLM, history: list[dict[str, str]], params: SamplingParams, verbose: bool) -> str | None:
+    """Stream one reply to stdout; Ctrl-C ends it early, also while the template renders (then None: no
+    reply). Returns the text shown."""
+    try:
+        stream = llm.stream_chat(history, params)
+    except KeyboardInterrupt:
+        click.echo("\n(stopped)", err=True)
+        return None
     pieces: list[str] = []
     try:
         for piece in stream:

@@ -31,4 +31,6 @@ cli.add_command(bench)
 
 
 def main() -> None:
-    cli()
+    """The console script (see `oxigpu.cli.entry`, which installs the Ctrl-C handling first)."""
+    from .entry import main as entry_main
+    entry_main()

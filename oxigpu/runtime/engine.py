@@ -25,7 +25,7 @@ from typing import Literal
 
 import numpy as np
 
-from ..errors import ContextLengthError, InvalidParameterError
+from ..errors import ContextLengthError, InvalidParameterError, TokenizerError
 from ..gguf import GGUFFile
 from ..graph.plan import Plan
 from ..graph.plan import compile as compile_plan
@@ -93,6 +93,9 @@ class Engine:
         self.hparams = HParams.from_gguf(self.model)
         report("building tokenizer", 1, stages)
         self.tokenizer = Tokenizer.from_metadata(self.model.metadata)
+        if self.tokenizer.vocab_size != self.hparams.n_vocab:   # else ids would fail mid-stream, not here
+            raise TokenizerError(f"the tokenizer has {self.tokenizer.vocab_size} tokens but the model's vocabulary "
+                                 f"is {self.hparams.n_vocab} ({self.hparams.arch}.vocab_size or the embedding rows)")
         self.n_ctx = resolve_n_ctx(n_ctx, self.hparams.n_ctx_train)
         self.backend = _make_backend(self.backend_name, self.model, self.n_ctx)
         # None: the backend's own default (the chunk that suits its hardware), else PREFILL_CHUNK

@@ -22,6 +22,7 @@ than longest-first; a character missing from an SPM vocabulary is byte-encoded b
 from __future__ import annotations
 
 import codecs
+import functools
 import re
 import threading
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
@@ -31,7 +32,7 @@ import numpy as np
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as HFTokenizer
 
-from ..errors import InvalidParameterError, TemplateError, TokenizerError
+from ..errors import ContextLengthError, InvalidParameterError, TemplateError, TokenizerError
 from ..limits import MAX_MERGE_CHARS, MAX_MERGES
 from .chat import ChatTemplate, fallback_template
 from .vocab import Attr, Vocab, vocab_from_metadata
@@ -262,9 +263,26 @@ class Tokenizer:
                 eos_token="" if v.eos_id is None else v.tokens[v.eos_id])
         return self._chat
 
+    @functools.cached_property
+    def max_token_chars(self) -> int:
+        """Most characters of text one token can stand for (its text's length): a text of n characters
+        needs at least n / max_token_chars tokens, known before tokenizing it."""
+        return max(1, max(map(len, self._vocab.tokens)))
+
+    def check_fits(self, text: str, max_tokens: int, what: str = "the prompt") -> None:
+        """ContextLengthError, decided from `text`'s length alone (no tokenization), when it needs more than
+        `max_tokens` tokens."""
+        if isinstance(text, str) and len(text) > max_tokens * self.max_token_chars:
+            at_least = -(-len(text) // self.max_token_chars)
+            raise ContextLengthError(
+                f"{what} has {len(text)} characters, so at least {at_least} tokens (no token of this vocabulary "
+                f"stands for more than {self.max_token_chars} characters), more than the {max_tokens} that fit; "
+                f"shorten it or raise n_ctx")
+
     def apply_chat_template(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True,
                             tools: Sequence[Mapping[str, Any]] | None = None, *,
-                            parse_special_in_messages: bool = False, **extra: Any) -> list[int]:
+                            parse_special_in_messages: bool = False, max_tokens: int | None = None,
+                            **extra: Any) -> list[int]:
         """Render `messages` and tokenize the prompt: the template's own markup with special-token parsing,
         the messages' text as plain text. Templates usually write `bos_token` themselves; it is dropped
         from the text when encoding adds BOS anyway, so the prompt starts with exactly one BOS (what
@@ -277,6 +295,8 @@ class Tokenizer:
         (found as the tokenizer finds them), and each piece between them, the sentinels turned back into
         the strings they stand for, is tokenized without special parsing. `parse_special_in_messages=True`
         parses them as control tokens (llama.cpp's behaviour, for callers who build turns themselves).
+        `max_tokens`: a rendered prompt that cannot fit in that many tokens is refused before tokenizing
+        (`check_fits`).
         """
         sentinels: dict[str, str] = {}
         if not parse_special_in_messages:
@@ -287,6 +307,8 @@ class Tokenizer:
         bos = self.chat.bos_token
         if self.add_bos and bos and text.startswith(bos):
             text = text[len(bos):]
+        if max_tokens is not None:
+            self.check_fits(text, max_tokens, "the rendered chat prompt")
         if not sentinels:
             return self.encode(text, add_special=True, parse_special=True)
         return self._encode_protected(text, sentinels)
@@ -321,16 +343,48 @@ class Tokenizer:
             return type(value)(self._protect(v, sentinels, taken) for v in value)
         return value
 
+    @functools.cached_property
+    def _added_pattern(self) -> re.Pattern[str]:
+        """A regex matching this vocabulary's added tokens (control, unknown and user-defined) as encoding
+        splits them out: leftmost-longest over all of them. Built as a trie (shared prefixes factored,
+        longer continuations tried first), so a scan costs about one step per character whatever the
+        number of tokens; `tokenizers` itself would run its whole pipeline over the text."""
+        v = self._vocab
+        texts = [v.tokens[i] for i in np.flatnonzero(v.attrs & _ADDED).tolist()]
+        trie: dict[str, Any] = {}
+        for text in texts:
+            node = trie
+            for ch in text:
+                node = node.setdefault(ch, {})
+            node[""] = True
+
+        def pattern(node: dict[str, Any]) -> str:
+            branches = []
+            for ch, child in node.items():
+                if not ch:
+                    continue
+                run = ch            # a chain of single-child, non-final nodes is one literal
+                while len(child) == 1 and "" not in child:
+                    (ch, child), = child.items()
+                    run += ch
+                branches.append(re.escape(run) + pattern(child))
+            if not branches:
+                return ""
+            alt = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+            return f"(?:{alt})?" if "" in node else alt
+        try:
+            return re.compile(pattern(trie) or "(?!)")
+        except (RecursionError, re.error):   # tokens nested hundreds deep: a flat alternation, longest first
+            return re.compile("|".join(map(re.escape, sorted(set(texts), key=len, reverse=True))) or "(?!)")
+
     def _specials_in(self, text: str) -> list[tuple[int, int, int]]:
         """(start, end, id) of each control-token string in `text`, as encoding with special parsing finds
-        them."""
+        them (user-defined tokens take part in the leftmost-longest split but are not reported)."""
         if not text:
             return []
-        with self._lock:
-            self._hf.encode_special_tokens = False
-            enc = self._hf.encode(text, add_special_tokens=False)
-        attrs = self._vocab.attrs
-        return [(a, b, i) for i, (a, b) in zip(enc.ids, enc.offsets) if attrs[i] & _SPECIAL]
+        to_id, attrs = self._vocab.text_to_id, self._vocab.attrs
+        found = ((m.start(), m.end(), to_id[m.group()]) for m in self._added_pattern.finditer(text))
+        return [f for f in found if attrs[f[2]] & _SPECIAL]
 
     def _encode_protected(self, text: str, sentinels: dict[str, str]) -> list[int]:
         """Tokens of `text`: its special tokens (the template's: the messages' were swapped for sentinels)
