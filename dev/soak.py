@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Soak test: many generations with random settings on one LLM per backend, watching for leaks.
 
-    python scripts/soak.py                      # 1,000 generations on numpy, then on wgpu
-    python scripts/soak.py --n 200 --backend wgpu --shape tiny-qwen3
+    python dev/soak.py                      # 1,000 generations on numpy, then on wgpu
+    python dev/soak.py --n 200 --backend wgpu --shape tiny-qwen3
 
 Each generation draws its kind (generate, stream, stream closed after a few pieces, chat, token-id prompt,
 or a call with a deliberately invalid setting that must raise InvalidParameterError), its prompt (ASCII
@@ -13,7 +13,7 @@ seed) from one seeded RNG, so a failing run can be replayed with the same --seed
 Every --every generations it samples the process RSS (VmRSS in /proc/self/status) and the live wgpu
 buffers (Device.live_buffers()). It fails (exit 1) when, after the first --warmup generations, RSS grows by
 more than --rss-bound MiB or the live buffer count changes at all. Not part of the test suite (minutes on
-lavapipe); results go into BENCHMARKS.md under "Soak".
+lavapipe); results go into docs/perf-log.md under "Soak".
 """
 from __future__ import annotations
 
