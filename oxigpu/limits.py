@@ -12,8 +12,9 @@ MAX_TENSORS = 1 << 16
 """Tensors in one file (real: 292 for an 8B, ~1,100 for a 405B)."""
 MAX_METADATA_KEYS = 1 << 16
 """Metadata keys in one file (real: 30-60)."""
-MAX_ARRAY_ITEMS = 1 << 22
-"""Elements of one metadata array, nested levels counted together (real: 262,144 tokens, 280,147 merges)."""
+MAX_ARRAY_ITEMS = 1 << 21
+"""Elements of one metadata array, nested levels counted together (real: 262,144 tokens, 280,147 merges).
+Checked from the declared count, before an element is read: this is what bounds stored merges in a file."""
 MAX_STRING_BYTES = 64 << 20
 """Bytes of one metadata string (real: chat templates of ~20 KiB; embedded tokenizer JSON of a few MiB)."""
 

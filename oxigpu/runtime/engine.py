@@ -92,10 +92,12 @@ class Engine:
         self.model = GGUFFile(self.model_path)
         self.hparams = HParams.from_gguf(self.model)
         report("building tokenizer", 1, stages)
+        tokens = self.model.metadata.get("tokenizer.ggml.tokens")
+        if isinstance(tokens, list) and len(tokens) != self.hparams.n_vocab:   # checked before building it;
+            raise TokenizerError(                                                # else ids fail mid-stream
+                f"the tokenizer has {len(tokens)} tokens but the model's vocabulary is {self.hparams.n_vocab} "
+                f"({self.hparams.arch}.vocab_size)")
         self.tokenizer = Tokenizer.from_metadata(self.model.metadata)
-        if self.tokenizer.vocab_size != self.hparams.n_vocab:   # else ids would fail mid-stream, not here
-            raise TokenizerError(f"the tokenizer has {self.tokenizer.vocab_size} tokens but the model's vocabulary "
-                                 f"is {self.hparams.n_vocab} ({self.hparams.arch}.vocab_size or the embedding rows)")
         self.n_ctx = resolve_n_ctx(n_ctx, self.hparams.n_ctx_train)
         self.backend = _make_backend(self.backend_name, self.model, self.n_ctx)
         # None: the backend's own default (the chunk that suits its hardware), else PREFILL_CHUNK
