@@ -111,13 +111,22 @@ class GGUFParts:
         return self
 
     # -- writing ----------------------------------------------------------------------------------------
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, cache: dict[int, tuple[Any, bytes]] | None = None) -> bytes:
+        """The file's bytes. `cache` (for writing many variants of one file) keeps each value's encoding by
+        identity, holding the value so its id is not reused: unchanged entries are not encoded again."""
         out = bytearray(b"GGUF")
         out += struct.pack("<IQQ", self.version, len(self.tensors), len(self.metadata))
         for key, vtype, value in self.metadata:
             _put_str(out, key)
             out += struct.pack("<I", int(vtype))
+            hit = cache.get(id(value)) if cache is not None else None
+            if hit is not None and hit[0] is value and hit[1][:4] == struct.pack("<I", int(vtype)):
+                out += hit[1][4:]
+                continue
+            start = len(out)
             _put_value(out, vtype, value)
+            if cache is not None and isinstance(value, (tuple, str)):
+                cache[id(value)] = (value, struct.pack("<I", int(vtype)) + bytes(out[start:]))
         offsets, pos = [], 0
         for t in self.tensors:
             offsets.append(pos)
@@ -131,11 +140,11 @@ class GGUFParts:
             out += t.data + bytes(-len(t.data) % self.alignment)
         return bytes(out)
 
-    def write(self, path: str | Path) -> Path:
+    def write(self, path: str | Path, cache: dict[int, tuple[Any, bytes]] | None = None) -> Path:
         """Write the file (unlinking first: a file rewritten in place under a live mapping can fault)."""
         path = Path(path)
         path.unlink(missing_ok=True)
-        path.write_bytes(self.to_bytes())
+        path.write_bytes(self.to_bytes(cache))
         return path
 
 

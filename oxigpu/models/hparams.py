@@ -114,8 +114,8 @@ class HParams:
         n_vocab = get("vocab_size")
         if n_vocab is None:
             tokens = metadata.get("tokenizer.ggml.tokens")
-            if tokens is None:
-                raise GGUFFormatError("neither vocab_size nor tokenizer.ggml.tokens is present",
+            if not isinstance(tokens, list):   # an array of numbers, a string, a number: not a vocabulary
+                raise GGUFFormatError("neither vocab_size nor a tokenizer.ggml.tokens list of strings is present",
                                       field=key("vocab_size"))
             n_vocab = len(tokens)
         scaling_type = get("rope.scaling.type")

@@ -31,11 +31,13 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import heapq
 import json
 import operator
 import re
 import string
 import threading
+import time
 from collections.abc import Callable, Container, Iterator, Mapping, Sequence
 from datetime import datetime
 from typing import Any
@@ -236,28 +238,51 @@ class _Deadline:
     """Raise `_Timeout` in the calling thread after `seconds`, unless `cancel()` came first.
 
     Uses CPython's PyThreadState_SetAsyncExc: the exception lands at the next bytecode boundary, so pure-Python
-    loops stop; single C-level operations are bounded by the size checks instead."""
+    loops stop; single C-level operations are bounded by the size checks instead. One daemon thread watches
+    every deadline of the process (a thread per render cost milliseconds)."""
+
+    _lock = threading.Lock()
+    _wake = threading.Condition(_lock)
+    _pending: list[tuple[float, int, _Deadline]] = []   # a heap of (when, sequence, deadline)
+    _watcher: threading.Thread | None = None
+    _count = 0
 
     def __init__(self, seconds: float):
         self._tid = threading.get_ident()
-        self._lock = threading.Lock()
         self._armed, self.fired = True, False
-        self._timer = threading.Timer(seconds, self._fire)
-        self._timer.daemon = True
-        self._timer.start()
+        cls = type(self)
+        with cls._lock:
+            cls._count += 1
+            heapq.heappush(cls._pending, (time.monotonic() + seconds, cls._count, self))
+            if cls._watcher is None:
+                cls._watcher = threading.Thread(target=cls._watch, name="oxigpu-template-deadline", daemon=True)
+                cls._watcher.start()
+            cls._wake.notify()
 
-    def _fire(self) -> None:
-        with self._lock:
-            if self._armed:
-                self.fired = True
-                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._tid), ctypes.py_object(_Timeout))
+    @classmethod
+    def _watch(cls) -> None:
+        with cls._lock:
+            while True:
+                while cls._pending and not cls._pending[0][2]._armed:
+                    heapq.heappop(cls._pending)
+                if not cls._pending:
+                    cls._wake.wait()
+                    continue
+                when, _, deadline = cls._pending[0]
+                left = when - time.monotonic()
+                if left > 0:
+                    cls._wake.wait(left)
+                    continue
+                heapq.heappop(cls._pending)
+                deadline._armed, deadline.fired = False, True
+                ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(deadline._tid),
+                                                           ctypes.py_object(_Timeout))
 
     def cancel(self) -> None:
         with self._lock:
             self._armed = False
             if self.fired:   # fired but not delivered yet: withdraw it (NULL clears a pending async exception)
                 ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(self._tid), None)
-        self._timer.cancel()
 
 
 def _within_deadline(what: str, fn: Callable[[], Any]) -> Any:

@@ -130,7 +130,25 @@ def _spm_merges(vocab: Vocab) -> list[tuple[str, str]]:
 
 
 def _build_hf(vocab: Vocab) -> HFTokenizer:
-    """Assemble the `tokenizers` pipeline for this vocabulary (see the module docstring)."""
+    """Assemble the `tokenizers` pipeline for this vocabulary (see the module docstring); anything it refuses
+    is a TokenizerError."""
+    try:
+        return _assemble(vocab)
+    except TokenizerError:
+        raise
+    except BaseException as e:   # tokenizers raises plain Exception, or a Rust panic (a BaseException: a merge
+        if not _is_error(e):     # whose result is not a token, with multi-byte halves), for inconsistent input
+            raise
+        raise TokenizerError(f"the vocabulary cannot be built into a tokenizer: {type(e).__name__}: {e}") from None
+
+
+def _is_error(e: BaseException) -> bool:
+    """An Exception or a Rust panic from `tokenizers` (pyo3's PanicException derives from BaseException);
+    not KeyboardInterrupt, SystemExit or a cancellation."""
+    return isinstance(e, Exception) or type(e).__name__ == "PanicException"
+
+
+def _assemble(vocab: Vocab) -> HFTokenizer:
     text_to_id = vocab.text_to_id
     if vocab.model == "llama":
         try:
@@ -149,6 +167,10 @@ def _build_hf(vocab: Vocab) -> HFTokenizer:
     else:
         assert vocab.merges is not None and vocab.pre is not None
         merges = [(m[:cut], m[cut + 1:]) for m in vocab.merges if (cut := m.find(" ", 1)) > 0]
+        bad = next((i for i, (a, b) in enumerate(merges) if a + b not in text_to_id), None)
+        if bad is not None:   # tokenizers would panic on some of these (multi-byte halves)
+            raise TokenizerError(f"tokenizer.ggml.merges[{bad}] {' '.join(merges[bad])!r} makes a token that is not "
+                                 f"in the vocabulary")
         try:
             tok = HFTokenizer(models.BPE(text_to_id, merges, ignore_merges=vocab.pre.ignore_merges))
         except Exception as e:   # e.g. a merge naming a token that is not in the vocabulary
@@ -257,8 +279,9 @@ class Tokenizer:
         (so a malformed template raises TemplateError here, not when the model loads)."""
         if self._chat is None:
             v = self._vocab
+            own = v.chat_template   # not checked at load: a template of the wrong type fails here, in chat
             self._chat = ChatTemplate(
-                v.chat_template or fallback_template(v.text_to_id),
+                fallback_template(v.text_to_id) if own is None or isinstance(own, str) and not own else own,
                 bos_token="" if v.bos_id is None else v.tokens[v.bos_id],
                 eos_token="" if v.eos_id is None else v.tokens[v.eos_id])
         return self._chat
@@ -419,7 +442,11 @@ class Tokenizer:
             with self._lock:
                 self._hf.encode_special_tokens = not parse_special
                 return self._hf.encode(text, add_special_tokens=add_special).ids
-        except TypeError:   # `tokenizers` takes only valid Unicode text
+        except BaseException as e:
+            if not _is_error(e):
+                raise
+            if not isinstance(e, TypeError):   # a Rust panic on a hostile vocabulary: never a raw exception
+                raise TokenizerError(f"tokenizing failed: {type(e).__name__}: {e}") from None
             if not isinstance(text, str):
                 raise InvalidParameterError(f"text to tokenize must be a str, got {type(text).__name__}") from None
             bad = next((i for i, c in enumerate(text) if 0xD800 <= ord(c) <= 0xDFFF), None)

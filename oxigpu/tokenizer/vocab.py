@@ -181,10 +181,11 @@ def vocab_from_metadata(md: Mapping[str, Any]) -> Vocab:
         v = md.get(key)
         if v is None:
             return None
-        a = np.asarray(v)
-        if a.ndim != 1 or a.shape[0] < n or not np.issubdtype(a.dtype, np.number):
+        a = v if isinstance(v, np.ndarray) else None   # the GGUF reader gives numeric arrays as numpy arrays
+        if a is None or a.ndim != 1 or a.shape[0] < n or not np.issubdtype(a.dtype, np.number):
             raise TokenizerError(f"{key} must be a numeric array with at least {n} entries")
-        return a[:n].astype(dtype)
+        with np.errstate(invalid="ignore", over="ignore"):   # NaN/huge scores, out-of-range types: handled below
+            return a[:n].astype(dtype)
 
     scores = array("tokenizer.ggml.scores", np.float32)
     scores = np.zeros(n, np.float32) if scores is None else scores
