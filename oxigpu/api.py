@@ -15,7 +15,9 @@ Decisions a caller can rely on:
 * A prompt must leave room to generate: at most ``n_ctx - 1`` tokens, else ``ContextLengthError``.
   Generation ends with finish_reason "length" at ``max_tokens`` or when the context is full, "stop" at an
   end-of-generation token or a stop string (which is never part of the text).
-* The same seed, prompt and settings give the same tokens; ``seed=None`` everywhere draws a fresh seed.
+* The same seed, prompt and settings give the same tokens on the same backend; ``seed=None`` everywhere draws
+  a fresh seed. Across backends (numpy, wgpu) the distribution is the same, and greedy tokens agree except at
+  near-ties: their logits differ by float rounding.
 * One ``LLM`` may be shared by threads: its calls are serialized (``generate`` holds the model for the
   whole call, a stream for one token at a time), so results are what each call would get alone.
 """

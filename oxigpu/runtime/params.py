@@ -24,7 +24,9 @@ class SamplingParams:
 
     temperature 0 means greedy. top_k 0, top_p 1, min_p 0 and repeat_penalty 1 each disable that filter.
     `seed` None draws a fresh seed per call; the same seed with the same prompt and settings gives the same
-    tokens on every backend (the sampler's RNG is counter-based: token i uses (seed, i), nothing else).
+    tokens on the same backend (the sampler's RNG is counter-based: token i uses (seed, i), nothing else).
+    Across backends the logits differ by float rounding, so the distribution is the same but a draw within
+    rounding of a threshold (a near-tie, for greedy) can differ: README.md, Reliability, determinism.
     `stop` strings end generation and are never part of the returned text.
     `logit_bias` adds a value to a token's logit before sampling (-inf or a large negative bans it).
     """
