@@ -115,24 +115,22 @@ def test_numpy_sampler_treats_nan_as_minus_inf(kind):
 @pytest.mark.parametrize("greedy", [True, False])
 def test_device_sampler_treats_nan_as_numpy_does(greedy):
     """The device sampler draws numpy's id for every pattern, and -1 (which check_drawn turns into the
-    same NumericalError) where numpy raises: it drew -1 for NaN logits where numpy drew 0."""
-    from oxigpu.backends.wgpu.kernel import prepare
-    from oxigpu.backends.wgpu.ops.sample import sample_inputs
-    from test_sampling import _params
+    same NumericalError) where numpy raises, over 12 steps per slot (one slot per setting)."""
+    from oxigpu.runtime import sampling
+    from test_sampling import Device
     dev = _device()
-    ins = sample_inputs(V, 1, 32, {}, [1] * 8, 7, seed=2)
-    p = prepare("sample", ins, {"greedy": greedy}, in_types=["f32", "i32", "i32", "i32", "f32"], dev=dev)
+    cfgs = CONFIGS[:1] if greedy else CONFIGS[1:]
+    d = Device(dev, V, len(cfgs), greedy=greedy)
     rng = np.random.default_rng(1)
     for kind in NONFINITE:
+        d.load(sampling.pack_batch(cfgs, [8] * len(cfgs), [0] * len(cfgs)), [[1] * 8] * len(cfgs))
         l = _logits(kind, rng)
-        for cfg in CONFIGS[:1] if greedy else CONFIGS[1:]:
-            want = _numpy_draws(l, cfg)
-            for counter in range(12):
-                dev.write(p.in_bufs[0], l)
-                dev.write_params(_params(cfg, 7, 1, counter))
-                dev.submit(p.dispatches)
-                got = int(dev.read(p.out_bufs[0], np.int32, 1)[0])
-                assert got == (-1 if want[counter] is None else want[counter]), (kind, cfg, counter)
+        want = [_numpy_draws(l, cfg) for cfg in cfgs]
+        for counter in range(12):
+            tok, _, _ = d.run(np.repeat(l, len(cfgs), axis=0))
+            for s in range(len(cfgs)):
+                expected = -1 if want[s][counter] is None else want[s][counter]
+                assert tok[s] == expected, (kind, cfgs[s], counter)
 
 
 @pytest.fixture(scope="module")
