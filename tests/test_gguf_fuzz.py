@@ -5,8 +5,8 @@ the whole front end (hyperparameters, tokenizer, chat template, graph, a numpy s
 from __future__ import annotations
 
 import collections
-import os
 import math
+import os
 import random
 import signal
 import struct
@@ -21,8 +21,8 @@ import pytest
 from gguf import GGMLQuantizationType as Q
 from gguf import GGUFValueType
 from gguf import GGUFValueType as V
-
 from hostile_gguf import GGUFParts
+
 from oxigpu.errors import GGUFError
 from oxigpu.gguf import GGUFFile
 

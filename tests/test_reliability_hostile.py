@@ -18,12 +18,20 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
-
 from hostile_gguf import GGUFParts, Tensor, clean
+
 from oxigpu import LLM, limits
 from oxigpu.cli.main import cli
-from oxigpu.errors import (ContextLengthError, DeviceError, GGUFError, GGUFFormatError, InvalidParameterError,
-                           OxigpuError, TemplateError, TokenizerError)
+from oxigpu.errors import (
+    ContextLengthError,
+    DeviceError,
+    GGUFError,
+    GGUFFormatError,
+    InvalidParameterError,
+    OxigpuError,
+    TemplateError,
+    TokenizerError,
+)
 from oxigpu.gguf import GGUFFile
 from oxigpu.tokenizer import Tokenizer
 

@@ -15,8 +15,8 @@ import time
 import numpy as np
 import pytest
 from click.testing import CliRunner
-
 from hostile_gguf import GGUFParts, clean
+
 from oxigpu import LLM, limits
 from oxigpu.cli.main import cli
 from oxigpu.errors import DeviceError, InvalidParameterError, NumericalError
@@ -116,8 +116,9 @@ def test_numpy_sampler_treats_nan_as_minus_inf(kind):
 def test_device_sampler_treats_nan_as_numpy_does(greedy):
     """The device sampler draws numpy's id for every pattern, and -1 (which check_drawn turns into the
     same NumericalError) where numpy raises, over 12 steps per slot (one slot per setting)."""
-    from oxigpu.runtime import sampling
     from test_sampling import Device
+
+    from oxigpu.runtime import sampling
     dev = _device()
     cfgs = CONFIGS[:1] if greedy else CONFIGS[1:]
     d = Device(dev, V, len(cfgs), greedy=greedy)

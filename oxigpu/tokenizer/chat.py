@@ -50,9 +50,14 @@ from jinja2.ext import Extension
 from jinja2.sandbox import ImmutableSandboxedEnvironment
 
 from ..errors import TemplateError
-from ..limits import (MAX_INT_BITS, MAX_OUTPUT_CHARS, MAX_RANGE_ITEMS, MAX_RENDER_SECONDS, MAX_SEQUENCE_LEN,
-                      MAX_TEMPLATE_CHARS)
-
+from ..limits import (
+    MAX_INT_BITS,
+    MAX_OUTPUT_CHARS,
+    MAX_RANGE_ITEMS,
+    MAX_RENDER_SECONDS,
+    MAX_SEQUENCE_LEN,
+    MAX_TEMPLATE_CHARS,
+)
 
 # Newlines are emitted from expressions ('\n' inside {{ }}) so the {%- -%} trimming cannot eat them.
 GEMMA_TEMPLATE = r"""{{ bos_token }}
