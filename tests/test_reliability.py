@@ -378,7 +378,7 @@ def test_random_unicode_and_bytes_round_trip(tiny_models, arch):
     ({"top_k": -5}, "top_k must be >= 0"),
     ({"min_p": -0.1}, r"min_p must be in \[0, 1\]"),
     ({"repeat_penalty": 0.0}, "repeat_penalty must be > 0"),
-    ({"repeat_last_n": -1}, "repeat_last_n must be >= 0"),
+    ({"repeat_last_n": -2}, "repeat_last_n must be >= -1"),
     ({"presence_penalty": float("-inf")}, "presence_penalty must be finite"),
     ({"seed": -1}, r"seed must be an integer in \[0, 2\*\*64\)"),
     ({"seed": 2**64}, r"seed must be an integer in \[0, 2\*\*64\)"),
