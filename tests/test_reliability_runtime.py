@@ -261,9 +261,9 @@ def test_cli_chat_keeps_message_text_as_text(tiny_models, monkeypatch):
     prompts: list[list[int]] = []
     real = Engine.start
 
-    def recording(self, prompt_ids, params):
+    def recording(self, prompt_ids, *args, **kwargs):
         prompts.append(list(prompt_ids))
-        return real(self, prompt_ids, params)
+        return real(self, prompt_ids, *args, **kwargs)
     monkeypatch.setattr(Engine, "start", recording)
     path = tiny_models["tiny-qwen2"]
     res = CliRunner().invoke(cli, ["chat", "-m", path, "-n", "2", "--backend", "numpy", "--n-ctx", "128"],
