@@ -14,51 +14,13 @@ the whole model out for a chunk of T tokens:
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Literal
 
-from ..errors import GGUFFormatError, UnsupportedArchitectureError
+from ..errors import GGUFFormatError
 from ..graph.ir import Graph, Value
 from ..quant import get_type
+from .family import Family
 from .hparams import HParams
-
-
-@dataclass(frozen=True)
-class LayerAttn:
-    """Attention settings that may differ per layer."""
-
-    rope_base: float
-    rope_freq_scale: float = 1.0
-    window: int = 0          # 0: global causal attention
-
-
-def uniform_layers(hp: HParams, il: int) -> LayerAttn:
-    """Every layer global, with the file's RoPE base and (linear) RoPE scaling."""
-    return LayerAttn(hp.rope_base, rope_freq_scale(hp))
-
-
-def rope_freq_scale(hp: HParams) -> float:
-    """Position multiplier of the file's RoPE scaling: 1/factor for linear, 1 without scaling."""
-    if hp.rope_scaling_type is None:
-        return 1.0
-    if hp.rope_scaling_type == "linear":
-        return 1.0 / (hp.rope_scaling_factor or 1.0)
-    raise UnsupportedArchitectureError(
-        f"{hp.arch}: RoPE scaling {hp.rope_scaling_type!r} is not supported (only linear)")
-
-
-@dataclass(frozen=True)
-class Family:
-    """What a block of this architecture contains beyond the llama block."""
-
-    name: str
-    rope_neox: bool              # NEOX (rotate halves) vs normal (rotate pairs) RoPE
-    qkv_bias: bool = False       # biases on the q/k/v projections
-    qk_norm: bool = False        # per-head RMS norms on q and k before RoPE
-    post_norms: bool = False     # RMS norms on the attention and FFN outputs before the residual add
-    act: str = "silu"            # gated-FFN activation
-    embed_scale: bool = False    # embeddings multiplied by sqrt(n_embd)
-    layer: Callable[[HParams, int], LayerAttn] = uniform_layers
 
 
 class _Weights:
@@ -81,16 +43,44 @@ class _Weights:
         return self.g.weight(name, tuple(shape), t.ggml_type)
 
 
+class _Recorder(_Weights):
+    """Stands in for a file: answers "is this optional tensor there" from ``present`` and records every
+    tensor the builder reads, with its shape."""
+
+    def __init__(self, g: Graph, present: Callable[[str], bool]):
+        self.g, self.present, self.read = g, present, {}
+
+    def __contains__(self, name: str) -> bool:
+        return self.present(name)
+
+    def __call__(self, name: str, shape: tuple[int, ...]) -> Value:
+        self.read.setdefault(name, tuple(shape))
+        return self.g.weight(name, tuple(shape), 0)
+
+
+def tensor_list(hp: HParams, present: Callable[[str], bool]) -> list[tuple[str, tuple[int, ...]]]:
+    """The tensors (name, numpy shape) a file of ``hp`` must hold, in the order the builder reads them;
+    ``present(name)`` says which optional ones it has. What ``oxigpu synth`` writes."""
+    rec: dict[str, _Recorder] = {}
+
+    def weights(g: Graph, _model) -> _Recorder:
+        rec["r"] = _Recorder(g, present)
+        return rec["r"]
+    decoder(hp.family, None, hp, 1, 8, "last", weights=weights)
+    return list(rec["r"].read.items())
+
+
 def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
-            logits: Literal["last", "all"] = "last") -> Graph:
-    """The graph for T tokens at positions pos..pos+T-1 of a family's decoder (see module docstring)."""
+            logits: Literal["last", "all"] = "last",
+            weights: Callable[[Graph, object], _Weights] = _Weights) -> Graph:
+    """The graph for T tokens at positions pos..pos+T-1 of a family's decoder (see module docstring).
+    ``weights`` makes the graph's view of the file's tensors (the synth planner records instead)."""
     if logits not in ("last", "all"):
         raise ValueError(f"logits must be 'last' or 'all', got {logits!r}")
     g = Graph(T)
-    W = _Weights(g, model)
+    W = weights(g, model)
     d, vocab = hp.n_embd, hp.n_vocab
-    x = g.embed(g.input("tokens", (T,)), W("token_embd.weight", (vocab, d)),
-                d ** 0.5 if fam.embed_scale else 1.0)
+    x = g.embed(g.input("tokens", (T,)), W("token_embd.weight", (vocab, d)), hp.embed_scale)
     freq_factors = (W("rope_freqs.weight", (hp.rope_dims // 2,))
                     if "rope_freqs.weight" in W else None)
     for il in range(hp.n_layer):
@@ -99,7 +89,7 @@ def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
     g.scope("")
     if logits == "last" and T > 1:
         x = g.last_row(x)  # norm and head are row-wise: only the last valid row is needed
-    x = g.rms_norm(x, W("output_norm.weight", (d,)), hp.rms_eps, name="output_norm")
+    x = g.rms_norm(x, W("output_norm.weight", (d,)), hp.norm_eps, name="output_norm")
     head = "output.weight" if "output.weight" in W else "token_embd.weight"
     g.output("logits", g.matmul(x, W(head, (vocab, d)), name="output"))
     return g
@@ -107,17 +97,18 @@ def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
 
 def _block(g: Graph, W: _Weights, fam: Family, hp: HParams, il: int, x: Value, n_ctx: int,
            freq_factors: Value | None) -> Value:
-    p, d, eps = f"blk.{il}.", hp.n_embd, hp.rms_eps
+    p, d, eps = f"blk.{il}.", hp.n_embd, hp.norm_eps
     H, Hkv, D, Dv = hp.n_head, hp.n_head_kv, hp.head_dim, hp.head_dim_v
-    la = fam.layer(hp, il)
+    la = fam.layer_attn(hp, il)
 
     def proj(name: str, n_out: int) -> Value:
+        w = W(p + name + ".weight", (n_out, d))
         bias = W(p + name + ".bias", (n_out,)) if fam.qkv_bias else None
-        return g.matmul(h, W(p + name + ".weight", (n_out, d)), bias, name=name)
+        return g.matmul(h, w, bias, name=name)
 
     h = g.rms_norm(x, W(p + "attn_norm.weight", (d,)), eps, name="attn_norm")
     q, k, v = proj("attn_q", H * D), proj("attn_k", Hkv * D), proj("attn_v", Hkv * Dv)
-    if fam.qk_norm:
+    if fam.qk_norm == "head":
         q = g.rms_norm(q, W(p + "attn_q_norm.weight", (D,)), eps, group=D, name="attn_q_norm")
         k = g.rms_norm(k, W(p + "attn_k_norm.weight", (D,)), eps, group=D, name="attn_k_norm")
     q = g.rope(q, H, D, hp.rope_dims, la.rope_base, fam.rope_neox, la.rope_freq_scale, freq_factors,

@@ -1,0 +1,25 @@
+"""The architectures oxigpu builds, by ``general.architecture`` name: one line per family module."""
+from __future__ import annotations
+
+from ..errors import UnsupportedArchitectureError
+from .family import Family
+from .gemma3 import GEMMA3
+from .llama import LLAMA
+from .qwen2 import QWEN2
+from .qwen3 import QWEN3
+
+FAMILIES: dict[str, Family] = {f.name: f for f in (
+    LLAMA,
+    QWEN2,
+    QWEN3,
+    GEMMA3,
+)}
+
+
+def get_family(arch: str) -> Family:
+    """The family of ``arch``; UnsupportedArchitectureError names the supported ones."""
+    fam = FAMILIES.get(arch) if isinstance(arch, str) else None
+    if fam is None:
+        raise UnsupportedArchitectureError(
+            f"architecture {arch!r} is not supported; supported: {', '.join(FAMILIES)}")
+    return fam
