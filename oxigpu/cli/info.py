@@ -9,7 +9,7 @@ from typing import Any
 
 import click
 
-from ..errors import ModelNotFoundError, OxigpuError, UnsupportedArchitectureError
+from ..errors import GGUFError, ModelNotFoundError, OxigpuError, UnsupportedArchitectureError
 from ..gguf import GGUFFile
 from ..models.hparams import HParams
 
@@ -25,7 +25,7 @@ def model_info(path: str | Path) -> dict[str, Any]:
         try:
             hparams: dict[str, Any] | None = HParams.from_gguf(f).to_dict()
             unsupported = None
-        except UnsupportedArchitectureError as e:
+        except (UnsupportedArchitectureError, GGUFError) as e:   # still describe what the file holds
             hparams, unsupported = None, str(e)
         types: dict[str, dict[str, int]] = defaultdict(lambda: {"count": 0, "bytes": 0})
         for t in f.tensors.values():

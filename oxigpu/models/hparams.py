@@ -27,7 +27,8 @@ MAX_CTX = 1 << 24
 MAX_VOCAB = 1 << 22
 MAX_EXPERTS = 1024
 MAX_ROPE_BASE = 1e12
-MAX_SCALE = 1e6              # multipliers and soft-caps
+MIN_EPS = 1e-30              # a normal float32 on every GPU (no flush to zero)
+MIN_SCALE, MAX_SCALE = 1e-6, 1e6   # multipliers and soft-caps: products stay finite in float32
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,16 @@ class HParams:
             return self.rope_base_swa
         return self.rope_base
 
+    def explain(self, n: int) -> str:
+        """Which hyperparameters (GGUF keys with their values) a tensor dimension ``n`` may come from, for
+        shape-mismatch messages: head count x head size products first, then single keys equal to n."""
+        key = {f: f"{self.arch}.{k}" for f, k in _KEYS.items()}
+        hits = [f"{key[h]} = {getattr(self, h)} times {key[d]} = {getattr(self, d)}"
+                for h in ("n_head", "n_head_kv") for d in ("head_dim", "head_dim_v")
+                if getattr(self, h) * getattr(self, d) == n]
+        hits += [f"{key[f]} = {getattr(self, f)}" for f in _KEYS if getattr(self, f) == n]
+        return "; ".join(hits[:4])
+
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("family", "swa_layers")}
         d["sliding_layers"] = [i for i, s in enumerate(self.swa_layers) if s] if self.sliding_window else []
@@ -112,7 +123,7 @@ class HParams:
 
     @classmethod
     def from_metadata(cls, arch: str, metadata: Mapping[str, Any],
-                      tensor_names: Iterable[str] | None = None) -> HParams:
+                      tensor_names: Iterable[str] | None = None, path: str | None = None) -> HParams:
         """Read and validate `arch`'s hyperparameters from a GGUF metadata mapping.
 
         `tensor_names` decides what only the tensor list can tell (tied LM head, RoPE frequency factors);
@@ -121,7 +132,7 @@ class HParams:
         from .registry import get_family
         fam = get_family(arch)
         names = set(tensor_names) if tensor_names is not None else set()
-        r = _Reader(arch, metadata)
+        r = _Reader(arch, metadata, path)
 
         n_layer = r.int("block_count", hi=MAX_LAYERS)
         n_embd = r.int("embedding_length", hi=MAX_WIDTH)
@@ -145,13 +156,14 @@ class HParams:
                 r.fail("vocab_size", None, "neither vocab_size nor tokenizer.ggml.tokens is present")
             n_vocab = len(tokens)
             if not 1 <= n_vocab <= MAX_VOCAB:
-                raise GGUFFormatError(f"{n_vocab} tokens; expected 1..{MAX_VOCAB}", field="tokenizer.ggml.tokens")
+                raise GGUFFormatError(f"{n_vocab} tokens; expected 1..{MAX_VOCAB}", path=path,
+                                      field="tokenizer.ggml.tokens")
         n_ctx_train = r.int("context_length", hi=MAX_CTX)
 
         eps_key = "attention.layer_norm_rms_epsilon" if r.has("attention.layer_norm_rms_epsilon") \
             else "attention.layer_norm_epsilon"
-        norm_eps = r.float(eps_key, fam.norm_eps, hi=1.0)
-        rope_base = r.float("rope.freq_base", fam.rope_base, hi=MAX_ROPE_BASE)
+        norm_eps = r.float(eps_key, fam.norm_eps, MIN_EPS, 1.0)
+        rope_base = r.float("rope.freq_base", fam.rope_base, 1.0, MAX_ROPE_BASE)
         rope_dims = r.int("rope.dimension_count", head_dim, hi=MAX_HEAD_DIM)
         if rope_dims % 2 or rope_dims > head_dim:
             r.fail("rope.dimension_count", rope_dims, f"must be even and at most the head size {head_dim}")
@@ -159,7 +171,7 @@ class HParams:
         scaling = None if scaling in (None, "none") else scaling
         if scaling not in (None, "linear"):
             r.fail("rope.scaling.type", scaling, "is not supported (only linear)")
-        factor = r.float("rope.scaling.factor", None, hi=MAX_SCALE)
+        factor = r.float("rope.scaling.factor", None, MIN_SCALE, MAX_SCALE)
         if scaling == "linear" and factor is None:
             r.fail("rope.scaling.factor", None, "is required with linear RoPE scaling")
         orig_ctx = r.int("rope.scaling.original_context_length", None, hi=MAX_CTX)
@@ -170,9 +182,10 @@ class HParams:
             if w:   # llama.cpp: a window of 0 means every layer is global
                 window = w
                 swa_layers = _swa_layers(r, fam.swa.pattern, n_layer)
-                rope_base_swa = r.float("rope.freq_base_swa", fam.swa.rope_base, hi=MAX_ROPE_BASE)
+                rope_base_swa = r.float("rope.freq_base_swa", fam.swa.rope_base, 1.0, MAX_ROPE_BASE)
 
-        attn_cap, final_cap = (None if d is None else r.float(k, d, lo_open=False) or None
+        # 0 in the file means no cap (llama.cpp would divide by it)
+        attn_cap, final_cap = (None if d is None else r.scale(k) if r.has(k) else (d or None)
                                for k, d in zip(("attn_logit_softcapping", "final_logit_softcapping"), fam.softcaps))
 
         n_expert = r.int("expert_count", 0, lo=0, hi=MAX_EXPERTS)
@@ -185,7 +198,7 @@ class HParams:
         if n_expert:
             n_expert_used = r.int("expert_used_count", hi=n_expert)
             n_ff_exp = r.int("expert_feed_forward_length", n_ff, hi=MAX_WIDTH)
-            w_scale = r.float("expert_weights_scale", 0.0, lo_open=False) or 1.0
+            w_scale = r.scale("expert_weights_scale") or 1.0
 
         hp = cls(
             arch=arch, family=fam, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
@@ -199,13 +212,12 @@ class HParams:
             attn_scale=1.0 / math.sqrt(head_dim),
             embed_scale=math.sqrt(n_embd) if fam.embed_scale else 1.0,
             # granite's multipliers; llama.cpp reads 0 as "not set"
-            residual_scale=r.float("residual_scale", 0.0, lo_open=False) or 1.0,
-            logit_scale=r.float("logit_scale", 0.0, lo_open=False) or 1.0,
+            residual_scale=r.scale("residual_scale") or 1.0,
+            logit_scale=r.scale("logit_scale") or 1.0,
             n_expert=n_expert, n_expert_used=n_expert_used, n_ff_exp=n_ff_exp, expert_weights_scale=w_scale,
         )
-        scale = r.float("attention.scale", 0.0, lo_open=False) or \
-            (fam.attn_scale(hp) if fam.attn_scale is not None else hp.attn_scale)
-        emb = r.float("embedding_scale", 0.0, lo_open=False) or hp.embed_scale
+        scale = r.scale("attention.scale") or (fam.attn_scale(hp) if fam.attn_scale is not None else hp.attn_scale)
+        emb = r.scale("embedding_scale") or hp.embed_scale
         return _replace(hp, attn_scale=scale, embed_scale=emb)
 
     @classmethod
@@ -214,10 +226,19 @@ class HParams:
         meta = gguf_file.metadata
         arch = meta.get("general.architecture")
         if arch is None:
-            raise GGUFFormatError("missing", field="general.architecture")
+            raise GGUFFormatError("missing", path=str(gguf_file.path), field="general.architecture")
         if not isinstance(arch, str):
-            raise GGUFFormatError(f"expected a string, got {arch!r}", field="general.architecture")
-        return cls.from_metadata(arch, meta, gguf_file.tensors.keys())
+            raise GGUFFormatError(f"expected a string, got {arch!r}", path=str(gguf_file.path),
+                                  field="general.architecture")
+        return cls.from_metadata(arch, meta, gguf_file.tensors.keys(), str(gguf_file.path))
+
+
+_KEYS = {"n_embd": "embedding_length", "n_vocab": "vocab_size", "n_ff": "feed_forward_length",
+         "n_head": "attention.head_count", "n_head_kv": "attention.head_count_kv",
+         "head_dim": "attention.key_length", "head_dim_v": "attention.value_length",
+         "rope_dims": "rope.dimension_count", "n_expert": "expert_count",
+         "n_ff_exp": "expert_feed_forward_length", "n_layer": "block_count"}
+"""HParams fields that size tensors -> their GGUF keys (without the architecture prefix)."""
 
 
 def _replace(hp: HParams, **kw: Any) -> HParams:
@@ -241,8 +262,8 @@ def _swa_layers(r: _Reader, default_pattern: int, n_layer: int) -> tuple[bool, .
 class _Reader:
     """Typed, range-checked access to ``{arch}.{key}`` values; failures name the key and the value."""
 
-    def __init__(self, arch: str, metadata: Mapping[str, Any]):
-        self.arch, self.metadata = arch, metadata
+    def __init__(self, arch: str, metadata: Mapping[str, Any], path: str | None = None):
+        self.arch, self.metadata, self.path = arch, metadata, path
 
     def key(self, k: str) -> str:
         return f"{self.arch}.{k}"
@@ -255,7 +276,8 @@ class _Reader:
 
     def fail(self, k: str, value: Any, why: str) -> None:
         shown = value if isinstance(value, _Shown) else repr(value)
-        raise GGUFFormatError(f"value {shown} {why}" if value is not None else why, field=self.key(k))
+        raise GGUFFormatError(f"value {shown} {why}" if value is not None else why, path=self.path,
+                              field=self.key(k))
 
     def _scalar(self, k: str) -> Any:
         """The value as one scalar; per-layer arrays are accepted only when uniform."""
@@ -281,17 +303,26 @@ class _Reader:
             self.fail(k, v, f"is out of range; expected {lo}..{hi}")
         return int(v)
 
-    def float(self, k: str, default: Any, lo: float = 0.0, hi: float = MAX_SCALE, lo_open: bool = True) -> Any:
-        """A finite number in (lo, hi] (``lo_open``) or [lo, hi]."""
+    def float(self, k: str, default: Any, lo: float, hi: float) -> Any:
+        """A finite number in [lo, hi]."""
         if not self.has(k):
             return default
         v = self._scalar(k)
         if isinstance(v, bool) or not isinstance(v, (int, float)):
             self.fail(k, v, "must be a number")
         v = float(v)
-        if not (math.isfinite(v) and (v > lo if lo_open else v >= lo) and v <= hi):
-            self.fail(k, v, f"is out of range; expected a finite number in {'(' if lo_open else '['}{lo:g}, {hi:g}]")
+        if not (math.isfinite(v) and lo <= v <= hi):
+            self.fail(k, v, f"is out of range; expected a finite number in [{lo:g}, {hi:g}]")
         return v
+
+    def scale(self, k: str) -> float | None:
+        """A multiplier or cap: None when absent or 0 (llama.cpp's "not set"), else in [MIN_SCALE, MAX_SCALE]."""
+        if not self.has(k):
+            return None
+        v = self._scalar(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0:
+            return None
+        return self.float(k, None, MIN_SCALE, MAX_SCALE)
 
     def text(self, k: str, default: Any) -> Any:
         if not self.has(k):

@@ -13,6 +13,7 @@ the whole model out for a chunk of T tokens:
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Literal
 
@@ -24,10 +25,11 @@ from .hparams import HParams
 
 
 class _Weights:
-    """Graph weight values for the file's tensors, checked for presence, shape and type."""
+    """Graph weight values for the file's tensors, checked for presence, shape and type; a mismatch names
+    the hyperparameters the expected shape comes from."""
 
-    def __init__(self, g: Graph, model):
-        self.g, self.model = g, model
+    def __init__(self, g: Graph, model, hp: HParams):
+        self.g, self.model, self.hp = g, model, hp
 
     def __contains__(self, name: str) -> bool:
         return name in self.model.tensors
@@ -35,9 +37,13 @@ class _Weights:
     def __call__(self, name: str, shape: tuple[int, ...]) -> Value:
         t = self.model.tensors.get(name)
         if t is None:
-            raise GGUFFormatError("required tensor is missing", path=str(self.model.path), field=name)
+            layer = re.match(r"blk\.(\d+)\.", name)
+            why = f" (the file's {self.hp.arch}.block_count is {self.hp.n_layer})" if layer else ""
+            raise GGUFFormatError(f"required tensor is missing{why}", path=str(self.model.path), field=name)
         if tuple(t.shape) != tuple(shape):
-            raise GGUFFormatError(f"shape {tuple(t.shape)} != expected {tuple(shape)}",
+            dims = [self.hp.explain(e) for a, e in zip(t.shape, shape) if a != e] if len(t.shape) == len(shape) else []
+            why = f" from {'; '.join(d for d in dims if d)}" if any(dims) else ""
+            raise GGUFFormatError(f"shape {tuple(t.shape)} != expected {tuple(shape)}{why}",
                                   path=str(self.model.path), field=name, offset=t.offset)
         get_type(t.ggml_type)  # UnsupportedQuantTypeError names the type and the supported ones
         return self.g.weight(name, tuple(shape), t.ggml_type)
@@ -49,6 +55,7 @@ class _Recorder(_Weights):
 
     def __init__(self, g: Graph, present: Callable[[str], bool]):
         self.g, self.present, self.read = g, present, {}
+        self.hp = None
 
     def __contains__(self, name: str) -> bool:
         return self.present(name)
@@ -63,7 +70,7 @@ def tensor_list(hp: HParams, present: Callable[[str], bool]) -> list[tuple[str, 
     ``present(name)`` says which optional ones it has. What ``oxigpu synth`` writes."""
     rec: dict[str, _Recorder] = {}
 
-    def weights(g: Graph, _model) -> _Recorder:
+    def weights(g: Graph, _model, _hp) -> _Recorder:
         rec["r"] = _Recorder(g, present)
         return rec["r"]
     decoder(hp.family, None, hp, 1, 8, "last", weights=weights)
@@ -72,13 +79,13 @@ def tensor_list(hp: HParams, present: Callable[[str], bool]) -> list[tuple[str, 
 
 def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
             logits: Literal["last", "all"] = "last",
-            weights: Callable[[Graph, object], _Weights] = _Weights) -> Graph:
+            weights: Callable[[Graph, object, HParams], _Weights] = _Weights) -> Graph:
     """The graph for T tokens at positions pos..pos+T-1 of a family's decoder (see module docstring).
     ``weights`` makes the graph's view of the file's tensors (the synth planner records instead)."""
     if logits not in ("last", "all"):
         raise ValueError(f"logits must be 'last' or 'all', got {logits!r}")
     g = Graph(T)
-    W = weights(g, model)
+    W = weights(g, model, hp)
     d, vocab = hp.n_embd, hp.n_vocab
     x = g.embed(g.input("tokens", (T,)), W("token_embd.weight", (vocab, d)), hp.embed_scale)
     freq_factors = (W("rope_freqs.weight", (hp.rope_dims // 2,))
