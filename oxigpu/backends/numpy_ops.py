@@ -225,3 +225,24 @@ def matmul_glu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, *norm_w: np.
 def last_row(x: np.ndarray, *, n_tokens: int) -> np.ndarray:
     """Row ``n_tokens - 1`` (the last valid one) as ``[1, n]``."""
     return x[n_tokens - 1:n_tokens].copy()
+
+
+def split(x: np.ndarray, *, sizes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Consecutive column blocks of widths ``sizes`` (a fused projection's q/k/v or gate/up)."""
+    ends = np.cumsum(sizes)
+    return tuple(np.ascontiguousarray(x[:, e - n:e]) for n, e in zip(sizes, ends))
+
+
+def scale(x: np.ndarray, *, scale: float, softcap: float = 0.0) -> np.ndarray:
+    """``y = x * scale``, then ``softcap * tanh(y / softcap)`` when softcap > 0."""
+    y = x * F32(scale)
+    if softcap:
+        y = np.tanh(y * F32(1.0 / softcap)) * F32(softcap)
+    return y
+
+
+def act(x: np.ndarray, *, act: str) -> np.ndarray:
+    """An ungated activation (``glu`` without the up factor)."""
+    if act != "gelu_tanh":
+        raise ValueError(f"act: unknown activation {act!r}")
+    return F32(0.5) * x * (F32(1.0) + np.tanh(_GELU_C * (x + F32(0.044715) * x * x * x)))

@@ -36,6 +36,12 @@ add            a[R, n], b[R, n] -> [R, n]
 mul            a[R, n], b[R, n] -> [R, n]
 glu            gate[R, n], up[R, n] -> [R, n]                 act: "silu" | "gelu_tanh"; act(gate) * up
 last_row       x[T, n] -> [1, n]                              (none) row n_tokens - 1
+split          x[R, n_0 + .. + n_{m-1}] -> m outputs          sizes; y_i = the next n_i columns (fused q/k/v,
+               y_i[R, n_i]                                    fused gate/up weights)
+scale          x[R, n] -> [R, n]                              scale, softcap (0: none); y = x * scale, then
+                                                              softcap * tanh(y / softcap) (final-logit caps,
+                                                              residual and logit multipliers)
+act            x[R, n] -> [R, n]                              act: "gelu_tanh"; act(x) (ungated FFNs)
 =============  =============================================  ===========================================
 
 Fused ops, made only by ``oxigpu.graph.fuse`` (each is exactly the composition of the ops it replaces):
@@ -229,6 +235,19 @@ class Graph:
 
     def last_row(self, x: Value) -> Value:
         return self._node("last_row", (x,), [(1, x.shape[1])])[0]
+
+    def split(self, x: Value, sizes: tuple[int, ...], name: str = "") -> list[Value]:
+        _check(len(sizes) >= 2 and all(s > 0 for s in sizes) and sum(sizes) == x.shape[1],
+               "split: sizes must be positive and add up to the columns", x)
+        return self._node("split", (x,), [(x.shape[0], s) for s in sizes], {"sizes": tuple(int(s) for s in sizes)},
+                          name)
+
+    def scale(self, x: Value, scale: float = 1.0, softcap: float = 0.0, name: str = "") -> Value:
+        return self._node("scale", (x,), [x.shape], {"scale": float(scale), "softcap": float(softcap)}, name)[0]
+
+    def act(self, x: Value, act: str, name: str = "") -> Value:
+        _check(act in ("gelu_tanh",), "act: unknown activation", x)
+        return self._node("act", (x,), [x.shape], {"act": act}, name)[0]
 
     def __repr__(self) -> str:
         return "\n".join(map(repr, self.nodes))

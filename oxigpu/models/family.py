@@ -59,6 +59,7 @@ class Family:
     pre_norms: bool = True                   # RMS norms on the attention and FFN inputs
     post_norms: bool = False                 # RMS norms on the attention and FFN outputs before the adds
     act: str = "silu"                        # gated-FFN activation
+    fused_gate_up: bool = False              # ffn_up.weight holds the gate rows then the up rows (phi3)
     embed_scale: bool = False                # embeddings multiplied by sqrt(n_embd)
     swa: SlidingWindow | None = None         # None: a file's sliding window is ignored (as llama.cpp does)
     softcaps: tuple[float | None, float | None] = (None, None)

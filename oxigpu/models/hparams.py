@@ -104,15 +104,9 @@ class HParams:
             return self.rope_base_swa
         return self.rope_base
 
-    def explain(self, n: int) -> str:
-        """Which hyperparameters (GGUF keys with their values) a tensor dimension ``n`` may come from, for
-        shape-mismatch messages: head count x head size products first, then single keys equal to n."""
-        key = {f: f"{self.arch}.{k}" for f, k in _KEYS.items()}
-        hits = [f"{key[h]} = {getattr(self, h)} times {key[d]} = {getattr(self, d)}"
-                for h in ("n_head", "n_head_kv") for d in ("head_dim", "head_dim_v")
-                if getattr(self, h) * getattr(self, d) == n]
-        hits += [f"{key[f]} = {getattr(self, f)}" for f in _KEYS if getattr(self, f) == n]
-        return "; ".join(hits[:4])
+    def explain(self, fields: Iterable[str]) -> str:
+        """The GGUF keys (with their values) of HParams ``fields``, for tensor-shape mismatch messages."""
+        return ", ".join(f"{self.arch}.{_KEYS[f]} = {getattr(self, f)}" for f in fields)
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("family", "swa_layers")}
@@ -196,7 +190,8 @@ class HParams:
         if n_expert and fam.moe is None:
             r.fail("expert_count", n_expert, f"{arch} has no mixture-of-experts layers")
         if n_expert:
-            n_expert_used = r.int("expert_used_count", hi=n_expert)
+            n_expert_used = r.int("expert_used_count", hi=n_expert,
+                                  needed_by=f"{r.key('expert_count')} is {n_expert}")
             n_ff_exp = r.int("expert_feed_forward_length", n_ff, hi=MAX_WIDTH)
             w_scale = r.scale("expert_weights_scale") or 1.0
 
@@ -291,10 +286,10 @@ class _Reader:
             v = values[0]
         return v.item() if hasattr(v, "item") else v
 
-    def int(self, k: str, default: Any = ..., lo: int = 1, hi: int = MAX_CTX) -> Any:
+    def int(self, k: str, default: Any = ..., lo: int = 1, hi: int = MAX_CTX, needed_by: str = "") -> Any:
         if not self.has(k):
             if default is ...:
-                self.fail(k, None, "required hyperparameter is missing")
+                self.fail(k, None, "required hyperparameter is missing" + (f" ({needed_by})" if needed_by else ""))
             return default
         v = self._scalar(k)
         if not _is_int(v):

@@ -3,8 +3,12 @@ from __future__ import annotations
 
 from ..errors import UnsupportedArchitectureError
 from .family import Family
+from .gemma2 import GEMMA2
 from .gemma3 import GEMMA3
+from .granite import GRANITE
 from .llama import LLAMA
+from .olmo2 import OLMO2
+from .phi3 import PHI3
 from .qwen2 import QWEN2
 from .qwen3 import QWEN3
 
@@ -13,6 +17,10 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     QWEN2,
     QWEN3,
     GEMMA3,
+    GEMMA2,
+    PHI3,
+    OLMO2,
+    GRANITE,
 )}
 
 

@@ -34,19 +34,24 @@ class _Weights:
     def __contains__(self, name: str) -> bool:
         return name in self.model.tensors
 
-    def __call__(self, name: str, shape: tuple[int, ...]) -> Value:
+    def __call__(self, name: str, shape: tuple[int, ...], *sized_by: str) -> Value:
+        """The weight ``name`` of numpy shape ``shape``; ``sized_by`` names the HParams fields the shape
+        comes from, so a mismatch names their GGUF keys and values."""
         t = self.model.tensors.get(name)
         if t is None:
             layer = re.match(r"blk\.(\d+)\.", name)
             why = f" (the file's {self.hp.arch}.block_count is {self.hp.n_layer})" if layer else ""
             raise GGUFFormatError(f"required tensor is missing{why}", path=str(self.model.path), field=name)
         if tuple(t.shape) != tuple(shape):
-            dims = [self.hp.explain(e) for a, e in zip(t.shape, shape) if a != e] if len(t.shape) == len(shape) else []
-            why = f" from {'; '.join(d for d in dims if d)}" if any(dims) else ""
-            raise GGUFFormatError(f"shape {tuple(t.shape)} != expected {tuple(shape)}{why}",
-                                  path=str(self.model.path), field=name, offset=t.offset)
+            raise GGUFFormatError(f"shape {tuple(t.shape)} != expected {tuple(shape)} from "
+                                  f"{self.hp.explain(sized_by)}", path=str(self.model.path), field=name,
+                                  offset=t.offset)
         get_type(t.ggml_type)  # UnsupportedQuantTypeError names the type and the supported ones
         return self.g.weight(name, tuple(shape), t.ggml_type)
+
+
+_SIZED_BY = ("n_embd", "n_head", "n_head_kv", "head_dim", "head_dim_v")
+"""What attention weights' and norms' shapes depend on."""
 
 
 class _Recorder(_Weights):
@@ -60,7 +65,7 @@ class _Recorder(_Weights):
     def __contains__(self, name: str) -> bool:
         return self.present(name)
 
-    def __call__(self, name: str, shape: tuple[int, ...]) -> Value:
+    def __call__(self, name: str, shape: tuple[int, ...], *sized_by: str) -> Value:
         self.read.setdefault(name, tuple(shape))
         return self.g.weight(name, tuple(shape), 0)
 
@@ -87,8 +92,8 @@ def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
     g = Graph(T)
     W = weights(g, model, hp)
     d, vocab = hp.n_embd, hp.n_vocab
-    x = g.embed(g.input("tokens", (T,)), W("token_embd.weight", (vocab, d)), hp.embed_scale)
-    freq_factors = (W("rope_freqs.weight", (hp.rope_dims // 2,))
+    x = g.embed(g.input("tokens", (T,)), W("token_embd.weight", (vocab, d), "n_vocab", "n_embd"), hp.embed_scale)
+    freq_factors = (W("rope_freqs.weight", (hp.rope_dims // 2,), "rope_dims")
                     if "rope_freqs.weight" in W else None)
     for il in range(hp.n_layer):
         g.scope(f"blk.{il}")
@@ -96,28 +101,56 @@ def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
     g.scope("")
     if logits == "last" and T > 1:
         x = g.last_row(x)  # norm and head are row-wise: only the last valid row is needed
-    x = g.rms_norm(x, W("output_norm.weight", (d,)), hp.norm_eps, name="output_norm")
+    x = g.rms_norm(x, W("output_norm.weight", (d,), "n_embd"), hp.norm_eps, name="output_norm")
     head = "output.weight" if "output.weight" in W else "token_embd.weight"
-    g.output("logits", g.matmul(x, W(head, (vocab, d)), name="output"))
+    y = g.matmul(x, W(head, (vocab, d), "n_vocab", "n_embd"), name="output")
+    if hp.logit_scale != 1.0 or hp.final_logit_softcap:
+        y = g.scale(y, 1.0 / hp.logit_scale, hp.final_logit_softcap or 0.0, name="logit_scale")
+    g.output("logits", y)
     return g
 
 
 def _block(g: Graph, W: _Weights, fam: Family, hp: HParams, il: int, x: Value, n_ctx: int,
            freq_factors: Value | None) -> Value:
     p, d, eps = f"blk.{il}.", hp.n_embd, hp.norm_eps
+
+    def norm(v: Value, name: str, width: int = d, group: int | None = None) -> Value:
+        return g.rms_norm(v, W(p + name + ".weight", (group or width,), *_SIZED_BY), eps, group=group, name=name)
+
+    def residual(x: Value, branch: Value, post_norm: str, name: str) -> Value:
+        if fam.post_norms:
+            branch = norm(branch, post_norm)
+        if hp.residual_scale != 1.0:
+            branch = g.scale(branch, hp.residual_scale, name=name + "_scale")
+        return g.add(x, branch, name=name)
+
+    h = norm(x, "attn_norm") if fam.pre_norms else x
+    x = residual(x, _attention(g, W, fam, hp, il, h, n_ctx, freq_factors, norm), "post_attention_norm",
+                 "attn_residual")
+    h = norm(x, "ffn_norm") if fam.pre_norms else x
+    return residual(x, _ffn(g, W, fam, hp, p, h), "post_ffw_norm", "ffn_residual")
+
+
+def _attention(g: Graph, W: _Weights, fam: Family, hp: HParams, il: int, h: Value, n_ctx: int,
+               freq_factors: Value | None, norm: Callable[..., Value]) -> Value:
+    p, d = f"blk.{il}.", hp.n_embd
     H, Hkv, D, Dv = hp.n_head, hp.n_head_kv, hp.head_dim, hp.head_dim_v
     la = fam.layer_attn(hp, il)
-
-    def proj(name: str, n_out: int) -> Value:
-        w = W(p + name + ".weight", (n_out, d))
-        bias = W(p + name + ".bias", (n_out,)) if fam.qkv_bias else None
-        return g.matmul(h, w, bias, name=name)
-
-    h = g.rms_norm(x, W(p + "attn_norm.weight", (d,)), eps, name="attn_norm")
-    q, k, v = proj("attn_q", H * D), proj("attn_k", Hkv * D), proj("attn_v", Hkv * Dv)
+    sizes = (H * D, Hkv * D, Hkv * Dv)
+    if p + "attn_qkv.weight" in W:    # one fused projection (phi3, nomic-bert, some converters)
+        w = W(p + "attn_qkv.weight", (sum(sizes), d), *_SIZED_BY)
+        bias = W(p + "attn_qkv.bias", (sum(sizes),), *_SIZED_BY) if p + "attn_qkv.bias" in W else None
+        q, k, v = g.split(g.matmul(h, w, bias, name="attn_qkv"), sizes, name="attn_qkv_split")
+    else:
+        def proj(name: str, n_out: int) -> Value:
+            w = W(p + name + ".weight", (n_out, d), *_SIZED_BY)
+            bias = W(p + name + ".bias", (n_out,), *_SIZED_BY) if fam.qkv_bias else None
+            return g.matmul(h, w, bias, name=name)
+        q, k, v = (proj(n, s) for n, s in zip(("attn_q", "attn_k", "attn_v"), sizes))
     if fam.qk_norm == "head":
-        q = g.rms_norm(q, W(p + "attn_q_norm.weight", (D,)), eps, group=D, name="attn_q_norm")
-        k = g.rms_norm(k, W(p + "attn_k_norm.weight", (D,)), eps, group=D, name="attn_k_norm")
+        q, k = norm(q, "attn_q_norm", group=D), norm(k, "attn_k_norm", group=D)
+    elif fam.qk_norm == "full":
+        q, k = norm(q, "attn_q_norm", H * D), norm(k, "attn_k_norm", Hkv * D)
     q = g.rope(q, H, D, hp.rope_dims, la.rope_base, fam.rope_neox, la.rope_freq_scale, freq_factors,
                name="rope_q")
     k = g.rope(k, Hkv, D, hp.rope_dims, la.rope_base, fam.rope_neox, la.rope_freq_scale, freq_factors,
@@ -125,17 +158,17 @@ def _block(g: Graph, W: _Weights, fam: Family, hp: HParams, il: int, x: Value, n
     cache_k = g.state(f"cache_k.{il}", (n_ctx, Hkv * D))
     cache_v = g.state(f"cache_v.{il}", (n_ctx, Hkv * Dv))
     g.kv_store(k, v, cache_k, cache_v)
-    a = g.attention(q, cache_k, cache_v, H, Hkv, D, Dv, hp.attn_scale, la.window)
-    a = g.matmul(a, W(p + "attn_output.weight", (d, H * Dv)), name="attn_output")
-    if fam.post_norms:
-        a = g.rms_norm(a, W(p + "post_attention_norm.weight", (d,)), eps, name="post_attention_norm")
-    x = g.add(x, a, name="attn_residual")
+    a = g.attention(q, cache_k, cache_v, H, Hkv, D, Dv, hp.attn_scale, la.window, hp.attn_logit_softcap or 0.0)
+    return g.matmul(a, W(p + "attn_output.weight", (d, H * Dv), *_SIZED_BY), name="attn_output")
 
-    h = g.rms_norm(x, W(p + "ffn_norm.weight", (d,)), eps, name="ffn_norm")
-    gate = g.matmul(h, W(p + "ffn_gate.weight", (hp.n_ff, d)), name="ffn_gate")
-    up = g.matmul(h, W(p + "ffn_up.weight", (hp.n_ff, d)), name="ffn_up")
-    f = g.matmul(g.glu(gate, up, fam.act, name="ffn_act"), W(p + "ffn_down.weight", (d, hp.n_ff)),
-                 name="ffn_down")
-    if fam.post_norms:
-        f = g.rms_norm(f, W(p + "post_ffw_norm.weight", (d,)), eps, name="post_ffw_norm")
-    return g.add(x, f, name="ffn_residual")
+
+def _ffn(g: Graph, W: _Weights, fam: Family, hp: HParams, p: str, h: Value) -> Value:
+    d, n_ff = hp.n_embd, hp.n_ff
+    if fam.fused_gate_up:             # ffn_up holds gate then up (phi3)
+        gu = g.matmul(h, W(p + "ffn_up.weight", (2 * n_ff, d), "n_ff", "n_embd"), name="ffn_up")
+        gate, up = g.split(gu, (n_ff, n_ff), name="ffn_gate_up_split")
+    else:
+        gate = g.matmul(h, W(p + "ffn_gate.weight", (n_ff, d), "n_ff", "n_embd"), name="ffn_gate")
+        up = g.matmul(h, W(p + "ffn_up.weight", (n_ff, d), "n_ff", "n_embd"), name="ffn_up")
+    return g.matmul(g.glu(gate, up, fam.act, name="ffn_act"), W(p + "ffn_down.weight", (d, n_ff), "n_ff", "n_embd"),
+                    name="ffn_down")

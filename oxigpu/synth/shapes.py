@@ -83,6 +83,23 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
           "bpe-qwen2", label="tiny"),
     Shape("tiny-gemma3", "gemma3", 6, 320, 4, 1, 768, 1024, 64, 4096, 1e6, 1e-6, True,
           "spm-gemma", sliding_window=16, label="tiny"),
+    # Mistral-style: the llama block with a sliding window on every layer.
+    Shape("tiny-mistral", "llama", 2, 192, 6, 2, 512, 1024, 32, 4096, 10000.0, 1e-5, False,
+          "spm-llama2", sliding_window=16, label="tiny", extra=llama_keys(32, 1024)),
+    # Phi-3: fused q/k/v and gate/up projections.
+    Shape("tiny-phi3", "phi3", 2, 192, 6, 2, 320, 1024, 32, 4096, 10000.0, 1e-5, False,
+          "spm-llama2", label="tiny", tensors=("blk.*.attn_qkv.weight",)),
+    # Gemma 2: soft-caps, pre and post norms, a window on even layers.
+    Shape("tiny-gemma2", "gemma2", 4, 256, 4, 2, 640, 1024, 64, 4096, 10000.0, 1e-6, True,
+          "spm-gemma", sliding_window=16, label="tiny",
+          extra=(("attn_logit_softcapping", 50.0), ("final_logit_softcapping", 30.0))),
+    # OLMo 2: post-norms only, q/k norms over all heads.
+    Shape("tiny-olmo2", "olmo2", 2, 256, 4, 4, 640, 1536, 64, 4096, 500000.0, 1e-6, False,
+          "bpe-qwen2", label="tiny"),
+    # Granite 3: embedding, attention, residual and logit multipliers.
+    Shape("tiny-granite", "granite", 2, 256, 4, 2, 512, 1536, 64, 4096, 10000.0, 1e-5, True,
+          "bpe-qwen2", label="tiny", extra=(("embedding_scale", 12.0), ("residual_scale", 0.22),
+                                            ("logit_scale", 4.0), ("attention.scale", 0.015625))),
 )}
 
 
