@@ -246,3 +246,46 @@ def act(x: np.ndarray, *, act: str) -> np.ndarray:
     if act != "gelu_tanh":
         raise ValueError(f"act: unknown activation {act!r}")
     return F32(0.5) * x * (F32(1.0) + np.tanh(_GELU_C * (x + F32(0.044715) * x * x * x)))
+
+
+MOE_MIN_SUM = 6.103515625e-5
+"""Smallest sum a renormalization divides by (llama.cpp clamps to the least normal f16)."""
+
+
+def moe_gate(logits: np.ndarray, *, k: int, norm: bool, w_scale: float = 1.0,
+             n_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` experts of ``softmax(logits)`` per row (largest first, ties to the lower id) and their
+    probabilities (renormalized with ``norm``, times ``w_scale``). Padded rows get expert 0, weight 0."""
+    T = logits.shape[0]
+    ids, w = np.zeros((T, k), np.int32), np.zeros((T, k), F32)
+    x = logits[:n_tokens]
+    order = np.argsort(-x, axis=1, kind="stable")[:, :k]
+    p = np.exp(x - x.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    sel = np.take_along_axis(p, order, 1)
+    if norm:
+        sel = sel / np.maximum(sel.sum(axis=1, keepdims=True), F32(MOE_MIN_SUM))
+    ids[:n_tokens], w[:n_tokens] = order, sel * F32(w_scale)
+    return ids, w
+
+
+def matmul_id(x: np.ndarray, w: np.ndarray, ids: np.ndarray, *, n_tokens: int) -> np.ndarray:
+    """``y[t, j*n:(j+1)*n] = w[ids[t, j]] @ x_tj`` (x_tj: row t, or its j-th block when x holds one block per
+    chosen expert); only the chosen experts are touched. Padded rows are zero."""
+    T, K = ids.shape
+    E, n, k = w.shape
+    per_slot = x.shape[1] == K * k
+    y = np.zeros((T, K * n), F32)
+    for e in np.unique(ids[:n_tokens]):
+        t, j = np.nonzero(ids[:n_tokens] == e)
+        xs = x[t, :].reshape(len(t), -1, k)[np.arange(len(t)), j if per_slot else 0]
+        out = xs @ w[e].T
+        for r in range(len(t)):
+            y[t[r], j[r] * n:(j[r] + 1) * n] = out[r]
+    return y
+
+
+def moe_sum(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``sum_j w[t, j] * y[t, j-th block]``: the chosen experts' outputs mixed by their weights."""
+    T, K = w.shape
+    return np.einsum("tjn,tj->tn", y.reshape(T, K, -1), w).astype(F32, copy=False)

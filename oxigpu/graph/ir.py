@@ -42,6 +42,14 @@ scale          x[R, n] -> [R, n]                              scale, softcap (0:
                                                               softcap * tanh(y / softcap) (final-logit caps,
                                                               residual and logit multipliers)
 act            x[R, n] -> [R, n]                              act: "gelu_tanh"; act(x) (ungated FFNs)
+moe_gate       logits[T, E] -> ids i32[T, K], w[T, K]         k (= K), norm, w_scale; the K largest of
+                                                              softmax(logits) per row, largest first (ties:
+                                                              lower id), their probabilities as w,
+                                                              renormalized to sum 1 when norm, times w_scale
+matmul_id      x[T, k] or x[T, K*k], W[E, n, k], ids i32[T, K]  y[t, j*n:(j+1)*n] = W[ids[t, j]] @ x_tj, x_tj =
+               -> [T, K*n]                                    x[t] or its j-th block of k (mixture-of-experts
+                                                              GEMMs: only the chosen experts are read)
+moe_sum        y[T, K*n], w[T, K] -> [T, n]                   (none) sum_j w[t, j] * y[t, j*n:(j+1)*n]
 =============  =============================================  ===========================================
 
 Fused ops, made only by ``oxigpu.graph.fuse`` (each is exactly the composition of the ops it replaces):
@@ -168,10 +176,12 @@ class Graph:
         return self
 
     def _node(self, op: str, inputs: tuple[Value, ...], out_shapes: list[tuple[int, ...]],
-              attrs: dict[str, Any] | None = None, name: str = "") -> list[Value]:
+              attrs: dict[str, Any] | None = None, name: str = "",
+              out_dtypes: tuple[DType, ...] | None = None) -> list[Value]:
         label = f"{self._scope}.{name or op}" if self._scope else (name or op)
-        outs = [self._value(f"{label}:{i}" if len(out_shapes) > 1 else label, s, "f32", "temp")
-                for i, s in enumerate(out_shapes)]
+        dtypes = out_dtypes or ("f32",) * len(out_shapes)
+        outs = [self._value(f"{label}:{i}" if len(out_shapes) > 1 else label, s, dt, "temp")
+                for i, (s, dt) in enumerate(zip(out_shapes, dtypes))]
         self.nodes.append(Node(op, inputs, tuple(outs), dict(attrs or {}), label))
         return outs
 
@@ -244,6 +254,23 @@ class Graph:
 
     def scale(self, x: Value, scale: float = 1.0, softcap: float = 0.0, name: str = "") -> Value:
         return self._node("scale", (x,), [x.shape], {"scale": float(scale), "softcap": float(softcap)}, name)[0]
+
+    def moe_gate(self, logits: Value, k: int, norm: bool, w_scale: float = 1.0,
+                 name: str = "") -> tuple[Value, Value]:
+        _check(1 <= k <= logits.shape[1], "moe_gate: k must be in 1..n_expert", logits)
+        ids, w = self._node("moe_gate", (logits,), [(logits.shape[0], k)] * 2,
+                            {"k": int(k), "norm": bool(norm), "w_scale": float(w_scale)}, name, ("i32", "f32"))
+        return ids, w
+
+    def matmul_id(self, x: Value, w: Value, ids: Value, name: str = "") -> Value:
+        _check(len(w.shape) == 3 and ids.dtype == "i32" and ids.shape[0] == x.shape[0]
+               and x.shape[1] in (w.shape[2], ids.shape[1] * w.shape[2]), "matmul_id: shapes", x, w, ids)
+        return self._node("matmul_id", (x, w, ids), [(x.shape[0], ids.shape[1] * w.shape[1])], {},
+                          name or w.name)[0]
+
+    def moe_sum(self, y: Value, w: Value, name: str = "") -> Value:
+        _check(y.shape[0] == w.shape[0] and y.shape[1] % w.shape[1] == 0, "moe_sum: shapes", y, w)
+        return self._node("moe_sum", (y, w), [(y.shape[0], y.shape[1] // w.shape[1])], {}, name)[0]
 
     def act(self, x: Value, act: str, name: str = "") -> Value:
         _check(act in ("gelu_tanh",), "act: unknown activation", x)

@@ -8,9 +8,11 @@ from .gemma3 import GEMMA3
 from .granite import GRANITE
 from .llama import LLAMA
 from .olmo2 import OLMO2
+from .olmoe import OLMOE
 from .phi3 import PHI3
 from .qwen2 import QWEN2
 from .qwen3 import QWEN3
+from .qwen3moe import QWEN3MOE
 
 FAMILIES: dict[str, Family] = {f.name: f for f in (
     LLAMA,
@@ -21,6 +23,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     PHI3,
     OLMO2,
     GRANITE,
+    QWEN3MOE,
+    OLMOE,
 )}
 
 

@@ -164,6 +164,8 @@ def _attention(g: Graph, W: _Weights, fam: Family, hp: HParams, il: int, h: Valu
 
 def _ffn(g: Graph, W: _Weights, fam: Family, hp: HParams, p: str, h: Value) -> Value:
     d, n_ff = hp.n_embd, hp.n_ff
+    if hp.n_expert:
+        return _moe_ffn(g, W, fam, hp, p, h)
     if fam.fused_gate_up:             # ffn_up holds gate then up (phi3)
         gu = g.matmul(h, W(p + "ffn_up.weight", (2 * n_ff, d), "n_ff", "n_embd"), name="ffn_up")
         gate, up = g.split(gu, (n_ff, n_ff), name="ffn_gate_up_split")
@@ -172,3 +174,18 @@ def _ffn(g: Graph, W: _Weights, fam: Family, hp: HParams, p: str, h: Value) -> V
         up = g.matmul(h, W(p + "ffn_up.weight", (n_ff, d), "n_ff", "n_embd"), name="ffn_up")
     return g.matmul(g.glu(gate, up, fam.act, name="ffn_act"), W(p + "ffn_down.weight", (d, n_ff), "n_ff", "n_embd"),
                     name="ffn_down")
+
+
+def _moe_ffn(g: Graph, W: _Weights, fam: Family, hp: HParams, p: str, h: Value) -> Value:
+    """Mixture of experts: the router picks ``n_expert_used`` experts per row; only their gate/up/down
+    matrices are multiplied (``matmul_id``), and their outputs are mixed by the router's weights."""
+    d, E, nf = hp.n_embd, hp.n_expert, hp.n_ff_exp
+    dims = ("n_expert", "n_ff_exp", "n_embd")
+    logits = g.matmul(h, W(p + "ffn_gate_inp.weight", (E, d), "n_expert", "n_embd"), name="ffn_gate_inp")
+    ids, weights = g.moe_gate(logits, hp.n_expert_used, fam.moe.norm_topk, hp.expert_weights_scale,
+                              name="ffn_moe_gate")
+    gate = g.matmul_id(h, W(p + "ffn_gate_exps.weight", (E, nf, d), *dims), ids, name="ffn_gate_exps")
+    up = g.matmul_id(h, W(p + "ffn_up_exps.weight", (E, nf, d), *dims), ids, name="ffn_up_exps")
+    y = g.matmul_id(g.glu(gate, up, fam.act, name="ffn_moe_act"),
+                    W(p + "ffn_down_exps.weight", (E, d, nf), *dims), ids, name="ffn_down_exps")
+    return g.moe_sum(y, weights, name="ffn_moe_sum")

@@ -100,6 +100,16 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
     Shape("tiny-granite", "granite", 2, 256, 4, 2, 512, 1536, 64, 4096, 10000.0, 1e-5, True,
           "bpe-qwen2", label="tiny", extra=(("embedding_scale", 12.0), ("residual_scale", 0.22),
                                             ("logit_scale", 4.0), ("attention.scale", 0.015625))),
+    # Mixtral-style: llama with 8 experts, 2 per token.
+    Shape("tiny-mixtral", "llama", 2, 192, 6, 2, 256, 1024, 32, 4096, 1e6, 1e-5, False,
+          "spm-llama2", label="tiny", extra=llama_keys(32, 1024) + (("expert_count", 8), ("expert_used_count", 2))),
+    # Qwen3-MoE: 16 experts of width 128, 4 per token, renormalized.
+    Shape("tiny-qwen3moe", "qwen3moe", 2, 256, 4, 2, 768, 1536, 64, 4096, 1e6, 1e-6, False,
+          "bpe-qwen2", label="tiny", extra=(("expert_count", 16), ("expert_used_count", 4),
+                                            ("expert_feed_forward_length", 128))),
+    # OLMoE: 8 experts, 2 per token, weights not renormalized.
+    Shape("tiny-olmoe", "olmoe", 2, 256, 4, 4, 320, 1536, 64, 4096, 10000.0, 1e-5, False,
+          "bpe-qwen2", label="tiny", extra=(("expert_count", 8), ("expert_used_count", 2))),
 )}
 
 
