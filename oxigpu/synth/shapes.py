@@ -31,7 +31,7 @@ class Shape:
     rope_base: float
     rms_eps: float
     tied: bool
-    vocab: str                        # "spm-llama2", "spm-gemma", "bpe-llama3", "bpe-qwen2"
+    vocab: str                        # a style of synth.vocab: "spm-llama2", "bpe-qwen2" ...
     chat_template: bool = True
     sliding_window: int | None = None
     rope_scaling_factor: float | None = None   # llama3-style frequency factors, written as rope_freqs.weight
@@ -88,7 +88,7 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
           "spm-llama2", sliding_window=16, label="tiny", extra=llama_keys(32, 1024)),
     # Phi-3: fused q/k/v and gate/up projections.
     Shape("tiny-phi3", "phi3", 2, 192, 6, 2, 320, 1024, 32, 4096, 10000.0, 1e-5, False,
-          "spm-llama2", label="tiny", tensors=("blk.*.attn_qkv.weight",)),
+          "spm-phi3", label="tiny", tensors=("blk.*.attn_qkv.weight",)),
     # Gemma 2: soft-caps, pre and post norms, a window on even layers.
     Shape("tiny-gemma2", "gemma2", 4, 256, 4, 2, 640, 1024, 64, 4096, 10000.0, 1e-6, True,
           "spm-gemma", sliding_window=16, label="tiny",

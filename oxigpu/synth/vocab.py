@@ -67,7 +67,7 @@ class Vocab:
 
 def build_vocab(style: str, n_vocab: int, chat_template: bool) -> Vocab:
     """The vocabulary of `style`, exactly `n_vocab` tokens long."""
-    builders = {"spm-llama2": _spm_llama2, "spm-gemma": _spm_gemma,
+    builders = {"spm-llama2": _spm_llama2, "spm-gemma": _spm_gemma, "spm-phi3": _spm_phi3,
                 "bpe-llama3": _bpe_llama3, "bpe-qwen2": _bpe_qwen2}
     if style not in builders:
         raise InvalidParameterError(f"unknown vocab style {style!r}")
@@ -110,6 +110,24 @@ def _spm_llama2(n_vocab: int) -> Vocab:
     tokens, types, scores = _spm([("<unk>", UNKNOWN), ("<s>", CONTROL), ("</s>", CONTROL)], n_vocab)
     return Vocab("llama", "default", tokens, types, bos=1, eos=2, eot=None, add_bos=True,
                  chat_template=LLAMA2, scores=scores, unk=0, add_space_prefix=True)
+
+
+PHI3 = ("{% for message in messages %}{{ '<|' + message['role'] + '|>\n' + message['content'] + '<|end|>\n' }}"
+        "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}")
+_PHI3_ADDED = ("<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>", "<|placeholder3|>",
+               "<|placeholder4|>", "<|system|>", "<|end|>", "<|placeholder5|>", "<|placeholder6|>", "<|user|>")
+
+
+def _spm_phi3(n_vocab: int) -> Vocab:
+    """Llama 2's vocabulary with Phi-3's chat tokens appended (llama.cpp looks for them in phi3 files)."""
+    n = n_vocab - len(_PHI3_ADDED)
+    tokens, types, scores = _spm([("<unk>", UNKNOWN), ("<s>", CONTROL), ("</s>", CONTROL)], n)
+    tokens += _PHI3_ADDED
+    types = np.concatenate([types, np.full(len(_PHI3_ADDED), CONTROL, np.int32)])
+    scores = np.concatenate([scores, np.zeros(len(_PHI3_ADDED), np.float32)])
+    end = n + _PHI3_ADDED.index("<|end|>")
+    return Vocab("llama", "default", tokens, types, bos=1, eos=n, eot=end, add_bos=False, chat_template=PHI3,
+                 scores=scores, unk=0, pad=n, add_space_prefix=True)
 
 
 def _spm_gemma(n_vocab: int) -> Vocab:

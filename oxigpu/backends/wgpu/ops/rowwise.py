@@ -89,11 +89,11 @@ def _cases() -> Iterable[Case]:
         xs = x / 10
         yield Case("act", f"act_gelu_tanh{shape}", [xs], ["f32"],
                    lambda x=xs.astype(np.float64): [_gelu_tanh(x)], 1e-5, attrs={"act": "gelu_tanh"})
-    x = g.standard_normal((6, 96 + 32 + 32)).astype(np.float32)
-    yield Case("split", "split(6,160) -> 96/32/32", [x], ["f32"],
-               lambda: [x[:, :96].astype(np.float64), x[:, 96:128].astype(np.float64),
-                        x[:, 128:].astype(np.float64)], 0.0, attrs={"sizes": (96, 32, 32)})
-    x = g.standard_normal((3, 2 * 1536)).astype(np.float32)
-    yield Case("split", "split(3,3072) -> gate/up", [x], ["f32"],
-               lambda: [x[:, :1536].astype(np.float64), x[:, 1536:].astype(np.float64)], 0.0,
-               attrs={"sizes": (1536, 1536)})
+    for rows, sizes in ((6, (96, 32, 32)), (3, (1536, 1536))):
+        x = g.standard_normal((rows, sum(sizes))).astype(np.float32)
+        ends = np.cumsum(sizes)
+
+        def ref(x=x, sizes=sizes, ends=ends):
+            return [x[:, e - n:e].astype(np.float64) for n, e in zip(sizes, ends)]
+        yield Case("split", f"split{x.shape} -> {'/'.join(map(str, sizes))}", [x], ["f32"], ref, 0.0,
+                   attrs={"sizes": sizes})
