@@ -11,7 +11,10 @@ import click
               help="Only cases whose 'kernel case' text contains PATTERN (or matches it as a glob).")
 @click.option("--bench", is_flag=True, help="Also time each case (GB/s for GEMV-like, GFLOP/s for GEMM) "
               "and run the benchmark-size cases.")
-def kernels(pattern: str | None, bench: bool) -> None:
+@click.option("--source", "source", default=None, metavar="NAME",
+              help="Print the assembled WGSL (after #include and {{DEFINES}}) of the pipelines built by the "
+                   "cases whose 'kernel case' text or 'file.wgsl:entry' matches NAME, on this adapter; run nothing.")
+def kernels(pattern: str | None, bench: bool, source: str | None) -> None:
     """Check each WGSL kernel against its float64 numpy reference; exit 1 on any failure."""
     from ..backends.wgpu.device import Device
     from ..errors import DeviceError
@@ -21,6 +24,9 @@ def kernels(pattern: str | None, bench: bool) -> None:
         dev = Device.get()
     except DeviceError as e:
         raise click.ClickException(str(e)) from e
+    if source is not None:
+        _print_sources(source, dev)
+        return
     results = run_checks(pattern, bench, dev)
     if not results:
         click.echo(f"no kernel check matches {pattern!r}", err=True)
@@ -28,3 +34,18 @@ def kernels(pattern: str | None, bench: bool) -> None:
     click.echo(format_table(results, dev))
     if not all(r.ok for r in results):
         sys.exit(1)
+
+
+def _print_sources(name: str, dev) -> None:
+    from ..backends.wgpu.kernel import kernel_sources
+
+    found = kernel_sources(name, dev)
+    if not found:
+        click.echo(f"no kernel check or shader matches {name!r}", err=True)
+        sys.exit(2)
+    for ks in found:
+        defines = " ".join(f"{k}={v}" for k, v in sorted(ks.defines.items()) if "\n" not in str(v))
+        generated = sorted(k for k, v in ks.defines.items() if "\n" in str(v))
+        click.echo(f"// ==== {ks.file}:{ks.entry} (as built for: {ks.case})")
+        click.echo(f"// defines: {defines}" + (f"; generated blocks: {' '.join(generated)}" if generated else ""))
+        click.echo(ks.source)
