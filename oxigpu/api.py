@@ -29,7 +29,8 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
-from .errors import InvalidParameterError, ModelNotFoundError
+from .errors import InvalidParameterError, ModelNotFoundError, OxigpuError
+from .runtime.embed import Embedder
 from .runtime.engine import Engine, Generation, Progress
 from .runtime.params import GenerationResult, SamplingParams
 
@@ -88,7 +89,12 @@ class LLM:
                  seed: int | None = None, verbose: bool = False, progress: Progress | None = None):
         self.defaults = SamplingParams(seed=seed)
         self.verbose = verbose
-        self._engine = Engine(resolve_model_path(model_path), backend=backend, n_ctx=n_ctx, progress=progress)
+        path = resolve_model_path(model_path)
+        self._embedder: Embedder | None = None
+        if _is_encoder(path):   # an embedding model: it embeds, generation calls refuse
+            self._engine = self._embedder = Embedder(path, backend=backend, n_ctx=n_ctx, progress=progress)
+        else:
+            self._engine = Engine(path, backend=backend, n_ctx=n_ctx, progress=progress)
         if verbose:
             e = self._engine
             print(f"oxigpu: loaded {e.model_path.name} ({e.hparams.arch}, {e.hparams.n_layer} layers, "
@@ -205,6 +211,18 @@ class LLM:
                     row += block.shape[0]
         return math.exp(nll / count)
 
+    # -- embeddings -----------------------------------------------------------------------------------
+    def embed(self, texts: str | Sequence[str], pooling: str | None = None, normalize: bool = True) -> np.ndarray:
+        """Embeddings of ``texts``: [len(texts), dim] float32 (one string: [dim]).
+
+        Encoder models (bert, nomic-bert) pool as their file says (mean or CLS); decoders pool ``"last"``
+        unless ``pooling`` is ``"mean"`` (or ``"cls"``). ``normalize`` scales each vector to unit length.
+        A decoder model loads a second copy of its weights for this on the first call.
+        """
+        if self._embedder is None:
+            self._embedder = Embedder(self.model_path, backend=self.backend, n_ctx=self.n_ctx)
+        return self._embedder.embed(texts, pooling, normalize)
+
     # -- helpers --------------------------------------------------------------------------------------
     def _prompt_ids(self, prompt: Prompt) -> list[int]:
         if isinstance(prompt, str):
@@ -237,6 +255,18 @@ class LLM:
         if self.verbose:
             print(f"oxigpu: {result.timings.summary()} | finish: {result.finish_reason}", file=sys.stderr)
         return result
+
+
+def _is_encoder(path: Path) -> bool:
+    """Whether the file's architecture is an embedding encoder (bert, nomic-bert)."""
+    from .gguf import GGUFFile
+    from .models import get_family
+    with GGUFFile(path) as f:
+        arch = f.arch
+    try:
+        return get_family(arch).encoder
+    except OxigpuError:
+        return False     # the engine reports the unsupported architecture
 
 
 def load(model_path: str | Path | None = None, **kwargs: Any) -> LLM:

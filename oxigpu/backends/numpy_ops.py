@@ -289,3 +289,34 @@ def moe_sum(y: np.ndarray, w: np.ndarray) -> np.ndarray:
     """``sum_j w[t, j] * y[t, j-th block]``: the chosen experts' outputs mixed by their weights."""
     T, K = w.shape
     return np.einsum("tjn,tj->tn", y.reshape(T, K, -1), w).astype(F32, copy=False)
+
+
+def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, *, eps: float) -> np.ndarray:
+    """``(x - mean) / sqrt(var + eps) * w + b`` over each row (two passes, as ggml_norm)."""
+    c = x - x.mean(axis=1, keepdims=True, dtype=F32)
+    var = np.einsum("rn,rn->r", c, c)[:, None] * F32(1.0 / x.shape[1])
+    return c / np.sqrt(var + F32(eps)) * w + b
+
+
+def add_rows(x: np.ndarray, table, *, row: int, pos: int, n_tokens: int) -> np.ndarray:
+    """``x[t] + table[row]`` (row >= 0) or ``x[t] + table[pos + t]`` (row == -1) for the valid rows."""
+    ids = np.full(n_tokens, row, np.int64) if row >= 0 else np.arange(pos, pos + n_tokens)
+    out = x.copy()
+    out[:n_tokens] += np.asarray(table[ids], dtype=F32)
+    return out
+
+
+def attention_self(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, n_head: int, n_head_kv: int, head_dim: int,
+                   v_head_dim: int, scale: float, n_tokens: int) -> np.ndarray:
+    """Softmax attention of every valid row over every valid row (no mask beyond the padding)."""
+    T, n, g = q.shape[0], n_tokens, n_head // n_head_kv
+    qh = q[:n].reshape(n, n_head_kv, g, head_dim).transpose(1, 2, 0, 3)        # [Hkv, g, n, D]
+    kh = k[:n].reshape(n, n_head_kv, head_dim).transpose(1, 2, 0)              # [Hkv, D, n]
+    vh = v[:n].reshape(n, n_head_kv, v_head_dim).transpose(1, 0, 2)            # [Hkv, n, Dv]
+    s = np.matmul(qh, kh[:, None]) * F32(scale)
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    s /= s.sum(axis=-1, keepdims=True)
+    o = np.matmul(s, vh[:, None])
+    out = np.zeros((T, n_head * v_head_dim), F32)
+    out[:n] = o.transpose(2, 0, 1, 3).reshape(n, n_head * v_head_dim)
+    return out

@@ -7,6 +7,7 @@ from .._version import __version__
 from .bench import bench
 from .chat import chat
 from .diff import diff
+from .embed import embed
 from .info import info
 from .kernels import kernels
 from .run import run
@@ -28,6 +29,7 @@ cli.add_command(chat)
 cli.add_command(tokenize)
 cli.add_command(diff)
 cli.add_command(bench)
+cli.add_command(embed)
 
 
 def main() -> None:

@@ -50,6 +50,14 @@ matmul_id      x[T, k] or x[T, K*k], W[E, n, k], ids i32[T, K]  y[t, j*n:(j+1)*n
                -> [T, K*n]                                    x[t] or its j-th block of k (mixture-of-experts
                                                               GEMMs: only the chosen experts are read)
 moe_sum        y[T, K*n], w[T, K] -> [T, n]                   (none) sum_j w[t, j] * y[t, j*n:(j+1)*n]
+layer_norm     x[R, n], w[n], b[n] -> [R, n]                  eps; (x - mean) / sqrt(var + eps) * w + b
+add_rows       x[T, n], table[m, n] -> [T, n]                 row; x[t] + table[row], or with row == -1
+                                                              x[t] + table[pos + t] (token-type and absolute
+                                                              position embeddings); padded rows: x[t]
+attention_self q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv]           n_head, n_head_kv, head_dim, v_head_dim, scale;
+               -> [T, H*Dv]                                   every valid row attends every valid row of the
+                                                              chunk (encoders: no cache, no causal mask);
+                                                              padded rows are zero
 =============  =============================================  ===========================================
 
 Fused ops, made only by ``oxigpu.graph.fuse`` (each is exactly the composition of the ops it replaces):
@@ -271,6 +279,24 @@ class Graph:
     def moe_sum(self, y: Value, w: Value, name: str = "") -> Value:
         _check(y.shape[0] == w.shape[0] and y.shape[1] % w.shape[1] == 0, "moe_sum: shapes", y, w)
         return self._node("moe_sum", (y, w), [(y.shape[0], y.shape[1] // w.shape[1])], {}, name)[0]
+
+    def layer_norm(self, x: Value, w: Value, b: Value, eps: float, name: str = "") -> Value:
+        _check(w.shape == (x.shape[1],) and b.shape == w.shape, "layer_norm: weight/bias shape", x, w, b)
+        return self._node("layer_norm", (x, w, b), [x.shape], {"eps": float(eps)}, name)[0]
+
+    def add_rows(self, x: Value, table: Value, row: int, name: str = "") -> Value:
+        _check(len(table.shape) == 2 and table.shape[1] == x.shape[1] and -1 <= row < table.shape[0],
+               "add_rows: table width / row", x, table)
+        return self._node("add_rows", (x, table), [x.shape], {"row": int(row)}, name)[0]
+
+    def attention_self(self, q: Value, k: Value, v: Value, n_head: int, n_head_kv: int, head_dim: int,
+                       v_head_dim: int, scale: float, name: str = "") -> Value:
+        _check(q.shape[1] == n_head * head_dim and k.shape[1] == n_head_kv * head_dim
+               and v.shape[1] == n_head_kv * v_head_dim and n_head % n_head_kv == 0
+               and q.shape[0] == k.shape[0] == v.shape[0], "attention_self: head layout", q, k, v)
+        attrs = dict(n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim, v_head_dim=v_head_dim,
+                     scale=float(scale))
+        return self._node("attention_self", (q, k, v), [(q.shape[0], n_head * v_head_dim)], attrs, name)[0]
 
     def act(self, x: Value, act: str, name: str = "") -> Value:
         _check(act in ("gelu_tanh",), "act: unknown activation", x)

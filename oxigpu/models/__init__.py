@@ -12,19 +12,22 @@ from ..graph.ir import Graph
 from .family import Family
 from .hparams import HParams
 from .registry import FAMILIES, get_family
+from .encoder import encoder
 from .transformer import decoder
 
 
 def build_graph(model, hparams: HParams | None = None, T: int = 1, n_ctx: int = 2048,
-                logits: Literal["last", "all"] = "last", fuse: bool = True) -> Graph:
+                logits: Literal["last", "all", "hidden"] = "last", fuse: bool = True) -> Graph:
     """The graph of ``model`` (an opened GGUFFile) for chunks of ``T`` tokens over a cache of ``n_ctx``.
 
-    Input ``tokens`` i32[T]; output ``logits`` [1, vocab] for the last valid row or [T, vocab] for all.
-    ``fuse`` applies ``oxigpu.graph.fuse`` (every backend runs the fused graph; off for comparisons).
+    Input ``tokens`` i32[T]; output ``logits`` [1, vocab] for the last valid row or [T, vocab] for all, or
+    with "hidden" the final hidden states ``hidden`` [T, n_embd] (what embeddings are pooled from;
+    encoders always give these). ``fuse`` applies ``oxigpu.graph.fuse`` (every backend runs the fused
+    graph; off for comparisons).
     """
     fam = get_family(model.arch)
     hp = hparams if hparams is not None else HParams.from_gguf(model)
-    g = decoder(fam, model, hp, T, n_ctx, logits)
+    g = (encoder if fam.encoder else decoder)(fam, model, hp, T, n_ctx, logits)
     return fuse_graph(g) if fuse else g
 
 

@@ -67,6 +67,11 @@ class Family:
     read but absent means none; None: never applied."""
     attn_scale: Callable[[HParams], float] | None = None   # q.k scale rule (None: 1/sqrt(head_dim))
     moe: Moe | None = None                   # expert routing when the file has experts
+    encoder: bool = False                    # bidirectional encoder (embeddings), built by encoder.py
+    norm: Literal["rms", "layer"] = "rms"     # RMSNorm or LayerNorm (with bias) throughout
+    rope: bool = True                        # rotary positions (else absolute position embeddings)
+    gated: bool = True                       # gated FFN act(gate) * up, else act(up) (bert)
+    pooling: str = "none"                    # how a text's embedding is pooled when the file does not say
     layer: Callable[[HParams, int], LayerAttn] | None = None   # per-layer rule (None: `standard_layer`)
 
     def layer_attn(self, hp: HParams, il: int) -> LayerAttn:

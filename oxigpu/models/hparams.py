@@ -67,6 +67,8 @@ class HParams:
     n_expert_used: int
     n_ff_exp: int            # feed-forward width of one expert
     expert_weights_scale: float
+    n_token_types: int       # rows of token_types.weight (encoders; 0: none)
+    pooling: str             # "none" | "mean" | "cls" | "last" | "rank": a text's embedding (pooling_type)
 
     # -- family facts, for builders and `oxigpu info` ------------------------------------------------
     @property
@@ -106,7 +108,9 @@ class HParams:
 
     def explain(self, fields: Iterable[str]) -> str:
         """The GGUF keys (with their values) of HParams ``fields``, for tensor-shape mismatch messages."""
-        return ", ".join(f"{self.arch}.{_KEYS[f]} = {getattr(self, f)}" for f in fields)
+        def key(f: str) -> str:
+            return _KEYS[f] if _KEYS[f].startswith("tokenizer.") else f"{self.arch}.{_KEYS[f]}"
+        return ", ".join(f"{key(f)} = {getattr(self, f)}" for f in fields)
 
     def to_dict(self) -> dict[str, Any]:
         d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("family", "swa_layers")}
@@ -154,8 +158,7 @@ class HParams:
                                       field="tokenizer.ggml.tokens")
         n_ctx_train = r.int("context_length", hi=MAX_CTX)
 
-        eps_key = "attention.layer_norm_rms_epsilon" if r.has("attention.layer_norm_rms_epsilon") \
-            else "attention.layer_norm_epsilon"
+        eps_key = "attention.layer_norm_rms_epsilon" if fam.norm == "rms" else "attention.layer_norm_epsilon"
         norm_eps = r.float(eps_key, fam.norm_eps, MIN_EPS, 1.0)
         rope_base = r.float("rope.freq_base", fam.rope_base, 1.0, MAX_ROPE_BASE)
         rope_dims = r.int("rope.dimension_count", head_dim, hi=MAX_HEAD_DIM)
@@ -210,6 +213,8 @@ class HParams:
             residual_scale=r.scale("residual_scale") or 1.0,
             logit_scale=r.scale("logit_scale") or 1.0,
             n_expert=n_expert, n_expert_used=n_expert_used, n_ff_exp=n_ff_exp, expert_weights_scale=w_scale,
+            n_token_types=_token_types(metadata, path),
+            pooling=POOLING[r.int("pooling_type", POOLING.index(fam.pooling), lo=0, hi=len(POOLING) - 1)],
         )
         scale = r.scale("attention.scale") or (fam.attn_scale(hp) if fam.attn_scale is not None else hp.attn_scale)
         emb = r.scale("embedding_scale") or hp.embed_scale
@@ -228,11 +233,24 @@ class HParams:
         return cls.from_metadata(arch, meta, gguf_file.tensors.keys(), str(gguf_file.path))
 
 
+POOLING = ("none", "mean", "cls", "last", "rank")
+"""llama.cpp's pooling types, by their `pooling_type` number."""
+
+
+def _token_types(md: Mapping[str, Any], path: str | None) -> int:
+    v = md.get("tokenizer.ggml.token_type_count", 0)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1024:
+        raise GGUFFormatError(f"value {v!r} is out of range; expected an integer in 0..1024", path=path,
+                              field="tokenizer.ggml.token_type_count")
+    return v
+
+
 _KEYS = {"n_embd": "embedding_length", "n_vocab": "vocab_size", "n_ff": "feed_forward_length",
          "n_head": "attention.head_count", "n_head_kv": "attention.head_count_kv",
          "head_dim": "attention.key_length", "head_dim_v": "attention.value_length",
          "rope_dims": "rope.dimension_count", "n_expert": "expert_count",
-         "n_ff_exp": "expert_feed_forward_length", "n_layer": "block_count"}
+         "n_ff_exp": "expert_feed_forward_length", "n_layer": "block_count", "n_ctx_train": "context_length",
+         "n_token_types": "tokenizer.ggml.token_type_count"}
 """HParams fields that size tensors -> their GGUF keys (without the architecture prefix)."""
 
 

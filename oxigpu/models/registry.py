@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 from ..errors import UnsupportedArchitectureError
+from .bert import BERT, NOMIC_BERT
 from .family import Family
 from .gemma2 import GEMMA2
 from .gemma3 import GEMMA3
@@ -25,6 +26,8 @@ FAMILIES: dict[str, Family] = {f.name: f for f in (
     GRANITE,
     QWEN3MOE,
     OLMOE,
+    BERT,
+    NOMIC_BERT,
 )}
 
 

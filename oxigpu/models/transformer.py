@@ -73,12 +73,13 @@ class _Recorder(_Weights):
 def tensor_list(hp: HParams, present: Callable[[str], bool]) -> list[tuple[str, tuple[int, ...]]]:
     """The tensors (name, numpy shape) a file of ``hp`` must hold, in the order the builder reads them;
     ``present(name)`` says which optional ones it has. What ``oxigpu synth`` writes."""
+    from .encoder import encoder
     rec: dict[str, _Recorder] = {}
 
     def weights(g: Graph, _model, _hp) -> _Recorder:
         rec["r"] = _Recorder(g, present)
         return rec["r"]
-    decoder(hp.family, None, hp, 1, 8, "last", weights=weights)
+    (encoder if hp.family.encoder else decoder)(hp.family, None, hp, 1, 8, "last", weights=weights)
     return list(rec["r"].read.items())
 
 
@@ -87,8 +88,8 @@ def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
             weights: Callable[[Graph, object, HParams], _Weights] = _Weights) -> Graph:
     """The graph for T tokens at positions pos..pos+T-1 of a family's decoder (see module docstring).
     ``weights`` makes the graph's view of the file's tensors (the synth planner records instead)."""
-    if logits not in ("last", "all"):
-        raise ValueError(f"logits must be 'last' or 'all', got {logits!r}")
+    if logits not in ("last", "all", "hidden"):
+        raise ValueError(f"logits must be 'last', 'all' or 'hidden', got {logits!r}")
     g = Graph(T)
     W = weights(g, model, hp)
     d, vocab = hp.n_embd, hp.n_vocab
@@ -102,6 +103,9 @@ def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
     if logits == "last" and T > 1:
         x = g.last_row(x)  # norm and head are row-wise: only the last valid row is needed
     x = g.rms_norm(x, W("output_norm.weight", (d,), "n_embd"), hp.norm_eps, name="output_norm")
+    if logits == "hidden":       # embeddings from a decoder: every row's final hidden state
+        g.output("hidden", x)
+        return g
     head = "output.weight" if "output.weight" in W else "token_embd.weight"
     y = g.matmul(x, W(head, (vocab, d), "n_vocab", "n_embd"), name="output")
     if hp.logit_scale != 1.0 or hp.final_logit_softcap:

@@ -110,6 +110,14 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
     # OLMoE: 8 experts, 2 per token, weights not renormalized.
     Shape("tiny-olmoe", "olmoe", 2, 256, 4, 4, 320, 1536, 64, 4096, 10000.0, 1e-5, False,
           "bpe-qwen2", label="tiny", extra=(("expert_count", 8), ("expert_used_count", 2))),
+    # BERT encoder (embeddings): absolute positions, GELU FFN, biases everywhere, CLS pooling.
+    Shape("tiny-bert", "bert", 2, 128, 4, 4, 512, 1024, 32, 512, 10000.0, 1e-12, True, "wpm-bert",
+          chat_template=False, label="tiny", extra=(("pooling_type", 2), ("attention.causal", False)),
+          tensors=("token_types.weight", "blk.*.attn_output.bias", "blk.*.ffn_up.bias", "blk.*.ffn_down.bias")),
+    # nomic-bert encoder: RoPE, fused q/k/v, SwiGLU, mean pooling.
+    Shape("tiny-nomic-bert", "nomic-bert", 2, 192, 6, 6, 384, 1024, 32, 2048, 1000.0, 1e-12, True, "wpm-bert",
+          chat_template=False, label="tiny", extra=(("pooling_type", 1), ("attention.causal", False)),
+          tensors=("token_types.weight", "blk.*.attn_qkv.weight")),
 )}
 
 

@@ -228,11 +228,16 @@ def arch_metadata(shape: Shape) -> list[tuple[str, object, GGUFValueType]]:
         (f"{a}.block_count", shape.n_layer, U), (f"{a}.feed_forward_length", shape.n_ff, U),
         (f"{a}.attention.head_count", shape.n_head, U), (f"{a}.attention.head_count_kv", shape.n_head_kv, U),
         (f"{a}.attention.key_length", shape.head_dim, U), (f"{a}.attention.value_length", shape.head_dim, U),
-        (f"{a}.attention.layer_norm_rms_epsilon", shape.rms_eps, F), (f"{a}.rope.freq_base", shape.rope_base, F)]
+        (f"{a}.{_eps_key(a)}", shape.rms_eps, F), (f"{a}.rope.freq_base", shape.rope_base, F)]
     kv += [(f"{a}.{k}", v, _value_type(v)) for k, v in shape.extra]
     if shape.sliding_window is not None:
         kv.append((f"{a}.attention.sliding_window", shape.sliding_window, U))
     return kv
+
+
+def _eps_key(arch: str) -> str:
+    from ..models import get_family
+    return "attention.layer_norm_rms_epsilon" if get_family(arch).norm == "rms" else "attention.layer_norm_epsilon"
 
 
 def _value_type(v: object) -> GGUFValueType:
@@ -284,3 +289,7 @@ def _add_metadata(w: GGUFWriter, shape: Shape, ftype: str, seed: int, vocab: Voc
         w.add_bool("tokenizer.ggml.add_space_prefix", vocab.add_space_prefix)
     if vocab.chat_template is not None:
         w.add_string("tokenizer.chat_template", vocab.chat_template)
+    if vocab.sep is not None:
+        w.add_uint32("tokenizer.ggml.seperator_token_id", vocab.sep)
+    if vocab.token_type_count:
+        w.add_uint32("tokenizer.ggml.token_type_count", vocab.token_type_count)

@@ -163,6 +163,10 @@ class Tokenizer:
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any]) -> Tokenizer:
         """Build from a GGUF metadata mapping (`GGUFFile(path).metadata`)."""
+        if metadata.get("tokenizer.ggml.model") == "bert":
+            from .wordpiece import build_wordpiece, wordpiece_vocab
+            vocab = wordpiece_vocab(metadata)
+            return cls(vocab, build_wordpiece(vocab))
         vocab = vocab_from_metadata(metadata)
         return cls(vocab, _build_hf(vocab))
 
@@ -280,7 +284,7 @@ class Tokenizer:
         if attr & _ADDED:
             return text.encode()
         if attr & Attr.NORMAL:
-            if self._vocab.model == "llama":
+            if self._vocab.model in ("llama", "bert"):
                 return text.replace("▁", " ").encode()
             return b"".join(bytes((_BYTE_DECODER[c],)) if c in _BYTE_DECODER else c.encode() for c in text)
         if attr & Attr.BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):

@@ -104,7 +104,7 @@ class PreTokenizer:
 @dataclass
 class Vocab:
     """The parts of GGUF tokenizer metadata that encoding, decoding and generation need."""
-    model: str                    # "llama" (SentencePiece-style) or "gpt2" (byte-level BPE)
+    model: str                    # "llama" (SentencePiece-style), "gpt2" (byte-level BPE) or "bert" (WordPiece)
     tokens: list[str]
     text_to_id: dict[str, int]    # the last id wins for duplicate texts, as in llama.cpp
     scores: np.ndarray            # float32, one per token (zeros when the file has none)
@@ -121,6 +121,10 @@ class Vocab:
     add_eos: bool
     add_space_prefix: bool
     chat_template: str | None
+    # WordPiece ("bert") only; see wordpiece.py
+    sep_id: int | None = None
+    lowercase: bool = False
+    strip_accents: bool = False
 
 
 def _opt_int(md: Mapping[str, Any], key: str) -> int | None:
