@@ -52,3 +52,13 @@ def dev():
         return Device.get()
     except DeviceError as e:
         pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def nomic_path():
+    from oxigpu import model_packages
+    from oxigpu.errors import ModelNotFoundError
+    try:
+        return model_packages.nomic_embed_v15()
+    except ModelNotFoundError as e:
+        pytest.skip(str(e))

@@ -1,22 +1,28 @@
 """WordPiece (`tokenizer.ggml.model = "bert"`) as llama.cpp runs it (``llm_tokenizer_wpm``).
 
 A GGUF WordPiece vocabulary marks word-initial pieces with a leading "▁" and stores continuation pieces
-bare (the converter turns BERT's "word"/"##ing" into "▁word"/"ing"). llama.cpp lower-cases and strips
-accents (NFD, marks dropped) unless the file says otherwise, splits on whitespace and makes every
+bare (the converter turns BERT's "word"/"##ing" into "▁word"/"ing"). llama.cpp drops control characters,
+and unless the file says otherwise strips accents and lower-cases, splits on whitespace and makes every
 punctuation character (and ASCII symbol, and CJK ideograph) a word of its own, then takes the longest
 vocabulary piece from the left of each word; a word with any unmatched remainder becomes [UNK]. Encoding
 adds [CLS] before and [SEP] after.
 
-That is exactly `tokenizers`' BertNormalizer + BertPreTokenizer + WordPiece once the vocabulary is written
-back in BERT's spelling ("▁word" -> "word", "ing" -> "##ing"), which is what we build.
+Its accent stripping is not Unicode NFD: each code point is replaced by the first code point of its
+decomposition (so a Hangul syllable keeps only its leading consonant), then every mark (category M, spacing
+marks too) is dropped. `tokenizers`' BertNormalizer differs there, so the normalizer is our own (one
+character in, at most one out). Words are split by `tokenizers`, then each gets the phantom "▁" in front
+(our pre-tokenizer step), and `tokenizers`' WordPiece runs on the file's own vocabulary with no
+continuation prefix: the first piece of a word is looked up with its "▁", the rest bare, as in llama.cpp.
 """
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Mapping
+from functools import lru_cache
 from typing import Any
 
 import numpy as np
-from tokenizers import AddedToken, models, normalizers, pre_tokenizers, processors
+from tokenizers import AddedToken, NormalizedString, Regex, models, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as HFTokenizer
 
 from ..errors import TokenizerError
@@ -70,17 +76,15 @@ def _flag(md: Mapping[str, Any], key: str, default: bool) -> bool:
 
 def build_wordpiece(v: Vocab) -> HFTokenizer:
     """The `tokenizers` pipeline for a WordPiece `Vocab` (see the module docstring)."""
-    pieces: dict[str, int] = {}
+    pieces = {t: i for i, t in reversed(list(enumerate(v.tokens)))}   # the first id wins for a text
     added = np.flatnonzero(v.attrs & (_SPECIAL | int(Attr.USER_DEFINED))).tolist()
-    for i, t in enumerate(v.tokens):
-        bert = t[1:] if t.startswith(_PHANTOM) else "##" + t
-        pieces.setdefault(bert, i)    # the first id wins for a text, as llama.cpp's lookup does
     unk = v.tokens[v.unk_id]
-    pieces[unk] = v.unk_id
-    tok = HFTokenizer(models.WordPiece(pieces, unk_token=unk, max_input_chars_per_word=1 << 30))
-    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True,
-                                                strip_accents=v.strip_accents, lowercase=v.lowercase)
-    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok = HFTokenizer(models.WordPiece(pieces, unk_token=unk, continuing_subword_prefix="",
+                                       max_input_chars_per_word=1 << 30))
+    tok.normalizer = normalizers.Normalizer.custom(_WpmNormalizer(v.strip_accents, v.lowercase))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Split(Regex(_ISOLATED), behavior="isolated"),
+        pre_tokenizers.PreTokenizer.custom(_Phantom())])
     tok.add_tokens([AddedToken(v.tokens[i], special=bool(v.attrs[i] & _SPECIAL), normalized=False) for i in added])
     single, special = "$A", []
     if v.add_bos and v.bos_id is not None:
@@ -92,3 +96,52 @@ def build_wordpiece(v: Vocab) -> HFTokenizer:
     if special:
         tok.post_processor = processors.TemplateProcessing(single=single, special_tokens=special)
     return tok
+
+
+# Characters that are words of their own: punctuation, ASCII symbols, CJK ideographs (llama.cpp's ranges).
+_ISOLATED = (r"\p{P}|[$+<=>^`|~]|[\x{4E00}-\x{9FFF}\x{3400}-\x{4DBF}\x{F900}-\x{FAFF}"
+             r"\x{20000}-\x{2A6DF}\x{2A700}-\x{2B81F}\x{2B920}-\x{2CEAF}\x{2F800}-\x{2FA1F}]")
+
+
+@lru_cache(maxsize=1 << 16)
+def _base(c: str) -> str:
+    """llama.cpp's per-code-point "NFD": the first code point of the canonical decomposition."""
+    return unicodedata.normalize("NFD", c)[0]
+
+
+@lru_cache(maxsize=1 << 16)
+def _lower(c: str) -> str:
+    low = c.lower()
+    return low if len(low) == 1 else c
+
+
+def _dropped(c: str) -> bool:
+    """Control characters (whitespace aside: it separates words), NUL and U+FFFD."""
+    return c in ("\0", "\ufffd") or (unicodedata.category(c)[0] == "C" and not c.isspace())
+
+
+class _WpmNormalizer:
+    """llama.cpp's WordPiece preprocessing up to word splitting (see the module docstring)."""
+
+    def __init__(self, strip_accents: bool, lowercase: bool):
+        self.strip_accents, self.lowercase = strip_accents, lowercase
+
+    def normalize(self, normalized: NormalizedString) -> None:
+        normalized.filter(lambda c: not _dropped(c))
+        if self.strip_accents:
+            normalized.map(_base)
+            normalized.filter(lambda c: unicodedata.category(c)[0] != "M")
+        if self.lowercase:
+            normalized.map(_lower)
+
+
+class _Phantom:
+    """Prepends "▁" to every word, as llama.cpp does before matching its first piece."""
+
+    @staticmethod
+    def _prepend(_i: int, word: NormalizedString) -> list[NormalizedString]:
+        word.prepend(_PHANTOM)
+        return [word]
+
+    def pre_tokenize(self, pretok) -> None:
+        pretok.split(self._prepend)
