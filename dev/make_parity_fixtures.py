@@ -63,6 +63,7 @@ Recipe notes: whisk two eggs with 250 ml of milk and 120 g of flour until smooth
 MODELS: dict[str, tuple] = {
     "gemma3-270m": ("real", "gemma3_270m"),
     "qwen2.5-coder-0.5b": ("real", "qwen25_coder_05b"),
+    "smollm2-135m": ("real", "smollm2_135m"),
     "synth-tiny-llama": ("synth", "tiny-llama", "Q4_K_M", 7),
     "synth-tiny-qwen3": ("synth", "tiny-qwen3", "Q4_K_M", 7),
     "synth-tiny-gemma3": ("synth", "tiny-gemma3", "Q4_K_M", 7),

@@ -62,3 +62,16 @@ def nomic_path():
         return model_packages.nomic_embed_v15()
     except ModelNotFoundError as e:
         pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    from oxigpu import model_packages
+    from oxigpu.errors import ModelNotFoundError
+    locate = getattr(model_packages, "smollm2_135m", None)
+    if locate is None:   # the locator arrives with the default-model work (model_packages.smollm2_135m)
+        pytest.skip("model_packages.smollm2_135m is not in this tree")
+    try:
+        return locate()
+    except ModelNotFoundError as e:
+        pytest.skip(str(e))
