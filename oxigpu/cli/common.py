@@ -57,18 +57,66 @@ sampling_options = _stack(
     click.option("--top-k", type=int, default=_default("top_k"), show_default=True, help="0 disables."),
     click.option("--top-p", type=float, default=_default("top_p"), show_default=True, help="1 disables."),
     click.option("--min-p", type=float, default=_default("min_p"), show_default=True, help="0 disables."),
+    click.option("--typical", "typical_p", type=float, default=_default("typical_p"), show_default=True,
+                 help="Typical-p; 1 disables."),
+    click.option("--top-n-sigma", type=float, default=_default("top_n_sigma"), show_default=True,
+                 help="Keep logits within n standard deviations of the best; <= 0 disables."),
+    click.option("--xtc-probability", type=float, default=_default("xtc_probability"), show_default=True,
+                 help="XTC: chance to drop the top choices; 0 disables."),
+    click.option("--xtc-threshold", type=float, default=_default("xtc_threshold"), show_default=True,
+                 help="XTC: least probability of a dropped choice."),
+    click.option("--dynatemp-range", type=float, default=_default("dynatemp_range"), show_default=True,
+                 help="Dynamic temperature: temp +- range by entropy; 0 disables."),
+    click.option("--dynatemp-exp", "dynatemp_exponent", type=float, default=_default("dynatemp_exponent"),
+                 show_default=True, help="Dynamic temperature exponent."),
     click.option("--repeat-penalty", type=float, default=_default("repeat_penalty"), show_default=True,
                  help="1 disables."),
+    click.option("--repeat-last-n", type=int, default=_default("repeat_last_n"), show_default=True,
+                 help="Tokens the penalties look back on (0 off, -1 the whole context)."),
+    click.option("--presence-penalty", type=float, default=_default("presence_penalty"), show_default=True),
+    click.option("--frequency-penalty", type=float, default=_default("frequency_penalty"), show_default=True),
+    click.option("--dry-multiplier", type=float, default=_default("dry_multiplier"), show_default=True,
+                 help="DRY repetition penalty; 0 disables."),
+    click.option("--dry-base", type=float, default=_default("dry_base"), show_default=True),
+    click.option("--dry-allowed-length", type=int, default=_default("dry_allowed_length"), show_default=True),
+    click.option("--dry-penalty-last-n", type=int, default=_default("dry_penalty_last_n"), show_default=True,
+                 help="-1: the whole context."),
+    click.option("--mirostat", type=int, default=_default("mirostat"), show_default=True,
+                 help="Mirostat 1 or 2; 0 disables."),
+    click.option("--mirostat-ent", "mirostat_tau", type=float, default=_default("mirostat_tau"),
+                 show_default=True, help="Mirostat target entropy (tau)."),
+    click.option("--mirostat-lr", "mirostat_eta", type=float, default=_default("mirostat_eta"),
+                 show_default=True, help="Mirostat learning rate (eta)."),
     click.option("--seed", type=int, default=None, help="Same seed, same output (default: random)."),
     click.option("--stop", multiple=True, help="Stop at this string (repeatable); it is not printed."),
+    click.option("--json", "json_mode", is_flag=True, help="Output one JSON object."),
+    click.option("--json-schema", "json_schema_file", type=click.Path(dir_okay=False),
+                 help="Output JSON valid under this JSON Schema file."),
+    click.option("--grammar", "grammar_file", type=click.Path(dir_okay=False),
+                 help="Output accepted by this grammar file (GBNF or Lark)."),
+    click.option("--regex", help="Output fully matching this regular expression."),
 )
 
 
-def sampling_params(max_tokens: int, temperature: float, top_k: int, top_p: float, min_p: float,
-                    repeat_penalty: float, seed: int | None, stop: tuple[str, ...]) -> SamplingParams:
-    """The sampling options of a command as validated SamplingParams."""
-    return SamplingParams(max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                          min_p=min_p, repeat_penalty=repeat_penalty, seed=seed, stop=stop)
+def sampling_params(max_tokens: int, temperature: float, seed: int | None, stop: tuple[str, ...],
+                    json_mode: bool = False, json_schema_file: str | None = None, grammar_file: str | None = None,
+                    **rest: Any) -> SamplingParams:
+    """The sampling options of a command as validated SamplingParams (constraint files read here)."""
+    constraint: dict[str, Any] = {"json": json_mode}
+    if json_schema_file is not None:
+        constraint["json_schema"] = _read_text(json_schema_file, "--json-schema")
+    if grammar_file is not None:
+        constraint["grammar"] = _read_text(grammar_file, "--grammar")
+    return SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed, stop=stop, **constraint,
+                          **rest)
+
+
+def _read_text(path: str, option: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidParameterError(f"{option}: cannot read {path}: {e}") from None
 
 
 def friendly_errors(fn: F) -> F:

@@ -11,6 +11,7 @@ from .embed import embed
 from .info import info
 from .kernels import kernels
 from .run import run
+from .serve import serve
 from .synth import synth
 from .tokenize import tokenize
 
@@ -30,6 +31,7 @@ cli.add_command(tokenize)
 cli.add_command(diff)
 cli.add_command(bench)
 cli.add_command(embed)
+cli.add_command(serve)
 
 
 def main() -> None:
