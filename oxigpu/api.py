@@ -258,6 +258,12 @@ class LLM:
         return math.exp(nll / count)
 
     # -- embeddings -----------------------------------------------------------------------------------
+    @property
+    def is_embedding_model(self) -> bool:
+        """True for encoder models (bert, nomic-bert), which embed and do not generate; decoders embed too
+        (pooled hidden states) but are generation models."""
+        return self._engine is self._embedder
+
     def embed(self, texts: str | Sequence[str], pooling: str | None = None, normalize: bool = True) -> np.ndarray:
         """Embeddings of ``texts``: [len(texts), dim] float32 (one string: [dim]).
 

@@ -91,11 +91,12 @@ def test_embedding_model_api_and_errors(tiny_bert):
     assert v.shape == (128,) and v.dtype == np.float32 and abs(float(np.linalg.norm(v)) - 1) < 1e-6
     assert llm.embed(["a", "b", "c"]).shape == (3, 128)
     assert np.allclose(llm.embed(["hello world"])[0], v)
+    assert np.allclose(llm.embed([llm.tokenize("hello world")])[0], v)     # token ids, as the server passes
     with pytest.raises(InvalidParameterError, match="embedding model"):
         llm.generate("hello")
     with pytest.raises(InvalidParameterError, match="embedding model"):
         llm.logits("hello")
-    for bad in ([], [1, 2], b"x", None):
+    for bad in ([], [1.5], [[1, "a"]], b"x", None, [[10**9]]):
         with pytest.raises(InvalidParameterError):
             llm.embed(bad)
     with pytest.raises(InvalidParameterError, match="pooling"):
@@ -126,3 +127,17 @@ def test_wgpu_embeddings_match_numpy(tiny_bert, tmp_path, dev):
         a = LLM(str(path), backend="numpy").embed(texts)
         b = LLM(str(path), backend="wgpu").embed(texts)
         assert np.abs(a - b).max() < 1e-4
+
+
+def test_async_llm_serves_embeddings_of_an_embedding_model(tiny_bert):
+    """What /v1/embeddings calls: texts and token-id lists; generation models are refused there."""
+    import asyncio
+
+    from oxigpu.aio import AsyncLLM
+
+    async def run():
+        async with AsyncLLM(str(tiny_bert), backend="numpy") as llm:
+            return await llm.embed(["hello world", [101, 657, 102]])
+    got = asyncio.run(run())
+    ref = LLM(str(tiny_bert), backend="numpy")
+    assert np.allclose(got[0], ref.embed("hello world")) and np.allclose(got[1], ref.embed([[101, 657, 102]])[0])

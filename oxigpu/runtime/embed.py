@@ -126,18 +126,25 @@ class Embedder:
             rows.append(self.backend.run(plan, {"tokens": ids[pos:pos + m]}, pos, m)["hidden"][:m])
         return np.concatenate(rows)
 
-    def embed(self, texts: str | Sequence[str], pooling: str | None = None, normalize: bool = True) -> np.ndarray:
-        """Embeddings of ``texts`` [len(texts), dim] (one text: [dim]), each tokenized as a prompt (with the
-        model's BOS/CLS and SEP)."""
+    def embed(self, texts: str | Sequence[str | Sequence[int]], pooling: str | None = None,
+              normalize: bool = True) -> np.ndarray:
+        """Embeddings of ``texts`` [len(texts), dim] (one string: [dim]). Each item is a text, tokenized as a
+        prompt (with the model's BOS/CLS and SEP), or a list of token ids used as given."""
         single = isinstance(texts, str)
         items = [texts] if single else texts
-        if isinstance(items, (bytes, bytearray)) or not isinstance(items, Sequence) \
-                or not all(isinstance(t, str) for t in items):
-            raise InvalidParameterError("texts must be a string or a sequence of strings")
-        if not single and not items:
-            raise InvalidParameterError("texts is empty")
-        out = np.stack([self.embed_ids(self.tokenizer.encode(t), pooling, normalize) for t in items])
+        if isinstance(items, (bytes, bytearray)) or not isinstance(items, Sequence) or (not single and not items):
+            raise InvalidParameterError("texts must be a string or a non-empty sequence of strings or token-id lists")
+        ids = [self._ids(t) for t in items]
+        out = np.stack([self.embed_ids(x, pooling, normalize) for x in ids])
         return out[0] if single else out
+
+    def _ids(self, item: str | Sequence[int]) -> list[int]:
+        if isinstance(item, str):
+            return self.tokenizer.encode(item)
+        if isinstance(item, (bytes, bytearray)) or not isinstance(item, Sequence) \
+                or any(isinstance(t, bool) or not isinstance(t, (int, np.integer)) for t in item):
+            raise InvalidParameterError("each item to embed must be a string or a list of token ids (ints)")
+        return [int(t) for t in item]
 
     # -- what an LLM would do with a generation engine -------------------------------------------------
     def _no_generation(self, *args, **kwargs):
