@@ -88,6 +88,10 @@ def resolve_model_path(model_path: str | Path | None) -> Path:
     if model_path is not None:
         path = Path(model_path)
         if not path.is_file():
+            from . import hub
+            ref = None if path.exists() else hub.parse_ref(str(model_path))
+            if ref is not None:   # org/repo:QUANT or org/repo/file.gguf: from the Hugging Face Hub
+                return hub.download(ref)
             raise ModelNotFoundError(f"model file not found: {path}")
         return path
     from .model_packages import gemma3_270m
@@ -121,6 +125,20 @@ class LLM:
             print(f"oxigpu: loaded {e.model_path.name} ({e.hparams.arch}, {e.hparams.n_layer} layers, "
                   f"vocab {e.vocab_size}) on {e.backend_name}, n_ctx={e.n_ctx}, in {e.load_s:.2f} s",
                   file=sys.stderr)
+
+    @classmethod
+    def from_pretrained(cls, repo: str, quant: str | None = None, filename: str | None = None,
+                        token: str | None = None, revision: str = "main", **kwargs: Any) -> LLM:
+        """Load ``repo``'s GGUF file of type ``quant`` (e.g. "Q4_K_M"), or ``filename``, from the Hugging Face
+        Hub (through its cache; HF_HUB_OFFLINE, HF_ENDPOINT and HF_TOKEN apply). Other arguments go to LLM."""
+        from . import hub
+        if quant is not None and filename is not None:
+            raise InvalidParameterError("give quant or filename, not both")
+        ref = hub.parse_ref(repo)
+        if ref is None or ref.quant or ref.filename:
+            raise InvalidParameterError(f"repo must be 'org/name', got {repo!r}")
+        path = hub.download(hub.HubRef(ref.repo, quant, filename, revision), token=token)
+        return cls(path, **kwargs)
 
     # -- facts ----------------------------------------------------------------------------------------
     @property

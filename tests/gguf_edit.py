@@ -74,3 +74,25 @@ def rewrite(src: str | Path, dst: str | Path, set: dict[str, Any] | None = None,
         w.write_tensor_data(t.data)
     w.close()
     return Path(dst)
+
+
+def split(src: str | Path, dst_dir: str | Path, stem: str, max_tensors: int) -> list[Path]:
+    """``src`` as a split set ``stem-0000i-of-0000n.gguf`` of at most ``max_tensors`` tensors per shard
+    (gguf's own splitting: metadata in the first shard, split.* keys in every one)."""
+    r = GGUFReader(str(src))
+    arch = bytes(r.fields["general.architecture"].parts[-1]).decode()
+    w = GGUFWriter(str(Path(dst_dir) / f"{stem}.gguf"), arch, split_max_tensors=max_tensors)
+    for name, field in r.fields.items():
+        if name.startswith("GGUF.") or name == "general.architecture":
+            continue
+        value, vtype, sub = _field_value(field)
+        w.add_key_value(name, value, vtype, sub_type=sub)
+    for t in r.tensors:
+        w.add_tensor_info(t.name, list(t.data.shape), t.data.dtype, t.data.nbytes, raw_dtype=t.tensor_type)
+    w.write_header_to_file()
+    w.write_kv_data_to_file()
+    w.write_ti_data_to_file()
+    for t in r.tensors:
+        w.write_tensor_data(t.data)
+    w.close()
+    return sorted(Path(dst_dir).glob(f"{stem}-*-of-*.gguf"))

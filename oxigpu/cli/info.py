@@ -18,7 +18,11 @@ def model_info(path: str | Path) -> dict[str, Any]:
     """A JSON-ready summary of the model file at `path` (raises OxigpuError on a missing or bad file)."""
     path = Path(path)
     if not path.exists():
-        raise ModelNotFoundError(f"no model file at {path}")
+        from ..hub import download, parse_ref
+        ref = parse_ref(str(path))
+        if ref is None:
+            raise ModelNotFoundError(f"no model file at {path}")
+        path = download(ref)      # a Hub name: org/repo:QUANT or org/repo/file.gguf
     with GGUFFile(path) as f:
         meta = f.metadata
         arch = f.arch
