@@ -26,10 +26,12 @@ def files(tmp_path_factory):
     return {s: synthesize(s, d / f"{s}.gguf", "Q4_K_M", seed=7, workers=1).path for s in TINY}
 
 
-def test_every_family_has_a_tiny_shape_and_a_parity_fixture():
+def test_every_family_has_a_tiny_shape_and_a_llama_cpp_fixture():
+    """Decoders have teacher-forced logits from llama.cpp, encoders its embeddings (test_embeddings.py)."""
     from pathlib import Path
     assert {SHAPES[s].arch for s in TINY} == set(FAMILIES)
-    fixtures = {p.stem for p in (Path(__file__).parent / "fixtures" / "parity").glob("synth-*.npz")}
+    here = Path(__file__).parent / "fixtures"
+    fixtures = {p.stem for kind in ("parity", "embed") for p in (here / kind).glob("synth-*.npz")}
     assert {f"synth-{s}" for s in TINY} - {"synth-tiny-qwen2"} <= fixtures
 
 
@@ -48,6 +50,10 @@ def test_info_and_32_greedy_tokens(files, shape):
     assert (info["hparams"]["n_layer"], info["hparams"]["n_embd"]) == (s.n_layer, s.n_embd)
 
     llm = LLM(str(files[shape]), backend="numpy", n_ctx=128)
+    if llm.is_embedding_model:     # encoders embed instead of generating
+        v = llm.embed([PROMPT, PROMPT[:12]])
+        assert v.shape == (2, s.n_embd) and np.isfinite(v).all() and abs(float(v[0] @ v[1])) < 1
+        return
     r = llm.generate(PROMPT, max_tokens=32, temperature=0, logit_bias=_no_eog(llm))
     assert len(r.token_ids) == 32 and r.finish_reason == "length"
     prompt = llm.tokenize(PROMPT)

@@ -92,7 +92,8 @@ def _one_case(model, arch: str, meta: dict, names, key: str, value, weights: dic
     backend = NumpyBackend(model, 32)
     backend._weights = weights     # dequantized once per file: a fresh backend per case, same weights
     with np.errstate(all="ignore"):
-        logits = backend.run(plan, {"tokens": np.array([5], np.int32)}, 3, 1)["logits"]
+        out = backend.run(plan, {"tokens": np.array([5], np.int32)}, 0 if hp.family.encoder else 3, 1)
+        logits = out.get("logits", out.get("hidden"))      # encoders give hidden states
     assert np.isfinite(logits).all(), f"{key}={value!r} loads but gives non-finite logits"
     return "ran"
 

@@ -109,6 +109,8 @@ class HParams:
     def explain(self, fields: Iterable[str]) -> str:
         """The GGUF keys (with their values) of HParams ``fields``, for tensor-shape mismatch messages."""
         def key(f: str) -> str:
+            if f == "n_ff_exp" and self.n_ff_exp == self.n_ff:   # the expert width defaults to the FFN's
+                return f"{self.arch}.expert_feed_forward_length (or {self.arch}.feed_forward_length)"
             return _KEYS[f] if _KEYS[f].startswith("tokenizer.") else f"{self.arch}.{_KEYS[f]}"
         return ", ".join(f"{key(f)} = {getattr(self, f)}" for f in fields)
 
@@ -197,6 +199,8 @@ class HParams:
                                   needed_by=f"{r.key('expert_count')} is {n_expert}")
             n_ff_exp = r.int("expert_feed_forward_length", n_ff, hi=MAX_WIDTH)
             w_scale = r.scale("expert_weights_scale") or 1.0
+        elif fam.moe is not None and r.has("expert_used_count"):
+            r.int("expert_used_count", lo=0, hi=0, needed_by=f"{r.key('expert_count')} is 0")
 
         hp = cls(
             arch=arch, family=fam, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
@@ -313,7 +317,7 @@ class _Reader:
         if not _is_int(v):
             self.fail(k, v, "must be an integer")
         if not lo <= v <= hi:
-            self.fail(k, v, f"is out of range; expected {lo}..{hi}")
+            self.fail(k, v, f"is out of range; expected {lo}..{hi}" + (f" ({needed_by})" if needed_by else ""))
         return int(v)
 
     def float(self, k: str, default: Any, lo: float, hi: float) -> Any:
