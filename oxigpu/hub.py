@@ -113,8 +113,13 @@ def _list_files(ref: HubRef, token, cache_dir, endpoint: str | None, offline: bo
 
 
 def _error(ref: HubRef, e: Exception, endpoint: str | None, offline: bool, name: str | None) -> ModelNotFoundError:
-    from huggingface_hub.errors import (EntryNotFoundError, GatedRepoError, LocalEntryNotFoundError,
-                                        RepositoryNotFoundError, RevisionNotFoundError)
+    from huggingface_hub.errors import (
+        EntryNotFoundError,
+        GatedRepoError,
+        LocalEntryNotFoundError,
+        RepositoryNotFoundError,
+        RevisionNotFoundError,
+    )
     where = _where(endpoint)
     if isinstance(e, GatedRepoError):
         return ModelNotFoundError(f"{ref.repo} on {where} is gated: accept its terms on its page and set HF_TOKEN "

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from gguf_edit import rewrite
 
 from oxigpu.backends.numpy_backend import NumpyBackend
 from oxigpu.errors import GGUFError, OxigpuError
@@ -21,8 +22,6 @@ from oxigpu.gguf import GGUFFile
 from oxigpu.graph.plan import compile as compile_plan
 from oxigpu.models import FAMILIES, HParams, build_graph
 from oxigpu.synth import SHAPES, synthesize
-
-from gguf_edit import rewrite
 
 TINY = {}
 for _name, _shape in SHAPES.items():

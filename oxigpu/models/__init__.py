@@ -9,10 +9,10 @@ from typing import Literal
 
 from ..graph.fuse import fuse as fuse_graph
 from ..graph.ir import Graph
+from .encoder import encoder
 from .family import Family
 from .hparams import HParams
 from .registry import FAMILIES, get_family
-from .encoder import encoder
 from .transformer import decoder
 
 

@@ -8,7 +8,6 @@ chosen expert's weight tile once per 16 pairs. Weights are dequantized with the 
 """
 from __future__ import annotations
 
-import math
 from typing import Iterable
 
 import numpy as np

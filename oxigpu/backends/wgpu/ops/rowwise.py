@@ -11,7 +11,6 @@ from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, grid, rng
 
-
 _NEUTRAL = {"SCALE": "1.0", "SOFTCAP": "0.0", "INV_SOFTCAP": "0.0", "COLS": 1, "COLS_IN": 1, "OFF": 0}
 
 
