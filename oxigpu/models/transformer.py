@@ -1,15 +1,24 @@
-"""The decoder-only transformer shared by every supported family.
+"""The decoder-only transformer shared by every decoder family.
 
-A family is a `Family`: which optional pieces its block has (llama.cpp hard-codes these per
-architecture in ``src/models/*.cpp``) plus a rule giving each layer's attention settings. `decoder` lays
-the whole model out for a chunk of T tokens:
+A family is a `Family` (``family.py``): which optional pieces its block has (llama.cpp hard-codes these
+per architecture in ``src/models/*.cpp``) plus the rule giving each layer's RoPE base and window.
+`decoder` lays the whole model out for a chunk of T tokens:
 
     x = embed(tokens) * embed_scale
-    per layer:  h = attn_norm(x); q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)
-                [q, k = per-head q_norm(q), k_norm(k)]; q, k = rope(q), rope(k)
-                cache <- k, v; a = attention(q, cache) Wo; [a = post_attention_norm(a)]; x = x + a
-                h = ffn_norm(x); f = (act(h Wgate) * h Wup) Wdown; [f = post_ffw_norm(f)]; x = x + f
-    logits = output_norm(x) Woutput   (Woutput = token_embd when the head is tied)
+    per layer:  h = [attn_norm](x)
+                q, k, v = h Wq (+bq), h Wk (+bk), h Wv (+bv)    (or one fused Wqkv, split)
+                [q, k = q_norm(q), k_norm(k): per head or over all heads]; q, k = rope(q), rope(k)
+                cache <- k, v; a = attention(q, cache; window, soft-cap) Wo
+                x = x + residual_scale * [post_attention_norm](a)
+                h = [ffn_norm](x)
+                f = (act(h Wgate) * h Wup) Wdown                 (fused gate/up: one Wup, split)
+                    or, with experts: the router's top-k experts' FFNs, mixed by its weights
+                x = x + residual_scale * [post_ffw_norm](f)
+    logits = soft-cap(output_norm(x) Woutput / logit_scale)  (Woutput = token_embd when the head is tied)
+
+Which projections are fused, and which optional biases exist, follows the tensors the file holds; the
+rest follows the family. ``tensor_list`` runs the same code against a recorder to list the tensors a
+file must hold (what ``oxigpu synth`` writes).
 """
 from __future__ import annotations
 
