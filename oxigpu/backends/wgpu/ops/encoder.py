@@ -2,7 +2,7 @@
 attention within a chunk, no cache). Encoders run one text per step, so these are sized by the chunk."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

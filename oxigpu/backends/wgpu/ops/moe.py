@@ -8,7 +8,7 @@ chosen expert's weight tile once per 16 pairs. Weights are dequantized with the 
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

@@ -3,7 +3,7 @@ matmuls they follow)."""
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
@@ -86,8 +86,9 @@ def _cases() -> Iterable[Case]:
                        lambda x=x64, s=s, cap=cap: [cap * np.tanh(x * s / cap) if cap else x * s],
                        1e-6, attrs={"scale": s, "softcap": cap}, nbytes=8 * x.size)
         xs = x / 10
+        xs64 = xs.astype(np.float64)
         yield Case("act", f"act_gelu_tanh{shape}", [xs], ["f32"],
-                   lambda x=xs.astype(np.float64): [_gelu_tanh(x)], 1e-5, attrs={"act": "gelu_tanh"})
+                   lambda x=xs64: [_gelu_tanh(x)], 1e-5, attrs={"act": "gelu_tanh"})
     for rows, sizes in ((6, (96, 32, 32)), (3, (1536, 1536))):
         x = g.standard_normal((rows, sum(sizes))).astype(np.float32)
         ends = np.cumsum(sizes)
