@@ -11,8 +11,8 @@ os.environ.setdefault("LP_NUM_THREADS", "1")
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, str]:
-    """One synthetic GGUF file per supported architecture (random weights, real vocab machinery), by shape
-    name (tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3)."""
+    """One synthetic GGUF file per tiny shape (every architecture; random weights, real vocab machinery), by
+    shape name (tiny-llama, tiny-qwen2, ..., tiny-qwen3moe, tiny-bert: oxigpu.synth.SHAPES)."""
     from oxigpu.synth import SHAPES, synthesize
     out = tmp_path_factory.mktemp("tiny")
     return {name: str(synthesize(name, out / f"{name}.gguf", seed=7).path)
