@@ -68,8 +68,9 @@ def markdown() -> str:
              for name, f in FAMILIES.items()]
     gpu = [n for n in TYPES if _gpu(n)]
     cpu = [n for n in TYPES if not _gpu(n)]
-    rows += ["", f"Quant types: {', '.join(gpu)} on both backends"
-             + (f"; {', '.join(cpu)} on the numpy backend only." if cpu else ".")]
+    rows.append(f"| quant types | wgpu and numpy backends | {', '.join(gpu)} | |")
+    if cpu:
+        rows.append(f"| quant types | numpy backend only | {', '.join(cpu)} | |")
     return "\n".join(rows)
 
 
