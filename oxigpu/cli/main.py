@@ -9,6 +9,7 @@ from .chat import chat
 from .diff import diff
 from .info import info
 from .kernels import kernels
+from .models import models
 from .run import run
 from .synth import synth
 from .tokenize import tokenize
@@ -28,6 +29,7 @@ cli.add_command(chat)
 cli.add_command(tokenize)
 cli.add_command(diff)
 cli.add_command(bench)
+cli.add_command(models)
 
 
 def main() -> None:
