@@ -11,7 +11,7 @@ from click.testing import CliRunner
 
 from oxigpu.cli.main import cli
 from oxigpu.errors import DeviceError, InvalidParameterError
-from oxigpu.runtime.bench import run_bench, to_markdown
+from oxigpu.tools.bench import run_bench, to_markdown
 
 P, N, DEPTHS = 20, 6, (0, 9)
 
@@ -195,7 +195,7 @@ def test_cli_json_and_markdown(models):
 def test_warmup_lasts_until_the_clock_is_up():
     """Short warm-ups repeat for at least WARMUP_S before the timed runs (an idle GPU's clock needs it);
     a long one runs once."""
-    from oxigpu.runtime import bench
+    from oxigpu.tools import bench
 
     calls: list[int] = []
 

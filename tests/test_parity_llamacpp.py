@@ -1,6 +1,6 @@
 """Whole-model parity of the numpy backend with llama.cpp (teacher forcing, recorded fixtures).
 
-Fixtures come from scripts/make_parity_fixtures.py: llama.cpp's own tokenization of a fixed text and its
+Fixtures come from dev/make_parity_fixtures.py: llama.cpp's own tokenization of a fixed text and its
 logits at 256 ids per position (its top 32 plus a fixed random sample of the vocabulary), from two runs:
 - "exact": the same weights dequantized to F32 by llama.cpp, F32 KV cache: llama.cpp's float path, the
   computation we implement. Required: max |logit diff| <= min(TOL_EXACT, REL * s) and the same top-1
@@ -61,7 +61,7 @@ def _model_file(name: str, fx, request, tmp_path_factory) -> Path:
     digest = hashlib.sha256(path.read_bytes()).hexdigest()
     if digest != str(fx["sha256"]):
         pytest.fail(f"oxigpu.synth no longer writes the file this fixture was recorded from ({shape}, {ftype}, "
-                    f"seed {seed}); rerun scripts/make_parity_fixtures.py --only {name}")
+                    f"seed {seed}); rerun dev/make_parity_fixtures.py --only {name}")
     return path
 
 

@@ -1,6 +1,6 @@
 """llama.cpp (llama-cpp-python) loads every tiny synthetic shape and computes finite, varied logits.
 
-Skipped where llama_cpp is not importable; scripts/check_synth_llamacpp.py runs the real shapes too.
+Skipped where llama_cpp is not importable; dev/check_synth_llamacpp.py runs the real shapes too.
 """
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Tokenizer: exactness against llama.cpp (fixtures from scripts/make_tokenizer_fixtures.py), round trips,
+"""Tokenizer: exactness against llama.cpp (fixtures from dev/make_tokenizer_fixtures.py), round trips,
 streaming, and synthetic vocabularies for the rules the real models do not exercise."""
 from __future__ import annotations
 

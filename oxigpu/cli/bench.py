@@ -1,4 +1,4 @@
-"""`oxigpu bench`: llama-bench-like prompt and generation speed (see ``runtime/bench.py`` for the method)."""
+"""`oxigpu bench`: llama-bench-like prompt and generation speed (see ``tools/bench.py`` for the method)."""
 from __future__ import annotations
 
 import json
@@ -6,7 +6,7 @@ import json
 import click
 
 from ..errors import InvalidParameterError
-from ..runtime.bench import DEFAULT_ROOFLINE_GBS, run_bench, to_markdown
+from ..tools.bench import DEFAULT_ROOFLINE_GBS, run_bench, to_markdown
 from ..runtime.engine import BACKENDS
 from .common import friendly_errors, model_option, verbose_option
 

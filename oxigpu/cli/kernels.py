@@ -15,7 +15,7 @@ def kernels(pattern: str | None, bench: bool) -> None:
     """Check each WGSL kernel against its float64 numpy reference; exit 1 on any failure."""
     from ..backends.wgpu.device import Device
     from ..errors import DeviceError
-    from ..kernels_harness import format_table, run_checks
+    from ..tools.kernels import format_table, run_checks
 
     try:
         dev = Device.get()

@@ -410,7 +410,7 @@ class WgpuBackend:
                       ) -> list[tuple[Node | None, list[Dispatch]]]:
         """One GPU-resident decode step as it is encoded: each node's dispatches, then ``(None, the
         sampler's and the next step's Params copy)``. For profiling and dispatch counts
-        (``runtime/bench.py``); ``n_bias`` as in :meth:`decode_stream`'s logit bias, ``greedy`` its
+        (``tools/bench.py``); ``n_bias`` as in :meth:`decode_stream`'s logit bias, ``greedy`` its
         temperature-0 sampler; ``pos``: the step's position (grids sized for it), else grids for any."""
         res = self._resident_for(plan, n_bias, greedy)
         flat, groups, i = res.variants[0] if pos is None else res.step(0, pos), [], 0

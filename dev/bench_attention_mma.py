@@ -1,13 +1,13 @@
 """Prefill attention on the matrix units (shaders/attention_mma.wgsl) against the FMA kernel
 (shaders/attention.wgsl), per matrix-unit tile: correctness against float64, then GPU time.
 
-    python3 scripts/bench_attention_mma.py [--out DIR] [--copies N] [--tiles 4:64,4:32]
+    python3 dev/bench_attention_mma.py [--out DIR] [--copies N] [--tiles 4:64,4:32]
 
 Per case (ops/attention.py ``attention_case``: random q, f16 caches whose rows past pos + n_tokens are NaN;
 "rescale" cases grow the keys along the cache so later tiles move the reference maximum): every kernel's
 output against the float64 reference (the matrix-unit one rounds q * scale and P to f16: held to
 MMA_TOL of max |ref|, the FMA one to its 2e-5), then all timed (N copies in one pass, GPU timestamps:
-scripts/bench_gemv.py ``time_variants``). TFLOP/s = the case's FLOPs (every row over all pos + n_tokens
+dev/bench_gemv.py ``time_variants``). TFLOP/s = the case's FLOPs (every row over all pos + n_tokens
 keys, as ops/attention.py counts them) / time. Needs Dawn with subgroup matrices (the H100); results
 also go to ``attention_mma.jsonl``.
 """

@@ -4,7 +4,7 @@ against float64 and times a 512 x 4096 x 4096 f16 GEMM. On the H100 with wgpu-py
 adapter lists the feature but using it fails with "experimental features are not enabled", and
 wgpu-native's C API has no switch for those: the prefill GEMM stays on f32 FMAs (BENCHMARKS.md, Prefill).
 
-    python3 scripts/probe_coop_matrix.py      # on the GPU machine
+    python3 dev/probe_coop_matrix.py      # on the GPU machine
 """
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """Prefill GEMM sweep: TFLOP/s of the tiled GEMM per real prefill shape, weight type and tile variant.
 
-    python3 scripts/bench_gemm.py [--m 512] [--out DIR] [--budget SECONDS] [--shapes NAME,...]
+    python3 dev/bench_gemm.py [--m 512] [--out DIR] [--budget SECONDS] [--shapes NAME,...]
         [--variants V,...] [--narrow V,...] [--splits 2,4] [--split-tiles T,...] [--rotate R] [--copies N]
 
 Each case multiplies x [m, k] by a weight of real shape (``distinct`` quantized rows tiled, so building it

@@ -1,11 +1,11 @@
 #!/usr/bin/env bash
-# Load-time matrix on the GPU machine: scripts/bench_load.py in fresh processes, each on a cold NVIDIA shader
+# Load-time matrix on the GPU machine: dev/bench_load.py in fresh processes, each on a cold NVIDIA shader
 # disk cache (an empty folder) or a warm one (the folder the cold run before it filled), for several
 # kernel-building (--threads) settings; then `oxigpu bench`'s own load
 # figure with the defaults on a cold cache. One JSON line per run in $OUT/load.jsonl (with the cache
 # folder's size after the run: a cold run must fill it, a warm one must not grow it).
 #
-#   bash scripts/bench_load.sh MODEL [N_CTX]
+#   bash dev/bench_load.sh MODEL [N_CTX]
 #
 # RUNS overrides the matrix: "cache:threads ..." where cache names a folder (a new name is a cold run, a
 # repeated one a warm run).
@@ -23,7 +23,7 @@ for run in $RUNS; do
     state=$([ -d "$dir" ] && echo warm || echo cold)
     mkdir -p "$dir"
     line=$(__GL_SHADER_DISK_CACHE_PATH=$dir XDG_CACHE_HOME=$dir timeout 60 \
-           "$PY" scripts/bench_load.py "$MODEL" --n-ctx "$N_CTX" --threads "$threads" \
+           "$PY" dev/bench_load.py "$MODEL" --n-ctx "$N_CTX" --threads "$threads" \
            2>>"$OUT/stderr.log")
     echo "{\"cache\": \"$state\", \"cache_kib\": $(du -sk "$dir" | cut -f1), \"run\": ${line:-null}}" | tee -a "$OUT/load.jsonl"
 done

@@ -1,7 +1,7 @@
 """Tensor-core GEMM through Dawn with several subgroups per workgroup (Tint's uniformity check for subgroup
 matrices switched off by its diagnostic rule), f16 products with f32 results.
 
-    python3 scripts/probe_dawn_mma.py     # on the H100: bash ../shared/gpu/prepare.sh wgpudawn first
+    python3 dev/probe_dawn_mma.py     # on the H100: bash ../shared/gpu/prepare.sh wgpudawn first
 """
 from __future__ import annotations
 

@@ -9,8 +9,8 @@
 # then, on the device machine (carry .gpu, .gl and .wt/old):
 #   for f in .gl/*.deb; do dpkg -x $f /; done; source .gpu/bootstrap.sh
 #   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json
-#   ROWS="llama-3.1-8b:Q4_K_M llama-3.2-1b:F16" bash scripts/ab_h100.sh
-# A switch on one tree: OLD=. OLD_ENV="OXIGPU_ROBUST=1" bash scripts/ab_h100.sh
+#   ROWS="llama-3.1-8b:Q4_K_M llama-3.2-1b:F16" bash dev/ab_h100.sh
+# A switch on one tree: OLD=. OLD_ENV="OXIGPU_ROBUST=1" bash dev/ab_h100.sh
 # Env: ROWS (shape:type, as `oxigpu synth`), OLD (the other package's parent folder, default .wt/old),
 # OLD_ENV / NEW_ENV (assignments for one side), ARGS (bench arguments), ROUNDS, TIMEOUT_S (per bench run),
 # PY (the interpreter).

@@ -3,9 +3,9 @@ split size, and a stress test of the cross-workgroup merge. ``--prefill``: the p
 (attention.wgsl) instead, a whole chunk per dispatch, the default tile beside ``--tiles``. (The kernels
 both replaced, timed beside them here until stop 20, are in git history.)
 
-    python3 scripts/bench_attention.py [--positions 64,4160] [--configs 32:0,128:2:0:64]
+    python3 dev/bench_attention.py [--positions 64,4160] [--configs 32:0,128:2:0:64]
                                        [--stress N] [--shapes qwen,llama8b] [--layers 16]
-    python3 scripts/bench_attention.py --prefill [--chunk 512] [--positions 0] [--tiles 16:4:4,16:1:4]
+    python3 dev/bench_attention.py --prefill [--chunk 512] [--positions 0] [--tiles 16:4:4,16:1:4]
 
 ``--configs``: extra CHUNK:SLICES[:ROWS[:MAXS[:KB]]] points timed beside the default (0 = the default of that
 knob; MAXS: the most splits per row block, the ``n_split`` attr; KB: keys per team pass). ``--layers N``: each timed run walks N
@@ -13,7 +13,7 @@ distinct K/V caches, as a decode step's layers do, so at long contexts the keys 
 llama-1B layer's 4224-row cache, 8.7 MB, would otherwise stay in the 50 MB L2 across copies). The caches
 are f16, as the models store them.
 
-Timing as scripts/bench_gemv.py: N copies of the dispatch(es) in one compute pass, GPU timestamps at the
+Timing as dev/bench_gemv.py: N copies of the dispatch(es) in one compute pass, GPU timestamps at the
 pass ends, median of 3 (no submit or Python encode cost; every copy pays the dependent-dispatch gap a
 decode step pays, since each writes the same output). Every timed kernel is first checked against
 float64. ~0.5 s of GPU work runs first so the clocks are up. ``--stress N``: N submits at random

@@ -1,15 +1,15 @@
 """Can WGSL reach the H100's tensor cores through Dawn? (wgpudawn: the wgpu-py API on Google's Dawn.)
 
-wgpu-native 29 refuses its cooperative-matrix extension (scripts/probe_coop_matrix.py). Dawn has
+wgpu-native 29 refuses its cooperative-matrix extension (dev/probe_coop_matrix.py). Dawn has
 ``chromium-experimental-subgroup-matrix`` (behind its ``allow_unsafe_apis`` toggle), lowered to
 VK_KHR_cooperative_matrix on Vulkan. Measured results: BENCHMARKS.md, "Tensor cores through Dawn".
 
-    python3 scripts/probe_dawn.py              # features, subgroup-matrix configurations, one multiply of
+    python3 dev/probe_dawn.py              # features, subgroup-matrix configurations, one multiply of
                                                # each checked against float64, GEMMs straight from storage
-    python3 scripts/probe_dawn.py --tiled      # int8 GEMM staged in workgroup memory, with llama.cpp's
+    python3 dev/probe_dawn.py --tiled      # int8 GEMM staged in workgroup memory, with llama.cpp's
                                                # per-32 scales (the result leaves the matrix per block)
-    python3 scripts/probe_dawn.py --f16-tiled  # f16 GEMM staged in workgroup memory (needs the toggle below)
-    DAWN_TOGGLES=vulkan_enable_f16_on_nvidia python3 scripts/probe_dawn.py   # f16 on NVIDIA (off by default)
+    python3 dev/probe_dawn.py --f16-tiled  # f16 GEMM staged in workgroup memory (needs the toggle below)
+    DAWN_TOGGLES=vulkan_enable_f16_on_nvidia python3 dev/probe_dawn.py   # f16 on NVIDIA (off by default)
 
 Needs wgpudawn importable (on the GPU machine: ``bash ../shared/gpu/prepare.sh wgpudawn``).
 """

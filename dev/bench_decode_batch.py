@@ -1,6 +1,6 @@
 """Where a GPU-resident decode step's time goes between the GPU and the host (BENCHMARKS.md, session 11).
 
-    python3 scripts/bench_decode_batch.py MODEL.gguf      # on the GPU machine
+    python3 dev/bench_decode_batch.py MODEL.gguf      # on the GPU machine
 
 GPU timestamps around K = 32 steps encoded three ways: each step after a params copy in its own pass (the
 encoding before `8ba9fdc`), each step in its own pass, and all K in one pass as `decode_stream` encodes a

@@ -1,10 +1,10 @@
 """What one dispatch boundary costs a decode step, apart from its bytes (BENCHMARKS.md, "What limits").
 
-    python3 scripts/bench_dispatch.py [--out DIR] [--copies N]
+    python3 dev/bench_dispatch.py [--out DIR] [--copies N]
 
 In the 8B's decode step every matmul costs ~5-6 us plus its bytes at ~2.6 TB/s; this splits that fixed
 part. Each case is N dispatches of one kernel in one compute pass (GPU timestamps at the pass ends, us per
-dispatch, median of 3 rounds, clocks warmed first: scripts/bench_gemv.py ``time_variants``):
+dispatch, median of 3 rounds, clocks warmed first: dev/bench_gemv.py ``time_variants``):
 - ``chain G``: dispatch k reads buffer k % 2 and writes buffer (k + 1) % 2, so each waits for the one
   before (the barrier Dawn puts between dependent dispatches), G workgroups of 256 invocations, one word
   each: launch + barrier + drain of an almost empty grid;

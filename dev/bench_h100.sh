@@ -4,7 +4,7 @@
 #
 # On the device machine (carry .gpu and .gl), from the repo root, in one 10-minute call:
 #   for f in .gl/*.deb; do dpkg -x $f /; done; source .gpu/bootstrap.sh;
-#   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; bash scripts/bench_h100.sh
+#   export VK_DRIVER_FILES=/usr/local/nvidia/share/vulkan/icd.d/nvidia_icd.json; bash dev/bench_h100.sh
 #
 # Per row: synth the file to $MODEL, bench it (pp512, tg128, + tg128 at depth 4096 for Q4_K_M, with the
 # kernel profile), delete it. Rows run in table order; one that cannot start $MIN_ROW_S seconds before
@@ -17,7 +17,7 @@
 #
 # Overrides for local checks, e.g. on lavapipe:
 #   OUT=/tmp/b ROWS="tiny-qwen2:Q4_K_M tiny-llama:Q8_0" BENCH_ARGS="-p 32 -n 8 --reps 2 --profile --backend wgpu" \
-#     DEPTH=0,64 bash scripts/bench_h100.sh
+#     DEPTH=0,64 bash dev/bench_h100.sh
 set -u -o pipefail
 
 OUT=${OUT:-/tmp/bench_h100}
@@ -134,7 +134,7 @@ for row in $ROWS; do
     fi
     rm -f "$MODEL"
     if [[ -z $error ]]; then
-        "$PY" -c 'import json, sys; from oxigpu.runtime.bench import to_markdown; print(to_markdown(json.load(open(sys.argv[1]))))' \
+        "$PY" -c 'import json, sys; from oxigpu.tools.bench import to_markdown; print(to_markdown(json.load(open(sys.argv[1]))))' \
             "$JSON" >>"$LOG" 2>&1 || error="rendering the bench JSON failed (see rows.log)"
     fi
     [[ -n $error ]] && echo "=== $shape $type: $error" | tee -a "$LOG"

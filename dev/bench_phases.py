@@ -1,7 +1,7 @@
 """Dependent phases in ONE persistent dispatch (workgroups meet at a counter in storage) against one
 dispatch per phase: what the persistent-layer step of BENCHMARKS.md ("What limits") could win on a GPU.
 
-    python3 scripts/bench_phases.py [--out DIR] [--phases 5] [--mb 2,10,33] [--groups 132,264]
+    python3 dev/bench_phases.py [--out DIR] [--phases 5] [--mb 2,10,33] [--groups 132,264]
 
 Each phase streams its own B MB (as a decode GEMV streams its weights) and needs one word that another
 workgroup wrote in the phase before (as a GEMV needs the whole x its predecessor wrote):

@@ -1,4 +1,4 @@
-"""Single-core speed of the numpy (de)quantizers: `python -m oxigpu.quant.bench [--quick]`.
+"""Single-core speed of the numpy (de)quantizers: `python -m oxigpu.tools.quant_bench [--quick]`.
 
 Dequantization is reported as MB/s of float32 output, quantization as elements/s of input.
 """
@@ -9,8 +9,8 @@ import time
 
 import numpy as np
 
-from .codec import QUANTIZABLE, dequantize, quantize
-from .registry import TYPES
+from ..quant.codec import QUANTIZABLE, dequantize, quantize
+from ..quant.registry import TYPES
 
 
 def _best(fn, repeat: int) -> float:

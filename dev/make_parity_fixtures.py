@@ -1,6 +1,6 @@
 """Record llama.cpp's teacher-forced logits as small fixtures for tests/test_parity_llamacpp.py.
 
-    python scripts/make_parity_fixtures.py [--out tests/fixtures/parity] [--only NAME ...]
+    python dev/make_parity_fixtures.py [--out tests/fixtures/parity] [--only NAME ...]
 
 Needs llama-cpp-python (see MODELS.md for the build flags that work here); CI only reads the fixtures.
 For every model: tokenize TEXT with llama.cpp itself (so the parity test does not depend on our

@@ -12,8 +12,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .backends.wgpu.device import Device, Params
-from .backends.wgpu.kernel import BENCH_ONLY, CHECKS, Case, case_error, load_kernels, prepare, read_written
+from ..backends.wgpu.device import Device, Params
+from ..backends.wgpu.kernel import BENCH_ONLY, CHECKS, Case, case_error, load_kernels, prepare, read_written
 
 
 @dataclass

@@ -1,7 +1,7 @@
 """Each distinct node of a model's prefill (or decode) plan timed three ways, and each of its dispatches:
 where a node's time in the model differs from its kernel's time in a microbenchmark.
 
-    python3 scripts/bench_nodes.py -m MODEL [--tokens 512] [--decode] [--out DIR]
+    python3 dev/bench_nodes.py -m MODEL [--tokens 512] [--decode] [--out DIR]
 
 The model is loaded on wgpu and one chunk of ``--tokens`` random tokens is evaluated (``--decode``: one
 decode step after it), which leaves every node's inputs on the device. Then for the first node of each
@@ -9,7 +9,7 @@ decode step after it), which leaves every node's inputs on the device. Then for 
 of a second of idle):
 - ``alone``: the node's dispatches as their own compute pass, many such passes in one submit (as
   ``oxigpu bench --profile`` times a node; each pass pays its start and drain);
-- ``copies``: N copies of the node in one pass (as scripts/bench_gemm.py and bench_gemv.py time a kernel;
+- ``copies``: N copies of the node in one pass (as dev/bench_gemm.py and bench_gemv.py time a kernel;
   the next copy's start overlaps nothing, but pass overheads are shared);
 - per dispatch: each of the node's dispatches ``alone``.
 GPU timestamps; medians. Results also go to ``nodes.jsonl`` under ``--out``.

@@ -1,6 +1,6 @@
 """Model load to the first token in this (fresh) process, split into stages; one JSON line on stdout.
 
-    python scripts/bench_load.py MODEL [--n-ctx N] [--threads N]
+    python dev/bench_load.py MODEL [--n-ctx N] [--threads N]
 
 Marks (seconds from the start, each the end of a stage): ``import`` (oxigpu, wgpu), ``gguf`` (GGUF
 header), ``device_start`` (tokenizer built), ``device`` (Vulkan instance, adapter and device), ``plans``

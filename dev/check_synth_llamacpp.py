@@ -6,7 +6,7 @@ For each (shape, type) this writes the file with oxigpu.synth, loads it with lla
 types; the real shapes run with their first 2 layers unless --full, except the ones named by --full-shape
 (default: gemma3-270m and qwen2.5-0.5b at full size). Needs `llama_cpp` (see MODELS.md for the build).
 
-    python scripts/check_synth_llamacpp.py [--full] [--keep DIR]   # oxigpu installed, or PYTHONPATH=.
+    python dev/check_synth_llamacpp.py [--full] [--keep DIR]   # oxigpu installed, or PYTHONPATH=.
 """
 from __future__ import annotations
 

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Soak test: many generations with random settings on one LLM per backend, watching for leaks.
 
-    python scripts/soak.py                      # 1,000 generations on numpy, then on wgpu
-    python scripts/soak.py --n 200 --backend wgpu --shape tiny-qwen3
+    python dev/soak.py                      # 1,000 generations on numpy, then on wgpu
+    python dev/soak.py --n 200 --backend wgpu --shape tiny-qwen3
 
 Each generation draws its kind (generate, stream, stream closed after a few pieces, chat, token-id prompt,
 or a call with a deliberately invalid setting that must raise InvalidParameterError), its prompt (ASCII

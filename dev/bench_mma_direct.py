@@ -3,7 +3,7 @@ production kernel (gemm_mma.wgsl, which stages x and weights through workgroup m
 the measurement that decides whether the 8B F16 pp512 gap (BENCHMARKS.md, "What limits") closes by
 dropping the staging.
 
-    python3 scripts/bench_mma_direct.py [--out DIR] [--m 512] [--variants FMxFN/SGMxSGN[/uU],...]
+    python3 dev/bench_mma_direct.py [--out DIR] [--m 512] [--variants FMxFN/SGMxSGN[/uU],...]
 
 A variant ``FMxFN/SGMxSGN`` is a workgroup of SGM x SGN subgroups (32 lanes: NVIDIA's size), each
 computing FM x FN blocks of 16 x 16 results; every k step of 16 loads its FM left fragments from x (f16,

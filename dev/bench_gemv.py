@@ -1,6 +1,6 @@
 """Decode GEMV benchmark: GB/s of the one-row matmul ops at real model shapes, per split variant.
 
-    python3 scripts/bench_gemv.py [--set NAME] [--sweep NAME | --variants JSON] [--out DIR] [--budget SECONDS]
+    python3 dev/bench_gemv.py [--set NAME] [--sweep NAME | --variants JSON] [--out DIR] [--budget SECONDS]
                                   [--filter S]
 
 ``--sweep float`` tries the float-row splits (the F16 set: the 8B and 1B F16 files).

@@ -3,7 +3,7 @@
 Needs llama-cpp-python (see MODELS.md for the build flags) and the real model packages; CI never runs
 this, it only reads the JSON. Re-run after changing CORPUS:
 
-    python3 scripts/make_tokenizer_fixtures.py
+    python3 dev/make_tokenizer_fixtures.py
 
 Per model the fixture holds: llama.cpp's special ids (bos, eos, eot, every end-of-generation id), a
 SHA-256 over every token's piece (token_to_piece with special=True and False, so the whole vocabulary's
