@@ -6,8 +6,8 @@ import json
 import click
 
 from ..errors import InvalidParameterError
-from ..tools.bench import run_bench, to_markdown
 from ..runtime.engine import BACKENDS
+from ..tools.bench import run_bench, to_markdown
 from .common import friendly_errors, model_option, verbose_option
 
 

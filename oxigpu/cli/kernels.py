@@ -5,6 +5,8 @@ import sys
 
 import click
 
+from .progress import on_terminal, stage
+
 
 @click.command("kernels")
 @click.option("--filter", "pattern", default=None, metavar="PATTERN",
@@ -12,7 +14,9 @@ import click
 @click.option("--bench", is_flag=True, help="Also time each case (GB/s for GEMV-like, GFLOP/s for GEMM) "
               "and run the benchmark-size cases.")
 def kernels(pattern: str | None, bench: bool) -> None:
-    """Check each WGSL kernel against its float64 numpy reference; exit 1 on any failure."""
+    """Check each WGSL kernel against its float64 numpy reference; exit 1 on any failure.
+
+    Progress goes to stderr (a line per kernel; on a terminal, a counter of cases), the table to stdout."""
     from ..backends.wgpu.device import Device
     from ..errors import DeviceError
     from ..tools.kernels import format_table, run_checks
@@ -21,7 +25,26 @@ def kernels(pattern: str | None, bench: bool) -> None:
         dev = Device.get()
     except DeviceError as e:
         raise click.ClickException(str(e)) from e
-    results = run_checks(pattern, bench, dev)
+    stage(f"checking kernels on {dev.info()['name']}" + (" (and timing them)" if bench else ""))
+    bar = None
+    if on_terminal():
+        from tqdm import tqdm
+        bar = tqdm(desc="kernel cases", unit=" cases", leave=False, file=sys.stderr)
+    current: list[str] = []
+
+    def progress(check: str, case: str) -> None:
+        if bar is not None:
+            bar.set_postfix_str(f"{check} {case}"[:60], refresh=False)
+            bar.update(1)
+        elif current != [check]:
+            current[:] = [check]
+            stage(f"  {check}")
+
+    try:
+        results = run_checks(pattern, bench, dev, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
     if not results:
         click.echo(f"no kernel check matches {pattern!r}", err=True)
         sys.exit(2)

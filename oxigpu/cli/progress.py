@@ -8,13 +8,10 @@ from __future__ import annotations
 
 import sys
 import time
-from collections.abc import Iterable, Iterator
 from types import TracebackType
-from typing import Any, Self, TypeVar
+from typing import Any, Self
 
 import click
-
-T = TypeVar("T")
 
 
 def on_terminal() -> bool:
@@ -63,11 +60,23 @@ def stage(text: str) -> None:
     click.echo(text, err=True)
 
 
-def steps(items: Iterable[T], total: int | None, desc: str) -> Iterator[T]:
-    """`items`, with a bar counting them on a terminal (and nothing extra elsewhere: callers say per stage)."""
-    if not on_terminal():
-        yield from items
-        return
-    from tqdm import tqdm
-    with tqdm(items, total=total, desc=desc, leave=False, file=sys.stderr) as bar:
-        yield from bar
+class Counter:
+    """A bar counting ``total`` steps on a terminal (removed when done); nothing elsewhere, where the
+    caller's stage lines say what is happening."""
+
+    def __init__(self, total: int, desc: str, enabled: bool = True):
+        self._bar: Any = None
+        if enabled and on_terminal():
+            from tqdm import tqdm
+            self._bar = tqdm(total=total, desc=desc, leave=False, file=sys.stderr)
+
+    def __enter__(self) -> Self:
+        return self
+
+    def update(self, n: int = 1) -> None:
+        if self._bar is not None:
+            self._bar.update(n)
+
+    def __exit__(self, kind: type[BaseException] | None, exc: BaseException | None, tb: TracebackType | None) -> None:
+        if self._bar is not None:
+            self._bar.close()
