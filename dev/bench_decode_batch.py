@@ -1,4 +1,4 @@
-"""Where a GPU-resident decode step's time goes between the GPU and the host (BENCHMARKS.md, session 11).
+"""Where a GPU-resident decode step's time goes between the GPU and the host (docs/perf-log.md, session 11).
 
     python3 dev/bench_decode_batch.py MODEL.gguf      # on the GPU machine
 

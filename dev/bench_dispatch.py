@@ -1,4 +1,4 @@
-"""What one dispatch boundary costs a decode step, apart from its bytes (BENCHMARKS.md, "What limits").
+"""What one dispatch boundary costs a decode step, apart from its bytes (docs/perf-log.md, "What limits").
 
     python3 dev/bench_dispatch.py [--out DIR] [--copies N]
 

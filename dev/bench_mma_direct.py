@@ -1,6 +1,6 @@
 """F16 prefill GEMM on the matrix units with fragments loaded straight from storage, against the
 production kernel (gemm_mma.wgsl, which stages x and weights through workgroup memory as f16 scalars):
-the measurement that decides whether the 8B F16 pp512 gap (BENCHMARKS.md, "What limits") closes by
+the measurement that decides whether the 8B F16 pp512 gap (docs/perf-log.md, "What limits") closes by
 dropping the staging.
 
     python3 dev/bench_mma_direct.py [--out DIR] [--m 512] [--variants FMxFN/SGMxSGN[/uU],...]

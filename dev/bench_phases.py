@@ -1,5 +1,5 @@
 """Dependent phases in ONE persistent dispatch (workgroups meet at a counter in storage) against one
-dispatch per phase: what the persistent-layer step of BENCHMARKS.md ("What limits") could win on a GPU.
+dispatch per phase: what the persistent-layer step of docs/perf-log.md ("What limits") could win on a GPU.
 
     python3 dev/bench_phases.py [--out DIR] [--phases 5] [--mb 2,10,33] [--groups 132,264]
 

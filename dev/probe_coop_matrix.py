@@ -2,7 +2,7 @@
 then compiles small `enable wgpu_cooperative_matrix;` kernels (8x8 f32, 16x16 f16), checks their results
 against float64 and times a 512 x 4096 x 4096 f16 GEMM. On the H100 with wgpu-py 0.32 / wgpu-native 29 the
 adapter lists the feature but using it fails with "experimental features are not enabled", and
-wgpu-native's C API has no switch for those: the prefill GEMM stays on f32 FMAs (BENCHMARKS.md, Prefill).
+wgpu-native's C API has no switch for those: the prefill GEMM stays on f32 FMAs (docs/perf-log.md, Prefill).
 
     python3 dev/probe_coop_matrix.py      # on the GPU machine
 """

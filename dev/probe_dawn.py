@@ -2,7 +2,7 @@
 
 wgpu-native 29 refuses its cooperative-matrix extension (dev/probe_coop_matrix.py). Dawn has
 ``chromium-experimental-subgroup-matrix`` (behind its ``allow_unsafe_apis`` toggle), lowered to
-VK_KHR_cooperative_matrix on Vulkan. Measured results: BENCHMARKS.md, "Tensor cores through Dawn".
+VK_KHR_cooperative_matrix on Vulkan. Measured results: docs/perf-log.md, "Tensor cores through Dawn".
 
     python3 dev/probe_dawn.py              # features, subgroup-matrix configurations, one multiply of
                                                # each checked against float64, GEMMs straight from storage

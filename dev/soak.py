@@ -13,7 +13,7 @@ seed) from one seeded RNG, so a failing run can be replayed with the same --seed
 Every --every generations it samples the process RSS (VmRSS in /proc/self/status) and the live wgpu
 buffers (Device.live_buffers()). It fails (exit 1) when, after the first --warmup generations, RSS grows by
 more than --rss-bound MiB or the live buffer count changes at all. Not part of the test suite (minutes on
-lavapipe); results go into BENCHMARKS.md under "Soak".
+lavapipe); results go into docs/perf-log.md under "Soak".
 """
 from __future__ import annotations
 

@@ -90,7 +90,7 @@ def _check(r: dict, backend: str, profiled: bool) -> None:
         else:
             assert p["source"] == "wall" and p["gpu_pass_s"] is None
             assert all(n["in_step_s"] is None for n in p["nodes"])
-    md = to_markdown(json.loads(json.dumps(r)))      # renders after a JSON round trip (bench_h100.sh does)
+    md = to_markdown(json.loads(json.dumps(r)))      # renders after a JSON round trip (as from --json)
     assert f"pp{P}" in md and f"tg{N} @ d{DEPTHS[1]}" in md and md.count("\n|") >= 3
     assert ("Where the time goes" in md) == profiled
 

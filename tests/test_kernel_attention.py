@@ -313,10 +313,11 @@ def test_mma_tile_choice():
                                         (128, 128, 32768), (256, 256, 32768), (64, 64, 16384), (96, 64, 32768)])
 def test_prefill_tile_fits(d, dv, limit):
     """The chosen tile fits the workgroup memory and its register estimate; only D = 256 in 16 KiB has none."""
-    from oxigpu.backends.wgpu.ops.attention_prefill import REG_BUDGET, prefill_config
+    from oxigpu.backends.wgpu.ops.attention_prefill import prefill_config
+    from oxigpu.backends.wgpu.tuning import tuning
     cfg = prefill_config(d, dv, limit)
     if d == 256 and limit == 16384:
         assert cfg is None
         return
-    assert cfg.smem_bytes() <= limit and cfg.registers() <= REG_BUDGET
+    assert cfg.smem_bytes() <= limit and cfg.registers() <= tuning().prefill.reg_budget
     assert cfg.CV * cfg.NKL == dv // 4 and cfg.BK % 4 == 0

@@ -240,3 +240,27 @@ def test_dawn_sources_enable_what_tint_wants(dev, shader_dir, monkeypatch):
     sg, h = dev.shader_source("sg.wgsl"), dev.shader_source("h.wgsl")
     assert sg.startswith("enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n") and "f16;" not in sg
     assert h.startswith("enable f16;\n") and "subgroups" not in h
+
+
+def test_kernels_source_prints_the_assembled_wgsl(dev):
+    """`oxigpu kernels --source NAME`: the pipelines of the matching check cases (by case text or
+    file:entry), includes and defines expanded, as this adapter would build them; each compiles as
+    printed. Recording compiles nothing; an unknown name exits 2."""
+    from click.testing import CliRunner
+
+    from oxigpu.cli.main import cli
+    n = dev.pipeline_count
+    res = CliRunner().invoke(cli, ["kernels", "--source", "kv_store kv_store T=8*"])
+    assert res.exit_code == 0, res.output
+    assert dev.pipeline_count == n
+    head, defines, *body = res.output.splitlines()
+    assert head.startswith("// ==== kv_store.wgsl:main (as built for: kv_store kv_store T=8")
+    assert defines == "// defines: HK=64 HV=96 NT=1280"
+    src = "\n".join(body)
+    assert "{{" not in src and "#include" not in src and "// ---- common/half.wgsl" in src
+    dev.device.create_shader_module(code=src)
+    res = CliRunner().invoke(cli, ["kernels", "--source", "rope_kv.wgsl:*"])
+    assert res.exit_code == 0 and res.output.count("// ==== rope_kv.wgsl:main") == 3   # three distinct cases
+    assert "generated blocks" not in res.output
+    res = CliRunner().invoke(cli, ["kernels", "--source", "no such kernel"])
+    assert res.exit_code == 2 and "no kernel check or shader matches" in res.output

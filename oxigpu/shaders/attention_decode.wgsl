@@ -9,8 +9,8 @@
 // time: keys per split = max(CHUNK, ceil(n_keys / MAXS)) rounded up to BLK (one pass of the workgroup),
 // so short contexts use few workgroups per row block and idle workgroups return at once. With T == 1
 // the workgroups take the active splits only, block after block, so a grid of NKV * NRB * nact suffices
-// (the GPU-resident decode launches that many per step: on the H100 the idle workgroups of a grid sized
-// for a 4225-key context cost ~2.5 % of the 8B's decode at 65 keys).
+// (the GPU-resident decode launches that many per step: the idle workgroups of a grid sized for the
+// whole context cost a few % of a short context's decode step).
 // Inside a workgroup: R * KS teams of L lanes, team = slice * R + row: each walks its row's share of the
 // split (KB keys per pass, slices interleaved, so a workgroup pass covers BLK = KS * KB keys). A lane
 // holds vec4 columns c0 = lane and c1 = lane + L (NCK, NCV: 1 or 2 of them) of q, of the K and V rows it
@@ -23,7 +23,7 @@
 // atomicAdd on the row block's counter; the workgroup that sees nact - 1 is last: storageBarrier()
 // (acquire), it merges every partial into the output (online, eight splits per step) and resets the
 // counter to 0 for the next run (the counters start zeroed; replays in one pass and across submits are
-// tested in tests/test_kernel_attention.py and stressed by scripts/bench_attention.py --stress).
+// tested in tests/test_kernel_attention.py).
 // Masking: keys outside a row's causal/window range get no weight; loads are clamped into the split's
 // range, so no cache row at or past pos + n_tokens is read. Padded rows (t >= n_tokens) write zeros.
 // The caches hold packed halves (common/half.wgsl: a vec4 column of a row is a vec2<u32>); passes keep

@@ -50,8 +50,8 @@ var<workgroup> ss: array<f32, BQ * SL>;            // scores, O blocks on their 
 var<workgroup> ps: array<f16, BQ * PL>;            // probabilities [row][key]
 var<workgroup> flag: array<u32, 4>;                // some row moved its reference maximum (by tile parity)
 // (4 words, not 2: every workgroup array here is a multiple of 16 bytes, so wherever the driver places
-// them the matrix loads' rows stay 16-byte aligned; with an 8-byte flag the H100 lost each K row's last
-// 4 halves from S = Q K^T)
+// them the matrix loads' rows stay 16-byte aligned; with an 8-byte flag NVIDIA's driver lost each K
+// row's last 4 halves from S = Q K^T)
 
 // 8 halves of key row k0 + e / W8 (W8 = vec4s per row), zero at or past hi.
 fn load8(k0: u32, hi: u32, kvh: u32, e: u32, V: bool) -> vec4<u32> {

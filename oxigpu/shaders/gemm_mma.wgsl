@@ -8,10 +8,8 @@
 // while the matrix units work on this one (few workgroups fit an SM at prefill sizes, so nothing else
 // hides that latency). x is read and staged in words, as the F16 weights are: each subgroup takes one
 // row's BK halves side by side and stores consecutive words (a lane's vec4 of 8 halves put its stores in
-// 4-way conflicting banks). Tiles wholly inside x and W skip the bounds checks (fetch). Both together,
-// H100, 512 rows, TFLOP/s (scripts/bench_gemm.py): 8B F16 gate+up GLU 176 -> 218, ffn_down 183 -> 221, o
-// 160 -> 204, q/k/v 149 -> 174; Q4_K unchanged (121). Apart, words alone lost the GLU (153) and checks
-// skipped on vec4s lost everything (153-159): the compiler's register use moves by more than either.
+// 4-way conflicting banks). Tiles wholly inside x and W skip the bounds checks (fetch). The two only pay
+// together (F16 weights ~1.2x; apart, each lost): the compiler's register use moves by more than either.
 //
 // Workgroup: SGM x SGN subgroups of 32 lanes (NVIDIA's size; gemm.py takes this kernel only there), tile
 // BM x BN = 16 FM SGM x 16 TNB SGN. Tint wants subgroup-matrix offsets uniform over the workgroup; here they
@@ -65,9 +63,8 @@ fn act(v: f32) -> f32 { return {{ACT}}(v); }
 // GLU: the output column of a lane's unit i, tile row r = r0 + RS i (r0 = lid / UPR < RS; n0: the tile's
 // first row), and whether the row is an up row. Each subgroup column r / 64 of the tile covers 32 output
 // columns from n0 / 2: gate rows, then the matching up rows. With RS a divisor of 32, r0 only moves the row
-// within its 32-row group, so every term but r0 is a constant of the unrolled fetch loop (dividing each
-// unit's index at every step instead, H100, 512 rows, TFLOP/s, scripts/bench_gemm.py: 8B gate+up GLU
-// 162.9 -> 174.5, ffn_down 174.4 -> 181.4).
+// within its 32-row group, so every term but r0 is a constant of the unrolled fetch loop (not a division
+// of each unit's index at every step: measurably slower).
 fn glu_col(n0: u32, r0: u32, i: u32) -> vec2<u32> {
   var r = RS * i;
   var c0 = r0;

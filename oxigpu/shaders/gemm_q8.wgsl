@@ -5,7 +5,7 @@
 // llama.cpp's MMQ does without tensor cores: per 32 k (16 for Q6_K's scales) every output takes 8 (4)
 // dot4I8Packed into an int sum, then one float step acc += (dx dw) isum (- dx sum(qx) mw for mins).
 // Against the f32 kernel (gemm_tiled.wgsl) a workgroup-memory vec4 read carries 4 k values of its 4 rows
-// (or columns) instead of 1, and one instruction does 4 multiply-adds. H100: BENCHMARKS.md, Prefill.
+// (or columns) instead of 1, and one instruction does 4 multiply-adds.
 //
 // Tiles as gemm_tiled.wgsl: BM x BN = 16 TM x 16 TN outputs, 256 compute threads (common/gemm_tile.wgsl
 // mapping), double-buffered k-major tiles in workgroup memory (here 32-bit words of 4 int8 along k, no

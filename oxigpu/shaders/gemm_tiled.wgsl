@@ -17,10 +17,9 @@
 // Who loads: with NL loader threads (128 or 256; the default 256) the workgroup has 256 + NL threads and
 // the loaders alone touch global memory: during step t they store step t + 1's tiles (loaded during step
 // t - 1, held in registers) and then issue step t + 2's loads, so a load's latency and its dequantization
-// overlap a whole step of the FMA warps' work. H100: 8x8 tiles went from ~16 TFLOP/s with the FMA threads
-// loading (prefetched into registers; NL = 0, kept for adapters allowing only 256 invocations) to ~21
-// with 256 loaders. An experiment (scripts/bench_gemm_exp.wgsl) had shown the FMA loop and the load /
-// dequantize / store work adding up instead of overlapping.
+// overlap a whole step of the FMA warps' work (~1.3x the rate of the FMA threads loading, prefetched
+// into registers: NL = 0, kept for adapters allowing only 256 invocations, where the FMA loop and the
+// load / dequantize / store work add up instead of overlapping).
 //
 // Split-k (SPLITS > 1, for outputs too narrow to fill the GPU): common/split_k.wgsl.
 //

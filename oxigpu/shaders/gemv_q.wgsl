@@ -87,8 +87,8 @@ fn slot_row(c0: u32, j: u32) -> u32 {
 struct XL { xs: XS, ss: f32 }
 
 // x vec4 i. XCLAMP clamps the index into the array, as Dawn's bounds checks would: indices are in range
-// either way, but on the H100 the F16 GEMVs run 7-11 % faster with the clamp (and the quantized float-dot
-// ones 1-18 % slower), as measured; gemv_config sets it for F16.
+// either way, but the F16 GEMVs ran faster with the clamp (and the quantized float-dot ones slower), as
+// measured; tuning.py sets it for F16.
 const XCLAMP: bool = {{XCLAMP}};
 fn xv(i: u32) -> vec4<f32> {
   if (XCLAMP) { return X[min(i, arrayLength(&X) - 1u)]; }

@@ -34,7 +34,7 @@ can change the arithmetic's speed, so there the figures are rough). On numpy eac
 timed by wall clock through the backend's trace hook, and the host sampler is one more family.
 
 :func:`run_bench` returns a JSON-ready dict; :func:`to_markdown` renders one, also after a JSON round trip
-(``dev/bench_h100.sh`` does that). Keys: model, name, architecture, file_type, file_bytes, backend,
+(``tools/compare.py`` reads the JSON of ``oxigpu bench --json``). Keys: model, name, architecture, file_type, file_bytes, backend,
 device, n_ctx, reps, temperature, roofline_gbs, load_s (model open -> first token ready), engine_load_s,
 memory_bytes (the backend's buffers after every run), weight_bytes, dispatches_per_step (wgpu:
 dispatches of one resident decode step; numpy: ops, the host sampler included), pp (or None) and tg (one

@@ -110,7 +110,7 @@ def robust() -> bool:
     """Whether Dawn keeps its robustness: Tint's clamp of every array index and Vulkan's robustBufferAccess,
     which a browser needs against hostile shaders. The engine runs only its own, tested kernels, whose
     indices are bounded by shapes validated at load, so ``OXIGPU_ROBUST`` = ``0`` (the default) turns it off,
-    as native engines (CUDA, llama.cpp) run: H100, pp512 1.4-1.6x, decode +3-6 %. ``1`` keeps it (a
+    as native engines (CUDA, llama.cpp) run (prefill ~1.5x faster, decode a few %). ``1`` keeps it (a
     suspected out-of-bounds kernel bug; wgpu-native keeps its own bounds checks either way)."""
     v = os.environ.get("OXIGPU_ROBUST", "") or "0"
     if v not in ("0", "1"):
@@ -256,6 +256,7 @@ class Device:
         self.storage_align = int(self.limits["min-storage-buffer-offset-alignment"])
         self._pipelines: dict[tuple, Future] = {}
         self._pipeline_lock = threading.Lock()
+        self._recorded: list[tuple[str, str, dict[str, Any]]] | None = None
         self._buffers: weakref.WeakSet[Any] = weakref.WeakSet()   # every buffer created and not yet freed
         self.lost = False
         """Set once an error says the device is lost (driver reset, GPU removed, ``device.destroy()``)."""
@@ -278,8 +279,8 @@ class Device:
     def int8_dots(self) -> bool:
         """Whether large decode GEMVs and the prefill GEMMs of quantized weights round x to int8 and
         reduce by integer dots (``q8x`` in ops/matmul.py, ``gemm_q8.wgsl`` in ops/gemm.py; as llama.cpp's
-        CUDA GEMV and MMQ do): on hardware adapters, where they were measured faster (H100: 8B Q4_K_M
-        tg128 222 -> 248 tok/s, pp512 ~1.5x); not on CPU adapters, whose float kernels match the numpy
+        CUDA GEMV and MMQ do): on hardware adapters, where they are faster (fewer instructions per weight
+        byte; the prefill GEMM ~1.5x); not on CPU adapters, whose float kernels match the numpy
         backend to f32 rounding. ``OXIGPU_INT8_DOTS=0`` / ``=1`` overrides (0: float math on a GPU)."""
         v = os.environ.get("OXIGPU_INT8_DOTS", "")
         if v not in ("", "0", "1"):
@@ -380,8 +381,8 @@ class Device:
         """``raw`` into ``buffer`` through two MAP_WRITE buffers of :attr:`stage_bytes`, used in turn (each
         mapped again once its last copy is done, so the host fills one while the GPU copies the other).
 
-        Dawn's writeBuffer takes fresh staging memory on every call: 1.1-1.4 GB/s on the H100 against
-        wgpu-native's 3-3.9, which made an 8B load ~2 s slower. Reused staging memory is faulted in once."""
+        Dawn's writeBuffer takes fresh staging memory on every call, at a third of wgpu-native's upload
+        rate; reused staging memory is faulted in once."""
         if not self._stages:
             self._stages = [self.device.create_buffer(size=self.stage_bytes, usage=0x0002 | 0x0004,   # MAP_WRITE |
                                                       mapped_at_creation=True, label="upload staging")   # COPY_SRC
@@ -486,6 +487,9 @@ class Device:
         a key compiles it, later ones (on any thread) wait for that one Future; a failed compile is
         raised to all of them and dropped from the cache, so a later call tries again."""
         key = (file, entry, tuple(sorted((k, str(v)) for k, v in (defines or {}).items())))
+        if self._recorded is not None:
+            self._recorded.append((file, entry, dict(defines or {})))
+            return None
         with self._pipeline_lock:
             future = self._pipelines.get(key)
             mine = future is None
@@ -509,6 +513,17 @@ class Device:
             raise
         future.set_result(pipe)
         return pipe
+
+    @contextmanager
+    def recording(self) -> Iterator[list[tuple[str, str, dict[str, Any]]]]:
+        """Within the block, :meth:`pipeline` records (file, entry, defines) and returns None instead of
+        compiling: which shaders a kernel would build (``oxigpu kernels --source``). Kernels built here
+        cannot encode."""
+        self._recorded: list[tuple[str, str, dict[str, Any]]] | None = []
+        try:
+            yield self._recorded
+        finally:
+            self._recorded = None
 
     @property
     def pipeline_count(self) -> int:
@@ -577,7 +592,7 @@ class Device:
 
         wgpu-py's ``map_sync`` resolves through a poll thread that calls ``wgpuDevicePoll(wait=True)``
         with no index, which waits for every queued submission: reading decode batch b also waited for
-        batch b+1, and the GPU idled while the host encoded b+2 (0.4-0.8 ms per token on the H100).
+        batch b+1, and the GPU idled while the host encoded b+2 (a fraction of a millisecond per token).
         Here the map resolves on this thread by polling for ``index`` alone.
         """
         if index is None:   # Dawn (submit_indexed gave None): its map waits for this buffer's last use only

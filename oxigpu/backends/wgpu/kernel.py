@@ -17,6 +17,7 @@ Checks (``CHECKS``) are what ``oxigpu kernels`` and the tests run: each register
 """
 from __future__ import annotations
 
+import fnmatch
 import importlib
 import math
 import pkgutil
@@ -205,3 +206,57 @@ def read_written(p: Prepared, dev: Device) -> list[np.ndarray]:
 
 def _host(a: np.ndarray, dtype: str) -> np.ndarray:
     return np.asarray(a).astype(HOST_TYPES.get(dtype, np.uint8), copy=False)
+
+
+def matches(pattern: str | None, text: str) -> bool:
+    """``pattern`` (case-insensitive) as a glob where it has one of ``*?[``, else as a substring, in ``text``."""
+    if not pattern:
+        return True
+    pat = pattern if any(ch in pattern for ch in "*?[") else f"*{pattern}*"
+    return fnmatch.fnmatch(text.lower(), pat.lower())
+
+
+@dataclass
+class KernelSource:
+    """One pipeline a kernel builds: its shader file, entry point, defines and assembled WGSL, and the
+    first check case (``"check case"``) whose kernel builds it."""
+
+    file: str
+    entry: str
+    defines: dict[str, Any]
+    source: str
+    case: str
+
+
+def kernel_sources(pattern: str, dev: Device) -> list[KernelSource]:
+    """The distinct pipelines built by the kernels of the registered check cases (benchmark ones
+    included) whose ``"check case"`` text, or one of whose ``file:entry`` names, matches ``pattern``
+    (:func:`matches`): their WGSL after ``#include`` and ``{{DEFINES}}`` expansion, for this device (its
+    limits and features pick the tiles, as in a model). Nothing is compiled."""
+    load_kernels()
+    seen: dict[tuple, KernelSource] = {}
+    for bench in (False, True):     # benchmark-size cases only where no other case matches
+        if seen:
+            break
+        for check_name, gen in CHECKS.items():
+            if (check_name in BENCH_ONLY) != bench:
+                continue
+            for case in gen():
+                _record_case(dev, pattern, f"{check_name} {case.name}", case, seen)
+    return list(seen.values())
+
+
+def _record_case(dev: Device, pattern: str, label: str, case: Case, seen: dict[tuple, KernelSource]) -> None:
+    cls = KERNELS[case.op]
+    shapes = [logical_shape(np.asarray(a), t) for a, t in zip(case.inputs, case.in_types)]
+    with dev.recording() as rec:
+        try:
+            cls(dev, dict(case.attrs), shapes, list(case.in_types), cls.output_shapes(shapes, case.attrs))
+        except (DeviceError, ValueError):   # a case this device cannot build (e.g. matrix units asked for)
+            return
+    for file, entry, defines in rec:
+        if not (matches(pattern, label) or matches(pattern, f"{file}:{entry}")):
+            continue
+        key = (file, entry, tuple(sorted((k, str(v)) for k, v in defines.items())))
+        if key not in seen:
+            seen[key] = KernelSource(file, entry, defines, dev.shader_source(file, defines), label)

@@ -9,9 +9,8 @@
 // HAS_FF (bool): llama-3 frequency factors divide f_i; where a factor is not 1 (low frequencies, small
 // angles) the angle is p * f_i / ff_i in f32 with a Cody-Waite reduction. The including shader
 // declares the `ff` binding. Defines: HD, NROT, NEOX (bool), HAS_FF, ROPE_BINDING (the binding of the
-// table ops/rope.py rope_table uploads: TURN_HI, TURN_LO and f_i's bits per pair; as private arrays, the
-// tables' first home, NVIDIA copied them into every invocation's local memory: 3x the time of
-// rope_kv_store at 512 tokens on the H100).
+// table ops/rope.py rope_table uploads: TURN_HI, TURN_LO and f_i's bits per pair; a storage buffer, not
+// private arrays, which NVIDIA's compiler copies into every invocation's local memory).
 
 const HALF: u32 = {{NROT}}u / 2u;
 @group(0) @binding({{ROPE_BINDING}}) var<storage, read> rope_tab: array<vec4<u32>>;

@@ -15,8 +15,8 @@
 //                                        the same dot with x as int8 (xq), by packed 4x8-bit integer dots
 // Pieces read weights only through the slot loads below (wd, wq, lw1, lw2, lw4, h16), with the slot s
 // they were given: s is a constant at every call, so the branch on it folds away.
-// No loop in a piece indexes an array: pieces unroll by hand with `if (PX > n)` on constants. (On the
-// H100 a dynamically indexed private array lives in local memory: 4-10x slower GEMVs, measured.)
+// No loop in a piece indexes an array: pieces unroll by hand with `if (PX > n)` on constants (NVIDIA's
+// compiler puts a dynamically indexed private array in local memory: several times slower GEMVs).
 // Slot 0 is W (array<u32>) and W4 (array<vec4<u32>>, the same bytes); slot 1 (MIXED only) is W1/W14
 // (gemv/slot1_true.wgsl). 16-byte loads where the block layout is 16-aligned (F32, F16, Q4_K), word
 // loads with a 2-byte funnel where it is not.

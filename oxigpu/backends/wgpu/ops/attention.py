@@ -14,7 +14,7 @@ split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most row
 ``prefill_tile`` (the prefill kernel's tile, "NRG:RT:KT" with an "s" where K and V share a buffer; see
 ops/attention_prefill.py; keeps the FMA kernel) and ``prefill_mma`` (False: the FMA kernel; True or a tile
 "NSG:BK": the matrix-unit kernel wherever the device has it). Without them, where ``Device.has_mma``, the
-head dims allow and the chunk fills the GPU (ops/attention_mma.py ``MIN_MMA_WG``), prefill runs
+head dims allow and the chunk fills the GPU (tuning.py ``PrefillTuning.mma_tiles``), prefill runs
 shaders/attention_mma.wgsl on the matrix units (f16 Q and P: ~5e-4 relative error)."""
 from __future__ import annotations
 
@@ -27,29 +27,9 @@ import numpy as np
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ._common import check_f16_caches, f32_lit, rng, workgroups_for
-from .attention_mma import MIN_MMA_WG, mma_defines, mma_tile
+from ..tuning import GPU, device_class, tuning
+from .attention_mma import mma_defines, mma_tile
 from .attention_prefill import prefill_config, prefill_defines
-
-DECODE_LANES = 256       # invocations per decode workgroup (rows x key slices x team lanes)
-DECODE_SLICES = 4        # key slices per row the row count is chosen for (fewer rows, more slices)
-DECODE_ROWS = 8          # most query rows per decode workgroup (GQA groups beyond it take several blocks)
-DECODE_CHUNK_PASSES = 4  # workgroup passes per split the split count MAXS is planned for (long contexts)
-DECODE_TARGET_WG = 264   # most workgroups long contexts spread over (2 per SM of a 132-SM H100)
-DECODE_MAX_SPLITS = 256
-"""Tuned on the H100 (scripts/bench_attention.py): one workgroup pass of the split takes ~1 us and the
-cross-workgroup merge ~2.5 us, so a split should hold >= 4 passes; 256-invocation workgroups with 4
-slices beat 7-8 rows with 1-2 slices (Qwen 14/2 D64: 6.0 vs 7.2 us at 65 keys, 9.9 vs 10.5 at 4161);
-about 2 workgroups per SM at long contexts beat 3+ (Llama-8B 32/8 D128, 4161 keys: 20-23 vs 27 us).
-Per dispatch with these defaults (was: the two-dispatch kernel): Qwen 6.0 / 9.9 us at 65 / 4161 keys
-(34 / 56), Llama-8B 8.2 / 22.8 (28 / 88), Llama-1B 6.1 / 14.4 (22 / 60), Gemma-3 D256 window 512
-8.2 / 8.3 (47 / 48). 264 rather than 256: Llama-1B (8 KV heads) then gets 33 splits of 128 keys at
-depth 4096 (264 workgroups, 2 per SM) instead of 27 of 160 (216: 84 SMs hold 2, 48 hold 1), 16.8 ->
-14.3 us with 16 layers' caches read from HBM; the whole decode step -25 us (BENCHMARKS.md).
-A split may be as short as one workgroup pass (CHUNK = KS * KB keys): below MAXS * 4 passes of keys the
-contexts spread over more, shorter splits, since a pass costs more than the merge. 16 layers' caches,
-us per dispatch at 128 / 512 / 1024 keys (splits of 4 passes before): Llama-8B 7.1 / 9.5 / 11.4 (11.4 /
-12.3 / 12.9), Llama-1B 7.1 / 8.1 / 8.3 (11.0 / 11.4 / 12.3), Qwen 6.4 / 7.3 / 7.1 (9.1 / 9.3 / 9.6); equal
-at 16 and 4160 keys."""
 
 
 @dataclass(frozen=True)
@@ -81,25 +61,29 @@ class DecodeConfig:
 
 
 def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n_split: int = 0,
-                  chunk: int = 0, slices: int = 0, max_rows: int = 0, team_keys: int = 0) -> DecodeConfig:
-    """The decode kernel's shape for head dims d/dv, GQA ratio g, T = t rows and an n_ctx cache.
+                  chunk: int = 0, slices: int = 0, max_rows: int = 0, team_keys: int = 0,
+                  device: str = GPU) -> DecodeConfig:
+    """The decode kernel's shape for head dims d/dv, GQA ratio g, T = t rows and an n_ctx cache (the
+    constants: tuning.py ``DecodeTuning``).
 
     A team of L lanes (a power of two) spans the wider head in one or two vec4 columns per lane (L = 32
-    up to 256 floats); R rows per workgroup (one team each, few enough for DECODE_SLICES key slices)
-    times KS key slices, DECODE_LANES invocations; KB = 8 keys per team pass (4 where lanes hold two
-    columns, to bound registers); splits of at least one workgroup pass, MAXS per row block: up to
-    ~DECODE_TARGET_WG workgroups, and no more splits than splits of DECODE_CHUNK_PASSES passes fill n_ctx. ``n_split`` fixes
-    MAXS (and lets splits shrink to one workgroup pass, for tests); ``chunk`` overrides the split minimum,
-    ``slices`` KS, ``max_rows`` DECODE_ROWS and ``team_keys`` KB."""
+    up to 256 floats); R rows per workgroup (one team each, few enough for ``slices`` key slices) times KS
+    key slices, ``lanes`` invocations; KB = 8 keys per team pass (4 where lanes hold two columns, to bound
+    registers); splits of at least one workgroup pass, MAXS per row block: up to ``wg_per_slot`` workgroups
+    per slot, and no more splits than splits of ``chunk_passes`` passes fill n_ctx (a split may be as
+    short as one pass below that: a pass costs less than the merge). ``n_split`` fixes MAXS (and lets
+    splits shrink to one workgroup pass, for tests); ``chunk`` overrides the split minimum, ``slices`` KS,
+    ``max_rows`` the most rows per workgroup and ``team_keys`` KB."""
+    tn = tuning(device)
+    tu = tn.decode
     d4, dv4 = d // 4, dv // 4
     wide = max(d4, dv4)
     cols = 1 if wide <= 32 else 2
     lanes = 1 << (-(-wide // cols) - 1).bit_length()
     rows = t * g
-    r = max(1, min(rows, max_rows or DECODE_ROWS, DECODE_LANES // (lanes * DECODE_SLICES) or 1,
-                   DECODE_LANES // lanes))
+    r = max(1, min(rows, max_rows or tu.rows, tu.lanes // (lanes * tu.slices) or 1, tu.lanes // lanes))
     nrb = -(-rows // r)
-    ks = slices or max(1, min(8, DECODE_LANES // (lanes * r)))
+    ks = slices or max(1, min(8, tu.lanes // (lanes * r)))
     if lanes * r * ks > 256:
         raise ValueError(f"attention: {ks} key slices of {r} rows x {lanes} lanes exceed 256 invocations")
     nck, ncv = -(-d4 // lanes), -(-dv4 // lanes)
@@ -109,8 +93,8 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
     if n_split:
         maxs = n_split
     else:
-        span = max(c, DECODE_CHUNK_PASSES * blk)
-        maxs = min(-(-n_ctx // span), max(1, DECODE_TARGET_WG // (n_kv_head * nrb)), DECODE_MAX_SPLITS)
+        span = max(c, tu.chunk_passes * blk)
+        maxs = min(-(-n_ctx // span), max(1, tu.wg_per_slot * tn.slots // (n_kv_head * nrb)), tu.max_splits)
     return DecodeConfig(R=r, NRB=nrb, L=lanes, KS=ks, KB=kb, NCK=nck, NCV=ncv, MAXS=maxs, CHUNK=c)
 
 
@@ -141,15 +125,16 @@ class Attention(OpKernel):
         prefill = T > 1 and not a.get("n_split")
         mma = a.get("prefill_mma")   # None: chosen here; True or a tile: wherever the device can
         use = prefill and mma is not False and not (mma is None and a.get("prefill_tile")) and self.dev.has_mma
-        mtile = mma_tile(D, DV, limit, mma if isinstance(mma, str) else None) if use else None
+        cls = device_class(self.dev)
+        mtile = mma_tile(D, DV, limit, mma if isinstance(mma, str) else None, cls) if use else None
         prb = -(-T * G // mtile.BQ) if mtile else 0
-        if mtile is not None and (mma is not None or Hkv * prb >= MIN_MMA_WG):
+        if mtile is not None and (mma is not None or Hkv * prb >= tuning(cls).slots):
             self.prefill, self.cfg, self.split = True, mtile, 1
             self.n_groups = Hkv * prb
             self.pipe = self.dev.pipeline("attention_mma.wgsl", "main", common | mma_defines(mtile, D, DV) | {
                 "PRB": prb})
             return
-        tile = prefill_config(D, DV, limit, a.get("prefill_tile"), T * G, Hkv) if prefill else None
+        tile = prefill_config(D, DV, limit, a.get("prefill_tile"), T * G, Hkv, cls) if prefill else None
         self.prefill = tile is not None
         if self.prefill:
             self.cfg = tile
@@ -160,7 +145,8 @@ class Attention(OpKernel):
                 "PRB": prb, "REDUCE": "sg" if self.dev.has_subgroups else "wg"})
             return
         cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
-                            int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)))
+                            int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)),
+                            cls)
         self.cfg = cfg
         self.split = cfg.MAXS
         self.one_row, self.window = T == 1, int(a.get("window", 0))
@@ -343,7 +329,7 @@ def _cases() -> Iterable[Case]:
 def _bench() -> Iterable[Case]:
     """Real model shapes: decode at long contexts (GB/s of K/V read) and a 512-token prefill."""
     yield attention_case("decode llama-1B H32/8 D64 n_kv=2048", 1, 1, 2047, 32, 8, 64, 2048, seed=1)
-    yield attention_case("decode llama-8B H32/8 D128 n_kv=4096", 1, 1, 4095, 32, 8, 128, 4096, seed=2)
+    yield attention_case("decode H32/8 D128 n_kv=4096", 1, 1, 4095, 32, 8, 128, 4096, seed=2)
     yield attention_case("decode qwen-0.5B H14/2 D64 n_kv=4096", 1, 1, 4095, 14, 2, 64, 4096, seed=3)
     yield attention_case("decode gemma3 H4/1 D256 n_kv=4096 window=512", 1, 1, 4095, 4, 1, 256, 4096,
                          window=512, seed=4)

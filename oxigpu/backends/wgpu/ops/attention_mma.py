@@ -4,7 +4,7 @@ generated code.
 Subgroup matrices are values, so their loads, products and stores (and the 16-byte staging registers,
 named variables rather than private arrays: see ops/attention_prefill.py) are unrolled here and
 substituted into the shader as ``{{QLOAD}}``, ``{{S_MMA}}`` ... blocks. A matrix declared inside the
-tile loop is not zeroed again on each pass by Dawn on the H100 (seen: a loop-local ``var s:
+tile loop is not zeroed again on each pass by Dawn on NVIDIA (seen: a loop-local ``var s:
 subgroup_matrix_result`` kept the last tile's sums), so each tile's scores start from
 ``subgroupMatrixMultiply`` and the O accumulators are declared once, before the loop.
 """
@@ -12,17 +12,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ..tuning import GPU, tuning
+
 MAX_HEAD = 128
 """Widest head the kernel takes: Q's D / 16 fragments, O's DV / 16 blocks and the staging registers live
 in registers (~200 a lane at 128)."""
-
-MIN_MMA_WG = 132
-"""Fewest workgroups (64-row blocks x KV heads) for which the matrix-unit kernel is chosen: below the
-H100's SM count the FMA kernel's smaller tiles spread wider. H100, 512-token chunk at position 0, us
-(scripts/bench_attention_mma.py, FMA / tile 4:32 / 4:64): Llama-3.1-8B (D 128, 256 workgroups)
-132 / 77 / 88, at position 512: 361 / 156 / 161; Llama-3.2-1B (D 64, 256) 58.8 / 50.5 / 58.1; Qwen2.5-0.5B
-(D 64, 2 KV heads: 112) 37.4 / 43.8 / 40.2."""
-
 
 @dataclass(frozen=True)
 class MmaTile:
@@ -45,16 +39,17 @@ class MmaTile:
         return 2 * max(self.BQ, self.BK) * ld + 4 * self.BQ * (self.BK + 4) + 2 * self.BQ * (self.BK + 8) + 16
 
 
-def mma_tile(d: int, dv: int, limit: int, tile: str | None = None) -> MmaTile | None:
-    """The tile for head dims d/dv under a workgroup-memory limit, or None where the kernel does not
-    apply (head dims not multiples of 16 or over MAX_HEAD). ``tile`` ("NSG:BK") forces one."""
+def mma_tile(d: int, dv: int, limit: int, tile: str | None = None, device: str = GPU) -> MmaTile | None:
+    """The tile for head dims d/dv under a workgroup-memory limit (the first of the class's
+    ``PrefillTuning.mma_tiles`` that fits), or None where the kernel does not apply (head dims not
+    multiples of 16 or over MAX_HEAD). ``tile`` ("NSG:BK") forces one."""
     if d % 16 or dv % 16 or max(d, dv) > MAX_HEAD:
         return None
     if tile:
         nsg, bk = (int(v) for v in tile.split(":"))
         cands = [MmaTile(nsg, bk)]
     else:
-        cands = [MmaTile(4, 32), MmaTile(4, 64)]
+        cands = [MmaTile(nsg, bk) for nsg, bk in tuning(device).prefill.mma_tiles]
     for t in cands:
         if t.BK % 16 or t.BK * d // 8 % t.WG or t.BK * dv // 8 % t.WG:
             continue

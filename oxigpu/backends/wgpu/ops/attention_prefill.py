@@ -9,23 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PREFILL_CANDIDATES = ("16:4:4", "16:2:4", "32:2:4", "16:2:4s", "32:1:4", "16:1:4", "16:2:2", "16:1:2", "16:1:2s",
-                      "16:1:1", "8:1:2", "8:1:1", "4:1:1")
-"""Tiles NRG:RT:KT (row groups, rows per thread, keys per thread; ``s``: K and V share one buffer) in order
-of preference; the first whose workgroup memory and register estimate fit is used (NKL = 8 key lanes
-where the value head allows), except 64-row tiles that would leave SMs idle (MIN_WG). H100, 512-token chunk
-at position 0, us per dispatch (scripts/bench_attention.py --prefill): Llama-3.2-1B D 64: 16:4:4 68.5,
-32:2:4 67.3, 16:2:4 102, 32:1:4 113, 16:2:4s 119, 16:1:4 173; Llama-3.1-8B D 128 (48 KiB): 16:2:4s 179,
-32:1:4s 207, 16:2:2 224, 32:1:2 237, 16:1:4 303; Gemma-3 D 256: 16:1:2s 177, 8:1:2 176, 16:1:1 273."""
-
-MIN_WG = 132
-"""Fewest workgroups a 64-row tile may leave (the H100's SM count): with fewer, the next (32-row) tile is
-taken. H100, 512-token chunk at position 0 (scripts/bench_attention.py --prefill): Qwen2.5-0.5B (14/2
-heads, D 64: 112 workgroups of 64 rows) 60.9 us with 16:4:4 vs 47.6 with 16:2:4; Llama-3.2-1B (32/8, 256
-workgroups of 64 rows) 68.5 vs 102.4."""
-
-REG_BUDGET = 200
-"""Most 32-bit registers the estimate may reach (NVIDIA: 255 per thread; spills go to local memory)."""
+from ..tuning import GPU, tuning
 
 COMP = "xyzw"
 
@@ -113,10 +97,11 @@ def _nkl(dv4: int) -> int:
 
 
 def prefill_config(d: int, dv: int, limit_bytes: int, override: str | tuple | None = None, rows: int = 0,
-                   n_kv_head: int = 1) -> PrefillConfig | None:
-    """The prefill kernel's shape for head dims d/dv within ``limit_bytes`` of workgroup memory; None
-    when none fits (e.g. D = 256 in WebGPU's minimum 16 KiB: the decode kernel runs prefill then).
-    ``rows`` (query rows per KV head, T * G) and ``n_kv_head`` give the workgroup count (see MIN_WG).
+                   n_kv_head: int = 1, device: str = GPU) -> PrefillConfig | None:
+    """The prefill kernel's shape for head dims d/dv within ``limit_bytes`` of workgroup memory: the first
+    of the class's candidates (tuning.py ``PrefillTuning``) that fits; None when none does (e.g. D = 256
+    in WebGPU's minimum 16 KiB: the decode kernel runs prefill then). ``rows`` (query rows per KV head,
+    T * G) and ``n_kv_head`` give the workgroup count, which 64-row tiles must keep at the class's slots.
     ``override`` ("NRG:RT:KT[s]" or a tuple) forces a shape (tests, tuning); it must fit."""
     d4, dv4 = d // 4, dv // 4
     nkl = _nkl(dv4)
@@ -128,14 +113,15 @@ def prefill_config(d: int, dv: int, limit_bytes: int, override: str | tuple | No
             raise ValueError(f"attention: prefill tile {cfg} does not fit ({cfg.smem_bytes()} of "
                              f"{limit_bytes} bytes of workgroup memory)")
         return cfg
-    for spec in PREFILL_CANDIDATES:
+    tu = tuning(device)
+    for spec in tu.prefill.candidates:
         nrg, rt, kt = (int(x) for x in spec.rstrip("s").split(":"))
         if nkl < 8:   # narrow value heads: the same workgroup size, more keys per lane
             nrg, kt = nrg * 8 // nkl, max(kt, 4 // nkl)
         cfg = PrefillConfig(nkl, nrg, rt, kt, d4, dv4, spec.endswith("s"))
-        if rows and cfg.BQ >= 64 and n_kv_head * -(-rows // cfg.BQ) < MIN_WG:
+        if rows and cfg.BQ >= 64 and n_kv_head * -(-rows // cfg.BQ) < tu.slots:
             continue
-        if cfg.valid() and cfg.smem_bytes() <= limit_bytes and cfg.registers() <= REG_BUDGET:
+        if cfg.valid() and cfg.smem_bytes() <= limit_bytes and cfg.registers() <= tu.prefill.reg_budget:
             return cfg
     return None
 

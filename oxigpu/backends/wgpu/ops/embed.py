@@ -1,6 +1,6 @@
 """embed: gather rows of a quantized GGUF table (dequantized with the shared quant snippets) and scale.
 
-Tables larger than the device's storage-binding limit (gemma3's 262k x 640 table, or any table on a
+Tables larger than the device's storage-binding limit (a 262k-row vocabulary, or any table on a
 128 MiB-binding device) are bound as row ranges, one dispatch each."""
 from __future__ import annotations
 

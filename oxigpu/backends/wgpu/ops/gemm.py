@@ -1,8 +1,8 @@
 """The GEMM (m > 1 rows: prefill chunks, small batches) of a matmul: which kernel, its grid, its dispatches.
 
-Kept apart from ``matmul.py`` (the GEMV side and the fused-op plumbing) so the prefill GEMM can be tuned
-on its own: ``tile_config`` picks the register tile and split-k, ``gemm_shader`` the shader and its
-defines, ``gemm_grid`` the workgroup grid, and :class:`GemmKernel` (which ``matmul.Gemm`` holds) builds
+Kept apart from ``matmul.py`` (the GEMV side and the fused-op plumbing): ``tile_config`` and ``mma_tile``
+pick the register tile and split-k by the cost models whose constants are in ``tuning.py`` (``GemmTuning``),
+``gemm_shader`` the shader and its defines, ``gemm_grid`` the workgroup grid, and :class:`GemmKernel` (which ``matmul.Gemm`` holds) builds
 the pipelines and encodes the dispatches of one weight row range. Three tiled kernels: f32 FMAs on
 dequantized weights (``gemm_tiled.wgsl``), integer dots on int8 x (``gemm_q8.wgsl``, ``Q8_TYPES``,
 where ``Device.int8_dots`` allows; ``q8_round`` is its x in numpy), and f16 products on the matrix units
@@ -20,10 +20,12 @@ import numpy as np
 
 from ....errors import DeviceError
 from ..device import PARAMS_BINDING, Binding, Device, Dispatch
+from ..tuning import GPU, Tuning, device_class, tuning
 from ._common import f32_lit
 
 GEMM_BM, GEMM_BN = 32, 64   # must match gemm_q.wgsl
-TILED_MIN_ROWS = 33
+TILED_MIN_ROWS = tuning(GPU).gemm.tiled_min_rows
+"""Rows from which a chunk takes a register-tiled GEMM (tuning.py ``GemmTuning``; the same in every class)."""
 
 
 Q8_TYPES = ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0")
@@ -32,51 +34,36 @@ Q8_TYPES = ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0")
 MMA_TYPES = (*Q8_TYPES, "F16")
 """Weight types the matrix-unit GEMM (``gemm_mma.wgsl``) stages: through their gemm_q8 snippet, or F16."""
 
-MMA_TILES = ((dict(tm=8, tn=8, sn=4), 67.0), (dict(tm=8, tn=4, sn=2), 51.0), (dict(tm=4, tn=4, sn=2), 44.0))
-"""The matrix-unit GEMM's tiles ``mma_tile`` chooses from, with their TFLOP/s where they fill the GPU (H100,
-512 rows, 8B shapes, k 4096): 4 x 2 subgroups of 2 x 4 blocks (128 x 128), of 2 x 2 (128 x 64), 2 x 2 of
-2 x 2 (64 x 64). 128 x 128 is 1.3-1.45x the 128 x 64 tile's rate (each x row tile is read by half the
-workgroups), but gives fewer workgroups: Llama-3.2-1B's 2048-column outputs fill 64 of 132 SMs unsplit."""
 
-MMA_K0 = 64
-"""The matrix-unit GEMM's per-workgroup cost outside its k loop, in k: a workgroup over k inner elements
-runs at k / (k + MMA_K0) of its rate, relative to k = 4096 (fitted on the H100 to within 10 % of 9 of
-``mma_tile``'s measured choices; Qwen2.5-0.5B's 896 x 896 o at 64 x 64 unsplit it overrates, 35 vs 25)."""
-
-MMA_Q8_TFLOPS = 30.0
-"""Quantized types take the matrix units by default (with ``Device.has_mma``; F16 always) where
-``mma_tile`` expects at least this; the integer-dot GEMM reaches 19-37 TFLOP/s on the same shapes (H100)."""
+def _reduce_s(t: Tuning, m: int, n: int, splits: int) -> float:
+    """Seconds of the split-k reduction pass over ``splits`` partial sums of an m x n output."""
+    return (splits + 2) * 4 * m * n / t.gemm.red_bytes_s + t.gemm.red_fixed_s
 
 
-def mma_tile(m: int, n: int, k: int) -> tuple[dict[str, int], float]:
+def mma_tile(m: int, n: int, k: int, device: str = GPU) -> tuple[dict[str, int], float]:
     """The matrix-unit GEMM's default tile and split-k for an m x n output over k, and the TFLOP/s it is
-    expected to reach. Each of ``MMA_TILES`` with 1-4 splits (>= 256 k each) is timed by a cost model: its
-    rate, times the workgroups' share of the waves of ``SLOTS`` they take, the share of its rows that are
-    not past m, and ``MMA_K0``'s factor for k per split, plus the reduction pass (``RED_BYTES_S``); the
-    first that is not beaten by 5 % wins; 64 k per step (1.2-1.35x of 32 k).
-
-    H100 under Dawn (scripts/bench_gemm.py, 512 rows, TFLOP/s, the integer-dot GEMM with its split-k
-    against this choice): Llama-3.1-8B gate+up Q4_K 36.1 -> 67.7, o Q4_K 35.3 -> 67.4, down Q6_K 33.2 ->
-    65.4, o Q8_0 36.7 -> 64.8 (all 128 x 128 unsplit), qkv Q4_K 34.2 -> 62.9 (split 2), v Q6_K 27.4 -> 54.4
-    (split 4); Llama-3.2-1B o Q4_K 30.2 -> 56.0, down Q6_K 30.6 -> 59.6 (split 2); Qwen2.5-0.5B gate+up
-    Q5_0 31.6 -> 53.8, down Q4_K 28.5 -> 54.4 (split 4), qkv Q5_0 18.9 -> 33.7 (split 3), o 19.9 -> 25.3 (64
-    x 64); F16 o 65.1 (the f32 GEMM: 15-21)."""
+    expected to reach. Each of the class's ``GemmTuning.mma_tiles`` with 1 to ``max_splits`` splits
+    (``min_split_k`` k each at least) is timed by a cost model: its rate, times the workgroups' share of
+    the waves of ``slots`` they take, the share of its rows that are not past m, and ``mma_k0``'s factor
+    for k per split, plus the reduction pass; the first that is not beaten by ``mma_margin`` wins."""
+    t = tuning(device)
+    g, slots = t.gemm, t.slots
     flops = 2 * m * n * k
     best = None
-    for tile, rate in MMA_TILES:
+    for tile, rate in g.mma_tiles:
         bm, bn = 16 * tile["tm"], 16 * tile["tn"]
-        for splits in range(1, 5):
-            if splits > 1 and k < 256 * splits:
+        for splits in range(1, g.max_splits + 1):
+            if splits > 1 and k < g.min_split_k * splits:
                 break
             wgs = -(-m // bm) * -(-n // bn) * splits
-            fill = wgs / (-(-wgs // SLOTS) * SLOTS) * m / (-(-m // bm) * bm)
+            fill = wgs / (-(-wgs // slots) * slots) * m / (-(-m // bm) * bm)
             ks = k / splits
-            eff = ks / (ks + MMA_K0) * (4096 + MMA_K0) / 4096
-            t = flops / (rate * 1e12 * fill * eff)
+            eff = ks / (ks + g.mma_k0) * (4096 + g.mma_k0) / 4096
+            secs = flops / (rate * 1e12 * fill * eff)
             if splits > 1:
-                t += (splits + 2) * 4 * m * n / RED_BYTES_S + RED_FIXED_S
-            if best is None or t < 0.95 * best[0]:
-                best = (t, {**tile, "bk": 64, "splits": splits})
+                secs += _reduce_s(t, m, n, splits)
+            if best is None or secs < g.mma_margin * best[0]:
+                best = (secs, {**tile, "bk": g.mma_bk, "splits": splits})
     return best[1], flops / best[0] / 1e12
 
 
@@ -157,56 +144,30 @@ class TileConfig:
             raise DeviceError(f"matmul: GEMM tile {self} needs more than 256 weight chunks or 512 x vec4s a step")
 
 
-SLOTS = 132
-"""Workgroups of the default tile that run at once: the H100's 132 SMs hold one each (256 FMA + 256 loader
-threads take its whole register file). Only the split-k choice uses it; other GPUs get a suboptimal split."""
-
-FMA_RATE = 7.6e10
-"""FMAs per second of one 8x8 workgroup (~20 TFLOP/s over 132 of them, H100); ``tile_config``'s cost model."""
-
-RED_BYTES_S, RED_FIXED_S = 2e12, 4e-6
-"""The reduction pass's cost model: bytes per second over its partial sums and output, plus a dispatch."""
-
-
-Q8_TILE = TileConfig(q8=True, tm=8, tn=8, loaders=128, nb=2)
-"""The integer-dot kernel's tile: 8 x 8 per thread with 128 loaders (256 would leave 128 registers a thread
-for 64 int and 64 float accumulators), two 32-blocks per step; H100, 8B gate+up 35.5 TFLOP/s (one block
-per step 33.5, 8 x 4 with 256 loaders 30.2-32.5, no loaders 31.7)."""
-
-Q8_NARROW = replace(Q8_TILE, tn=4, loaders=256)
-"""Its 8 x 4 alternative (H100: 0.91 of Q8_TILE's rate on the 8B's large GEMMs)."""
-
-Q8_RATE = 1.75 * FMA_RATE
-"""Multiply-adds per second of one ``Q8_TILE`` workgroup (35.5 against 20.4 TFLOP/s, H100)."""
-
-
-def tile_config(m: int, n: int, k: int, q8: bool = False) -> TileConfig:
+def tile_config(m: int, n: int, k: int, q8: bool = False, device: str = GPU) -> TileConfig:
     """The register tile for an m x n output over k inner elements (n: the weight's rows); ``q8``: for the
-    integer-dot kernel (``Q8_TILE`` or ``Q8_NARROW``, at ``Q8_RATE``).
-
-    8 x 8 per thread (128 x 128 tiles, 256 loader threads; 64-row tiles for m <= 64), and the split-k
-    count (1..4) or 8 x 4 tiles where a cost model says they finish first by 15 % (unsplit integer-dot 8 x 4:
-    5 %; for what it leaves out): waves of ``SLOTS`` workgroups, each taking its tile's FMAs at ``FMA_RATE`` or
-    ``Q8_RATE`` (8 x 4: 0.9 of it), plus the reduction over the partial sums when split. Llama-3.1-8B's
-    GEMMs stay whole but q/k/v (2 splits); narrow outputs (Qwen2.5-0.5B's 896 columns: 28 tiles) split k.
-    With integer dots the 5 % margin takes 8 x 4 for Qwen's gate+up (9728 x 896 Q5_0: 27.1 -> 29.7 TFLOP/s,
-    H100) and changes none of the other measured choices. H100 results: BENCHMARKS.md, Prefill.
-    """
-    tm = 4 if m <= 64 else 8            # short chunks: 64-row tiles
+    integer-dot kernel. 64-row tiles for short chunks; then each of the class's tiles with 1 to
+    ``max_splits`` splits is timed by a cost model (waves of ``slots`` workgroups, each taking its tile's
+    multiply-adds at the tile's rate, plus the reduction pass when split); a split or a narrower tile must
+    win by ``split_margin`` (the integer-dot kernel's unsplit narrower tile by ``q8_unsplit_margin``)."""
+    t = tuning(device)
+    g = t.gemm
+    tm = 4 if m <= g.short_rows else 8
+    base = dict(q8=True) if q8 else {}
     best = None
-    tiles = ((Q8_TILE, 1.0), (Q8_NARROW, 0.9)) if q8 else ((TileConfig(), 1.0), (TileConfig(tn=4), 0.9))
-    for tile, rate in tiles:
-        for splits in range(1, 5):
-            if k < 256 * splits:
+    for fields, rel in (g.q8_tiles if q8 else g.f32_tiles):
+        tile = TileConfig(**base, **fields)
+        for splits in range(1, g.max_splits + 1):
+            if k < g.min_split_k * splits:
                 break
             wgs = -(-m // (16 * tm)) * -(-n // (16 * tile.tn)) * splits
-            t = -(-wgs // SLOTS) * 16 * tm * 16 * tile.tn * (k / splits) / ((Q8_RATE if q8 else FMA_RATE) * rate)
+            secs = -(-wgs // t.slots) * 16 * tm * 16 * tile.tn * (k / splits) / ((g.q8_rate if q8 else g.fma_rate) * rel)
             if splits > 1:
-                t += (splits + 2) * 4 * m * n / RED_BYTES_S + RED_FIXED_S
-            margin = 0.95 if q8 and splits == 1 else 0.85       # what a split or narrower tile must win by
-            if best is None or t < best[0] * margin:
-                best = (t, replace(tile, tm=tm, splits=splits))
-    return best[1] if best else replace(Q8_TILE if q8 else TileConfig(), tm=tm)
+                secs += _reduce_s(t, m, n, splits)
+            margin = g.q8_unsplit_margin if q8 and splits == 1 else g.split_margin
+            if best is None or secs < best[0] * margin:
+                best = (secs, replace(tile, tm=tm, splits=splits))
+    return best[1] if best else TileConfig(**base, **{**(g.q8_tiles if q8 else g.f32_tiles)[0][0], "tm": tm})
 
 
 def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[str, Any] | None = None,
@@ -218,8 +179,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     has ``int8_dots`` (``q8`` overrides), else f32 FMAs; fewer rows keep the 32x64 kernel, which wastes
     less of its tile. The f32 kernel's weight tiles are f32: dequantized values rounded to f16 (~2e-4
     relative) flipped seeded samples against the numpy backend (tests/test_reliability_wgpu.py), and F16
-    weights, which f16 tiles hold exactly, ran faster in f32 tiles too (H100, 4096 x 4096: 21.2 against
-    19.3 TFLOP/s); override ``f16``: True puts F16 weights in f16 tiles where the adapter has shader-f16.
+    weights, which f16 tiles hold exactly, ran faster in f32 tiles too (as measured); override ``f16``:
+    True puts F16 weights in f16 tiles where the adapter has shader-f16.
 
     ``glu`` (matmul_glu: n gate rows then up rows, ``act(x Wg) * (x Wu)`` stored): only the matrix-unit
     kernel has that epilogue, with 4 blocks along n per subgroup (2 gate, 2 up) and unsplit; a DeviceError
@@ -227,14 +188,16 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     """
     override = dict(override or {})
     f16_tiles = override.pop("f16", False)
-    if glu and m < TILED_MIN_ROWS and not override:
+    cls = device_class(dev)
+    g = tuning(cls).gemm
+    if glu and m < g.tiled_min_rows and not override:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM (short chunks take gemm_q)")
-    if m < TILED_MIN_ROWS and not override:
+    if m < g.tiled_min_rows and not override:
         return "gemm_q.wgsl", {}, None
-    tile, tflops = mma_tile(m, n, k)
+    tile, tflops = mma_tile(m, n, k, cls)
     if glu:
         tile = {**tile, "sn": 4, "tn": max(tile["tn"], 4), "splits": 1}
-    fast = qtype == "F16" or (qtype in MMA_TYPES and tflops >= MMA_Q8_TFLOPS)
+    fast = qtype == "F16" or (qtype in MMA_TYPES and tflops >= g.mma_q8_min_tflops)
     if override.get("mma", dev.has_mma and fast and not override):
         cfg = TileConfig(**{**tile, "mma": True, **override})
         if qtype not in MMA_TYPES or cfg.fm not in (2, 4) or cfg.tm not in (cfg.fm, 2 * cfg.fm, 4 * cfg.fm) \
@@ -254,7 +217,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
     if q8 and qtype not in Q8_TYPES:
         raise DeviceError(f"matmul: no integer-dot GEMM for weight type {qtype}")
-    cfg = TileConfig(**{**tile_config(m, n, k, q8).__dict__, **override})
+    cfg = TileConfig(**{**tile_config(m, n, k, q8, cls).__dict__, **override})
     cfg.check()
     if 256 + cfg.loaders > dev.limits.get("max-compute-invocations-per-workgroup", 256):
         cfg = replace(cfg, loaders=0)       # the FMA threads load too

@@ -17,6 +17,7 @@ from ....errors import DeviceError
 from ....quant import dequantize, get_type, quantize
 from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
+from ..tuning import GPU, device_class, tuning
 from ._common import f32_lit
 from .elementwise import Glu
 from .gemm import Q8_TYPES, GemmKernel, glu_gemm, q8_round, q8_tie_free, scratch_buffer
@@ -88,7 +89,7 @@ class GemvConfig:
     ``q8x`` quantizes each piece's x to int8 and reduces rows by packed integer dots (Q8X_PIECES only);
     ``xq`` (with q8x) does that quantization once, in a dispatch before the GEMV (gemv_q.wgsl quantize_x);
     ``xs`` (with q8x) once per workgroup, into workgroup memory (gemv_q.wgsl stage_x);
-    ``xclamp`` clamps x's index into its array (gemv_q.wgsl xv): see gemv_config's F16 rule;
+    ``xclamp`` clamps x's index into its array (gemv_q.wgsl xv): see tuning.py's F16 rows;
     ``persist`` (> 0, one weight type) launches at most that many workgroups, each taking several
     workgroups' rows in turn (gemv_q.wgsl PERSIST): with ``xs``, x is staged once per launched workgroup.
     """
@@ -107,146 +108,18 @@ class GemvConfig:
     persist: int = 0
 
 
-def gemv_config(qtype: str, k: int, n: int, int8: bool = True) -> GemvConfig:
-    """The GEMV split for a weight of n rows of k elements (H100: BENCHMARKS.md, GEMV section); ``int8``:
-    integer dots allowed (``Device.int8_dots``).
-
-    Chosen from two H100 measurements with warm clocks: scripts/bench_gemv.py (each split in isolation;
-    weights under the 50 MB L2 stay cached between its back-to-back copies, so it favours splits that
-    are fast on cached data) and the per-node profile of a real decode step (`oxigpu bench --profile`,
-    weights from HBM), which decides where they disagree. What was not measured is said so.
-    - x quantized once by its own dispatch (xq) where it pays, with fewer rows per group: in each
-      workgroup every group loaded and quantized all of x itself (x and the norm weights: up to 8x the
-      weight bytes of L2 traffic at R = 1, hence R = 4-8 before), while a group now reads 4-10 words per
-      piece. Measured (`bench_gemv.py --variants`, the node's two dispatches in a chain, us, before ->
-      after): 8B gate+up (R = 2) Q4_K 43.4 -> 39.7, Q8_0 63.2 -> 57.3, Q4_0 48.7 -> 40.0; q/k/v (32
-      lanes, R = 1) Q4_K+Q6_K 18.7 -> 14.7, Q8_0 21.0 -> 16.9, Q4_0 17.7 -> 14.2; 4096x4096 Q4_K 11.8 ->
-      11.2, Q8_0 14.3 -> 13.1, Q4_0 12.4 -> 11.3; ffn_down (64 lanes, R = 1) Q4_K 23.3 -> 21.9, Q8_0 31.9
-      -> 30.9, Q4_0 26.5 -> 21.9, Q6_K 27.4 -> 27.9 (not taken); 1B gate+up Q4_K 20.1 -> 18.8, Q8_0 27.4
-      -> 24.6, Q4_0 22.6 -> 19.0; Qwen's Q8_0 LM head (151936 x 896) 83.6 -> 76.0; the Q6_K LM heads and
-      the Q4_K/Q6_K nodes under 3200 rows gained nothing. On the 1B's 2048-3199-row Q8_0/Q4_0 nodes
-      (q/k/v 12.1 -> 9.1 / 11.4 -> 8.4, ffn_down 2048x8192 15.2 -> 13.2 / 14.1 -> 11.4; its 2048x2048
-      attn_output lost, 6.7 -> 7.6): the ffn_down keeps the dispatch, the others now stage x (below).
-    - x quantized once per workgroup into workgroup memory (xs: no dispatch; 256-lane workgroups of 8 groups
-      share it) on the nodes of >= 2048 rows of >= 2048 elements but the 8B's Q8_0/Q4_0 ffn_down, which keep
-      the dispatch (the 8B's Q4_K gate+up stages it with persist: see the last point). Measured
-      (`bench_gemv.py --variants`, us, xq or float -> xs): 8B q/k/v Q4_K 14.2 -> 12.5, Q4_0 14.0 -> 13.0, Q8_0
-      16.8 -> 16.3 (R = 2); attn_output Q4_K 11.1 -> 8.9, Q8_0 13.2 -> 11.8, Q4_0 11.2 -> 10.0 (R = 1);
-      ffn_down Q4_K 22.0 -> 19.8, Q6_K 27.7 -> 25.7 (R = 2), Q8_0 / Q4_0 30.7 / 21.9 -> 32.4 / 25.0 (kept xq);
-      gate+up 39.6 -> 39.8 (kept xq); the 1B (integer dots now from 2048 rows: gemma3's 640 keep float dots)
-      q/k/v Q4_K 9.5 -> 6.6, Q8_0 9.1 -> 7.6, attn_output Q4_K 6.6 -> 5.6, ffn_down Q6_K 13.0 -> 11.1, gate+up
-      (R = 4) Q4_K 18.7 -> 17.3, Q8_0 24.4 -> 22.2. Whole model tg128 (A/B against `cb3637b`): 8B Q4_K_M 269
-      -> 285, Q4_0 282 -> 291, Q8_0 212 -> 217; 1B Q4_K_M 869 -> 978, Q4_0 854 -> 983, Q8_0 800 -> 867. Qwen's
-      Q8_0/Q4_0 gate+up (2 x 4864 x 896, `--set qwen-legacy`) with 16 lanes per group: 13.4 -> 10.0, 12.2 ->
-      9.2 (its other nodes, 896-1152 rows, were faster with float dots); its Q5_0 gate+up (the Q4_K_M files'
-      and the real Qwen2.5's: 896 is no multiple of 256) likewise, 12.3 -> 10.5 us, whole model tg128 (A/B
-      against `587591b`) 871 / 870 -> 907 / 908 tok/s, at depth 4096 791 / 780 -> 804 / 809; the int8 parity
-      test's qwen figure stays at 1.7e-2 (bound 3e-2). The 8B's Q8_0/Q4_0 gate+up (2 x 14336 x 4096)
-      stage x too, in 256-lane workgroups with R = 4 (`--set 8b-legacy --variants`, us, xq -> xs): Q8_0 57.1
-      -> 54.1 (32 lanes per group; 16 lanes: 56.7), Q4_0 40.0 -> 36.6 (16 lanes; 32: 38.7); R = 2 was slower
-      (57.5, 42.2). Whole model tg128, alternated twice against `587591b`: Q4_0 293 / 293 -> 307 / 307 tok/s,
-      Q8_0 216 / 216 -> 220 / 220. Their ffn_down (4096 x 14336) keeps xq: staged it ran 32.6 / 24.8 us
-      (R = 2, 8 groups) against 31.0 / 21.7.
-    - Integer dots (q8x: x as int8 per piece) wherever n >= 3200 and the piece has them. Q4_K/Q6_K,
-      isolated (`bench_gemv.py --sweep q8x`): 8B gate+up 51.3 -> 43.5 us with R = 8 (q8x alone: 50.0);
-      q/k/v (Q4_K+Q6_K) 22.5 -> 18.3 and ffn_down Q4_K 4096x14336 26.4 -> 22.3 with 64 lanes, R = 4 and
-      u2 on long rows; ffn_down Q6_K 29.4 -> 27.3 with R = 2; the Q6_K LM head 224.5 -> 176.4 us with u2.
-      In the 8B step (before the LM-head and Q6_K R = 2 rules) tg128 went 222 -> 248 tok/s, gate+up
-      61.3 -> 49.9 us; the 1B's gate+up 38.2 -> 25.2 us.
-    - Q8_0/Q4_0 with integer dots (`--set 8b-legacy --sweep q8x`): 8B gate+up with R = 8 Q8_0 75.6 ->
-      63.2 us, Q4_0 55.1 -> 48.1; q/k/v (6144 rows, norm prologue) with 64 lanes and R = 4 Q8_0 25.3 ->
-      21.0, Q4_0 22.4 -> 17.7; the 4096-row adds gain nothing from R = 4 (Q8_0 14.1 -> 15.0) and keep R = 2.
-      Their LM heads (n >= 65536) and Q5_0 keep the float splits, with q8x: not swept.
-    - Under 2048 rows, or rows under 2048 elements, float dots (but the LM heads, qwen's Q8_0/Q4_0
-      gate+up and the 3200-8191-row Q4_K/Q6_K nodes of short rows). Integer dots on every node under 3200
-      rows were faster on the 1B (`--set 1b --sweep q8x`: attn_output Q4_K 2048x2048 6.65 -> 6.08 us,
-      ffn_down Q6_K 2048x8192 13.07 -> 12.51, q/k/v 9.52 -> 9.36) but took gemma3's decode logits (its
-      ffn_down, 640 x 2048) to 3.5e-2 x max |logit| against numpy, over the 3e-2 the int8 parity test
-      allows (2.9e-2 without); its nodes are all under 2048 rows or 2048 elements, so they keep float dots.
-    - No integer dots on rows shorter than 2048 but for LM heads and qwen's gate+up (above; before x was
-      staged per workgroup its Q5_0 gate+up ran 12.9 us with them, 12.3 without); its Q8_0 LM head
-      (151936 x 896) 83.7 with, 94.1 without.
-    - Float dots, n >= 8192: 32 lanes per group of R = 4 rows; two pieces per loop step (u2) for Q4_K
-      only (isolated 8B gate+up 58.3 -> 55.3 us; it hurt the Q6_K and Q8_0 LM heads, 224 -> 243 and
-      94 -> 120 us).
-    - Float dots, 3200 <= n < 8192: 64 lanes per group, R = 2; Q4_K with R = 4 for rows of >= 256
-      pieces, else 32 lanes and R = 2 (in the step, u2 made 4096x4096 17.1 -> 22.1 us).
-    - n < 3200 (Qwen q/k/v 1152 rows, attn_output and ffn_down 896): one row per group of 64 lanes (the
-      rows are few, so more lanes per row keep more SMs busy; in the step Q6_K 896x4864 12.9 -> 10.6 us,
-      Q5_0 896x896 7.8 -> 7.4); Q4_K takes the two-word piece q4_k2 with u2 (896x4864 11.7 -> 10.5 us).
-    - F16 rows of >= 2048 elements: two rows per 128-lane workgroup (256 lanes from 4096 rows of >= 4096: stop
-      17 below), x's index clamped (xclamp). Dawn without bounds checks made the F16 GEMVs slower (8B F16
-      tg128 154 -> 144 tok/s, the other rows faster); clamping only x's index gives the speed back and more.
-      `bench_gemv.py --set f16 --variants`, us, the old split (32 lanes above 4096 rows, u2 from 16384 rows of
-      >= 4096, else 64 or 128) -> clamped -> clamped with 128 lanes: 8B gate+up 90.0 -> 83.2 -> 80.0, q/k/v
-      21.5 -> 21.5 -> 21.0, 4096x4096 15.9 -> 14.6 -> 14.5, 4096x14336 47.0 -> 42.4 -> 42.1, LM head 343.5 ->
-      339.4 -> 333.2; 1B gate+up 29.9 -> 26.2 (128 lanes), 2048x2048 6.38 -> 6.10, 2048x8192 15.7 -> 14.6, LM
-      head 176.5 -> 169.5. The same clamp on the quantized float-dot GEMVs cost 1-18 % (qwen's and the 1B's
-      nodes, their LM heads most), and the integer-dot ones never load x as f32. Then two rows per workgroup
-      (each x load serves both): whole model tg128 (alternated twice, one row -> R = 2 -> R = 4) 8B F16 156.6
-      -> 162.2 -> 161.5 tok/s, 1B F16 770 -> 787 -> 786; 64-lane groups of R = 2 157.8 / 756.
-    - Stop 17 (whole model tg128 on the H100, old / new alternated twice, the old package run from its
-      own folder; isolated us from `bench_gemv.py --variants`):
-      - the 8B's Q4_K gate+up stages x (no quantize dispatch) in 128-lane workgroups of R = 8, at most 528
-        launched, each taking the 896 workgroups' rows in turn (persist): x staged 528 times, not 896 (isolated
-        31.4 -> 29.9 us; staged in all 896: 33.0). 8B Q4_K_M 339.4 / 338.7 -> 346.7 / 347.2 tok/s (R = 4 in
-        256-lane workgroups: 343.9 / 342.5; persist 264 / 1056 / 2112 were slower isolated or whole).
-      - u2 on the Q8_0 / Q4_0 q/k/v and attn_output: 8B Q4_0 344.7 / 343.6 -> 351.0 / 354.3, 1B Q4_0 1,148 /
-        1,146 -> 1,170 / 1,161, 8B Q8_0 239.5 / 239.0 -> 241.2 / 240.6, 1B Q8_0 953 / 958 -> 960 / 973.
-      - R = 8 for the 1B's Q4_K gate+up: 1B Q4_K_M 1,130 / 1,118 -> 1,144 / 1,144 (its Q8_0 / Q4_0: within
-        noise, kept R = 4).
-      - F16 rows and row counts of >= 4096: 256 lanes per workgroup of two rows: 8B F16 162.1 / 161.9 ->
-        165.7 / 165.4 (128 lanes on the q/k/v and attn_output only: 163.8 / 163.2); the 1B's (2048-element
-        rows) lost with it (787 -> 772-778) and keep 128.
-    - Other float rows (F32/BF16, F16 under 2048 elements): one row per group; 32 lanes above 4096 rows,
-      else 64, or 128 for rows >= 4x longer than the row count (F16, before the rule above: 8B 4096x14336
-      47.2 -> 43.4 us, 4096x4096 16.5 -> 15.8; 1B 2048x2048 8.1 -> 7.0, 2048x8192 21.1 -> 16.0).
-    """
-    piece = GEMV_PIECES.get(qtype, "dq8")
-    if qtype == "F16" and k >= 2048:
-        return GemvConfig(tpr=256 if k >= 4096 and n >= 4096 else 128, r=2, gpw=1, piece=piece, xclamp=True)
-    if qtype in ("F32", "F16", "BF16"):
-        tpr = 32 if n > 4096 else 128 if k >= 4 * n else 64
-        return GemvConfig(tpr=tpr, r=1, gpw=128 // tpr, piece=piece)
-    q4k = qtype == "Q4_K"
-    if int8 and qtype in ("Q4_K", "Q6_K", "Q8_0", "Q4_0") and k >= 2048 and 2048 <= n < 65536:
-        legacy = qtype in ("Q8_0", "Q4_0")
-        if n >= 8192:                                   # gate+up
-            if k <= 2048:
-                return GemvConfig(tpr=32, r=8 if q4k else 4, gpw=4, piece=piece, ppb32=2, q8x=True, xs=True)
-            if legacy:                                  # the 8B's Q8_0 / Q4_0: 256-lane workgroups share x
-                tpr = 32 if qtype == "Q8_0" else 16
-                return GemvConfig(tpr=tpr, r=4, gpw=256 // tpr, piece=piece, ppb32=2, q8x=True, xs=True)
-            return GemvConfig(tpr=32, r=8, gpw=4, piece=piece, ppb32=2, q8x=True, xs=True, persist=528)
-        if k >= 8192:                                   # ffn_down
-            if legacy:
-                return GemvConfig(tpr=64, r=1, gpw=2, piece=piece, ppb32=2, q8x=True, xq=True)
-            return GemvConfig(tpr=32, r=2 if n >= 4096 else 1, gpw=8, piece=piece, u2=n >= 4096, q8x=True, xs=True)
-        small = q4k and n < 3200                         # q/k/v, attn_output
-        return GemvConfig(tpr=32, r=2 if n >= 6144 else 1, gpw=8, piece="q4_k2" if small else piece, ppb32=2,
-                          u2=small or legacy, q8x=True, xs=True)
-    if int8 and qtype in ("Q8_0", "Q4_0", "Q5_0") and 8192 <= n < 65536:   # gate+up of rows under 2048 (qwen)
-        return GemvConfig(tpr=16, r=2, gpw=8, piece=piece, ppb32=2, q8x=True, xs=True)
-    if n < 3200:
-        return GemvConfig(tpr=64, r=1, gpw=2, piece="q4_k2" if q4k else piece, ppb32=2, u2=q4k)
-    if int8 and qtype in ("Q4_K", "Q6_K"):              # rows under 2048 elements (gemma3), LM heads
-        if n >= 65536:
-            return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, u2=True, q8x=True)
-        if n >= 8192:
-            return GemvConfig(tpr=32, r=2, gpw=4, piece=piece, q8x=True, xq=True)
-        if qtype == "Q6_K":
-            return GemvConfig(tpr=64, r=2, gpw=2, piece=piece, q8x=True)
-        return GemvConfig(tpr=32, r=1, gpw=4, piece=piece, q8x=True, xq=True)
-    q8x = int8 and piece in Q8X_PIECES and (k >= 2048 or n >= 65536)
-    if q8x and n >= 65536 and qtype == "Q8_0":
-        return GemvConfig(tpr=32, r=1, gpw=4, piece=piece, ppb32=2, q8x=True, xq=True)
-    if n >= 8192:
-        return GemvConfig(tpr=32, r=4, gpw=4, piece=piece, ppb32=2, u2=q4k, q8x=q8x)
-    if q4k:
-        long_rows = k // 256 * 8 >= 256
-        return GemvConfig(tpr=64 if long_rows else 32, r=4 if long_rows else 2, gpw=2 if long_rows else 4,
-                          piece=piece, ppb32=2)
-    return GemvConfig(tpr=64, r=2, gpw=2, piece=piece, ppb32=2, q8x=q8x)
+def gemv_config(qtype: str, k: int, n: int, int8: bool = True, device: str = GPU) -> GemvConfig:
+    """The GEMV split for a weight of n rows of k elements: the first row of the device class's table
+    (tuning.py ``GEMV_RULES``) that matches; ``int8``: integer dots allowed (``Device.int8_dots``)."""
+    t = tuning(device)
+    rule = next(r for r in t.gemv if r.matches(qtype, k, n, int8))
+    cfg = dict(rule.cfg)
+    cfg.setdefault("piece", GEMV_PIECES.get(qtype, "dq8"))
+    if cfg.get("persist"):
+        cfg["persist"] *= t.slots
+    if cfg.get("q8x") and cfg["piece"] not in Q8X_PIECES:
+        cfg["q8x"] = False
+    return GemvConfig(**cfg)
 
 
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
@@ -289,7 +162,7 @@ class Gemv:
         self.row_bytes = [qt.row_bytes(k) for qt in self.qts]
         self.has_bias, self.act = has_bias, act
         self.n_out = n // 2 if act else n
-        cfg = gemv_config(self.qts[0].name, k, n, dev.int8_dots)
+        cfg = gemv_config(self.qts[0].name, k, n, dev.int8_dots, device_class(dev))
         over = dict(attrs.get("gemv", {}))      # tests and benchmarks: override fields of the choice
         piece1 = over.pop("piece1", None)
         cfg = replace(cfg, **over)
@@ -297,7 +170,7 @@ class Gemv:
             cfg = replace(cfg, r=max(2, cfg.r))
         pieces = [cfg.piece or "dq8"]
         if self.mixed:
-            pieces.append(piece1 or gemv_config(self.qts[1].name, k, self.rows[1], dev.int8_dots).piece)
+            pieces.append(piece1 or gemv_config(self.qts[1].name, k, self.rows[1], dev.int8_dots, device_class(dev)).piece)
         for p, qt in zip(pieces, self.qts):
             if PIECE_TYPES.get(p, qt.name) != qt.name:
                 raise DeviceError(f"matmul: GEMV piece {p!r} does not read {qt.name}")
@@ -840,7 +713,7 @@ def matmul_glu_checks() -> list[Case]:
 
 @check("matmul.bench", bench=True)
 def matmul_bench() -> list[Case]:
-    """Llama-3.2-1B-shaped decode GEMVs (FFN up and down) and a 128-token prefill GEMM."""
+    """Decode GEMVs of 2048 x 8192 and 8192 x 2048 (an FFN's up and down) and a 128-row prefill GEMM."""
     cases = []
     for i, t in enumerate(("F32", "F16", "Q8_0", "Q4_0", "Q4_K", "Q6_K")):
         for k, n in ((2048, 8192), (8192, 2048)):

@@ -1,0 +1,254 @@
+"""Kernel tuning as data: the GEMV splits, GEMM tiles and attention launch shapes, per device class.
+
+The kernel modules (ops/matmul.py, ops/gemm.py, ops/attention*.py) own the mechanics: what a config
+means, which configs a kernel can run, the adapter limits each must fit. This module owns the choices:
+rule tables read first match first, keyed by device class, weight type and shape class (ranges of a
+weight's rows n and row length k), and the constants of the cost models that pick GEMM tiles and splits.
+
+Device classes (:func:`device_class`):
+
+- ``mma``: a hardware GPU whose matrix units WebGPU reaches (Dawn's f16 subgroup matrices);
+- ``gpu``: any other hardware GPU;
+- ``cpu``: a software adapter (lavapipe, SwiftShader): correct, never fast (``backend="auto"`` runs
+  numpy there), so its choices only need to be valid.
+
+The rows were measured on one GPU (132 compute units, HBM3; the figures and how they were taken are in
+docs/perf-log.md, "Kernel tuning"). They are written in shape terms, so every model of the same shapes
+gets them, and the other classes share them until a measurement on another device says otherwise. What
+depends most on the machine, how many workgroups run at once, is each class's ``slots``; the rows' last
+entries are the generic defaults, for shapes no measurement covered.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Mapping
+
+MMA, GPU, CPU = "mma", "gpu", "cpu"
+DEVICE_CLASSES = (MMA, GPU, CPU)
+
+INF = 1 << 62
+
+
+def device_class(dev: Any) -> str:
+    """``mma``, ``gpu`` or ``cpu`` for a :class:`~oxigpu.backends.wgpu.device.Device` (or anything with its
+    ``is_software`` and ``has_mma``)."""
+    if dev.is_software:
+        return CPU
+    return MMA if dev.has_mma else GPU
+
+
+# -- GEMV (one row: decode) -------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GemvRule:
+    """One row of a GEMV table: weights of ``types`` (None: any) with k in ``k`` and n in ``n`` (inclusive
+    ranges), rows at least ``k_per_n`` times longer than the row count, and (``int8``) only where integer
+    dots are allowed, take ``cfg`` (ops/matmul.py ``GemvConfig`` fields; ``persist`` counts workgroups per
+    slot). Integer dots (``q8x``) apply only where the piece has an integer form; elsewhere the same split
+    runs float dots."""
+
+    types: tuple[str, ...] | None
+    k: tuple[int, int]
+    n: tuple[int, int]
+    cfg: Mapping[str, Any]
+    int8: bool = False
+    k_per_n: float = 0.0
+
+    def matches(self, qtype: str, k: int, n: int, int8: bool) -> bool:
+        return ((self.types is None or qtype in self.types) and self.k[0] <= k <= self.k[1]
+                and self.n[0] <= n <= self.n[1] and (int8 or not self.int8) and k >= self.k_per_n * n)
+
+
+def _r(types: str | None, k: tuple[int, int] = (0, INF), n: tuple[int, int] = (0, INF), int8: bool = False,
+       k_per_n: float = 0.0, **cfg: Any) -> GemvRule:
+    return GemvRule(tuple(types.split()) if types else None, k, n, cfg, int8, k_per_n)
+
+
+_FLOAT = "F32 F16 BF16"
+_K4 = "Q4_K Q6_K"          # the K-quants with integer-dot pieces
+_LEGACY = "Q8_0 Q4_0"      # 32-blocks with integer-dot pieces
+_I8 = dict(q8x=True, ppb32=2)
+BIG = (2048, 65535)        # both dimensions >= 2048, fewer rows than a vocabulary
+
+GEMV_RULES: tuple[GemvRule, ...] = (
+    # F16 rows of >= 2048: one x load serves two rows; the x index is clamped (faster than unchecked on
+    # a driver without bounds checks), and the widest shapes take 256 lanes
+    _r("F16", k=(4096, INF), n=(4096, INF), tpr=256, r=2, gpw=1, xclamp=True),
+    _r("F16", k=(2048, INF), tpr=128, r=2, gpw=1, xclamp=True),
+    # other float weights: one row per group; more lanes per row where rows are few or long
+    _r(_FLOAT, n=(4097, INF), tpr=32, r=1, gpw=4),
+    _r(_FLOAT, k_per_n=4, tpr=128, r=1, gpw=1),
+    _r(_FLOAT, tpr=64, r=1, gpw=2),
+    # integer dots, both dimensions >= 2048. Wide outputs (n >= 8192, gate+up): x staged once per
+    # workgroup (xs), several rows per group, so each staged x serves many weight rows
+    _r("Q4_K", k=(2048, 2048), n=(8192, 65535), int8=True, tpr=32, r=8, gpw=4, xs=True, **_I8),
+    _r("Q6_K Q8_0 Q4_0", k=(2048, 2048), n=(8192, 65535), int8=True, tpr=32, r=4, gpw=4, xs=True, **_I8),
+    _r("Q8_0", k=(2048, INF), n=(8192, 65535), int8=True, tpr=32, r=4, gpw=8, xs=True, **_I8),
+    _r("Q4_0", k=(2048, INF), n=(8192, 65535), int8=True, tpr=16, r=4, gpw=16, xs=True, **_I8),
+    # ... K-quants on long rows: fewer workgroups than row blocks, each staging x once for several
+    _r(_K4, k=(2048, INF), n=(8192, 65535), int8=True, tpr=32, r=8, gpw=4, xs=True, persist=4, **_I8),
+    # long rows (k >= 8192, ffn_down): 32-blocks quantize x by a dispatch; K-quants stage it
+    _r(_LEGACY, k=(8192, INF), n=BIG, int8=True, tpr=64, r=1, gpw=2, xq=True, **_I8),
+    _r(_K4, k=(8192, INF), n=(4096, 8191), int8=True, tpr=32, r=2, gpw=8, u2=True, q8x=True, xs=True),
+    _r(_K4, k=(8192, INF), n=BIG, int8=True, tpr=32, r=1, gpw=8, q8x=True, xs=True),
+    # the rest of the >= 2048 square-ish shapes (q/k/v, attention output): x staged per workgroup
+    _r("Q4_K", k=(2048, INF), n=(2048, 3199), int8=True, tpr=32, r=1, gpw=8, piece="q4_k2", u2=True, xs=True, **_I8),
+    _r(_LEGACY, k=(2048, INF), n=(6144, 65535), int8=True, tpr=32, r=2, gpw=8, u2=True, xs=True, **_I8),
+    _r(_LEGACY, k=(2048, INF), n=BIG, int8=True, tpr=32, r=1, gpw=8, u2=True, xs=True, **_I8),
+    _r(_K4, k=(2048, INF), n=(6144, 65535), int8=True, tpr=32, r=2, gpw=8, xs=True, **_I8),
+    _r(_K4, k=(2048, INF), n=BIG, int8=True, tpr=32, r=1, gpw=8, xs=True, **_I8),
+    # 32-block gate+up of rows under 2048: integer dots pay once x is staged per workgroup
+    _r("Q8_0 Q4_0 Q5_0", n=(8192, 65535), int8=True, tpr=16, r=2, gpw=8, xs=True, **_I8),
+    # few rows (n < 3200): 64 lanes on one row keep more compute units busy; float dots (integer ones
+    # moved small models' logits past the int8 parity bound for little gain)
+    _r("Q4_K", n=(0, 3199), tpr=64, r=1, gpw=2, piece="q4_k2", ppb32=2, u2=True),
+    _r(None, n=(0, 3199), tpr=64, r=1, gpw=2, ppb32=2),
+    # K-quants of rows under 2048 (or vocabulary-sized outputs): integer dots
+    _r(_K4, n=(65536, INF), int8=True, tpr=32, r=4, gpw=4, u2=True, q8x=True),
+    _r(_K4, n=(8192, INF), int8=True, tpr=32, r=2, gpw=4, q8x=True, xq=True),
+    _r("Q6_K", int8=True, tpr=64, r=2, gpw=2, q8x=True),
+    _r("Q4_K", int8=True, tpr=32, r=1, gpw=4, q8x=True, xq=True),
+    # vocabulary-sized 32-block outputs: x quantized once by a dispatch
+    _r("Q8_0", n=(65536, INF), int8=True, tpr=32, r=1, gpw=4, xq=True, **_I8),
+    # generic defaults: integer dots on long rows and vocabulary-sized outputs where the piece has them
+    _r(None, n=(65536, INF), int8=True, tpr=32, r=4, gpw=4, **_I8),
+    _r(None, k=(2048, INF), n=(8192, INF), int8=True, tpr=32, r=4, gpw=4, **_I8),
+    _r("Q4_K", n=(8192, INF), tpr=32, r=4, gpw=4, ppb32=2, u2=True),
+    _r(None, n=(8192, INF), tpr=32, r=4, gpw=4, ppb32=2),
+    _r("Q4_K", k=(8192, INF), tpr=64, r=4, gpw=2, ppb32=2),
+    _r("Q4_K", tpr=32, r=2, gpw=4, ppb32=2),
+    _r(None, k=(2048, INF), int8=True, tpr=64, r=2, gpw=2, **_I8),
+    _r(None, tpr=64, r=2, gpw=2, ppb32=2),
+)
+"""The GEMV split per weight type and shape, first match first (ops/matmul.py ``gemv_config``)."""
+
+
+# -- GEMM (several rows: prefill) ---------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class GemmTuning:
+    """The GEMM choices' constants (ops/gemm.py ``gemm_shader``, ``tile_config``, ``mma_tile``)."""
+
+    tiled_min_rows: int = 33
+    """Fewer rows keep gemm_q.wgsl's fixed 32 x 64 tile, which wastes less of itself."""
+    short_rows: int = 64
+    """Chunks of at most this many rows take 64-row register tiles (tm 4)."""
+    f32_tiles: tuple[tuple[Mapping[str, int], float], ...] = ((dict(tm=8, tn=8, bk=16, loaders=256), 1.0),
+                                                              (dict(tm=8, tn=4, bk=16, loaders=256), 0.9))
+    """The f32 kernel's tiles and their rates relative to ``fma_rate``."""
+    q8_tiles: tuple[tuple[Mapping[str, int], float], ...] = ((dict(tm=8, tn=8, loaders=128, nb=2), 1.0),
+                                                             (dict(tm=8, tn=4, loaders=256, nb=2), 0.9))
+    """The integer-dot kernel's tiles (8 x 8 with 128 loaders: 256 would leave too few registers for its
+    int and float accumulators) and their rates relative to ``q8_rate``."""
+    fma_rate: float = 7.6e10
+    """FMAs per second of one 8 x 8 f32 workgroup."""
+    q8_rate: float = 1.75 * 7.6e10
+    """Multiply-adds per second of one 8 x 8 integer-dot workgroup."""
+    max_splits: int = 4
+    min_split_k: int = 256
+    """Split-k takes at most ``max_splits`` parts of at least ``min_split_k`` inner elements each."""
+    split_margin: float = 0.85
+    """What a split or narrower tile must win by in the cost model (``q8_unsplit_margin``: the integer-dot
+    kernel's unsplit narrower tile)."""
+    q8_unsplit_margin: float = 0.95
+    red_bytes_s: float = 2e12
+    red_fixed_s: float = 4e-6
+    """The split-k reduction pass: bytes per second over its partial sums and output, plus a dispatch."""
+    mma_tiles: tuple[tuple[Mapping[str, int], float], ...] = ((dict(tm=8, tn=8, sn=4), 67.0),
+                                                              (dict(tm=8, tn=4, sn=2), 51.0),
+                                                              (dict(tm=4, tn=4, sn=2), 44.0))
+    """The matrix-unit kernel's tiles (128 x 128, 128 x 64, 64 x 64) with their TFLOP/s where they fill
+    the GPU: larger tiles read each x tile from fewer workgroups but leave more compute units idle on
+    narrow outputs, which the cost model weighs."""
+    mma_k0: float = 64.0
+    """The matrix-unit kernel's per-workgroup cost outside its k loop, in k: a workgroup over k inner
+    elements runs at k / (k + mma_k0) of its rate, relative to k = 4096."""
+    mma_margin: float = 0.95
+    mma_bk: int = 64
+    """k per step of the matrix-unit kernel where it fits (half the barriers of 32)."""
+    mma_q8_min_tflops: float = 30.0
+    """Quantized weights take the matrix units where ``mma_tile`` expects at least this (the integer-dot
+    kernel's rate on the same shapes is 19-37); F16 weights always do."""
+
+
+# -- attention ------------------------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class DecodeTuning:
+    """The split-KV decode attention's launch shape (ops/attention.py ``decode_config``)."""
+
+    lanes: int = 256
+    """Invocations per workgroup (rows x key slices x team lanes)."""
+    slices: int = 4
+    """Key slices per row the row count is chosen for (fewer rows, more slices: more keys in flight)."""
+    rows: int = 8
+    """Most query rows per workgroup (larger GQA groups take several row blocks)."""
+    chunk_passes: int = 4
+    """Workgroup passes per split the split count is planned for on long contexts: a pass costs about
+    half of the cross-workgroup merge."""
+    wg_per_slot: int = 2
+    """Workgroups long contexts spread over, per slot (more per compute unit only queue)."""
+    max_splits: int = 256
+
+
+@dataclass(frozen=True)
+class PrefillTuning:
+    """The prefill attention kernels' tiles (ops/attention_prefill.py, ops/attention_mma.py)."""
+
+    candidates: tuple[str, ...] = ("16:4:4", "16:2:4", "32:2:4", "16:2:4s", "32:1:4", "16:1:4", "16:2:2",
+                                   "16:1:2", "16:1:2s", "16:1:1", "8:1:2", "8:1:1", "4:1:1")
+    """FMA kernel tiles NRG:RT:KT (``s``: K and V share one buffer) in order of preference; the first that
+    fits the workgroup memory and ``reg_budget`` is taken, but 64-row tiles that would leave compute units
+    idle (fewer workgroups than slots)."""
+    reg_budget: int = 200
+    """Most 32-bit registers per thread the estimate may reach (spills go to slow local memory)."""
+    mma_tiles: tuple[tuple[int, int], ...] = ((4, 32), (4, 64))
+    """Matrix-unit kernel tiles (subgroups, keys per tile), in order of preference; the kernel is taken
+    where its 64-row blocks give at least ``slots`` workgroups (below that the FMA kernel's smaller tiles
+    spread wider)."""
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Everything one device class's kernels choose from."""
+
+    device: str
+    slots: int
+    """Workgroups of the big kernels that run at once (one per compute unit of the measured GPU): split-k,
+    persistent GEMV launches and the attention kernels' spread are planned for it. WebGPU does not report
+    a compute-unit count, so it is a per-class figure."""
+    gemv: tuple[GemvRule, ...] = GEMV_RULES
+    gemm: GemmTuning = field(default_factory=GemmTuning)
+    decode: DecodeTuning = field(default_factory=DecodeTuning)
+    prefill: PrefillTuning = field(default_factory=PrefillTuning)
+
+
+TUNING: dict[str, Tuning] = {c: Tuning(c, slots=132) for c in DEVICE_CLASSES}
+"""Per device class. Only the ``mma`` class's GPU has been measured; ``gpu`` and ``cpu`` share its rows."""
+
+
+def tuning(device: str | Any = GPU) -> Tuning:
+    """The table of a device class name, or of a device (:func:`device_class`)."""
+    return TUNING[device if isinstance(device, str) else device_class(device)]
+
+
+@dataclass(frozen=True)
+class DeviceTraits:
+    """What the kernel choices read from a device, for choosing without one (tests, `oxigpu kernels
+    --source`): :meth:`of` a live :class:`~oxigpu.backends.wgpu.device.Device`, or written out."""
+
+    is_software: bool = False
+    has_mma: bool = False
+    int8_dots: bool = True
+    has_f16: bool = True
+    has_subgroups: bool = True
+    limits: Mapping[str, int] = field(default_factory=lambda: {
+        "max-compute-workgroup-storage-size": 49152, "max-compute-invocations-per-workgroup": 1024,
+        "max-storage-buffers-per-shader-stage": 16})
+    max_storage_binding: int = (1 << 31) - 4
+    storage_align: int = 256
+
+    @classmethod
+    def of(cls, dev: Any) -> "DeviceTraits":
+        return cls(dev.is_software, dev.has_mma, dev.int8_dots, dev.has_f16, dev.has_subgroups, dict(dev.limits),
+                   dev.max_storage_binding, dev.storage_align)
