@@ -32,7 +32,7 @@ class LoadProgress:
         if on_terminal():
             from tqdm import tqdm
             self._bar = tqdm(total=1, desc=f"loading {self.name}", leave=False, file=sys.stderr,
-                             bar_format="{desc}: {percentage:3.0f}%|{bar}| {postfix}")
+                             bar_format="{desc} |{bar}| {percentage:3.0f}%")
         else:
             click.echo(f"loading {self.name}:", nl=False, err=True)
         return self
@@ -41,7 +41,7 @@ class LoadProgress:
         if self._bar is not None:
             self._bar.total = total
             self._bar.n = done
-            self._bar.set_postfix_str(stage, refresh=True)
+            self._bar.set_description_str(f"loading {self.name}: {stage}", refresh=True)
         elif not self._seen or self._seen[-1] != stage:
             click.echo(("," if self._seen else "") + f" {stage}", nl=False, err=True)
             self._seen.append(stage)
