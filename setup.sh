@@ -61,11 +61,12 @@ extras=; [ "$verb" = test ] && extras=test
 hw_gpu && extras=${extras:+$extras,}dawn
 stamp="$VENV/.oxigpu-installed"
 want=$(sha256sum pyproject.toml | cut -c1-16)
-read -r have_hash have_extras < "$stamp" 2>/dev/null || true
-if [ "${have_hash:-}" != "$want" ] || { [ "$verb" = test ] && [[ ",${have_extras:-}," != *,test,* ]]; }; then
-  say "installing oxigpu${extras:+[$extras]} and its dependencies into $VENV"
+have_hash=; have_extras=
+[ -f "$stamp" ] && read -r have_hash have_extras < "$stamp"
+if [ "$have_hash" != "$want" ] || { [ "$verb" = test ] && [[ ",$have_extras," != *,test,* ]]; }; then
+  say "installing oxigpu${extras:+[$extras]} and its dependencies into $VENV (about a minute the first time)"
   "$VPY" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-  "$VPY" -m pip install --disable-pip-version-check -e ".${extras:+[$extras]}"
+  "$VPY" -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}"
   echo "$want $extras" > "$stamp"
 fi
 
