@@ -66,7 +66,8 @@ have_hash=; have_extras=
 if [ "$have_hash" != "$want" ] || { [ "$verb" = test ] && [[ ",$have_extras," != *,test,* ]]; }; then
   say "installing oxigpu${extras:+[$extras]} and its dependencies into $VENV (about a minute the first time)"
   "$VPY" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-  "$VPY" -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}"
+  # PYTHONWARNINGS: setuptools' generic note on editable installs is not news to anyone here
+  PYTHONWARNINGS=ignore "$VPY" -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}"
   echo "$want $extras" > "$stamp"
 fi
 

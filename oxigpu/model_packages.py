@@ -11,8 +11,8 @@ import hashlib
 import importlib
 import importlib.metadata
 import os
-from collections.abc import Callable
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 from importlib.resources import files
 from pathlib import Path
 
@@ -122,6 +122,8 @@ class PackagedModel:
     locate: Callable[[Log], Path]
     stored: str                      # how the file is kept: in the wheel, or assembled once into a cache
     cached_at: Callable[[], Path | None]   # where an assembled copy is (or would be); None: used in place
+    sampling: Mapping[str, float] = field(default_factory=dict)
+    """The sampling its authors publish for it, for a file that lacks ``general.sampling.*`` keys."""
 
     @property
     def pip(self) -> str:
@@ -144,7 +146,9 @@ DEFAULT_MODEL = "smollm2-135m"
 MODELS: dict[str, PackagedModel] = {m.name: m for m in (
     PackagedModel("smollm2-135m", "SmolLM2-135M-Instruct Q4_1, 98 MB, ChatML chat template",
                   (f"{SMOLLM2_PACKAGE}=={SMOLLM2_VERSION}",), True, smollm2_135m,
-                  "used in place inside the installed wheel", lambda: None),
+                  "used in place inside the installed wheel", lambda: None,
+                  # the model card's settings: at 135M parameters, llama.cpp's temperature 0.8 often wanders
+                  {"temperature": 0.2, "top_p": 0.9}),
     PackagedModel("gemma3-270m", "Gemma 3 270M Q4_K_M, 253 MB, base model without a chat template (tests)",
                   (GEMMA3_PACKAGE,), False, gemma3_270m,
                   "assembled once from the package's chunks", _gemma_cache),
@@ -152,6 +156,21 @@ MODELS: dict[str, PackagedModel] = {m.name: m for m in (
                   tuple(QWEN_PACKAGES), False, qwen25_coder_05b,
                   "assembled once from six part packages", _qwen_target),
 )}
+
+
+def recommended_sampling(path: str | Path) -> dict[str, float]:
+    """The published sampling settings of the packaged model whose file is `path` ({} for any other file).
+    Only models used in place carry settings, so this never assembles anything."""
+    target = Path(path).resolve()
+    for m in MODELS.values():
+        if not m.sampling or m.cached_at() is not None:
+            continue
+        try:
+            if m.locate(_quiet).resolve() == target:
+                return dict(m.sampling)
+        except ModelNotFoundError:
+            continue
+    return {}
 
 
 def default_model(log: Log = _quiet) -> Path:

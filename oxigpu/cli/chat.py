@@ -22,6 +22,7 @@ from .common import (
     friendly_errors,
     load_llm,
     load_options,
+    model_sampling_defaults,
     read_chat_template,
     sampling_options,
     sampling_params,
@@ -46,9 +47,10 @@ def stdin_is_terminal() -> bool:
 def chat(system: str | None, chat_template_file: str | None, model: str | None, backend: str, n_ctx: int | None,
          verbose: bool, **sampling: object) -> None:
     """Chat with a model (history kept, rendered through its chat template)."""
-    params = sampling_params(**sampling)  # type: ignore[arg-type]
+    sampling_params(**sampling)  # type: ignore[arg-type]  (checked before the model loads)
     template = read_chat_template(chat_template_file)
     llm = load_llm(model, backend, n_ctx, verbose, chat_template=template)
+    params = sampling_params(**sampling, model=model_sampling_defaults(llm.model_path))  # type: ignore[arg-type]
     converse(llm, params, system, verbose)
 
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
@@ -74,34 +74,69 @@ def _default(name: str) -> Any:
     return getattr(SamplingParams, name)
 
 
-# Spelled as llama.cpp spells them; the older long names stay as aliases.
+def _model_default(name: str, text: str) -> str:
+    return f"{text} [default: the model's own, else {_default(name)}]"
+
+
+# Spelled as llama.cpp spells them; the older long names stay as aliases. The sampling settings a user does not
+# give come from the model (model_sampling_defaults), else llama.cpp's defaults, as llama.cpp does.
 sampling_options = _stack(
     click.option("-n", "--n-predict", "max_tokens", type=int, default=_default("max_tokens"), show_default=True,
                  help="Most tokens to generate; -1: until the context is full or the model stops."),
-    click.option("-t", "--temp", "temperature", type=float, default=_default("temperature"), show_default=True,
-                 help="Sampling temperature; 0 is greedy."),
-    click.option("--top-k", type=int, default=_default("top_k"), show_default=True, help="0 disables."),
-    click.option("--top-p", type=float, default=_default("top_p"), show_default=True, help="1 disables."),
-    click.option("--min-p", type=float, default=_default("min_p"), show_default=True, help="0 disables."),
-    click.option("--repeat-penalty", type=float, default=_default("repeat_penalty"), show_default=True,
-                 help="1 disables."),
-    click.option("--repeat-last-n", type=int, default=_default("repeat_last_n"), show_default=True,
-                 help="How many recent tokens the repeat penalty looks at."),
+    click.option("-t", "--temp", "temperature", type=float, default=None,
+                 help=_model_default("temperature", "Sampling temperature; 0 is greedy.")),
+    click.option("--top-k", type=int, default=None, help=_model_default("top_k", "0 disables.")),
+    click.option("--top-p", type=float, default=None, help=_model_default("top_p", "1 disables.")),
+    click.option("--min-p", type=float, default=None, help=_model_default("min_p", "0 disables.")),
+    click.option("--repeat-penalty", type=float, default=None, help=_model_default("repeat_penalty", "1 disables.")),
+    click.option("--repeat-last-n", type=int, default=None,
+                 help=_model_default("repeat_last_n", "How many recent tokens the repeat penalty looks at.")),
     click.option("-s", "--seed", type=int, default=None, help="Same seed, same output (default: random)."),
     click.option("--stop", multiple=True, help="Stop at this string (repeatable); it is not printed."),
 )
 
+# GGUF keys a model file may carry its recommended sampling in (llama.cpp reads the same ones).
+MODEL_SAMPLING_KEYS = {"temperature": "general.sampling.temp", "top_k": "general.sampling.top_k",
+                       "top_p": "general.sampling.top_p", "min_p": "general.sampling.min_p",
+                       "repeat_penalty": "general.sampling.penalty_repeat",
+                       "repeat_last_n": "general.sampling.penalty_last_n"}
 
-def sampling_params(max_tokens: int, temperature: float, top_k: int, top_p: float, min_p: float,
-                    repeat_penalty: float, repeat_last_n: int, seed: int | None,
-                    stop: tuple[str, ...]) -> SamplingParams:
-    """The sampling options of a command as validated SamplingParams (`-n -1` as UNTIL_FULL)."""
+
+def sampling_params(max_tokens: int, temperature: float | None, top_k: int | None, top_p: float | None,
+                    min_p: float | None, repeat_penalty: float | None, repeat_last_n: int | None, seed: int | None,
+                    stop: tuple[str, ...], model: Mapping[str, Any] | None = None) -> SamplingParams:
+    """The sampling options of a command as validated SamplingParams (`-n -1` as UNTIL_FULL); options not
+    given take `model`'s defaults (model_sampling_defaults), else SamplingParams'."""
     if max_tokens < -1:
         raise InvalidParameterError(
             f"-n/--n-predict must be >= 0, or -1 (until the context is full or the model stops), got {max_tokens}")
-    return SamplingParams(max_tokens=UNTIL_FULL if max_tokens == -1 else max_tokens, temperature=temperature,
-                          top_k=top_k, top_p=top_p, min_p=min_p, repeat_penalty=repeat_penalty,
-                          repeat_last_n=repeat_last_n, seed=seed, stop=stop)
+    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
+             "repeat_penalty": repeat_penalty, "repeat_last_n": repeat_last_n}
+    values = {**(model or {}), **{k: v for k, v in given.items() if v is not None}}
+    return SamplingParams(max_tokens=UNTIL_FULL if max_tokens == -1 else max_tokens, seed=seed, stop=stop,
+                          **values)
+
+
+def model_sampling_defaults(path: Path) -> dict[str, Any]:
+    """The sampling a model recommends: its file's ``general.sampling.*`` keys, else its package's published
+    settings (model_packages); a value that is not a valid setting is skipped with a warning."""
+    from ..gguf import GGUFFile
+    from ..model_packages import recommended_sampling
+    out = recommended_sampling(path)
+    with GGUFFile(path) as f:
+        meta = f.metadata
+        for name, key in MODEL_SAMPLING_KEYS.items():
+            if key not in meta:
+                continue
+            value = meta[key]
+            value = value.item() if hasattr(value, "item") else value
+            try:
+                SamplingParams(**{name: value})
+            except (InvalidParameterError, TypeError):
+                click.echo(f"warning: {path.name}: ignoring {key}={value!r} (not a valid {name})", err=True)
+                continue
+            out[name] = value
+    return out
 
 
 def bounded(params: SamplingParams, llm: LLM) -> SamplingParams:

@@ -17,7 +17,8 @@ from ..model_packages import DEFAULT_MODEL, MODELS, PackagedModel
 def describe(m: PackagedModel) -> dict[str, Any]:
     """One packaged model's entry: installed or not, its file (when it exists yet) and how it is stored."""
     entry: dict[str, Any] = {"name": m.name, "default": m.name == DEFAULT_MODEL, "description": m.description,
-                             "installed": m.installed(), "install": m.pip, "stored": m.stored, "path": None}
+                             "installed": m.installed(), "install": m.pip, "stored": m.stored, "path": None,
+                             "sampling": dict(m.sampling)}
     cached = m.cached_at()
     if entry["installed"]:
         if cached is None:          # used in place: locating it is cheap and reads nothing
@@ -50,5 +51,8 @@ def models(as_json: bool) -> None:
             where = e["path"] or "not assembled yet"
             size = f", {e['bytes'] / 1e6:.0f} MB" if e.get("bytes") else ""
             click.echo(f"  installed: {where}{size}\n  stored: {e['stored']}")
+        if e["sampling"]:
+            settings = ", ".join(f"{k} {v:g}" for k, v in e["sampling"].items())
+            click.echo(f"  default sampling: {settings} (its authors' recommendation; -t/--temp etc. override)")
         else:
             click.echo(f"  not installed{': ' + e['problem'] if e.get('problem') else ''}\n  install: {e['install']}")

@@ -13,6 +13,7 @@ from .common import (
     friendly_errors,
     load_llm,
     load_options,
+    model_sampling_defaults,
     read_chat_template,
     read_prompt,
     sampling_options,
@@ -32,17 +33,19 @@ from .common import (
 def run(prompt: str | None, display_prompt: bool, chat_template_file: str | None, model: str | None,
         backend: str, n_ctx: int | None, verbose: bool, **sampling: object) -> None:
     """Generate a continuation of PROMPT (shown after the prompt itself)."""
-    params = sampling_params(**sampling)  # type: ignore[arg-type]
+    sampling_params(**sampling)  # type: ignore[arg-type]  (checked before the model loads)
     template = read_chat_template(chat_template_file)
     if prompt is None:
         if not chat_module.stdin_is_terminal():
             raise InvalidParameterError("no prompt: pass -p TEXT, or -p - to read it from stdin "
                                         "(on a terminal, run without -p starts a chat)")
         llm = load_llm(model, backend, n_ctx, verbose, chat_template=template)
+        params = sampling_params(**sampling, model=model_sampling_defaults(llm.model_path))  # type: ignore[arg-type]
         chat_module.converse(llm, params, None, verbose)
         return
     text = read_prompt(prompt)
     llm = load_llm(model, backend, n_ctx, verbose, chat_template=template)
+    params = sampling_params(**sampling, model=model_sampling_defaults(llm.model_path))  # type: ignore[arg-type]
     stream = llm.stream(text, bounded(params, llm))
     if display_prompt:
         click.echo(text, nl=False)
