@@ -83,9 +83,10 @@ import importlib.metadata as md, sys
 for req in sys.argv[1:]:
     name, _, version = req.partition("==")
     try:
-        if version and md.version(name) != version:
-            print(req)
+        installed = md.version(name)
     except md.PackageNotFoundError:
+        installed = None
+    if installed is None or (version and installed != version):
         print(req)
 PY
 }
