@@ -348,7 +348,7 @@ def test_sampling_not_given_comes_from_the_model(tmp_path, qwen2, capsys):
     assert found.keys() == {"temperature", "min_p"} and abs(found["temperature"] - 0.3) < 1e-6
     assert "ignoring general.sampling.top_k=-5" in capsys.readouterr().err
     assert model_sampling_defaults(qwen2) == {}
-    none = dict(temperature=None, top_k=None, top_p=None, min_p=None, repeat_penalty=None, repeat_last_n=None)
+    none = {k: None for k in ("temperature", "top_k", "top_p", "min_p", "repeat_penalty", "repeat_last_n")}
     p = sampling_params(max_tokens=8, seed=None, stop=(), model=found, **none)
     assert abs(p.temperature - 0.3) < 1e-6 and abs(p.min_p - 0.1) < 1e-6 and p.top_k == SamplingParams.top_k
     mine = sampling_params(max_tokens=8, seed=None, stop=(), model=found, **{**none, "temperature": 0.9})

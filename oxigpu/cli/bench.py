@@ -98,7 +98,8 @@ def _compare(model: str | None, n_prompt: int, n_gen: int, depths: list[int], re
              n_ctx: int | None, temperature: float, profile: bool, as_json: bool, llamacpp: str | None,
              no_llamacpp: bool, rows: str | None, out: str, files: str | None, budget_s: float | None,
              llamacpp_args: str) -> None:
-    from ..tools.compare import Row, Settings, compare, parse_rows, to_markdown as table
+    from ..tools.compare import Row, Settings, compare, parse_rows
+    from ..tools.compare import to_markdown as table
     if llamacpp and no_llamacpp:
         raise InvalidParameterError("--compare-llamacpp and --no-llamacpp exclude each other")
     for name, bad in (("--profile", profile), ("--json", as_json), ("--temp", temperature > 0),
