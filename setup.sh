@@ -53,12 +53,12 @@ if ! has_vulkan; then
   fi
 fi
 
-# 3. The package and what running needs; `test` adds the test extra (pytest, Dawn's compiler, ...). Dawn
+# 3. The package, what running and serving need (the `server` extra); `test` adds the test extra (pytest, ...). Dawn
 #    (the `dawn` extra) where the machine has a GPU device node: lavapipe, which Dawn refuses, runs wgpu-native.
 #    Re-installed only when pyproject.toml changes; an install with the test extra serves `run` too.
 hw_gpu() { compgen -G "/dev/dri/renderD*" >/dev/null || [ -e /dev/nvidia0 ] || [ -e /dev/dxg ]; }
-extras=; [ "$verb" = test ] && extras=test
-hw_gpu && extras=${extras:+$extras,}dawn
+extras=server; [ "$verb" = test ] && extras=test,server
+hw_gpu && extras=$extras,dawn
 stamp="$VENV/.oxigpu-installed"
 want=$(sha256sum pyproject.toml | cut -c1-16)
 have_hash=; have_extras=

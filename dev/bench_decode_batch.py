@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oxigpu.backends.wgpu.device import Params  # noqa: E402
 from oxigpu.runtime.engine import Engine  # noqa: E402
-from oxigpu.runtime.sampling import SamplerConfig  # noqa: E402
+from oxigpu.runtime.sampling import SamplerConfig, pack_batch  # noqa: E402
 
 K = 32
 eng = Engine(sys.argv[1], backend="wgpu", n_ctx=512)
@@ -27,9 +27,10 @@ dev = be.dev
 ctx = list(range(1, 65))
 eng.eval(ctx[:-1])
 cfg = SamplerConfig(temperature=0.0)
-for _ in be.decode_stream(plan, ctx, cfg, 0, 1):     # builds the resident plan, leaves step 63's params
+batch = pack_batch([cfg], [len(ctx)], [0])
+for _ in be.decode_stream(plan, ctx, batch, 1):     # builds the resident plan, leaves step 63's params
     pass
-res = be._resident_for(plan, 0, True)
+res = be._resident_for(plan, batch)
 wgpu = dev._wgpu
 params = Params(n_tokens=1, pos=63)
 copy_src = dev.upload(params.pack() * K)
@@ -81,14 +82,14 @@ for rb in (8, 16, 32):
     be.resident_batch = rb
     for _ in range(2):
         t, n = time.perf_counter(), 0
-        for toks in be.decode_stream(plan, ctx, cfg, 0, 128):
+        for toks, _ in be.decode_stream(plan, ctx, batch, 128):
             n += len(toks)
         print(f"resident batch {rb:3d}: decode_stream {1e6 * (time.perf_counter() - t) / n:8.1f} us wall per token",
               flush=True)
 be.resident_batch = 8
 t = time.perf_counter()
 for b in range(16):
-    be._submit(be._encode_batch(res, Params(n_tokens=1), 63, 0, 0, 8, b % 2))
+    be._submit(be._encode_batch(res, 63, 0, 8, b % 2, False))
 t1 = time.perf_counter()
 dev.sync()
 print(f"host encode + submit {1e6 * (t1 - t) / 128:8.1f} us per step with the GPU busy; "

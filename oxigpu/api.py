@@ -32,11 +32,12 @@ import numpy as np
 from .errors import InvalidParameterError
 from .runtime.engine import Engine, Generation, Progress
 from .runtime.params import GenerationResult, SamplingParams
+from .runtime.tools import ChatPlan, plan_chat
 
 if TYPE_CHECKING:
     from .tokenizer import Tokenizer
 
-Message = Mapping[str, str]
+Message = Mapping[str, Any]
 Prompt = str | Sequence[int]
 
 
@@ -55,6 +56,26 @@ class SamplingOverrides(TypedDict, total=False):
     stop: str | Sequence[str] | None
     seed: int | None
     logit_bias: Mapping[int, float] | None
+    typical_p: float | None
+    top_n_sigma: float | None
+    dynatemp_range: float | None
+    dynatemp_exponent: float | None
+    xtc_probability: float | None
+    xtc_threshold: float | None
+    dry_multiplier: float | None
+    dry_base: float | None
+    dry_allowed_length: int | None
+    dry_penalty_last_n: int | None
+    dry_sequence_breakers: Sequence[str] | None
+    mirostat: int | None
+    mirostat_tau: float | None
+    mirostat_eta: float | None
+    logprobs: bool | None
+    top_logprobs: int | None
+    json: bool | None
+    json_schema: Mapping[str, Any] | str | None
+    grammar: str | None
+    regex: str | None
 
 
 def resolve_model_path(model_path: str | Path | None) -> Path:
@@ -155,27 +176,52 @@ class LLM:
         return self._engine.start(self._prompt_ids(prompt), self._params(params, overrides))
 
     def chat(self, messages: Sequence[Message], params: SamplingParams | None = None,
+             tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None,
              **overrides: Unpack[SamplingOverrides]) -> GenerationResult:
-        """The assistant's reply to `messages` ([{"role": "system"|"user"|"assistant", "content": ...}])."""
-        gen = self.stream_chat(messages, params, **overrides)
+        """The assistant's reply to `messages` ([{"role": "system"|"user"|"assistant"|"tool", "content": ...}]).
+
+        ``tools`` (OpenAI's function tools) and ``tool_choice`` ("auto", "none", "required" or
+        {"type": "function", "function": {"name": ...}}): the calls the model makes come back as
+        ``result.tool_calls`` with finish_reason "tool_calls"; answer them with ``{"role": "tool",
+        "tool_call_id": ..., "content": ...}`` messages after the assistant's (``{"role": "assistant",
+        "content": ..., "tool_calls": [...]}``). See ``runtime/tools.py``."""
+        gen = self.stream_chat(messages, params, tools, tool_choice, **overrides)
         with self._engine.lock:
             for _ in gen:
                 pass
         return self._done(gen)
 
     def stream_chat(self, messages: Sequence[Message], params: SamplingParams | None = None,
+                    tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None,
                     **overrides: Unpack[SamplingOverrides]) -> Generation:
-        """chat() as a stream of text pieces (see stream())."""
-        return self._engine.start(self.chat_prompt(messages), self._params(params, overrides))
+        """chat() as a stream of text pieces (see stream()); with tools, the pieces are the model's text as
+        it writes it (call markup included) and ``.result`` has the parsed calls."""
+        plan = self.chat_plan(messages, tools, tool_choice)
+        merged = self._params(params, overrides)
+        if plan.constraint:
+            if merged.constrained:
+                raise InvalidParameterError("a constraint (json, json_schema, grammar, regex) cannot be combined "
+                                            f"with tool_choice={tool_choice!r}: the tool calls are constrained")
+            merged = merged.with_overrides(**plan.constraint)
+        prompt = self.tokenizer.apply_chat_template(plan.messages, add_generation_prompt=True, tools=plan.tools)
+        return self._engine.start(prompt, merged, plan.finish)
 
-    def chat_prompt(self, messages: Sequence[Message]) -> list[int]:
-        """The prompt tokens for `messages` through the model's chat template.
+    def chat_prompt(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None = None,
+                    tool_choice: Any = None) -> list[int]:
+        """The prompt tokens for `messages` (and `tools`) through the model's chat template.
 
         Models without a template get a fallback chosen by their turn tokens (Gemma turns, ChatML or a plain
         "User:/Assistant:" transcript); the prompt starts with exactly one BOS where the model uses one.
         """
+        plan = self.chat_plan(messages, tools, tool_choice)
+        return self.tokenizer.apply_chat_template(plan.messages, add_generation_prompt=True, tools=plan.tools)
+
+    def chat_plan(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None = None,
+                  tool_choice: Any = None) -> ChatPlan:
+        """How a chat with these tools runs on this model (``runtime.tools.ChatPlan``: the messages and
+        tools its template renders, the constraint of the reply, the parser of its calls)."""
         _check_messages(messages)
-        return self.tokenizer.apply_chat_template(messages, add_generation_prompt=True)
+        return plan_chat(messages, tools, tool_choice, self.tokenizer.chat.source)
 
     # -- evaluation -----------------------------------------------------------------------------------
     def logits(self, tokens: Prompt) -> np.ndarray:
@@ -251,6 +297,16 @@ def _check_messages(messages: Sequence[Message]) -> None:
     if isinstance(messages, (str, bytes)) or not messages:
         raise InvalidParameterError("messages must be a non-empty list of {'role': ..., 'content': ...} dicts")
     for i, m in enumerate(messages):
-        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str) or not isinstance(
-                m.get("content"), str):
+        if not isinstance(m, Mapping) or not isinstance(m.get("role"), str):
+            raise InvalidParameterError(f"messages[{i}] must be a dict with string 'role' and 'content'")
+        calls = m.get("tool_calls")
+        if calls is not None:
+            if m["role"] != "assistant" or not isinstance(calls, Sequence) or isinstance(calls, (str, bytes)) \
+                    or not all(isinstance(c, Mapping) and isinstance(c.get("function", c), Mapping)
+                               and isinstance(c.get("function", c).get("name"), str) for c in calls):
+                raise InvalidParameterError(f"messages[{i}].tool_calls must be a list of {{'function': {{'name': "
+                                            f"..., 'arguments': ...}}}} on an assistant message")
+            if m.get("content") is not None and not isinstance(m.get("content"), str):
+                raise InvalidParameterError(f"messages[{i}].content must be a string or null")
+        elif not isinstance(m.get("content"), str):
             raise InvalidParameterError(f"messages[{i}] must be a dict with string 'role' and 'content'")

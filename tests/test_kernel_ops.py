@@ -1,11 +1,11 @@
-"""The non-matmul kernels (embed, rms_norm, rope, kv_store, add/mul/glu/last_row, attention, sample) vs
+"""The non-matmul kernels (embed, rms_norm, rope, kv_store, add/mul/glu/last_row, attention) vs
 float64 references at awkward shapes, plus the numpy oracle, binding splits and replays.
 
 Every run starts from NaN-poisoned outputs (``run_op``) and random non-zero inputs; errors are
 max |got - ref| / max |ref|. Tolerances (set per case in the kernels' check registries): 1e-6 for
 elementwise/embed/rope, 2e-6 for rms_norm, 2e-5 for attention (f32 softmax over up to 800 keys; its f16
 caches are inputs, so the reference reads the same values), 0 for kv_store (f16 rows rounded to nearest
-even, as numpy rounds them), last_row and the sampler's token id.
+even, as numpy rounds them), last_row.
 """
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ from oxigpu.backends.wgpu.ops.embed import table_case
 
 pytestmark = pytest.mark.gpu
 
-MINE = ("elementwise", "rms_norm", "rope", "kv_store", "embed", "attention", "sample")
+MINE = ("elementwise", "rms_norm", "rope", "kv_store", "embed", "attention")   # sample: tests/test_sampling.py
 
 
 def _check(case: Case, dev: Device) -> float:

@@ -51,7 +51,7 @@ def test_no_stops_passes_everything():
 @pytest.mark.parametrize("kwargs, fragment", [
     ({"max_tokens": -1}, "max_tokens"),
     ({"top_k": -5}, "top_k"),
-    ({"repeat_last_n": -1}, "repeat_last_n"),
+    ({"repeat_last_n": -2}, "repeat_last_n"),
     ({"temperature": -0.1}, "temperature"),
     ({"top_p": 0.0}, "top_p"),
     ({"top_p": 1.5}, "top_p"),

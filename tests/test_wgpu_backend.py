@@ -30,7 +30,7 @@ from oxigpu.graph.plan import compile
 from oxigpu.models import build_graph
 from oxigpu.runtime.engine import Engine
 from oxigpu.runtime.params import SamplingParams
-from oxigpu.runtime.sampling import SamplerConfig, sample
+from oxigpu.runtime.sampling import SamplerConfig, pack_batch, sample
 
 pytestmark = pytest.mark.gpu
 
@@ -91,7 +91,7 @@ def test_resident_decode_draws_the_host_loop_tokens(dev, synth_files, shape, nam
     cfg = CONFIGS[name]
     wb, decode, prompt, ctx = _host_loop(dev, synth_files[shape], cfg, N_CTX)
     got = prompt + [ctx[len(prompt)]]
-    batches = list(wb.decode_stream(decode, got, cfg, 1, 23))
+    batches = [ids for ids, _ in wb.decode_stream(decode, got, pack_batch([cfg], [len(got)], [1]), 23)]
     assert [len(b) for b in batches][:3] == [2, 4, 8]
     assert got + [t for b in batches for t in b] == ctx
 
@@ -119,7 +119,8 @@ def test_resident_decode_launches_only_the_active_splits(dev, synth_files, shape
     and still draws the host loop's tokens, whose ``run`` launches the whole grid."""
     wb, decode, prompt, ctx = _host_loop(dev, synth_files[shape], SamplerConfig(), 1024)
     got = prompt + [ctx[len(prompt)]]
-    assert got + [t for b in wb.decode_stream(decode, got, SamplerConfig(), 1, 23) for t in b] == ctx
+    stream = wb.decode_stream(decode, got, pack_batch([SamplerConfig()], [len(got)], [1]), 23)
+    assert got + [t for ids, _ in stream for t in ids] == ctx
     res = next(iter(wb._resident.values()))
     assert res.sized and all(k.decode_groups(len(ctx)) < k.n_groups for _, k in res.sized)
     full = [d.workgroups for d in res.variants[0]]
@@ -227,12 +228,13 @@ def test_resident_variants_follow_the_plan_not_its_id(dev, synth_files):
     model = GGUFFile(synth_files["tiny-llama"])
     wb = WgpuBackend(model, N_CTX, dev)
     a = compile(build_graph(model, None, 1, N_CTX, "last"))
-    wb.resident_step(a)
+    greedy = pack_batch([SamplerConfig()], [1], [0])
+    wb.resident_step(a, greedy)
     b = compile(build_graph(model, None, 1, N_CTX, "last"))
     wb._plans[id(b)] = wb._plans.pop(id(a))
     wb._resident = {(id(b) if k == id(a) else k, *rest): r for (k, *rest), r in wb._resident.items()}
     assert wb._plans[id(b)].plan is not b
-    groups = wb.resident_step(b)
+    groups = wb.resident_step(b, greedy)
     assert wb._plans[id(b)].plan is b
     own = wb._plans[id(b)].node_dispatches
     tokens = b.inputs["tokens"]

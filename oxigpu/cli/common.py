@@ -88,11 +88,44 @@ sampling_options = _stack(
     click.option("--top-k", type=int, default=None, help=_model_default("top_k", "0 disables.")),
     click.option("--top-p", type=float, default=None, help=_model_default("top_p", "1 disables.")),
     click.option("--min-p", type=float, default=None, help=_model_default("min_p", "0 disables.")),
+    click.option("--typical", "typical_p", type=float, default=_default("typical_p"), show_default=True,
+                 help="Typical-p; 1 disables."),
+    click.option("--top-n-sigma", type=float, default=_default("top_n_sigma"), show_default=True,
+                 help="Keep logits within n standard deviations of the best; <= 0 disables."),
+    click.option("--xtc-probability", type=float, default=_default("xtc_probability"), show_default=True,
+                 help="XTC: chance to drop the top choices; 0 disables."),
+    click.option("--xtc-threshold", type=float, default=_default("xtc_threshold"), show_default=True,
+                 help="XTC: least probability of a dropped choice."),
+    click.option("--dynatemp-range", type=float, default=_default("dynatemp_range"), show_default=True,
+                 help="Dynamic temperature: temp +- range by entropy; 0 disables."),
+    click.option("--dynatemp-exp", "dynatemp_exponent", type=float, default=_default("dynatemp_exponent"),
+                 show_default=True, help="Dynamic temperature exponent."),
     click.option("--repeat-penalty", type=float, default=None, help=_model_default("repeat_penalty", "1 disables.")),
     click.option("--repeat-last-n", type=int, default=None,
-                 help=_model_default("repeat_last_n", "How many recent tokens the repeat penalty looks at.")),
+                 help=_model_default("repeat_last_n",
+                                     "Tokens the penalties look back on (0 off, -1 the whole context).")),
+    click.option("--presence-penalty", type=float, default=_default("presence_penalty"), show_default=True),
+    click.option("--frequency-penalty", type=float, default=_default("frequency_penalty"), show_default=True),
+    click.option("--dry-multiplier", type=float, default=_default("dry_multiplier"), show_default=True,
+                 help="DRY repetition penalty; 0 disables."),
+    click.option("--dry-base", type=float, default=_default("dry_base"), show_default=True),
+    click.option("--dry-allowed-length", type=int, default=_default("dry_allowed_length"), show_default=True),
+    click.option("--dry-penalty-last-n", type=int, default=_default("dry_penalty_last_n"), show_default=True,
+                 help="-1: the whole context."),
+    click.option("--mirostat", type=int, default=_default("mirostat"), show_default=True,
+                 help="Mirostat 1 or 2; 0 disables."),
+    click.option("--mirostat-ent", "mirostat_tau", type=float, default=_default("mirostat_tau"),
+                 show_default=True, help="Mirostat target entropy (tau)."),
+    click.option("--mirostat-lr", "mirostat_eta", type=float, default=_default("mirostat_eta"),
+                 show_default=True, help="Mirostat learning rate (eta)."),
     click.option("-s", "--seed", type=int, default=None, help="Same seed, same output (default: random)."),
     click.option("--stop", multiple=True, help="Stop at this string (repeatable); it is not printed."),
+    click.option("--json", "json_mode", is_flag=True, help="Output one JSON object."),
+    click.option("--json-schema", "json_schema_file", type=click.Path(dir_okay=False),
+                 help="Output JSON valid under this JSON Schema file."),
+    click.option("--grammar", "grammar_file", type=click.Path(dir_okay=False),
+                 help="Output accepted by this grammar file (GBNF or Lark)."),
+    click.option("--regex", help="Output fully matching this regular expression."),
 )
 
 # GGUF keys a model file may carry its recommended sampling in (llama.cpp reads the same ones).
@@ -102,19 +135,24 @@ MODEL_SAMPLING_KEYS = {"temperature": "general.sampling.temp", "top_k": "general
                        "repeat_last_n": "general.sampling.penalty_last_n"}
 
 
-def sampling_params(max_tokens: int, temperature: float | None, top_k: int | None, top_p: float | None,
-                    min_p: float | None, repeat_penalty: float | None, repeat_last_n: int | None, seed: int | None,
-                    stop: tuple[str, ...], model: Mapping[str, Any] | None = None) -> SamplingParams:
-    """The sampling options of a command as validated SamplingParams (`-n -1` as UNTIL_FULL); options not
-    given take `model`'s defaults (model_sampling_defaults), else SamplingParams'."""
+def sampling_params(max_tokens: int, seed: int | None, stop: tuple[str, ...], json_mode: bool = False,
+                    json_schema_file: str | None = None, grammar_file: str | None = None,
+                    model: Mapping[str, Any] | None = None, **rest: Any) -> SamplingParams:
+    """The sampling options of a command as validated SamplingParams (`-n -1` as UNTIL_FULL; constraint files
+    read here); the settings in MODEL_SAMPLING_KEYS left as None take `model`'s defaults
+    (model_sampling_defaults), else SamplingParams'."""
     if max_tokens < -1:
         raise InvalidParameterError(
             f"-n/--n-predict must be >= 0, or -1 (until the context is full or the model stops), got {max_tokens}")
-    given = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "min_p": min_p,
-             "repeat_penalty": repeat_penalty, "repeat_last_n": repeat_last_n}
+    constraint: dict[str, Any] = {"json": json_mode}
+    if json_schema_file is not None:
+        constraint["json_schema"] = _read_text(json_schema_file, "--json-schema")
+    if grammar_file is not None:
+        constraint["grammar"] = _read_text(grammar_file, "--grammar")
+    given = {name: rest.pop(name) for name in MODEL_SAMPLING_KEYS if name in rest}
     values = {**(model or {}), **{k: v for k, v in given.items() if v is not None}}
     return SamplingParams(max_tokens=UNTIL_FULL if max_tokens == -1 else max_tokens, seed=seed, stop=stop,
-                          **values)
+                          **constraint, **values, **rest)
 
 
 def model_sampling_defaults(path: Path) -> dict[str, Any]:
@@ -142,6 +180,14 @@ def model_sampling_defaults(path: Path) -> dict[str, Any]:
 def bounded(params: SamplingParams, llm: LLM) -> SamplingParams:
     """`params` with max_tokens at most the context (what `-n -1` amounts to once the model is known)."""
     return params.with_overrides(max_tokens=llm.n_ctx) if params.max_tokens > llm.n_ctx else params
+
+
+def _read_text(path: str, option: str) -> str:
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except (OSError, UnicodeDecodeError) as e:
+        raise InvalidParameterError(f"{option}: cannot read {path}: {e}") from None
 
 
 def friendly_errors(fn: F) -> F:

@@ -11,6 +11,7 @@ from .info import info
 from .kernels import kernels
 from .models import models
 from .run import run
+from .serve import serve
 from .synth import synth
 from .tokenize import tokenize
 
@@ -29,6 +30,7 @@ cli.add_command(chat)
 cli.add_command(tokenize)
 cli.add_command(diff)
 cli.add_command(bench)
+cli.add_command(serve)
 cli.add_command(models)
 
 

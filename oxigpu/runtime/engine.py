@@ -15,7 +15,6 @@ nothing ran in between: the prefix matches and only the newest token is evaluate
 from __future__ import annotations
 
 import codecs
-import secrets
 import threading
 import time
 from collections import deque
@@ -32,7 +31,8 @@ from ..graph.plan import compile as compile_plan
 from ..models import HParams, build_graph
 from ..tokenizer import Tokenizer
 from .params import FinishReason, GenerationResult, SamplingParams, Timings
-from .sampling import SamplerConfig, fold_seed, sample
+from .constraints import Constraint
+from .decoding import SequenceSampler
 from .stops import StopMatcher
 
 BACKENDS = ("auto", "wgpu", "numpy")
@@ -176,8 +176,10 @@ class Engine:
             raise InvalidParameterError(f"token id {bad[0]} is outside the vocabulary (size {self.vocab_size})")
 
     # -- generation ---------------------------------------------------------------------------------
-    def start(self, prompt_ids: Sequence[int], params: SamplingParams) -> Generation:
-        """A generation of `params.max_tokens` at most after `prompt_ids` (validated here, run lazily)."""
+    def start(self, prompt_ids: Sequence[int], params: SamplingParams,
+              finish: Callable[[GenerationResult], GenerationResult] | None = None) -> Generation:
+        """A generation of `params.max_tokens` at most after `prompt_ids` (validated here, run lazily; a
+        constraint is compiled here, so a bad one fails now). ``finish`` rewrites the result (tool calls)."""
         prompt = [int(t) for t in prompt_ids]
         if not prompt:
             raise InvalidParameterError(
@@ -192,7 +194,8 @@ class Engine:
         self._check_ids(list(params.logit_bias))
         if sum(b == -np.inf for b in params.logit_bias.values()) >= self.vocab_size:
             raise InvalidParameterError("logit_bias bans every token (-inf for all of them); nothing can be sampled")
-        return Generation(self, prompt, params)
+        constraint = Constraint.from_params(params, self.tokenizer, self.vocab_size)
+        return Generation(self, prompt, params, constraint, finish)
 
 
 class Generation:
@@ -203,16 +206,14 @@ class Generation:
     step; `result` then stays None.
     """
 
-    def __init__(self, engine: Engine, prompt: list[int], params: SamplingParams):
+    def __init__(self, engine: Engine, prompt: list[int], params: SamplingParams,
+                 constraint: Constraint | None = None,
+                 finish: Callable[[GenerationResult], GenerationResult] | None = None):
         self._engine = engine
+        self._finish = finish
         self._prompt = prompt
         self._params = params
-        seed = params.seed if params.seed is not None else secrets.randbits(64)
-        self._config = SamplerConfig(
-            temperature=params.temperature, top_k=params.top_k, top_p=params.top_p, min_p=params.min_p,
-            repeat_penalty=params.repeat_penalty, presence_penalty=params.presence_penalty,
-            frequency_penalty=params.frequency_penalty, penalty_last_n=params.repeat_last_n,
-            seed=fold_seed(seed), logit_bias=params.logit_bias)
+        self._sampler = SequenceSampler(params, engine.tokenizer, engine.n_ctx, constraint)
         self._decoder = _TextDecoder(engine.tokenizer)
         self._stops = StopMatcher(params.stop)
         self._eog = engine.tokenizer.eog_ids
@@ -222,8 +223,9 @@ class Generation:
         self._prompt_s = 0.0
         self._t_prompt_done: float | None = None
         self._closed = False
-        self._stream: Iterator[list[int]] | None = None    # the backend's GPU-resident decode, if any
-        self._pending: deque[int] = deque()                  # ids it drew that are not consumed yet
+        self._stream: Iterator | None = None                 # the backend's GPU-resident decode, if any
+        self._pending: deque[tuple[int, np.ndarray | None]] = deque()   # (id, logprob row) not consumed yet
+        self._forced: deque[int] = deque()                   # tokens a constraint forces next (already taken)
         self.result: GenerationResult | None = None
 
     def __iter__(self) -> Generation:
@@ -243,6 +245,15 @@ class Generation:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def step(self) -> str:
+        """One step (one token, under the engine lock): the text it made safe to emit, possibly "" (held
+        back, or a token without text). For callers that interleave generations step by step (oxigpu.aio);
+        a no-op once finished or closed."""
+        if self._closed or self.result is not None:
+            return ""
+        with self._engine.lock:
+            return self._step()
+
     def close(self) -> None:
         """Stop here; the engine stays usable (its cache keeps the tokens evaluated so far)."""
         self._closed = True
@@ -254,7 +265,9 @@ class Generation:
         reason, piece = self._advance()
         self._text.append(piece)
         if reason is not None:
-            self.result = GenerationResult("".join(self._text), list(self.generated), reason, self._timings())
+            result = GenerationResult("".join(self._text), list(self.generated), reason, self._timings(),
+                                      self.logprobs)
+            self.result = self._finish(result) if self._finish is not None else result
             self._drop_stream()
         return piece
 
@@ -264,19 +277,43 @@ class Generation:
         context = self._prompt + self.generated
         if len(context) > self._engine.n_ctx:
             return "length", self._tail()
-        token = self._resident_token(context)
+        token = self._forced.popleft() if self._forced else self._resident_token(context)
+        if token is None:
+            token = self._device_step(context)
         if token is None:
             t0 = time.perf_counter()
             logits, reused = self._engine.eval(context)
             if self._t_prompt_done is None:
                 self._t_prompt_done = time.perf_counter()
                 self._prompt_s, self._cached = self._t_prompt_done - t0, reused
-            token = sample(logits, self._config, context, counter=len(self.generated))
+            token = self._sampler.draw(logits, context)
+            # tokens the constraint forces next are taken without a forward pass each: the next step
+            # evaluates them all in one chunk
+            self._forced.extend(self._sampler.forced_tokens())
         if token in self._eog:
+            self._forced.clear()
             return "stop", self._tail()
         self.generated.append(token)
         text = self._stops.feed(self._decoder.feed(token))
         return ("stop" if self._stops.stopped else None), text
+
+    def _device_step(self, context: list[int]) -> int | None:
+        """One token drawn by the GPU sampler for a constrained sequence (the host's mask uploaded with its
+        slot; no logits read back), or None where the backend has no device loop or the prompt is not yet
+        evaluated. Tokens a constraint forced are evaluated first, in one chunk."""
+        eng = self._engine
+        start = getattr(eng.backend, "decode_stream", None)
+        if start is None or self._sampler.constraint is None or not self.generated:
+            return None
+        self._drop_stream()
+        if eng.cached_tokens != context[:-1]:
+            eng.eval(context[:-1])
+        ids, rows = next(start(eng._decode, context, self._sampler.slot_batch(context), 1))
+        eng.cached_tokens.append(context[-1])
+        eng._last_logits = None
+        self._sampler.accept_row(ids[0], None if rows is None else rows[0])
+        self._forced.extend(self._sampler.forced_tokens())
+        return ids[0]
 
     def _resident_token(self, context: list[int]) -> int | None:
         """The next id from the backend's GPU-resident decode (``decode_stream``), or None: use the host path.
@@ -293,18 +330,26 @@ class Generation:
             return None
         if self._stream is None and not self._pending:
             start = getattr(eng.backend, "decode_stream", None)
-            if start is None or not self.generated:
+            if start is None or not self.generated or not self._sampler.resident:
                 return None
             steps = min(self._params.max_tokens - len(self.generated), eng.n_ctx - len(context) + 1)
-            self._stream = start(eng._decode, context, self._config, len(self.generated), steps)
+            self._stream = start(eng._decode, context, self._sampler.slot_batch(context), steps)
         if not self._pending:
-            self._pending.extend(next(self._stream, ()))
+            ids, rows = next(self._stream, ((), None))
+            self._pending.extend(zip(ids, rows if rows is not None else [None] * len(ids)))
             if not self._pending:
                 self._drop_stream()
                 return None
         eng.cached_tokens.append(context[-1])
         eng._last_logits = None
-        return self._pending.popleft()
+        token, row = self._pending.popleft()
+        self._sampler.accept_row(token, row)
+        return token
+
+    @property
+    def logprobs(self) -> list | None:
+        """The logprobs of the tokens drawn so far (TokenLogprob each), when asked for."""
+        return None if self._sampler.logprobs is None else self._sampler.logprobs[:len(self.generated)]
 
     def _drop_stream(self) -> None:
         """Abandon the resident stream: the GPU stops after the batch already queued."""

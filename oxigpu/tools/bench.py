@@ -58,9 +58,10 @@ from ..errors import InvalidParameterError
 from ..graph.ir import Node
 from ..graph.plan import Plan
 from ..quant import get_type
+from ..runtime.decoding import sampler_config
 from ..runtime.engine import Engine
 from ..runtime.params import SamplingParams
-from ..runtime.sampling import SamplerConfig, fold_seed, sample
+from ..runtime.sampling import SamplerConfig, pack_batch, sample
 
 ROOFLINES: tuple[tuple[str, float, str], ...] = (
     (r"H200", 4800.0, "spec"),
@@ -124,7 +125,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     params = SamplingParams(max_tokens=max(1, n_gen), seed=seed, logit_bias=ban,
                             **({"temperature": temperature} if temperature > 0 else
                                {"temperature": 0.0, "top_k": 0, "top_p": 1.0, "min_p": 0.0}))
-    cfg = _sampler_config(params)
+    cfg = sampler_config(params, engine.n_ctx)
     logits, _ = engine.eval(ids[:1])
     sample(logits, cfg, ids[:1])
     load_s = time.perf_counter() - t0
@@ -133,7 +134,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     plan = engine._decode
 
     def step_at(pos: int | None) -> list[tuple[Node | None, list[Any]]]:
-        return _step_groups(engine, len(ban), params.temperature <= 0, pos)
+        return _step_groups(engine, cfg, pos)
 
     step = step_at(None)
     roofline_source = "given" if roofline_gbs is not None else None
@@ -250,27 +251,18 @@ def _kv_bytes(plan: Plan, n_kv: float) -> float:
     return total
 
 
-def _sampler_config(p: SamplingParams) -> SamplerConfig:
-    """The draw settings a Generation derives from ``p`` (its seed is set)."""
-    assert p.seed is not None
-    return SamplerConfig(temperature=p.temperature, top_k=p.top_k, top_p=p.top_p, min_p=p.min_p,
-                         repeat_penalty=p.repeat_penalty, presence_penalty=p.presence_penalty,
-                         frequency_penalty=p.frequency_penalty, penalty_last_n=p.repeat_last_n,
-                         seed=fold_seed(p.seed), logit_bias=p.logit_bias)
-
-
 # -- where the time goes --------------------------------------------------------------------------------
 def _resident(engine: Engine) -> bool:
     return hasattr(engine.backend, "resident_step")
 
 
-def _step_groups(engine: Engine, n_bias: int, greedy: bool, pos: int | None = None
+def _step_groups(engine: Engine, cfg: SamplerConfig, pos: int | None = None
                  ) -> list[tuple[Node | None, list[Any]]]:
-    """One decode step as (node, its dispatches), with the sampler the tg runs use (``greedy``: the
-    temperature-0 one); the sampler is node None; ``pos``: grids sized for a step there, as the tg runs
-    launch them. On the host each node is one op and the sampler is not in the list."""
+    """One decode step as (node, its dispatches), with the sampler the tg runs use (``cfg``'s: the
+    greedy variant at temperature 0); the sampler is node None; ``pos``: grids sized for a step there, as
+    the tg runs launch them. On the host each node is one op and the sampler is not in the list."""
     if _resident(engine):
-        return engine.backend.resident_step(engine._decode, n_bias, greedy, pos)
+        return engine.backend.resident_step(engine._decode, pack_batch([cfg], [1], [0]), pos)
     return [(node, [node]) for node in engine._decode.nodes]
 
 
@@ -291,7 +283,8 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
     """GPU time per family of one resident decode step at position ``len(ctx) - 1``, and the host's share."""
     be, plan = engine.backend, engine._decode
     dev = be.dev
-    for _ in be.decode_stream(plan, ctx, cfg, 0, 1):   # leaves this step's params, token and bias in place
+    # leaves this step's params, token and sampler slot in place
+    for _ in be.decode_stream(plan, ctx, pack_batch([cfg], [len(ctx)], [0]), 1):
         pass
     groups = [ds for _, ds in step]
     flat = [d for ds in groups for d in ds]
@@ -322,7 +315,7 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
         pairs = [(pass_s(flat), pass_s(without)) for _ in range(_PROFILE_REPEATS)]
         # a row cheaper than the timing noise can come out below zero: it costs nothing measurable
         in_step[key] = max(0.0, statistics.median(a for a, _ in pairs) - statistics.median(b for _, b in pairs))
-    for _ in be.decode_stream(plan, ctx, cfg, 0, 1):
+    for _ in be.decode_stream(plan, ctx, pack_batch([cfg], [len(ctx)], [0]), 1):
         pass
     k = be.resident_batch
     enc = dev.device.create_command_encoder()

@@ -18,9 +18,10 @@ dispatches in one compute pass and reads the outputs back.
 GPU-resident decode (:meth:`WgpuBackend.decode_stream`): the decode plan followed by the ``sample``
 kernel, which writes the drawn id into the buffer the next step's ``embed`` reads (two buffers used in
 turn: a dispatch may not read and write one buffer), so steps run back to back with no host round trip.
-Each step's Params (position, RNG counter) are copied from a staging buffer at the start of its pass; the
-drawn ids land in a token-history ring that also feeds the repetition penalties, and the host reads each
-batch's ids from it while the next batch is already queued.
+Each step's Params (its position) are copied from a staging buffer at the start of its pass; the sampler
+keeps its own per-sequence state (settings, RNG counter, history length: a buffer the runtime packs,
+``runtime.sampling.SlotBatch``); the drawn ids land in a token-history ring that also feeds the repetition
+penalties, and the host reads each batch's ids from it while the next batch is already queued.
 """
 from __future__ import annotations
 
@@ -39,7 +40,6 @@ from ...errors import ContextLengthError, DeviceError, InvalidParameterError, Ou
 from ...graph.ir import Node, Value
 from ...graph.plan import ALIGN, Plan, pack_arena
 from ...quant import dequantize, get_type
-from ...runtime.sampling import SamplerConfig
 from .. import step_inputs
 from ..numpy_backend import _mem_available, fmt_bytes
 from .device import (Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module,
@@ -102,15 +102,20 @@ class _Loaded:
 class _Resident:
     """A decode plan + ``sample``, twice: variant i reads the current id from ``tok[i]``, writes ``tok[1-i]``.
 
+    The sampler's buffers: its slot (settings and state, as the runtime packs them), sparse entries (logit
+    biases, ``n_sparse`` of them at most), constraint mask and logprob rows (``_MAX_BATCH`` of them, one per
+    RNG counter modulo that).
     ``sized``: dispatches whose grid follows the step's position (``decode_groups`` of their kernel: the
     decode attention launches only the splits it uses), as (their indices in a variant, one kernel of the
     kind); :meth:`step` gives a variant so sized for a position, built once per distinct grid."""
 
     variants: tuple[list[Dispatch], list[Dispatch]]
     tok: tuple[Any, Any]
-    bias_ids: Any
-    bias_vals: Any
-    n_bias: int
+    slots: Any
+    sparse: Any
+    mask: Any
+    lp: Any
+    n_sparse: int
     sized: tuple[tuple[tuple[int, ...], Any], ...] = ()
     by_grid: dict[tuple, list[Dispatch]] = field(default_factory=dict)
 
@@ -392,7 +397,7 @@ class WgpuBackend:
         bufs = list(self._weight_buffers(self._weights)) + [b for b, _ in self._states.values()]
         for p in self._plans.values():
             bufs += [*p.arenas, *p.inputs.values()]
-        bufs += [b for r in self._resident.values() for b in (*r.tok, r.bias_ids, r.bias_vals)]
+        bufs += [b for r in self._resident.values() for b in (*r.tok, r.slots, r.sparse, r.mask, r.lp)]
         bufs += [b for b in (self._ring, *self._staging, *self._readback) if b is not None]
         return sum(b.size for b in bufs)
 
@@ -406,13 +411,13 @@ class WgpuBackend:
         """The distinct buffers holding ``tensors`` (joined weights share one)."""
         return dict.fromkeys(b[0] if isinstance(b, tuple) else b for b, _ in map(self._weights.get, tensors))
 
-    def resident_step(self, plan: Plan, n_bias: int = 0, greedy: bool = False, pos: int | None = None
+    def resident_step(self, plan: Plan, sampling: Any, pos: int | None = None
                       ) -> list[tuple[Node | None, list[Dispatch]]]:
         """One GPU-resident decode step as it is encoded: each node's dispatches, then ``(None, the
         sampler's and the next step's Params copy)``. For profiling and dispatch counts
-        (``tools/bench.py``); ``n_bias`` as in :meth:`decode_stream`'s logit bias, ``greedy`` its
-        temperature-0 sampler; ``pos``: the step's position (grids sized for it), else grids for any."""
-        res = self._resident_for(plan, n_bias, greedy)
+        (``tools/bench.py``); ``sampling`` as in :meth:`decode_stream`; ``pos``: the step's position
+        (grids sized for it), else grids for any."""
+        res = self._resident_for(plan, sampling)
         flat, groups, i = res.variants[0] if pos is None else res.step(0, pos), [], 0
         for node, ds in zip(plan.nodes, self._loaded(plan).node_dispatches):
             groups.append((node, flat[i:i + len(ds)]))
@@ -421,15 +426,18 @@ class WgpuBackend:
         return groups
 
     # -- GPU-resident decode ------------------------------------------------------------------------
-    def decode_stream(self, plan: Plan, context: Sequence[int], cfg: SamplerConfig, counter: int,
-                      n_steps: int) -> Iterator[list[int]]:
-        """Run up to ``n_steps`` decode steps on the device, yielding the drawn ids a batch at a time.
+    def decode_stream(self, plan: Plan, context: Sequence[int], sampling: Any, n_steps: int
+                      ) -> Iterator[tuple[list[int], np.ndarray | None]]:
+        """Run up to ``n_steps`` decode steps on the device, yielding the drawn ids a batch at a time, each
+        batch with its logprob rows (int32 [k, 1 + alternatives, 2]: id, logprob bits) when asked.
 
-        Step ``i`` evaluates the newest token (``context[-1]`` for i = 0, else the id drawn by step
-        ``i - 1``) at position ``len(context) - 1 + i`` and samples with RNG counter ``counter + i``,
-        exactly as ``runtime.sampling.sample(logits, cfg, context_so_far, counter + i)`` would. The cache
-        must already hold ``context[:-1]``. The next batch is queued before a batch is read back, so the
-        GPU never idles on the host (readback, streaming); closing the iterator stops it within one batch.
+        ``sampling`` is the runtime's ``SlotBatch`` for this one sequence (slot words with its settings and
+        state: history length ``len(context)``, RNG counter; sparse entries; ``greedy``, ``logprobs``,
+        ``spec`` for the kernel); its arrays are uploaded as they are. Step ``i`` evaluates the newest token
+        (``context[-1]`` for i = 0, else the id drawn by step ``i - 1``) at position ``len(context) - 1 + i``
+        and samples as the runtime's numpy twin would. The cache must already hold ``context[:-1]``. The
+        next batch is queued before a batch is read back, so the GPU never idles on the host (readback,
+        streaming); closing the iterator stops it within one batch.
         """
         pos0 = len(context) - 1
         if pos0 < 0 or pos0 + n_steps > self.n_ctx:
@@ -437,42 +445,40 @@ class WgpuBackend:
                                      f"context of {self.n_ctx}")
         if plan.T != 1:
             raise InvalidParameterError(f"GPU-resident decode needs a T=1 plan, got T={plan.T}")
-        res = self._resident_for(plan, len(cfg.logit_bias), cfg.temperature <= 0)
-        ids = np.full(res.n_bias, -1, np.int32)
-        vals = np.zeros(res.n_bias, np.float32)
-        for i, (t, b) in enumerate(cfg.logit_bias.items()):
-            ids[i], vals[i] = t, b
-        self.dev.write(res.bias_ids, ids)
-        self.dev.write(res.bias_vals, vals)
+        res = self._resident_for(plan, sampling)
+        sparse = np.zeros((1, res.n_sparse, 2), np.uint32)
+        sparse[:, :sampling.sparse.shape[1]] = sampling.sparse
+        self.dev.write(res.slots, np.ascontiguousarray(sampling.slots, np.uint32))
+        self.dev.write(res.sparse, sparse)
+        if sampling.mask is not None:
+            self.dev.write(res.mask, np.ascontiguousarray(sampling.mask, np.uint32))
         self.dev.write(self._ring, np.asarray(context, np.int32))
         self.dev.write(res.tok[0], np.asarray(context[-1:], np.int32))
-        base = Params(n_tokens=1, seed=cfg.seed, top_k=cfg.top_k, penalty_last_n=cfg.penalty_last_n,
-                      temperature=cfg.temperature, top_p=cfg.top_p, min_p=cfg.min_p,
-                      repeat_penalty=cfg.repeat_penalty, presence_penalty=cfg.presence_penalty,
-                      frequency_penalty=cfg.frequency_penalty)
-        return self._stream(res, base, pos0, counter, n_steps)
+        return self._stream(res, pos0, n_steps, bool(sampling.logprobs), sampling.counters[0])
 
-    def _stream(self, res: _Resident, base: Params, pos0: int, counter: int, n_steps: int) -> Iterator[list[int]]:
+    def _stream(self, res: _Resident, pos0: int, n_steps: int, logprobs: bool, counter: int
+                ) -> Iterator[tuple[list[int], np.ndarray | None]]:
         sizes, done = [], 0
         while done < n_steps:   # 2, 4, ... up to resident_batch: the first ids arrive quickly
             sizes.append(min(n_steps - done, min(self.resident_batch, _MAX_BATCH), 2 << len(sizes)))
             done += sizes[-1]
         step = 0
-        index = [self._submit(self._encode_batch(res, base, pos0, counter, step, sizes[0], 0)), None]
+        index = [self._submit(self._encode_batch(res, pos0, step, sizes[0], 0, logprobs)), None]
         for b, k in enumerate(sizes):
             if b + 1 < len(sizes):   # queued before this batch is read back: the GPU never waits on the host
                 index[(b + 1) % 2] = self._submit(
-                    self._encode_batch(res, base, pos0, counter, step + k, sizes[b + 1], (b + 1) % 2))
-            tokens = self._read_tokens(b % 2, k, index[b % 2])
+                    self._encode_batch(res, pos0, step + k, sizes[b + 1], (b + 1) % 2, logprobs))
+            tokens, rows = self._read_tokens(res, b % 2, k, index[b % 2], logprobs)
+            if rows is not None:    # row of the draw with counter c: c % _MAX_BATCH
+                rows = rows[[(counter + step + j) % _MAX_BATCH for j in range(k)]]
             step += k
-            yield tokens
+            yield tokens, rows
 
-    def _encode_batch(self, res: _Resident, base: Params, pos0: int, counter: int, step0: int, k: int,
-                      slot: int) -> Any:
+    def _encode_batch(self, res: _Resident, pos0: int, step0: int, k: int, slot: int, logprobs: bool) -> Any:
         """Steps ``step0 .. step0 + k - 1`` in one compute pass: per step, a dispatch copies its Params from
         staging buffer ``slot`` into the uniform (``next_params.wgsl``), then the step's kernels; at the end,
-        copy the k drawn ids from the ring into readback buffer ``slot``."""
-        params = b"".join(replace(base, pos=pos0 + s, counter=counter + s).pack().ljust(self._step_stride, b"\0")
+        copy the k drawn ids from the ring (and the logprob rows) into readback buffer ``slot``."""
+        params = b"".join(Params(pos=pos0 + s, n_tokens=1).pack().ljust(self._step_stride, b"\0")
                           for s in range(step0, step0 + k))
         self.dev.queue.write_buffer(self._staging[slot], 0, params)
         enc = self.dev.device.create_command_encoder()
@@ -480,6 +486,8 @@ class WgpuBackend:
         self.dev.encode(enc, [d for j in range(k)
                               for d in (nxt[j], *res.step((step0 + j) % 2, pos0 + step0 + j))])
         enc.copy_buffer_to_buffer(self._ring, (pos0 + step0 + 1) * 4, self._readback[slot], 0, k * 4)
+        if logprobs:
+            enc.copy_buffer_to_buffer(res.lp, 0, self._readback[slot], _MAX_BATCH * 4, res.lp.size)
         return enc.finish()
 
     def _submit(self, command_buffer: Any) -> int | None:
@@ -488,18 +496,26 @@ class WgpuBackend:
         except Exception as e:
             raise self.dev.error("submitting a GPU-resident decode batch", e) from e
 
-    def _read_tokens(self, slot: int, k: int, index: int | None) -> list[int]:
-        """Batch ``index``'s ``k`` ids from readback ``slot``; waits for that batch only, not the next."""
+    def _read_tokens(self, res: _Resident, slot: int, k: int, index: int | None, logprobs: bool
+                     ) -> tuple[list[int], np.ndarray | None]:
+        """Batch ``index``'s ``k`` ids (and all logprob rows) from readback ``slot``; waits for that batch
+        only, not the next."""
         try:
-            return np.frombuffer(self.dev.read_submitted(self._readback[slot], k * 4, index), np.int32).tolist()
+            n = _MAX_BATCH * 4 + res.lp.size if logprobs else k * 4
+            data = np.frombuffer(self.dev.read_submitted(self._readback[slot], n, index), np.int32)
         except Exception as e:
             raise self.dev.error(f"reading {k} decoded token ids", e) from e
+        rows = data[_MAX_BATCH:].reshape(_MAX_BATCH, -1, 2) if logprobs else None
+        return data[:k].tolist(), rows
 
-    def _resident_for(self, plan: Plan, n_bias: int, greedy: bool = False) -> _Resident:
-        """The resident variant of ``plan`` for up to ``n_bias`` logit-bias entries (built once); ``greedy``
-        (temperature 0) takes the sampler that only finds the best token (3 dispatches instead of 5 on a
-        152k vocabulary, no sorts)."""
-        nb = max(16, 1 << math.ceil(math.log2(max(1, n_bias))))
+    def _resident_for(self, plan: Plan, sampling: Any) -> _Resident:
+        """The resident variant of ``plan`` for ``sampling`` (a ``SlotBatch`` of one slot; built once per
+        kind of sampler): up to its number of sparse entries, rounded up to a power of two; ``greedy`` takes
+        the sampler that only finds the best token (3 dispatches instead of 5 on a 152k vocabulary, no
+        sorts)."""
+        n_sparse = sampling.sparse.shape[1]
+        nb = max(16, 1 << math.ceil(math.log2(max(1, n_sparse))))
+        greedy = bool(sampling.greedy)
         key = (id(plan), nb, greedy)
         self.load(plan)                 # first: it drops variants left by another plan with this id
         if key in self._resident:
@@ -507,6 +523,9 @@ class WgpuBackend:
         loaded = self._loaded(plan)
         logits = plan.outputs["logits"]
         tokens = plan.inputs["tokens"]
+        V = logits.shape[-1]
+        spec = dict(sampling.spec)
+        n_lp = int(spec["n_logprobs"])
         if self._ring is None:
             self._ring = self.dev.create_buffer(4 * (self.n_ctx + 1), label="token ring")
             a = self.dev.storage_align
@@ -517,13 +536,19 @@ class WgpuBackend:
             self._next_params = [[(pipe, self.dev.bind_group(pipe, {1: (st, j * self._step_stride, Params.NBYTES),
                                                                     2: self.dev.params_buffer}), (1, 1, 1))
                                   for j in range(_MAX_BATCH)] for st in self._staging]
-            self._readback = [self.dev.create_buffer(_MAX_BATCH * 4, _READBACK, f"token readback {i}")
-                              for i in range(2)]
+            self._readback = [self.dev.create_buffer(_MAX_BATCH * 4 * (1 + (1 + n_lp) * 2), _READBACK,
+                                                     f"token readback {i}") for i in range(2)]
         tok = (self.dev.create_buffer(4, label="token 0"), self.dev.create_buffer(4, label="token 1"))
-        bias_ids = self.dev.create_buffer(4 * nb, label="bias ids")
-        bias_vals = self.dev.create_buffer(4 * nb, label="bias values")
-        sampler = KERNELS["sample"](self.dev, {"greedy": greedy}, [logits.shape, (1,), (self.n_ctx + 1,), (nb,), (nb,)],
-                                    ["f32", "i32", "i32", "i32", "f32"], [(1,)])
+        words = sampling.slots.shape[1]
+        slots = self.dev.create_buffer(4 * words, label="sampler slot")
+        sparse = self.dev.create_buffer(8 * nb, label="sampler sparse")
+        W = -(-V // 32)
+        mask = self.dev.upload(np.full(W, -1, np.int32), label="sampler mask")
+        lp = self.dev.create_buffer(_MAX_BATCH * (1 + n_lp) * 8, label="sampler logprobs")
+        sampler = KERNELS["sample"](self.dev, {**spec, "greedy": greedy},
+                                    [(1, V), (1, words), (1, self.n_ctx + 1), (1, nb, 2), (1, W),
+                                     (1, _MAX_BATCH, 1 + n_lp, 2)],
+                                    ["f32", "i32", "i32", "i32", "i32", "i32"], [(1,)])
         variants = []
         for i in range(2):
             ds = []
@@ -532,7 +557,7 @@ class WgpuBackend:
                     b = {**loaded.bindings, tokens: tok[i]}
                     own = kernel.encode([b[v] for v in (*node.inputs, *node.outputs)])
                 ds += own
-            ds += sampler.encode([loaded.bindings[logits], tok[i], self._ring, bias_ids, bias_vals, tok[1 - i]])
+            ds += sampler.encode([loaded.bindings[logits], slots, self._ring, sparse, mask, lp, tok[1 - i]])
             variants.append(ds)
         kinds: dict[tuple, tuple[list[int], Any]] = {}
         i = 0
@@ -541,7 +566,7 @@ class WgpuBackend:
                 kinds.setdefault((kernel.cfg, kernel.window, kernel.n_blocks), ([], kernel))[0].append(i)
             i += len(own)
         sized = tuple((tuple(idx), kernel) for idx, kernel in kinds.values())
-        res = _Resident((variants[0], variants[1]), tok, bias_ids, bias_vals, nb, sized)
+        res = _Resident((variants[0], variants[1]), tok, slots, sparse, mask, lp, nb, sized)
         self._resident[key] = res
         return res
 

@@ -18,7 +18,7 @@ Textual defines (not pipeline-overridable constants) because they also size work
 
 Binding convention shared by every kernel: ``@group(0) @binding(0)`` is the per-step :class:`Params`
 uniform ``P`` (``#include "common/params.wgsl"``) in kernels that need step values (``pos``,
-``n_tokens``, sampling settings); data bindings start at 1. The graph runtime owns one params buffer and writes it once per step (:meth:`write_params`).
+``n_tokens``); data bindings start at 1. The graph runtime owns one params buffer and writes it once per step (:meth:`write_params`).
 """
 from __future__ import annotations
 
@@ -56,34 +56,17 @@ def one_line(e: BaseException) -> str:
 
 @dataclass
 class Params:
-    """Per-step values, packed as ``shaders/common/params.wgsl`` declares them (64 bytes, 16-aligned).
-
-    ``counter`` is the sampling RNG counter (advanced per step so the seed stays fixed); ``flags`` is a
-    bit set owned by the sampling kernel. Only the runtime writes this; kernels read it.
-    """
+    """Per-step values, packed as ``shaders/common/params.wgsl`` declares them (64 bytes, 16-aligned): the
+    step's first position and its number of valid rows. Only the runtime writes this; kernels read it.
+    Sampling settings are not step values: the sampler reads them per sequence from its own buffer."""
 
     pos: int = 0
     n_tokens: int = 1
-    seed: int = 0
-    counter: int = 0
-    top_k: int = 0
-    penalty_last_n: int = 0
-    flags: int = 0
-    temperature: float = 1.0
-    top_p: float = 1.0
-    min_p: float = 0.0
-    repeat_penalty: float = 1.0
-    presence_penalty: float = 0.0
-    frequency_penalty: float = 0.0
 
     NBYTES = 64
 
     def pack(self) -> bytes:
-        return struct.pack("<8I8f", self.pos, self.n_tokens, self.seed & 0xFFFFFFFF,
-                           self.counter & 0xFFFFFFFF, min(self.top_k, 0xFFFFFFFF),   # any value past the
-                           min(self.penalty_last_n, 0xFFFFFFFF), self.flags, 0,   # kernel's caps acts alike
-                           self.temperature, self.top_p, self.min_p, self.repeat_penalty,
-                           self.presence_penalty, self.frequency_penalty, 0.0, 0.0)
+        return struct.pack("<2I", self.pos, self.n_tokens).ljust(self.NBYTES, b"\0")
 
 
 class Dispatch(NamedTuple):
