@@ -1,7 +1,7 @@
 """The Python API: ``LLM`` loads a GGUF model once and generates, streams, chats and scores text.
 
     from oxigpu import LLM
-    llm = LLM()                                  # the default model (Gemma 3 270M), auto backend
+    llm = LLM()                                  # the default model (SmolLM2-135M-Instruct), auto backend
     print(llm.generate("The capital of France is", max_tokens=16, temperature=0).text)
     for piece in llm.stream("Once upon a time", max_tokens=64, seed=1):
         print(piece, end="", flush=True)
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
@@ -79,23 +79,21 @@ class SamplingOverrides(TypedDict, total=False):
     regex: str | None
 
 
-def resolve_model_path(model_path: str | Path | None) -> Path:
-    """`model_path`, or the default model (Gemma 3 270M Q4_K_M, assembled from its PyPI package).
+def resolve_model_path(model_path: str | Path | None, log: Callable[[str], None] | None = None) -> Path:
+    """`model_path`, the name of a packaged model (``oxigpu models``), or for None the default model
+    (SmolLM2-135M-Instruct, from its PyPI package).
 
-    Raises ModelNotFoundError when the file does not exist, or with the pip command when the default model
+    Raises ModelNotFoundError when the file does not exist, or with the pip command when the packaged model
     is not installed.
     """
-    if model_path is not None:
-        path = Path(model_path)
-        if not path.is_file():
-            from . import hub
-            ref = None if path.exists() else hub.parse_ref(str(model_path))
-            if ref is not None:   # org/repo:QUANT or org/repo/file.gguf: from the Hugging Face Hub
-                return hub.download(ref)
-            raise ModelNotFoundError(f"model file not found: {path}")
-        return path
-    from .model_packages import gemma3_270m
-    return gemma3_270m()
+    if model_path is not None and not Path(model_path).exists():
+        from . import hub
+        from .model_packages import MODELS
+        ref = None if str(model_path) in MODELS else hub.parse_ref(str(model_path))
+        if ref is not None:   # org/repo:QUANT or org/repo/file.gguf: from the Hugging Face Hub
+            return hub.download(ref)
+    from .model_packages import resolve
+    return resolve(model_path) if log is None else resolve(model_path, log=log)
 
 
 class LLM:
@@ -108,18 +106,25 @@ class LLM:
         seed: default seed for calls that pass none (None: a fresh seed per call).
         verbose: print load and per-call timing lines on stderr.
         progress: called as (stage, done, total) while loading.
+        chat_template: jinja2 source used by chat() instead of the file's template (rendered in the same
+            sandbox); checked at once, so a malformed one raises TemplateError here.
     """
 
     def __init__(self, model_path: str | Path | None = None, backend: str = "auto", n_ctx: int | None = None,
-                 seed: int | None = None, verbose: bool = False, progress: Progress | None = None):
+                 seed: int | None = None, verbose: bool = False, progress: Progress | None = None,
+                 chat_template: str | None = None):
         self.defaults = SamplingParams(seed=seed)
         self.verbose = verbose
+        if chat_template is not None and (not isinstance(chat_template, str) or not chat_template.strip()):
+            raise InvalidParameterError("chat_template must be the template's (non-empty) jinja2 source text")
         path = resolve_model_path(model_path)
         self._embedder: Embedder | None = None
         if _is_encoder(path):   # an embedding model: it embeds, generation calls refuse
             self._engine = self._embedder = Embedder(path, backend=backend, n_ctx=n_ctx, progress=progress)
         else:
             self._engine = Engine(path, backend=backend, n_ctx=n_ctx, progress=progress)
+        if chat_template is not None:
+            self._engine.tokenizer.set_chat_template(chat_template)
         if verbose:
             e = self._engine
             print(f"oxigpu: loaded {e.model_path.name} ({e.hparams.arch}, {e.hparams.n_layer} layers, "

@@ -11,6 +11,7 @@ import click
 
 from ..errors import GGUFError, ModelNotFoundError, OxigpuError, UnsupportedArchitectureError
 from ..gguf import GGUFFile
+from ..model_packages import MODELS
 from ..models.hparams import HParams
 
 
@@ -88,10 +89,13 @@ def _format(info: dict[str, Any]) -> str:
               help="Describe the GPU adapter the wgpu backend would use (no model needed).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def info(model: str | None, device: bool, as_json: bool) -> None:
-    """Show what the GGUF file MODEL holds, and/or (--device) the GPU adapter."""
+    """Show what the GGUF file MODEL (or a packaged model, by name: oxigpu models) holds, and/or (--device)
+    the GPU adapter."""
     if model is None and not device:
-        raise click.UsageError("give a MODEL file, --device, or both")
+        raise click.UsageError("give a MODEL file (or a packaged model's name), --device, or both")
     try:
+        if model is not None and model in MODELS and not Path(model).exists():
+            model = str(MODELS[model].locate(lambda line: click.echo(line, err=True)))
         data = {**({"device": device_info()} if device else {}), **(model_info(model) if model else {})}
     except OxigpuError as e:
         raise click.ClickException(str(e)) from None

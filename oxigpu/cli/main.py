@@ -10,6 +10,7 @@ from .diff import diff
 from .embed import embed
 from .info import info
 from .kernels import kernels
+from .models import models
 from .run import run
 from .serve import serve
 from .synth import synth
@@ -32,6 +33,7 @@ cli.add_command(diff)
 cli.add_command(bench)
 cli.add_command(embed)
 cli.add_command(serve)
+cli.add_command(models)
 
 
 def main() -> None:
