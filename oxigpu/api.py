@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
-from .errors import InvalidParameterError, ModelNotFoundError, OxigpuError
+from .errors import InvalidParameterError, OxigpuError
 from .runtime.embed import Embedder
 from .runtime.engine import Engine, Generation, Progress
 from .runtime.params import GenerationResult, SamplingParams

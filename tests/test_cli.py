@@ -300,7 +300,8 @@ def test_wgpu_prints_no_runtime_directory_warnings(qwen2):
     code = ("from oxigpu.backends.wgpu.device import Device\n"
             "from oxigpu.errors import DeviceError\n"
             "try:\n    Device.get()\nexcept DeviceError as e:\n    print('no adapter:', e)\n")
-    lib = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True, timeout=300)
+    lib = subprocess.run([sys.executable, "-c", code], check=False, env=env, capture_output=True, text=True,
+                         timeout=300)
     assert lib.returncode == 0, lib.stderr
     assert "XDG_RUNTIME_DIR" not in lib.stderr, lib.stderr
     if "no adapter" in lib.stdout:

@@ -60,7 +60,8 @@ def read_chat_template(path: str | None) -> str | None:
     except FileNotFoundError:
         raise InvalidParameterError(f"--chat-template: no such file: {path}") from None
     except UnicodeDecodeError as e:
-        raise InvalidParameterError(f"--chat-template: {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+        raise InvalidParameterError(
+            f"--chat-template: {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
     except OSError as e:
         raise InvalidParameterError(f"--chat-template: cannot read {path}: {e.strerror}") from None
 
