@@ -33,7 +33,9 @@
 const PAD_ID: u32 = 0xFFFFFFFFu;
 const NEG_INF_BITS: u32 = 0xFF800000u;
 
-fn neg_inf() -> f32 { return bitcast<f32>(NEG_INF_BITS); }
+// vars, not constants: Tint's constant evaluation refuses to make an infinity from a const expression
+fn neg_inf() -> f32 { var bits = NEG_INF_BITS; return bitcast<f32>(bits); }
+fn pos_inf() -> f32 { var bits = 0x7F800000u; return bitcast<f32>(bits); }
 // finiteness on the exponent bits: drivers that assume finite floats may fold comparisons with infinities
 fn is_finite(v: f32) -> bool { return (bitcast<u32>(v) & 0x7F800000u) != 0x7F800000u; }
 fn is_nan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7FFFFFFFu) > 0x7F800000u; }
@@ -396,7 +398,7 @@ fn typical(i: u32, n: u32, typical_p: f32) -> u32 {
   let p = e / z;
   let ent = scan_total(i, select(0.0, -p * log(p), p > 0.0), n);
   workgroupBarrier();
-  tv[i] = select(bitcast<f32>(0x7F800000u), abs(-log(p) - ent), i < n && p > 0.0);
+  tv[i] = select(pos_inf(), abs(-log(p) - ent), i < n && p > 0.0);
   ti[i] = i;
   workgroupBarrier();
   for (var k = 2u; k <= {{K}}u; k <<= 1u) {          // bitonic sort, ascending by (score, rank)
