@@ -275,9 +275,9 @@ def test_fuzz_split_shards(tmp_path: Path) -> None:
 # -- structure-aware fuzzing of metadata values, through the whole front end ---------------------------------
 N_META_CASES = int(os.environ.get("OXIGPU_META_FUZZ_CASES", 10_000))
 META_SEED = 29
-MUTATE_ARCH_KEYS = False
-"""Whether hyperparameters ({arch}.*) are mutated too: HParams validates them as values in the models branch
-(its tests/test_hparams_hostile.py sweeps every key); turn this on once that branch is merged."""
+MUTATE_ARCH_KEYS = True
+"""Hyperparameters ({arch}.*) are mutated too: HParams validates them as values (tests/test_hparams_hostile.py
+sweeps every key on every architecture; here they meet the tokenizer and structure mutations)."""
 META_MEMORY = 256 << 20   # peak resident memory a case may add
 
 

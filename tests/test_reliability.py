@@ -116,9 +116,10 @@ def test_hostile_template_in_a_gguf_file_is_refused_by_llm_and_cli(name, tmp_pat
 # -- 2. memory guards --------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def long_ctx_model(tmp_path_factory) -> str:
-    """tiny-qwen2 claiming a 2**30-token training context, so a huge n_ctx passes the n_ctx_train check."""
+    """tiny-qwen2 claiming a 2**24-token training context (the most HParams accepts), so a huge n_ctx passes
+    the n_ctx_train check."""
     from oxigpu.synth import get_shape, synthesize
-    shape = replace(get_shape("tiny-qwen2"), name="tiny-qwen2-long", n_ctx_train=2**30)
+    shape = replace(get_shape("tiny-qwen2"), name="tiny-qwen2-long", n_ctx_train=2**24)
     return str(synthesize(shape, tmp_path_factory.mktemp("long") / "long.gguf", seed=5).path)
 
 
@@ -128,12 +129,12 @@ def test_huge_n_ctx_on_a_tiny_model_is_refused_before_allocating(long_ctx_model,
     tracemalloc.start()
     try:
         with pytest.raises(OutOfMemoryError) as info:
-            LLM(long_ctx_model, backend=backend, n_ctx=2**30)    # 3 TiB of KV cache
+            LLM(long_ctx_model, backend=backend, n_ctx=2**24)    # 24 GiB of KV cache
         _, peak = tracemalloc.get_traced_memory()
     finally:
         tracemalloc.stop()
     msg = str(info.value)
-    assert "GiB" in msg and "n_ctx" in msg and "1073741824" in msg   # numbers and the knob to turn
+    assert "GiB" in msg and "n_ctx" in msg and "16777216" in msg   # numbers and the knob to turn
     assert peak < 64 * 2**20                                           # refused before allocating anything big
     del info
     assert live_buffers(backend) == before

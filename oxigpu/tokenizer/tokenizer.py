@@ -229,7 +229,7 @@ class Tokenizer:
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any]) -> Tokenizer:
         """Build from a GGUF metadata mapping (`GGUFFile(path).metadata`)."""
-        if metadata.get("tokenizer.ggml.model") == "bert":
+        if isinstance(model := metadata.get("tokenizer.ggml.model"), str) and model == "bert":
             from .wordpiece import build_wordpiece, wordpiece_vocab
             vocab = wordpiece_vocab(metadata)
             return cls(vocab, build_wordpiece(vocab))
