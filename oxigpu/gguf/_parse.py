@@ -118,6 +118,9 @@ class ParsedFile:
         if check or self.fd is None:
             self.check_unchanged(what)
         view = memoryview(out).cast("B")
+        if not hasattr(os, "preadv"):   # no positional reads on this OS (Windows): copy from the mapping
+            view[:] = self.mm[offset:offset + len(view)] if self.mm is not None else b""
+            return out
         done = 0
         while done < len(view):
             n = os.preadv(self.fd, [view[done:]], offset + done)
