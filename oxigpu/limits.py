@@ -9,7 +9,7 @@ from __future__ import annotations
 
 # -- GGUF structure (oxigpu/gguf) ----------------------------------------------------------------------
 MAX_TENSORS = 1 << 16
-"""Tensors in one file (real: 292 for an 8B, ~1,100 for a 405B)."""
+"""Tensors in one file (real files: a few hundred to about a thousand)."""
 MAX_METADATA_KEYS = 1 << 16
 """Metadata keys in one file (real: 30-60)."""
 MAX_ARRAY_ITEMS = 1 << 21
@@ -22,14 +22,14 @@ MAX_STRING_BYTES = 64 << 20
 MAX_VOCAB = 1 << 20
 """Tokens in a vocabulary (real: 262,144)."""
 MAX_TOKEN_CHARS = 1 << 12
-"""Characters of one token's text (real: 31 for Gemma 3, 128 for Qwen2)."""
+"""Characters of one token's text (real vocabularies: at most 128)."""
 MAX_VOCAB_CHARS = 1 << 23
-"""Characters of all token texts together (real: 1,476,602 for Gemma 3)."""
+"""Characters of all token texts together (the largest real vocabulary: about 1.5M)."""
 MAX_MERGES = 1 << 21
 """BPE merges, stored in the file or derived from a SentencePiece-style vocabulary (real: 280,147 stored;
-Gemma 3's vocabulary derives 514,847)."""
+a 262,144-token SentencePiece vocabulary derives 514,847)."""
 MAX_MERGE_CHARS = 1 << 25
-"""Characters of all derived merges together (each merge is a token cut in two; real: 3.1M for Gemma 3).
+"""Characters of all derived merges together (each merge is a token cut in two; real: 3.1M at most).
 Derived merges grow with the square of token length, so they are counted before any is built."""
 
 # -- chat templates (oxigpu/tokenizer/chat.py) -----------------------------------------------------------
