@@ -84,3 +84,39 @@ def test_tint_check_can_fail(tmp_path):
     (tmp_path / "good.wgsl").write_text("fn g(x: f32) -> f32 { return x; }\n")
     errors = _tint_errors(tmp_path)
     assert list(errors) == ["bad.wgsl"] and "subgroups" in errors["bad.wgsl"]
+
+
+def test_every_quant_type_passes_tint(dev, tmp_path):
+    """Every weight type's kernels, as Dawn would build them: the GEMV (float dots, and integer dots where
+    the type has an integer piece), the short GEMM, the tiled one (float and integer dots) and the
+    embedding gather; the kernels are only constructed (their pipelines recorded, nothing compiled here)."""
+    from oxigpu.backends.wgpu.kernel import KERNELS, load_kernels, logical_shape
+    from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES
+    from oxigpu.backends.wgpu.ops.matmul import TYPES, Q8X_PIECES, gemv_config, matmul_case
+    from oxigpu.backends.wgpu.ops.embed import table_case
+
+    load_kernels()
+    cases = []
+    for t in TYPES:
+        k = 1024 if t not in ("F32", "F16", "BF16") else 640
+        cases += [(matmul_case(t, 1, k, 67, bias=True), {}), (matmul_case(t, 3, k, 67, bias=False), {}),
+                  (matmul_case(t, 40, k, 67, bias=False), {"gemm": {"q8": False, "mma": False}}),
+                  (table_case(t, 7, k, 4, 4, seed=0), {})]
+        piece = gemv_config(t, k, 67).piece
+        if piece in Q8X_PIECES:
+            cases.append((matmul_case(t, 1, k, 67, bias=True), {"gemv": {"q8x": True, "piece": piece}}))
+        if t in Q8_TYPES:
+            cases.append((matmul_case(t, 40, k, 67, bias=False), {"gemm": {"q8": True, "mma": False}}))
+    sources: dict[str, str] = {}
+    for case, attrs in cases:
+        cls = KERNELS[case.op]
+        shapes = [logical_shape(np.asarray(a), ty) for a, ty in zip(case.inputs, case.in_types)]
+        with dev.recording() as rec:
+            cls(dev, {**case.attrs, **attrs}, shapes, case.in_types, cls.output_shapes(shapes, case.attrs))
+        for file, _, defines in rec:
+            src = dev.shader_source(file, defines, implementation="dawn")
+            sources.setdefault(src, f"{len(sources):03d}-{file.replace('/', '_')}-{case.name.split()[0]}")
+    assert len(sources) > 3 * len(TYPES)
+    for src, name in sources.items():
+        (tmp_path / f"{name}.wgsl").write_text(src)
+    assert _tint_errors(tmp_path) == {}

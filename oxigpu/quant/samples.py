@@ -62,3 +62,13 @@ def random_blocks(qtype: str | QuantType, n_rows: int, n_cols: int, rng: np.rand
             words[:, i] = (words[:, i] & 0x0FFF) | (((d >> (4 * i)) & 0xF) << 12)
         raw[:, 48:56] = words.view(np.uint8)
     return raw.reshape(n_rows, qt.row_bytes(n_cols))
+
+
+def sample_weights(qtype: str | QuantType, n_rows: int, n_cols: int, rng: np.random.Generator) -> np.ndarray:
+    """Test weights of ``qtype`` (n_rows, row_bytes): N(0, 1) through the package's quantizer (ggml's
+    arithmetic) where it has one, else ``random_blocks`` with normal scales (the IQ types)."""
+    from .codec import QUANTIZABLE, quantize
+    qt = get_type(qtype)
+    if qt.name in QUANTIZABLE:
+        return quantize(rng.standard_normal((n_rows, n_cols), np.float32), qt)
+    return random_blocks(qt, n_rows, n_cols, rng)

@@ -22,6 +22,7 @@ from ....errors import DeviceError
 from ..device import PARAMS_BINDING, Binding, Device, Dispatch
 from ..tuning import GPU, Tuning, device_class, tuning
 from ._common import f32_lit
+from .quant_grid import grid_binds
 
 GEMM_BM, GEMM_BN = 32, 64   # must match gemm_q.wgsl
 TILED_MIN_ROWS = tuning(GPU).gemm.tiled_min_rows
@@ -288,7 +289,7 @@ class GemmKernel:
 
     def __init__(self, dev: Device, m: int, k: int, n: int, qtype: str, defines: Mapping[str, Any],
                  override: Mapping[str, Any] | None = None, norm_eps: float | None = None):
-        self.dev, self.m, self.k = dev, m, k
+        self.dev, self.m, self.k, self.qtype = dev, m, k, qtype
         defines = {"GLU": False, "ACT": "silu", **defines}
         shader, extra, self.cfg = gemm_shader(dev, m, qtype, n, override, k=k, glu=defines["GLU"])
         self.tile = self.cfg.tile if self.cfg else (GEMM_BM, GEMM_BN)
@@ -332,7 +333,8 @@ class GemmKernel:
         3 W, 4 bias, 5 y, 7 res; the integer-dot and matrix-unit kernels read x through :meth:`x_pass`'s 6
         (and 8) instead of 2), ``rows`` the range's weight rows."""
         grid = gemm_grid(self.tile, self.m, rows, self.splits)
-        binds = {PARAMS_BINDING: self.dev.params_buffer, **binds}   # n_tokens: padding row tiles exit
+        binds = {PARAMS_BINDING: self.dev.params_buffer, **binds,   # n_tokens: padding row tiles exit
+                 **grid_binds(self.dev, self.qtype)}
         if self.q8 or self.mma:
             binds = {i: b for i, b in binds.items() if i != 2}
         if self.splits == 1:

@@ -14,7 +14,8 @@ from typing import Any, Callable, Sequence
 import numpy as np
 
 from ....errors import DeviceError
-from ....quant import dequantize, get_type, quantize
+from ....quant import dequantize, get_type
+from ....quant.samples import sample_weights
 from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
 from ..tuning import GPU, device_class, tuning
@@ -22,14 +23,16 @@ from ._common import f32_lit
 from .elementwise import Glu
 from .gemm import Q8_TYPES, GemmKernel, glu_gemm, q8_round, q8_tie_free, scratch_buffer
 from .norm import RmsNorm
+from .quant_grid import grid_binds, has_grid
 
 def matmul_tol(m: int, k: int) -> float:
     """max |err| / max |ref| allowed: every GEMV/GEMM path multiplies exact f32 weights in f32, whose
     accumulation over k products stays within ~2e-7 sqrt(k)."""
     return 2e-7 * math.sqrt(k)
 
-TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
-"""Weight types with a WGSL dequant snippet."""
+TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+         "IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0")
+"""Weight types with a WGSL dequant snippet (every registered type: oxigpu.quant.SUPPORTED)."""
 
 
 GEMV_PIECES = {"F32": "f32", "F16": "f16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q5_0": "q5_0",
@@ -211,7 +214,8 @@ class Gemv:
     @staticmethod
     def mixable(dev: Device, types: Sequence[str], nbytes: Sequence[int]) -> list[int] | None:
         """The slot order (indices into ``types``) for one mixed dispatch over two types, or None."""
-        if len(types) != 2 or int(dev.limits["max-storage-buffers-per-shader-stage"]) < MIXED_STORAGE \
+        grid = any(has_grid(t) for t in types)     # one more storage binding
+        if len(types) != 2 or int(dev.limits["max-storage-buffers-per-shader-stage"]) < MIXED_STORAGE + grid \
                 or max(nbytes) > dev.max_storage_binding:
             return None
         special = [get_type(t).name in GEMV_PIECES for t in types]
@@ -242,7 +246,8 @@ class Gemv:
                     qbg = self.dev.bind_group(self.xq_pipe, {1: dims, 2: x, 8: nw or x, 13: self.xq_buf})
                     out.append(Dispatch(self.xq_pipe, qbg, workgroups_for(-(-self.xq_pieces // 64))))
                 xin = self.xq_buf
-            binds = {1: dims, 2: xin, 3: w, 4: bs[0] or x, 5: y, 6: w, 7: res or x, 8: nw or x}
+            binds = {1: dims, 2: xin, 3: w, 4: bs[0] or x, 5: y, 6: w, 7: res or x, 8: nw or x,
+                     **grid_binds(self.dev, self.qts[0].name)}
             if self.cfg.persist:
                 n_wg = min(n_wg, self.cfg.persist)
             if self.mixed:
@@ -532,7 +537,7 @@ def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0, d
     """
     rng = np.random.default_rng(seed)
     qt = get_type(qtype)
-    raw = quantize(rng.standard_normal((distinct_rows or n, k), np.float32), qt)
+    raw = sample_weights(qt, distinct_rows or n, k, rng)
     if distinct_rows:
         raw = np.tile(raw, (-(-n // distinct_rows), 1))[:n]
     x = rng.standard_normal((m, k)).astype(np.float32)

@@ -1,0 +1,30 @@
+// The lookup grid of the IQ1/IQ2/IQ3 snippets (quant/iq*.wgsl): ggml's table (iq2xxs_grid ...) as u32
+// words, each byte one element as int8, an entry of 8 bytes at words 2 g, 2 g + 1 (4-byte entries:
+// word g). A storage binding, filled once per device (ops/quant_grid.py): constant arrays of 256 to 2048
+// 64-bit entries indexed at run time would be copied into every invocation's private memory (naga spills
+// a dynamically indexed value array to a function variable; Tint emits a per-invocation constant array),
+// and take seconds to compile on lavapipe. Kernels bind it where their type has a grid.
+@group(0) @binding(14) var<storage, read> QG: array<u32>;
+
+// ggml's ksigns_iq2xs[s]: the 7-bit sign index s with its parity as bit 7 (so an even count of signs).
+fn ksign(s: u32) -> u32 {
+  return s | ((countOneBits(s) & 1u) << 7u);
+}
+
+// +1 or -1 for bits 0..3 of b (set: negative).
+fn sgn4(b: u32) -> vec4<f32> {
+  return 1.0 - 2.0 * vec4<f32>((vec4<u32>(b) >> vec4<u32>(0u, 1u, 2u, 3u)) & vec4<u32>(1u));
+}
+
+// The 8 int8 of 8-byte grid entry g, element j negated where bit j of `signs` is set.
+fn grid8(g: u32, signs: u32) -> array<vec4<f32>, 2> {
+  return array<vec4<f32>, 2>(sbytes4(QG[2u * g]) * sgn4(signs), sbytes4(QG[2u * g + 1u]) * sgn4(signs >> 4u));
+}
+
+// The int8 bytes of w with byte j negated where bit j of s4 (4 bits) is set, as packed int8: for the
+// integer-dot loaders (gemm_q8/iq*.wgsl). The IQ2/IQ3 grid bytes are 1..127: -v = ~v + 1 never
+// carries into the next byte.
+fn neg4(w: u32, s4: u32) -> u32 {
+  let m = spread4(s4) * 0xFFu;                 // 0xFF in each negated byte
+  return (w ^ m) + (m & 0x01010101u);
+}
