@@ -56,7 +56,7 @@ fi
 # 3. The package and its dependencies (re-installed only when pyproject.toml changes), with Dawn (the
 #    `dawn` extra) where the machine has a GPU device node: lavapipe, which Dawn refuses, runs wgpu-native.
 hw_gpu() { compgen -G "/dev/dri/renderD*" >/dev/null || [ -e /dev/nvidia0 ] || [ -e /dev/dxg ]; }
-extras=test; hw_gpu && extras=test,dawn
+extras=test,server; hw_gpu && extras=test,server,dawn
 stamp="$VENV/.oxigpu-installed"
 want=$( (cat pyproject.toml; echo "$extras") | sha256sum | cut -c1-16)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then

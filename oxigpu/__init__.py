@@ -7,7 +7,8 @@ wgpu-py; a numpy reference backend runs the same graph on the CPU and checks eve
     llm = oxigpu.load()            # or oxigpu.LLM("model.gguf", backend="numpy")
     print(llm.generate("Hello", max_tokens=16).text)
 
-`LLM`, `load`, `SamplingParams` and `GenerationResult` are imported on first use, so `import oxigpu`
+`LLM`, `load`, `AsyncLLM` (the async API a server drives), `SamplingParams` and `GenerationResult` are
+imported on first use, so `import oxigpu`
 stays fast (no numpy, tokenizers or wgpu until a model is loaded).
 """
 from __future__ import annotations
@@ -18,10 +19,11 @@ from ._version import __version__
 from .errors import GGUFError, OxigpuError
 
 if TYPE_CHECKING:
+    from .aio import AsyncLLM
     from .api import LLM, load
     from .runtime.params import GenerationResult, SamplingParams, Timings
 
-_LAZY = {"LLM": "api", "load": "api", "SamplingParams": "runtime.params",
+_LAZY = {"LLM": "api", "load": "api", "AsyncLLM": "aio", "SamplingParams": "runtime.params",
          "GenerationResult": "runtime.params", "Timings": "runtime.params"}
 
 __all__ = ["__version__", "OxigpuError", "GGUFError", *_LAZY]

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
-SCRIPTS = ("generate.py", "stream.py", "chat.py", "sampling.py", "perplexity.py")
+SCRIPTS = ("generate.py", "stream.py", "chat.py", "sampling.py", "perplexity.py", "openai_client.py")
 
 
 def test_every_example_is_tested():

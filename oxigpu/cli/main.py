@@ -10,6 +10,7 @@ from .diff import diff
 from .info import info
 from .kernels import kernels
 from .run import run
+from .serve import serve
 from .synth import synth
 from .tokenize import tokenize
 
@@ -28,6 +29,7 @@ cli.add_command(chat)
 cli.add_command(tokenize)
 cli.add_command(diff)
 cli.add_command(bench)
+cli.add_command(serve)
 
 
 def main() -> None:

@@ -245,6 +245,15 @@ class Generation:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def step(self) -> str:
+        """One step (one token, under the engine lock): the text it made safe to emit, possibly "" (held
+        back, or a token without text). For callers that interleave generations step by step (oxigpu.aio);
+        a no-op once finished or closed."""
+        if self._closed or self.result is not None:
+            return ""
+        with self._engine.lock:
+            return self._step()
+
     def close(self) -> None:
         """Stop here; the engine stays usable (its cache keeps the tokens evaluated so far)."""
         self._closed = True
