@@ -92,8 +92,9 @@ def test_every_quant_type_passes_tint(dev, tmp_path):
     embedding gather; the kernels are only constructed (their pipelines recorded, nothing compiled here)."""
     from oxigpu.backends.wgpu.kernel import KERNELS, load_kernels, logical_shape
     from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES
-    from oxigpu.backends.wgpu.ops.matmul import TYPES, Q8X_PIECES, gemv_config, matmul_case
     from oxigpu.backends.wgpu.ops.embed import table_case
+    from oxigpu.backends.wgpu.ops.matmul import TYPES, matmul_case
+    from oxigpu.backends.wgpu.ops.quant_checks import gemv_piece
 
     load_kernels()
     cases = []
@@ -102,9 +103,9 @@ def test_every_quant_type_passes_tint(dev, tmp_path):
         cases += [(matmul_case(t, 1, k, 67, bias=True), {}), (matmul_case(t, 3, k, 67, bias=False), {}),
                   (matmul_case(t, 40, k, 67, bias=False), {"gemm": {"q8": False, "mma": False}}),
                   (table_case(t, 7, k, 4, 4, seed=0), {})]
-        piece = gemv_config(t, k, 67).piece
-        if piece in Q8X_PIECES:
-            cases.append((matmul_case(t, 1, k, 67, bias=True), {"gemv": {"q8x": True, "piece": piece}}))
+        piece = gemv_piece(t)
+        if piece:
+            cases.append((matmul_case(t, 1, k, 67, bias=True), {"gemv": {"q8x": True, "piece": piece, "ppb32": 2}}))
         if t in Q8_TYPES:
             cases.append((matmul_case(t, 40, k, 67, bias=False), {"gemm": {"q8": True, "mma": False}}))
     sources: dict[str, str] = {}

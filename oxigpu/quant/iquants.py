@@ -64,14 +64,24 @@ DEQUANT: dict[str, Kernel] = {"IQ4_NL": iq4_nl, "IQ4_XS": iq4_xs,
 
 GRID_TYPES = ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")
 """Types whose elements come from a lookup grid."""
+TABLE_TYPES = (*GRID_TYPES, "IQ4_NL", "IQ4_XS")
+"""Types whose WGSL snippets read a lookup table (``table_words``)."""
 
 
-def grid_words(qtype: str) -> np.ndarray:
-    """ggml's grid of ``qtype`` (``iq2xxs_grid`` ...) as little-endian u32 words, entry i at words
-    [i * E, (i + 1) * E) (E = 2 for 8-byte entries, 1 for 4-byte ones), each byte one element as int8 (the
-    IQ1 grids hold -1, 0, 1): the table the WGSL snippets read. From gguf.quants' own copy of the grid."""
+def table_words(qtype: str) -> np.ndarray:
+    """The lookup table the WGSL snippet of ``qtype`` reads, as little-endian u32 words.
+
+    Grid types: ggml's grid (``iq2xxs_grid`` ...), entry i at words [i * E, (i + 1) * E) (E = 2 for
+    8-byte entries, 1 for 4-byte ones), each byte one element as int8 (the IQ1 grids hold -1, 0, 1), from
+    gguf.quants' own copy. IQ4_NL/IQ4_XS: for every byte b of packed nibbles, word b holds
+    kvalues[b & 15] in byte 0 and kvalues[b >> 4] in byte 2 (as int8; bytes 1 and 3 zero), so two
+    lookups and a few shifts give eight values packed four to a word."""
+    if qtype in ("IQ4_NL", "IQ4_XS"):
+        kv = KVALUES.astype(np.int8).view(np.uint8).astype(np.uint32)
+        b = np.arange(256)
+        return (kv[b & 15] | (kv[b >> 4] << 16)).astype(np.uint32)
     if qtype not in GRID_TYPES:
-        raise KeyError(f"{qtype} has no grid")
+        raise KeyError(f"{qtype} has no lookup table")
     cls = _GGUF[qtype]
     cls.init_grid()
     vals = np.asarray(cls.grid, np.float32).reshape(cls.grid_shape)

@@ -1,24 +1,11 @@
-// ggml's 16-entry codebook kvalues_iq4nl (IQ4_NL, IQ4_XS), as int8 bytes of four words. Looked up by
-// selects on the index's high bits and a shift, not by indexing a constant array at run time.
-const IQ4K0: u32 = 0xBFAD9881u;   // -127, -104, -83, -65
-const IQ4K1: u32 = 0xF6EADDCFu;   //  -49,  -35, -22, -10
-const IQ4K2: u32 = 0x26190D01u;   //    1,   13,  25,  38
-const IQ4K3: u32 = 0x71594535u;   //   53,   69,  89, 113
+// ggml's 16-entry codebook kvalues_iq4nl (IQ4_NL, IQ4_XS), through the table binding
+// (common/iq_grid.wgsl): word b holds kvalues[b & 15] in byte 0 and kvalues[b >> 4] in byte 2, as int8.
+#include "common/iq_grid.wgsl"
 
-// The codebook words holding the four indices i (each < 16), and each value's bit offset in its word.
-fn iq4_words(i: vec4<u32>) -> vec4<u32> {
-  return select(select(vec4<u32>(IQ4K0), vec4<u32>(IQ4K1), i >= vec4<u32>(4u)),
-                select(vec4<u32>(IQ4K2), vec4<u32>(IQ4K3), i >= vec4<u32>(12u)), i >= vec4<u32>(8u));
-}
-
-// kvalues[i] for four indices, as f32.
-fn iq4v(i: vec4<u32>) -> vec4<f32> {
-  let w = iq4_words(i);
-  return vec4<f32>((bitcast<vec4<i32>>(w << (vec4<u32>(24u) - 8u * (i & vec4<u32>(3u))))) >> vec4<u32>(24u));
-}
-
-// kvalues[i] for four indices, packed as int8 (byte 0 = i.x): for the integer-dot loaders.
-fn iq4p(i: vec4<u32>) -> u32 {
-  let b = (iq4_words(i) >> (8u * (i & vec4<u32>(3u)))) & vec4<u32>(0xFFu);
-  return b.x | (b.y << 8u) | (b.z << 16u) | (b.w << 24u);
+// The codebook values of the 8 nibbles of w, packed as int8: .x the low nibbles' (byte j of w -> byte j),
+// .y the high nibbles'. Two lookups per two bytes, then byte moves.
+fn iq4w(w: u32) -> vec2<u32> {
+  let p = QG[w & 0xFFu] | (QG[(w >> 8u) & 0xFFu] << 8u);     // lo0 lo1 hi0 hi1
+  let q = QG[(w >> 16u) & 0xFFu] | (QG[w >> 24u] << 8u);     // lo2 lo3 hi2 hi3
+  return vec2<u32>((p & 0xFFFFu) | (q << 16u), (p >> 16u) | (q & 0xFFFF0000u));
 }

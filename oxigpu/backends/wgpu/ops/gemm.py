@@ -29,11 +29,18 @@ TILED_MIN_ROWS = tuning(GPU).gemm.tiled_min_rows
 """Rows from which a chunk takes a register-tiled GEMM (tuning.py ``GemmTuning``; the same in every class)."""
 
 
-Q8_TYPES = ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0")
-"""Weight types with an integer-dot GEMM snippet (shaders/gemm_q8/<type>.wgsl)."""
+Q8_TYPES = ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q3_K", "Q5_K", "IQ4_NL", "IQ4_XS",
+            "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0")
+"""Weight types with an integer-dot GEMM snippet (shaders/gemm_q8/<type>.wgsl): every quantized type but
+Q2_K (a min per 16 elements, where the kernel has a min per 32)."""
+Q8_FK16 = ("Q6_K", "Q3_K", "IQ2_XS", "IQ2_S", "IQ1_M")
+"""Q8_TYPES whose snippet has a scale per 16 elements (FK 16); the rest one per 32."""
+Q8_MINS = ("Q4_K", "Q5_K", "Q4_1", "Q5_1")
+"""Q8_TYPES whose snippet has a min per 32 elements (HM 1)."""
 
-MMA_TYPES = (*Q8_TYPES, "F16")
-"""Weight types the matrix-unit GEMM (``gemm_mma.wgsl``) stages: through their gemm_q8 snippet, or F16."""
+MMA_TYPES = (*Q8_TYPES, "F16", "F32", "BF16", "Q2_K")
+"""Weight types the matrix-unit GEMM (``gemm_mma.wgsl``) stages: through their gemm_q8 snippet, F16 as it
+is, the rest through their dq8 snippet (``gemm_mma/dq8.wgsl``): every type."""
 
 
 def _reduce_s(t: Tuning, m: int, n: int, splits: int) -> float:
@@ -212,7 +219,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
         return ("gemm_mma.wgsl", {"SGM": cfg.tm // cfg.fm, "SGN": cfg.tn // cfg.sn, "FM": cfg.fm, "TNB": cfg.sn,
                                   "BK": cfg.bk,
                                   "SPLITS": cfg.splits,
-                                  "WLOAD": "f16" if qtype == "F16" else "q32"}, cfg)
+                                  "WLOAD": "f16" if qtype == "F16" else "q32" if qtype in Q8_TYPES else "dq8"}, cfg)
     if glu:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM")
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
@@ -223,7 +230,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     if 256 + cfg.loaders > dev.limits.get("max-compute-invocations-per-workgroup", 256):
         cfg = replace(cfg, loaders=0)       # the FMA threads load too
     f16 = f16_tiles and qtype == "F16" and dev.has_f16
-    smem = lambda c: c.smem_bytes(2 if f16 else 4, fk=16 if qtype == "Q6_K" else 32, mins=qtype == "Q4_K")
+    smem = lambda c: c.smem_bytes(2 if f16 else 4, fk=16 if qtype in Q8_FK16 else 32, mins=qtype in Q8_MINS)
     # one block per step where two do not fit: half the workgroup memory (lavapipe: 32 KiB)
     cfg = _fit_limits(dev, cfg, m, n, smem, {"nb": 1} if cfg.q8 and "nb" not in override else None)
     if cfg.q8:

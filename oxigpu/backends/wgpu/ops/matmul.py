@@ -41,17 +41,20 @@ GEMV_PIECES = {"F32": "f32", "F16": "f16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q5_0
 
 PIECE_TYPES = {"f32": "F32", "f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q5_0": "Q5_0",
                "q4_k": "Q4_K", "q4_k2": "Q4_K", "q6_k": "Q6_K"}
-"""Every specialized piece file and the type it reads (variants included); dq8 reads any type."""
+"""Every specialized piece file and the type it reads (variants included); dq8 reads any type, q32 any of
+``Q8_TYPES``."""
 
 Q8X_PIECES = {"q4_k": lambda r, p: 2 * (r // 64) + r % 32 // 16,
               "q4_k2": lambda r, p: 4 * (r // 64) + r % 32 // 8,
               "q6_k": lambda r, p: 4 * (r // 128) + r % 32 // 8,
               "q8_0": lambda r, p: r // 32 * p + r % 32 // (32 // p),
               "q4_0": lambda r, p: r // 32 * p + r % 16 // (16 // p),
-              "q5_0": lambda r, p: r // 32 * p + r % 16 // (16 // p)}
+              "q5_0": lambda r, p: r // 32 * p + r % 16 // (16 // p),
+              "q32": lambda r, p: r // 32}
 """Piece files with an integer-dot form (``<piece>_qdot``: x quantized to int8 per piece), and the piece
 (x quantization group) of element r of a 256-block with p = PPB32 pieces per 32-block, from the piece
-file's ``gx``."""
+file's ``gx``. ``q32`` is the generic one: any type with an integer-dot GEMM loader (``Q8_TYPES``), one
+32-element sub-block per piece."""
 
 
 def piece_elems(piece: str, ppb32: int = 2) -> int:
@@ -117,7 +120,8 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True, device: str = GPU
     t = tuning(device)
     rule = next(r for r in t.gemv if r.matches(qtype, k, n, int8))
     cfg = dict(rule.cfg)
-    cfg.setdefault("piece", GEMV_PIECES.get(qtype, "dq8"))
+    # types without a piece file: integer dots through their GEMM loader (q32), float ones through dq8
+    cfg.setdefault("piece", GEMV_PIECES.get(qtype) or ("q32" if cfg.get("q8x") and qtype in Q8_TYPES else "dq8"))
     if cfg.get("persist"):
         cfg["persist"] *= t.slots
     if cfg.get("q8x") and cfg["piece"] not in Q8X_PIECES:
@@ -175,7 +179,7 @@ class Gemv:
         if self.mixed:
             pieces.append(piece1 or gemv_config(self.qts[1].name, k, self.rows[1], dev.int8_dots, device_class(dev)).piece)
         for p, qt in zip(pieces, self.qts):
-            if PIECE_TYPES.get(p, qt.name) != qt.name:
+            if PIECE_TYPES.get(p, qt.name) != qt.name or (p == "q32" and qt.name not in Q8_TYPES):
                 raise DeviceError(f"matmul: GEMV piece {p!r} does not read {qt.name}")
         if cfg.q8x and "q8x" not in over and any(p not in Q8X_PIECES for p in pieces):
             cfg = replace(cfg, q8x=False)       # a slot's piece (or an overridden one) has float dots only
@@ -187,7 +191,7 @@ class Gemv:
         if 4 * xs_words > int(dev.limits["max-compute-workgroup-storage-size"]) - 4 * cfg.tpr * cfg.gpw * 9 - 64:
             cfg, xs_words = replace(cfg, xs=False, xq="xs" not in over), 1    # too big: quantize by dispatch
         if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256 \
-                or (self.mixed and (pieces[1] == "dq8" or act or has_res)) \
+                or (self.mixed and (pieces[1] in ("dq8", "q32") or act or has_res)) \
                 or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)) or ((cfg.xq or cfg.xs) and not cfg.q8x) \
                 or (cfg.xq and cfg.xs) or cfg.persist < 0 or (cfg.persist and self.mixed):
             raise DeviceError(f"matmul: unsupported GEMV split {cfg} (pieces {pieces})")
