@@ -91,8 +91,8 @@ def test_every_quant_type_passes_tint(dev, tmp_path):
     the type has an integer piece), the short GEMM, the tiled one (float and integer dots) and the
     embedding gather; the kernels are only constructed (their pipelines recorded, nothing compiled here)."""
     from oxigpu.backends.wgpu.kernel import KERNELS, load_kernels, logical_shape
-    from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES
     from oxigpu.backends.wgpu.ops.embed import table_case
+    from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES
     from oxigpu.backends.wgpu.ops.matmul import TYPES, matmul_case
     from oxigpu.backends.wgpu.ops.quant_checks import gemv_piece
 
