@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One command to set up everything and then do one job:
 #   ./setup.sh run   [oxigpu run options]   set up, fetch the default model, generate text
-#   ./setup.sh test  [pytest options]       set up, fetch the test models, run the test suite
+#   ./setup.sh test  [pytest options]       set up, fetch the test models, lint (ruff), run the test suite
 #   ./setup.sh env                          set up only
 # Idempotent: each step checks first and is skipped (in well under a second) when already done.
 set -euo pipefail
@@ -92,6 +92,8 @@ case "$verb" in
   test)
     ensure_pkgs "${GEMMA[@]}" "${QWEN[@]}"
     export LP_NUM_THREADS=${LP_NUM_THREADS:-1}
+    say "ruff check (the lint settings are in pyproject.toml)"
+    "$VPY" -m ruff check . || { say "ruff found problems: fix them (many with: $VPY -m ruff check --fix .)"; exit 1; }
     exec "$VPY" -m pytest -q -ra --durations=15 "$@"
     ;;
   env) say "ready: $VENV (activate with: source $VENV/bin/activate)" ;;

@@ -8,8 +8,8 @@ both replaced, timed beside them here until stop 20, are in git history.)
     python3 dev/bench_attention.py --prefill [--chunk 512] [--positions 0] [--tiles 16:4:4,16:1:4]
 
 ``--configs``: extra CHUNK:SLICES[:ROWS[:MAXS[:KB]]] points timed beside the default (0 = the default of that
-knob; MAXS: the most splits per row block, the ``n_split`` attr; KB: keys per team pass). ``--layers N``: each timed run walks N
-distinct K/V caches, as a decode step's layers do, so at long contexts the keys come from HBM (one
+knob; MAXS: the most splits per row block, the ``n_split`` attr; KB: keys per team pass). ``--layers N``: each
+timed run walks N distinct K/V caches, as a decode step's layers do, so at long contexts the keys come from HBM (one
 llama-1B layer's 4224-row cache, 8.7 MB, would otherwise stay in the 50 MB L2 across copies). The caches
 are f16, as the models store them.
 
@@ -49,7 +49,8 @@ N_CTX = 4224
 
 def ref64(q, ck, cv, attrs, pos):
     f = lambda a: np.asarray(a, np.float64)   # noqa: E731
-    a = {k: v for k, v in attrs.items() if k not in ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys")}
+    tuning = ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys")
+    a = {k: v for k, v in attrs.items() if k not in tuning}
     return numpy_ops.attention(f(q), f(ck), f(cv), **a, pos=pos, n_tokens=1)
 
 
@@ -232,8 +233,9 @@ def main() -> None:
             dev.write_params(Params(pos=pos, n_tokens=1))
             line = [f"{shape:8s} pos={pos:5d}"]
             for chunk, slices, rws, maxs, kb in configs:
-                a = dict(attrs, **({"split_chunk": chunk} if chunk else {}), **({"key_slices": slices} if slices else {}),
-                         **({"decode_rows": rws} if rws else {}), **({"n_split": maxs} if maxs else {}), **({"team_keys": kb} if kb else {}))
+                knobs = {"split_chunk": chunk, "key_slices": slices, "decode_rows": rws, "n_split": maxs,
+                         "team_keys": kb}
+                a = dict(attrs, **{k: v for k, v in knobs.items() if v})
                 try:
                     p = prepare("attention", [q, ck, cv], a, dev=dev)
                 except ValueError as e:   # a sweep point the shape cannot take
@@ -247,8 +249,9 @@ def main() -> None:
                 kps, nact = cfg.splits(pos + 1 if not attrs["window"] else min(pos + 1, attrs["window"]))
                 tag = f"chunk={cfg.CHUNK} ks={cfg.KS} R={cfg.R} kb={cfg.KB}"
                 line.append(f"{tag}: {t * 1e6:6.2f} us ({nact} splits of {kps}, maxs {cfg.MAXS}, err {err:.1e})")
-                rows.append({"shape": shape, "pos": pos, "kernel": "new", "chunk": cfg.CHUNK, "ks": cfg.KS, "rows": cfg.R, "us": t * 1e6,
-                             "err": err, "nact": nact, "maxs": cfg.MAXS, "layers": args.layers})
+                rows.append({"shape": shape, "pos": pos, "kernel": "new", "chunk": cfg.CHUNK, "ks": cfg.KS,
+                             "rows": cfg.R, "us": t * 1e6, "err": err, "nact": nact, "maxs": cfg.MAXS,
+                             "layers": args.layers})
             print(" | ".join(line), flush=True)
     for shape in (args.shapes.split(",") if args.stress else []):
         stress(dev, shape, args.stress, rows)

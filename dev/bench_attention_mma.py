@@ -23,9 +23,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_gemv import time_variants  # noqa: E402
+
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
 from oxigpu.backends.wgpu.ops.attention import Attention, attention_case  # noqa: E402
-from bench_gemv import time_variants  # noqa: E402
 
 CASES = [   # name, T, n_tokens, pos, heads, KV heads, head dim, n_ctx, extra attrs, key growth
     ("check D=64 GQA7 T=150 n_tokens=141 pos=93", 150, 141, 93, 14, 2, 64, 240, {}, 0.0),

@@ -198,7 +198,7 @@ def main() -> None:
         # float64 references: x as given (f32 kernel), as the integer-dot kernel rounds it, and x and the
         # weights in f16 (the matrix-unit kernel)
         f16 = lambda a: a.astype(np.float16).astype(np.float64)
-        ref = lambda x, w: np.tile(x @ w, (1, n // distinct + 1))[:, :n]
+        ref = lambda x, w, n=n: np.tile(x @ w, (1, n // distinct + 1))[:, :n]
         wants = {"f32": ref(xh.astype(np.float64), wd), "mma": ref(f16(xh), f16(wd))}
         if t in Q8_TYPES:
             wants["q8"] = ref(q8_round(xh), wd)
@@ -229,7 +229,8 @@ def main() -> None:
                     yb = dev.create_buffer(4 * m * n)
                     runs = [kern.encode([xb, w, yb]) for w in wbs]
                     c = kern.gemm.gemm.cfg
-                    cfg = (f"mma {c.tm // 2}x{c.tn // c.sn} t{c.sn} b{c.bk} s{c.splits}" if c.mma else f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8
+                    cfg = (f"mma {c.tm // 2}x{c.tn // c.sn} t{c.sn} b{c.bk} s{c.splits}" if c.mma
+                           else f"q8 {c.tm}x{c.tn} b{c.nb}" if c.q8
                            else f"{c.tm}x{c.tn}/{c.bk}") + f" s{c.splits} L{c.loaders}"
                 d = runs[0]
                 dev.submit(d)
@@ -262,7 +263,7 @@ def main() -> None:
     for name in dict.fromkeys(r["shape"] for r in rows):
         rs = [r for r in rows if r["shape"] == name and "tflops" in r]
         bad = [r["variant"] for r in rows if r["shape"] == name and ("error" in r or not r.get("ok"))]
-        get = lambda v: next((f"{r['tflops']:.2f}" for r in rs if r["variant"] == v), "-")
+        get = lambda v, rs=rs: next((f"{r['tflops']:.2f}" for r in rs if r["variant"] == v), "-")
         best = max(rs, key=lambda r: r["tflops"]) if rs else None
         r0 = rows[[r["shape"] for r in rows].index(name)]
         print(f"{name:16} {r0['type']:5} {r0['n']:>5}x{r0['k']:<5} {get('default'):>8} "

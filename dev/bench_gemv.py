@@ -31,9 +31,17 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
-from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, NORM_EPS, Q8X_PIECES, MatmulAddKernel,  # noqa: E402
-                                             MatmulGluKernel, MatmulKernel, MatmulMultiKernel, gemv_config,
-                                             glu64)
+from oxigpu.backends.wgpu.ops.matmul import (  # noqa: E402
+    GEMV_PIECES,
+    NORM_EPS,
+    Q8X_PIECES,
+    MatmulAddKernel,
+    MatmulGluKernel,
+    MatmulKernel,
+    MatmulMultiKernel,
+    gemv_config,
+    glu64,
+)
 from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
 
 

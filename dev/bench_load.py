@@ -29,12 +29,11 @@ T0 = time.perf_counter()
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
+import wgpu  # noqa: E402,F401
 
 from oxigpu.backends.wgpu import backend as wgpu_backend  # noqa: E402
 from oxigpu.backends.wgpu.device import Device  # noqa: E402
 from oxigpu.runtime.engine import Engine  # noqa: E402
-
-import wgpu  # noqa: E402,F401
 
 
 def main() -> None:

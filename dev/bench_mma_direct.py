@@ -27,9 +27,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from bench_gemv import time_variants  # noqa: E402
+
 from oxigpu.backends.wgpu.device import Device  # noqa: E402
 from oxigpu.backends.wgpu.ops.matmul import MatmulKernel  # noqa: E402
-from bench_gemv import time_variants  # noqa: E402
 
 SHAPES = {"qkv": (6144, 4096), "o": (4096, 4096), "gateup": (28672, 4096), "down": (4096, 14336)}
 

@@ -93,10 +93,12 @@ def main() -> None:
     with open(Path(args.out) / "nodes.jsonl", "w") as f:
         for rec in seen.values():
             f.write(json.dumps(rec) + "\n")
-            print(f"{rec['op']:16} {rec['shapes']:40} {rec['count']:5} {rec['alone_us']:9.1f} {rec['copies_us']:10.1f}  "
+            print(f"{rec['op']:16} {rec['shapes']:40} {rec['count']:5} {rec['alone_us']:9.1f} "
+                  f"{rec['copies_us']:10.1f}  "
                   + " ".join(f"{p:.1f}{tuple(w)}" for p, w in zip(rec["dispatch_us"], rec["workgroups"])))
     total = sum(r["count"] * r["alone_us"] for r in seen.values())
-    print(f"\nsum of nodes alone {total:,.1f} us; of copies {sum(r['count'] * r['copies_us'] for r in seen.values()):,.1f}")
+    copies = sum(r["count"] * r["copies_us"] for r in seen.values())
+    print(f"\nsum of nodes alone {total:,.1f} us; of copies {copies:,.1f}")
 
 
 if __name__ == "__main__":

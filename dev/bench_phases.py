@@ -26,8 +26,9 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from oxigpu.backends.wgpu.device import Device, workgroups_for  # noqa: E402
 from bench_gemv import time_variants  # noqa: E402
+
+from oxigpu.backends.wgpu.device import Device, workgroups_for  # noqa: E402
 
 WG = 256
 SPIN = 1 << 22

@@ -52,7 +52,7 @@ def main() -> int:
     args = ap.parse_args()
     full = set(args.full_shape or ["gemma3-270m", "qwen2.5-0.5b"])
     runs = []
-    for name, shape in SHAPES.items():
+    for name in SHAPES:
         tiny = name.startswith("tiny-")
         for t in TINY_TYPES if tiny else REAL_TYPES:
             layers = None if tiny or args.full or (name in full and t == "Q4_K_M") else 2

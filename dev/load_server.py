@@ -170,7 +170,8 @@ def main() -> None:
                 proc.kill()
     print(f"\nprompt ~{args.prompt_tokens} tokens, {args.max_tokens} generated per request, "
           f"{args.requests} requests per level\n")
-    print("| clients | ok/err | wall s | gen tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms | server ITL p50 / p99 <= ms |")
+    print("| clients | ok/err | wall s | gen tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms "
+          "| server ITL p50 / p99 <= ms |")
     print("|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['concurrency']} | {r['ok']}/{r['errors']} | {r['wall_s']:.1f} | {r['tok_per_s']:.1f} | "

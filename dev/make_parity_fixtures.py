@@ -56,7 +56,9 @@ Answer: The capital of France is Paris, and the Seine flows through the city fro
 Paris has been the country's political and cultural centre for centuries, home to museums such as \
 the Louvre and the Musee d'Orsay, and to more than two million people within the city limits.
 
-Recipe notes: whisk two eggs with 250 ml of milk and 120 g of flour until smooth, rest the batter for thirty minutes, then cook thin pancakes in a hot buttered pan, about one minute per side. Serve with lemon and sugar, or fold around grated cheese and ham for a savoury version.
+Recipe notes: whisk two eggs with 250 ml of milk and 120 g of flour until smooth, rest the batter for \
+thirty minutes, then cook thin pancakes in a hot buttered pan, about one minute per side. Serve with \
+lemon and sugar, or fold around grated cheese and ham for a savoury version.
 """
 
 # name -> how to get the file: ("real", locator) or ("synth", shape, ftype, seed)

@@ -111,7 +111,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>) {{
         qs = dev.create_query_set(type="timestamp", count=2)
         qb = dev.create_buffer(size=16, usage=wgpu.BufferUsage.QUERY_RESOLVE | wgpu.BufferUsage.COPY_SRC)
         ts = []
-        for rep in range(4):
+        for _ in range(4):
             enc = dev.create_command_encoder()
             p = enc.begin_compute_pass(timestamp_writes={"query_set": qs, "beginning_of_pass_write_index": 0,
                                                          "end_of_pass_write_index": 1})

@@ -25,7 +25,8 @@ import numpy as np
 def instance():
     import wgpudawn
     from wgpudawn.backends.dawn import extras
-    toggles = ["allow_unsafe_apis"] + os.environ.get("DAWN_TOGGLES", "").split(",") * bool(os.environ.get("DAWN_TOGGLES"))
+    extra = os.environ.get("DAWN_TOGGLES")
+    toggles = ["allow_unsafe_apis"] + (extra.split(",") if extra else [])
     extras.set_instance_extras(backends=["Vulkan"], enable_toggles=toggles)
     return wgpudawn, extras
 
@@ -347,7 +348,7 @@ def f16_tiled_src(K: int, N: int, TM: int, TN: int) -> str:
     decl = "\n".join(f"  var c{i}_{j}: subgroup_matrix_result<f32, 16, 16>;" for i in range(TM) for j in range(TN))
     # the two k halves of a step, each in its own scope (names reused)
     half = lambda kk: "\n".join(
-        [f"    {{"] +
+        ["    {"] +
         [f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, {i * 16 * 32 + kk}u, false, 32u);" for i in range(TM)] +
         [f"      let b{j} = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, {j * 16 * 32 + kk}u, true, 32u);" for j in range(TN)] +
         [f"      c{i}_{j} = subgroupMatrixMultiplyAccumulate(a{i}, b{j}, c{i}_{j});" for i in range(TM) for j in range(TN)] +

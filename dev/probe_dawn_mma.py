@@ -25,7 +25,7 @@ def src(K: int, N: int, SGM: int, SGN: int, TM: int, TN: int, BK: int, PAD: int,
     decl = "\n".join(f"  var c{i}_{j}: subgroup_matrix_result<f32, 16, 16>;" for i in range(TM) for j in range(TN))
     steps = []
     for kk in range(0, BK, 16):
-        steps += [f"    {{"]
+        steps += ["    {"]
         if xdirect:
             steps += [f"      let a{i} = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&X, (m0 + sm * {16 * TM}u + {16 * i}u) * {K}u + k0 + {kk}u, false, {K}u);" for i in range(TM)]
         else:

@@ -158,8 +158,8 @@ def soak(backend: str, model: Path, n: int, every: int, warmup: int, rss_bound_m
     base = next((r for r in rows if r[0] >= warmup), rows[-1])
     print(f"\n## {backend}: {n} generations on {model.name} (n_ctx={n_ctx}, seed={seed}); baseline after "
           f"{base[0]} generations")
-    print(f"| generations | elapsed s | tokens | RSS MiB | RSS growth MiB | live GPU buffers |")
-    print(f"|---:|---:|---:|---:|---:|---:|")
+    print("| generations | elapsed s | tokens | RSS MiB | RSS growth MiB | live GPU buffers |")
+    print("|---:|---:|---:|---:|---:|---:|")
     for i, el, tok, rss, bufs in rows:
         growth = f"{(rss - base[3]) / 2**20:+.1f}" if i >= base[0] else ""
         print(f"| {i} | {el:.1f} | {tok} | {rss / 2**20:.1f} | {growth} | {'-' if bufs is None else bufs} |")

@@ -36,8 +36,8 @@ from oxigpu import LLM
 N_CTX = 256
 MAX_BODY = 64 * 1024
 PROMPTS = [f"Soak prompt number {i} goes like this:" for i in range(8)]
-KINDS = {"chat": 3, "completion_stream": 3, "completion_seeded_n2": 2, "chat_json_logprobs": 1, "bad_json": 1, "wrong_type": 1,
-         "invalid_utf8": 1, "out_of_range": 1, "random_bytes": 1, "huge_body": 1, "abandon_stream": 2,
+KINDS = {"chat": 3, "completion_stream": 3, "completion_seeded_n2": 2, "chat_json_logprobs": 1, "bad_json": 1,
+         "wrong_type": 1, "invalid_utf8": 1, "out_of_range": 1, "random_bytes": 1, "huge_body": 1, "abandon_stream": 2,
          "abandon_blocking": 1}
 
 

@@ -18,10 +18,10 @@ from typing import TYPE_CHECKING, Any
 from ._version import __version__
 from .errors import GGUFError, OxigpuError
 
-if TYPE_CHECKING:
-    from .aio import AsyncLLM
-    from .api import LLM, load
-    from .runtime.params import GenerationResult, SamplingParams, Timings
+if TYPE_CHECKING:  # for type checkers; at run time __getattr__ imports these on first use
+    from .aio import AsyncLLM  # noqa: F401
+    from .api import LLM, load  # noqa: F401
+    from .runtime.params import GenerationResult, SamplingParams, Timings  # noqa: F401
 
 _LAZY = {"LLM": "api", "load": "api", "AsyncLLM": "aio", "SamplingParams": "runtime.params",
          "GenerationResult": "runtime.params", "Timings": "runtime.params"}

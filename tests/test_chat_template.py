@@ -58,7 +58,8 @@ def test_qwen2_prompt_tokens(qwen_path):
     assert tok.eot_id in ids
 
 
-GEMMA_EXPECTED = ("<bos><start_of_turn>user\nYou are terse.\n\n2+2?<end_of_turn>\n<start_of_turn>model\n4<end_of_turn>\n"
+GEMMA_EXPECTED = ("<bos><start_of_turn>user\nYou are terse.\n\n2+2?<end_of_turn>\n"
+                  "<start_of_turn>model\n4<end_of_turn>\n"
                   "<start_of_turn>user\nAnd 3+3?<end_of_turn>\n<start_of_turn>model\n")
 
 
@@ -144,7 +145,7 @@ def test_hostile_templates_raise_template_error(name):
 def test_malformed_templates_raise_template_error(source):
     tok = Tokenizer.from_metadata(_metadata(source))
     with pytest.raises(TemplateError, match="syntax error"):
-        tok.chat
+        _ = tok.chat
 
 
 def test_render_errors_are_template_errors():

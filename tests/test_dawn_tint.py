@@ -62,7 +62,7 @@ def test_every_pipeline_passes_tint(dev, tiny_models, tmp_path, monkeypatch):
     prompt = "The quick brown fox jumps over the lazy dog, " * 4          # > 32 tokens: the tiled GEMMs
     for int8 in ("0", "1"):
         monkeypatch.setenv("OXIGPU_INT8_DOTS", int8)
-        for name, path in sorted(tiny_models.items()):
+        for _, path in sorted(tiny_models.items()):
             LLM(path, backend="wgpu", n_ctx=160).generate(prompt, max_tokens=3, temperature=0.0)
         for t in ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0", "F16"):
             for k, n in ((4096, 14336), (14336, 4096)):

@@ -227,14 +227,14 @@ def test_close_and_views(tmp_path: Path) -> None:
     assert view.tobytes() == tensors["q8_0"][0].tobytes()  # a view taken before close stays valid
     assert f.metadata["t.u8"] == 200
     with pytest.raises(GGUFError, match="closed"):
-        f.tensors["q8_0"].data
+        _ = f.tensors["q8_0"].data
 
 
 def test_arch_missing(tmp_path: Path) -> None:
     p = tmp_path / "a.gguf"
     p.write_bytes(build([kv("general.name", V.STRING, gstr("x"))]))
     with pytest.raises(GGUFFormatError, match="general.architecture"):
-        GGUFFile(p).arch
+        _ = GGUFFile(p).arch
 
 
 # ---------------------------------------------------------------- split files

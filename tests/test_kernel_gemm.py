@@ -2,14 +2,13 @@
 vs float64 references.
 
 Every register tile (TM x TN outputs per thread, BK per step), with and without loader threads, split-k
-with its reduction pass, every weight type, bias, the residual and multi-output epilogues and the binding
-split. Shapes leave partial tiles in every dimension: m and n are not tile multiples, and k is not a
-multiple of BK where the block size allows (F32/F16/BF16 at k = 200; 32-element blocks at k = 224 against BK = 32). Tolerance as in
-test_kernel_matmul.py: max |err| / max |ref| <= 2e-7 sqrt(k) (f32 weights, f32 accumulation); inputs are
-random and non-zero, outputs NaN-poisoned. The integer-dot kernel (forced here with ``q8``: lavapipe has no
-``int8_dots``) is held to the same bound against its numpy twin, float64 products of x rounded to int8
-per 32 (ops/gemm.py ``q8_round``), on x kept off rounding ties (``q8_tie_free``: at a tie the shader may
-round either way).
+with its reduction pass, every weight type, bias, the residual and multi-output epilogues and the binding split.
+Shapes leave partial tiles in every dimension: m and n are not tile multiples, and k is not a multiple of BK where
+the block size allows (F32/F16/BF16 at k = 200; 32-element blocks at k = 224 against BK = 32). Tolerance as in
+test_kernel_matmul.py: max |err| / max |ref| <= 2e-7 sqrt(k) (f32 weights, f32 accumulation); inputs are random and
+non-zero, outputs NaN-poisoned. The integer-dot kernel (forced here with ``q8``: lavapipe has no ``int8_dots``) is
+held to the same bound against its numpy twin, float64 products of x rounded to int8 per 32 (ops/gemm.py
+``q8_round``), on x kept off rounding ties (``q8_tie_free``: at a tie the shader may round either way).
 """
 from __future__ import annotations
 
@@ -19,12 +18,28 @@ import numpy as np
 import pytest
 from test_kernel_matmul import _run_multi_joined
 
-from oxigpu.backends.wgpu.device import PARAMS_BINDING, Device, Dispatch, Params
+from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
-from oxigpu.backends.wgpu.ops.gemm import (MMA_TYPES, Q8_TYPES, TILED_MIN_ROWS, GemmKernel, TileConfig, gemm_shader,
-                                           glu_gemm, tile_config)
-from oxigpu.backends.wgpu.ops.matmul import (TYPES, MatmulGluKernel, matmul_add_case, matmul_case, matmul_glu_case,
-                                             matmul_multi_case, mma_gemm_case, q8_gemm_case)
+from oxigpu.backends.wgpu.ops.gemm import (
+    MMA_TYPES,
+    Q8_TYPES,
+    TILED_MIN_ROWS,
+    GemmKernel,
+    TileConfig,
+    gemm_shader,
+    glu_gemm,
+    tile_config,
+)
+from oxigpu.backends.wgpu.ops.matmul import (
+    TYPES,
+    MatmulGluKernel,
+    matmul_add_case,
+    matmul_case,
+    matmul_glu_case,
+    matmul_multi_case,
+    mma_gemm_case,
+    q8_gemm_case,
+)
 from oxigpu.errors import DeviceError
 from oxigpu.quant import get_type
 

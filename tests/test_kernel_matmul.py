@@ -5,18 +5,31 @@ cases in ``ops/matmul.py`` use the same bound). Inputs are random and non-zero, 
 """
 from __future__ import annotations
 
-from dataclasses import replace
-
 import numpy as np
 import pytest
 
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
 from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS
-from oxigpu.backends.wgpu.ops.matmul import (GEMV_PIECES, NORM_EPS, PIECE_TYPES, Q8X_PIECES, TYPES, MatmulGluKernel,
-                                             MatmulMultiKernel, gemv_config, matmul_add_case, matmul_case,
-                                             matmul_glu_case, matmul_glu_checks, matmul_multi_case, norm_input,
-                                             q8x_case, q8x_round, split_rows)
+from oxigpu.backends.wgpu.ops.matmul import (
+    GEMV_PIECES,
+    NORM_EPS,
+    PIECE_TYPES,
+    Q8X_PIECES,
+    TYPES,
+    MatmulGluKernel,
+    MatmulMultiKernel,
+    gemv_config,
+    matmul_add_case,
+    matmul_case,
+    matmul_glu_case,
+    matmul_glu_checks,
+    matmul_multi_case,
+    norm_input,
+    q8x_case,
+    q8x_round,
+    split_rows,
+)
 from oxigpu.errors import DeviceError, InvalidParameterError
 from oxigpu.quant import dequantize, get_type, quantize
 
@@ -244,7 +257,7 @@ def test_int8_dots_switch(dev, monkeypatch, env, want):
     assert dev.int8_dots is want
     monkeypatch.setenv("OXIGPU_INT8_DOTS", "yes")
     with pytest.raises(InvalidParameterError, match="OXIGPU_INT8_DOTS"):
-        dev.int8_dots
+        _ = dev.int8_dots
 
 
 def test_gemv_piece_type_mismatch(dev):

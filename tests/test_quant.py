@@ -7,8 +7,17 @@ from gguf import GGML_QUANT_SIZES, GGMLQuantizationType
 from gguf import quants as gguf_quants
 
 from oxigpu.errors import GGUFError, InvalidParameterError, UnsupportedQuantTypeError
-from oxigpu.quant import QUANTIZABLE, SUPPORTED, TYPES, QuantType, dequantize, dequantize_rows, get_type, quantize
-from oxigpu.quant import codec
+from oxigpu.quant import (
+    QUANTIZABLE,
+    SUPPORTED,
+    TYPES,
+    QuantType,
+    codec,
+    dequantize,
+    dequantize_rows,
+    get_type,
+    quantize,
+)
 from oxigpu.quant.samples import MAGNITUDES, SCALE_FIELDS, random_blocks
 
 FLOAT_TYPES = ("F32", "F16", "BF16")

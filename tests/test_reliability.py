@@ -12,17 +12,18 @@ import random
 import re
 import threading
 import tracemalloc
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import replace
-from typing import Any, Iterator
+from typing import Any
 
 import pytest
 from click.testing import CliRunner
+from test_tokenizer import _random_texts
 
 from oxigpu import LLM
 from oxigpu.cli.main import cli
 from oxigpu.errors import DeviceError, InvalidParameterError, OutOfMemoryError, OxigpuError, TemplateError
-from test_tokenizer import _random_texts
 
 SAMPLED = {"temperature": 1.2, "top_k": 0, "top_p": 1.0, "min_p": 0.0, "max_tokens": 20}
 BACKENDS = ["numpy", pytest.param("wgpu", marks=pytest.mark.gpu)]

@@ -40,7 +40,8 @@ def _depths(text: str) -> list[int]:
               help="tg sampling temperature; 0 is greedy (>0 uses `oxigpu run`'s default filters).")
 @click.option("--roofline-gbs", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_ROOFLINE_GBS,
               show_default=True, help="Read bandwidth that tg's GB/s is a percentage of.")
-@click.option("--profile", is_flag=True, help="Split a prefill chunk's and a decode step's GPU time by kernel family and node.")
+@click.option("--profile", is_flag=True,
+              help="Split a prefill chunk's and a decode step's GPU time by kernel family and node.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of markdown.")
 @click.option("--seed", default=0, show_default=True, type=click.IntRange(min=0), help="Of the token ids.")
 @click.option("--compare-llamacpp", "llamacpp", default=None, type=click.Path(exists=True, file_okay=False),
@@ -97,7 +98,8 @@ def _compare(model: str | None, n_prompt: int, n_gen: int, depths: list[int], re
              n_ctx: int | None, temperature: float, profile: bool, as_json: bool, llamacpp: str | None,
              no_llamacpp: bool, rows: str | None, out: str, files: str | None, budget_s: float | None,
              llamacpp_args: str) -> None:
-    from ..tools.compare import Row, Settings, compare, parse_rows, to_markdown as table
+    from ..tools.compare import Row, Settings, compare, parse_rows
+    from ..tools.compare import to_markdown as table
     if llamacpp and no_llamacpp:
         raise InvalidParameterError("--compare-llamacpp and --no-llamacpp exclude each other")
     for name, bad in (("--profile", profile), ("--json", as_json), ("--temp", temperature > 0),

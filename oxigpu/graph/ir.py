@@ -156,7 +156,7 @@ class Graph:
         self.outputs[name] = v
         return v
 
-    def scope(self, prefix: str) -> "Graph":
+    def scope(self, prefix: str) -> Graph:
         """Name prefix for the nodes built next (e.g. ``blk.3``); for readable plans and diffs."""
         self._scope = prefix
         return self

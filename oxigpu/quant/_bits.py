@@ -6,7 +6,7 @@ chunk of blocks stays in cache between passes; that, not clever indexing, is wha
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

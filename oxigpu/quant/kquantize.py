@@ -10,7 +10,7 @@ approximation of them. Inputs must be finite.
 """
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import numpy as np
 

@@ -30,9 +30,9 @@ from ..graph.plan import Plan
 from ..graph.plan import compile as compile_plan
 from ..models import HParams, build_graph
 from ..tokenizer import Tokenizer
-from .params import FinishReason, GenerationResult, SamplingParams, Timings
 from .constraints import Constraint
 from .decoding import SequenceSampler
+from .params import FinishReason, GenerationResult, SamplingParams, Timings
 from .stops import StopMatcher
 
 BACKENDS = ("auto", "wgpu", "numpy")

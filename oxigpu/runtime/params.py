@@ -162,7 +162,8 @@ class SamplingParams:
         if not isinstance(self.json, bool):
             raise InvalidParameterError(f"json must be True or False, got {self.json!r}")
         if self.json_schema is not None and not isinstance(self.json_schema, (Mapping, str)):
-            raise InvalidParameterError(f"json_schema must be a dict or JSON text, got {type(self.json_schema).__name__}")
+            raise InvalidParameterError("json_schema must be a dict or JSON text, got "
+                                        f"{type(self.json_schema).__name__}")
         for name in ("grammar", "regex"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, str) or not value.strip()):

@@ -117,12 +117,12 @@ class _Sampling(BaseModel):
                 spec = rf.get("json_schema")
                 schema = spec.get("schema") if isinstance(spec, dict) else None
                 if not isinstance(schema, dict):
-                    raise ParamError("response_format", "response_format json_schema needs {'json_schema': {'name': ..., 'schema': "
-                                     "{...}}}")
+                    raise ParamError("response_format", "response_format json_schema needs "
+                                     "{'json_schema': {'name': ..., 'schema': {...}}}")
                 out["json_schema"] = schema
             elif kind != "text":
-                raise ParamError("response_format", f"response_format type must be 'text', 'json_object' or 'json_schema', got "
-                                 f"{kind!r}")
+                raise ParamError("response_format", "response_format type must be 'text', 'json_object' or "
+                                 f"'json_schema', got {kind!r}")
         if self.grammar is not None:
             if out:
                 raise ParamError("grammar", "grammar and a JSON response_format cannot be combined")

@@ -82,8 +82,7 @@ def build_vocab(style: str, n_vocab: int, chat_template: bool) -> Vocab:
 def _pieces() -> Iterator[str]:
     """Word pieces, shortest first: each length as plain and "▁"-prefixed (word-initial) variants."""
     yield "▁"
-    for ch in _LETTERS + _EXTRA:
-        yield ch
+    yield from _LETTERS + _EXTRA
     for n in itertools.count(1):
         for combo in itertools.product(_LETTERS, repeat=n):
             s = "".join(combo)
@@ -154,7 +153,8 @@ def _bpe_normal(n_normal: int) -> tuple[list[str], list[str]]:
 
 
 def _bpe(n_vocab: int, specials: list[str], n_pad: int) -> tuple[list[str], np.ndarray, list[str], int]:
-    """Normal tokens, then `specials` (CONTROL), then `n_pad` UNUSED "[PAD<id>]" tokens; returns the first special id."""
+    """Normal tokens, then `specials` (CONTROL), then `n_pad` UNUSED "[PAD<id>]" tokens; returns the first
+    special id."""
     n_normal = n_vocab - len(specials) - n_pad
     tokens, merges = _bpe_normal(n_normal)
     tokens += specials

@@ -34,12 +34,12 @@ can change the arithmetic's speed, so there the figures are rough). On numpy eac
 timed by wall clock through the backend's trace hook, and the host sampler is one more family.
 
 :func:`run_bench` returns a JSON-ready dict; :func:`to_markdown` renders one, also after a JSON round trip
-(``tools/compare.py`` reads the JSON of ``oxigpu bench --json``). Keys: model, name, architecture, file_type, file_bytes, backend,
-device, n_ctx, reps, temperature, roofline_gbs, load_s (model open -> first token ready), engine_load_s,
-memory_bytes (the backend's buffers after every run), weight_bytes, dispatches_per_step (wgpu:
-dispatches of one resident decode step; numpy: ops, the host sampler included), pp (or None) and tg (one
-per depth); each test holds n_tokens, tokens_per_s, min, max, runs and profile (or None); a tg also depth,
-mean_n_kv, bytes_per_token, gbs and roofline_pct.
+(``tools/compare.py`` reads the JSON of ``oxigpu bench --json``). Keys: model, name, architecture, file_type,
+file_bytes, backend, device, n_ctx, reps, temperature, roofline_gbs, load_s (model open -> first token ready),
+engine_load_s, memory_bytes (the backend's buffers after every run), weight_bytes, dispatches_per_step (wgpu:
+dispatches of one resident decode step; numpy: ops, the host sampler included), pp (or None) and tg (one per depth);
+each test holds n_tokens, tokens_per_s, min, max, runs and profile (or None); a tg also depth, mean_n_kv,
+bytes_per_token, gbs and roofline_pct.
 """
 from __future__ import annotations
 
@@ -316,7 +316,7 @@ def _traced(engine: Engine, plan: Plan, tokens: list[int], pos: int, nodes: Sequ
     for r in range(_PROFILE_REPEATS):
         last = time.perf_counter()
 
-        def trace(node: Node, outs: tuple[np.ndarray, ...]) -> None:
+        def trace(node: Node, outs: tuple[np.ndarray, ...], r: int = r) -> None:
             nonlocal last
             now = time.perf_counter()
             times[r, index[id(node)]] = now - last
@@ -483,7 +483,7 @@ def to_markdown(r: dict[str, Any]) -> str:
                      f"{_rate(t['min'])} | {_rate(t['max'])} | {t['gbs']:,.1f} | {t['roofline_pct']:.1f} |")
     mem = r["memory_bytes"]
     lines += ["", f"- device: {r['device']}; n_ctx {r['n_ctx']}; median of {r['reps']} runs after a warm-up; "
-                  f"sampling {'greedy' if r['temperature'] == 0 else 'temperature %g' % r['temperature']}",
+                  f"sampling {'greedy' if r['temperature'] == 0 else 'temperature ' + format(r['temperature'], 'g')}",
               f"- load: {r['load_s']:.2f} s from model open to the first token ({r['engine_load_s']:.2f} s "
               f"to plans loaded)",
               f"- memory: {_size(mem)} in our buffers ({mem / r['file_bytes']:.2f}x the "

@@ -310,7 +310,7 @@ def to_markdown(result: dict[str, Any]) -> str:
         lines.append(f"- llama.cpp {ll[0]['build']} on {ll[0]['device']}: "
                      f"`llama-bench -p {st['n_prompt']} -n {st['n_gen']} -d {','.join(map(str, st['depths']))} "
                      f"-r {st['reps']} {' '.join(st['llamacpp_args'])}`")
-    lines += ["", f"| model | test | oxigpu t/s | runs (min–max) | llama.cpp t/s | runs (min–max) | ratio |",
+    lines += ["", "| model | test | oxigpu t/s | runs (min–max) | llama.cpp t/s | runs (min–max) | ratio |",
               "|---|---|---:|---:|---:|---:|---:|"]
     names = ([f"pp{st['n_prompt']}"] if st["n_prompt"] else []) + [
         f"tg{st['n_gen']}" + (f" @ d{d}" if d else "") for d in (st["depths"] if st["n_gen"] else ())]

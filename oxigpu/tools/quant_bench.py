@@ -34,13 +34,13 @@ def main(argv: list[str] | None = None) -> None:
     for name, qt in TYPES.items():
         if name in QUANTIZABLE:
             n_q = rows if qt.block_size < 256 or args.quick else rows // 8
-            t_q = _best(lambda: quantize(x[:n_q], qt), repeat)
+            t_q = _best(lambda n_q=n_q, qt=qt: quantize(x[:n_q], qt), repeat)
             raw = quantize(x, qt)
             speed = f"{n_q * cols / t_q / 1e6:17.2f}"
         else:  # dequantize-only types: random bytes, masked so every f16 field is finite
             raw = rng.integers(0, 256, (rows, qt.row_bytes(cols)), dtype=np.uint8) & np.uint8(0x3B)
             speed = f"{'-':>17}"
-        t_d = _best(lambda: dequantize(raw, qt), repeat)
+        t_d = _best(lambda raw=raw, qt=qt: dequantize(raw, qt), repeat)
         print(f"{name:8} {x.nbytes / t_d / 1e6:13.0f} {speed}")
 
 

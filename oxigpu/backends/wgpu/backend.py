@@ -31,7 +31,7 @@ import math
 import os
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -42,8 +42,7 @@ from ...graph.plan import ALIGN, Plan, pack_arena
 from ...quant import dequantize, get_type
 from .. import step_inputs
 from ..numpy_backend import _mem_available, fmt_bytes
-from .device import (Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module,
-                     workgroups_for)
+from .device import Binding, Device, Dispatch, Params, _pick_adapter, implementation, webgpu_module, workgroups_for
 from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
 
 Trace = Callable[[Node, tuple[np.ndarray, ...]], None]
@@ -79,7 +78,7 @@ def default_compile_threads(dev: Device) -> int:
 
     The driver compiles each pipeline on the calling thread and wgpu-py's cffi calls release the GIL, so on
     the H100 (16 cores) the 8B's 25 pipelines (5.4 s of driver compiles on a cold shader cache) took 1.4 s
-    of wall time on 8 threads, hidden behind the weight upload (BENCHMARKS.md, "Load time"); a plan has
+    of wall time on 8 threads, hidden behind the weight upload (docs/perf-log.md, "Load time"); a plan has
     at most 14 kinds of node, so more threads have nothing to do. A CPU adapter's compiles contend for
     the same cores as everything else (2-core lavapipe: a 0.5B load 7.2 -> 9.9 s), so it builds on one."""
     return 0 if dev.is_software else min(8, os.cpu_count() or 1)
@@ -361,7 +360,7 @@ class WgpuBackend:
 
         ``pieces`` (prefill chunks): submit as the passes are encoded, in pieces of 16, 32, 64, ...
         dispatches, so the GPU starts on the first while the host encodes the rest instead of waiting for
-        the whole chunk's encoding (1-4 ms of Python and wgpu-core per chunk: BENCHMARKS.md, Prefill)."""
+        the whole chunk's encoding (1-4 ms of Python and wgpu-core per chunk: docs/perf-log.md, Prefill)."""
         try:
             if pieces:
                 ds, i, n = loaded.dispatches, 0, _FIRST_PIECE

@@ -18,7 +18,8 @@ Textual defines (not pipeline-overridable constants) because they also size work
 
 Binding convention shared by every kernel: ``@group(0) @binding(0)`` is the per-step :class:`Params`
 uniform ``P`` (``#include "common/params.wgsl"``) in kernels that need step values (``pos``,
-``n_tokens``); data bindings start at 1. The graph runtime owns one params buffer and writes it once per step (:meth:`write_params`).
+``n_tokens``); data bindings start at 1. The graph runtime owns one params buffer and writes it once per step
+(:meth:`write_params`).
 """
 from __future__ import annotations
 
@@ -29,12 +30,13 @@ import struct
 import threading
 import time
 import weakref
+from collections.abc import Iterator, Mapping, Sequence
 from concurrent.futures import Future
 from contextlib import contextmanager
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
-from typing import Any, Iterator, Mapping, NamedTuple, Sequence
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -195,11 +197,11 @@ _ENABLE = re.compile(r"^[ \t]*enable[ \t]+[^;]+;[ \t]*$", re.M)
 class Device:
     """One wgpu adapter + device, with buffer helpers, a shader loader and a pipeline cache."""
 
-    _cache: dict[str, "Device"] = {}
+    _cache: dict[str, Device] = {}
     _lock = threading.Lock()
 
     @classmethod
-    def get(cls, prefer: str = "high-performance") -> "Device":
+    def get(cls, prefer: str = "high-performance") -> Device:
         """The process-wide device for this power preference (created on first use, and again after the
         cached one was lost: backends already holding the lost one keep failing; new ones work)."""
         with cls._lock:
@@ -288,7 +290,7 @@ class Device:
             raise InvalidParameterError(f"OXIGPU_MMA must be 0 or 1, not {v!r}")
         if v == "0" or SUBGROUP_MATRIX not in self.features or not self.has_f16:
             return False
-        from wgpudawn.backends.dawn import extras   # only Dawn offers the feature
+        from wgpudawn.backends.dawn import extras  # only Dawn offers the feature
         configs = extras.get_adapter_properties(self.adapter).get("subgroup_matrix_configs", [])
         return any((c["component_type"], c["result_component_type"], c["m"], c["n"], c["k"],
                     c["max_subgroup_size"]) == ("f16", "f32", 16, 16, 16, 32) for c in configs)

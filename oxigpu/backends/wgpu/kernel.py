@@ -21,8 +21,9 @@ import fnmatch
 import importlib
 import math
 import pkgutil
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Callable, ClassVar, Iterable, Sequence
+from typing import Any, ClassVar
 
 import numpy as np
 

@@ -20,8 +20,9 @@ entries are the generic defaults, for shapes no measurement covered.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Any
 
 MMA, GPU, CPU = "mma", "gpu", "cpu"
 DEVICE_CLASSES = (MMA, GPU, CPU)
@@ -249,6 +250,6 @@ class DeviceTraits:
     storage_align: int = 256
 
     @classmethod
-    def of(cls, dev: Any) -> "DeviceTraits":
+    def of(cls, dev: Any) -> DeviceTraits:
         return cls(dev.is_software, dev.has_mma, dev.int8_dots, dev.has_f16, dev.has_subgroups, dict(dev.limits),
                    dev.max_storage_binding, dev.storage_align)

@@ -19,15 +19,15 @@ shaders/attention_mma.wgsl on the matrix units (f16 Q and P: ~5e-4 relative erro
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
-from ._common import check_f16_caches, f32_lit, rng, workgroups_for
 from ..tuning import GPU, device_class, tuning
+from ._common import check_f16_caches, f32_lit, rng, workgroups_for
 from .attention_mma import mma_defines, mma_tile
 from .attention_prefill import prefill_config, prefill_defines
 
@@ -141,8 +141,9 @@ class Attention(OpKernel):
             prb = -(-T * G // tile.BQ)
             self.n_groups = Hkv * prb
             self.split = 1
-            self.pipe = self.dev.pipeline("attention.wgsl", "prefill", common | prefill_defines(tile, common["SCALE"]) | {
-                "PRB": prb, "REDUCE": "sg" if self.dev.has_subgroups else "wg"})
+            defines = common | prefill_defines(tile, common["SCALE"]) | {
+                "PRB": prb, "REDUCE": "sg" if self.dev.has_subgroups else "wg"}
+            self.pipe = self.dev.pipeline("attention.wgsl", "prefill", defines)
             return
         cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
                             int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)),

@@ -5,7 +5,7 @@ Tables larger than the device's storage-binding limit (a 262k-row vocabulary, or
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

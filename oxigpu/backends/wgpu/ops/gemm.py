@@ -1,20 +1,21 @@
 """The GEMM (m > 1 rows: prefill chunks, small batches) of a matmul: which kernel, its grid, its dispatches.
 
-Kept apart from ``matmul.py`` (the GEMV side and the fused-op plumbing): ``tile_config`` and ``mma_tile``
-pick the register tile and split-k by the cost models whose constants are in ``tuning.py`` (``GemmTuning``),
-``gemm_shader`` the shader and its defines, ``gemm_grid`` the workgroup grid, and :class:`GemmKernel` (which ``matmul.Gemm`` holds) builds
-the pipelines and encodes the dispatches of one weight row range. Three tiled kernels: f32 FMAs on
-dequantized weights (``gemm_tiled.wgsl``), integer dots on int8 x (``gemm_q8.wgsl``, ``Q8_TYPES``,
-where ``Device.int8_dots`` allows; ``q8_round`` is its x in numpy), and f16 products on the matrix units
-(``gemm_mma.wgsl``, ``MMA_TYPES``, where ``Device.has_mma``), whose x pass (``gemm_xh.wgsl``) also runs
-a norm prologue and whose epilogue also runs ``matmul_glu``'s activation (``glu_gemm``).
+Kept apart from ``matmul.py`` (the GEMV side and the fused-op plumbing): ``tile_config`` and ``mma_tile`` pick the
+register tile and split-k by the cost models whose constants are in ``tuning.py`` (``GemmTuning``), ``gemm_shader``
+the shader and its defines, ``gemm_grid`` the workgroup grid, and :class:`GemmKernel` (which ``matmul.Gemm`` holds)
+builds the pipelines and encodes the dispatches of one weight row range. Three tiled kernels: f32 FMAs on
+dequantized weights (``gemm_tiled.wgsl``), integer dots on int8 x (``gemm_q8.wgsl``, ``Q8_TYPES``, where
+``Device.int8_dots`` allows; ``q8_round`` is its x in numpy), and f16 products on the matrix units
+(``gemm_mma.wgsl``, ``MMA_TYPES``, where ``Device.has_mma``), whose x pass (``gemm_xh.wgsl``) also runs a norm
+prologue and whose epilogue also runs ``matmul_glu``'s activation (``glu_gemm``).
 """
 from __future__ import annotations
 
 import threading
 import weakref
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -169,7 +170,8 @@ def tile_config(m: int, n: int, k: int, q8: bool = False, device: str = GPU) -> 
             if k < g.min_split_k * splits:
                 break
             wgs = -(-m // (16 * tm)) * -(-n // (16 * tile.tn)) * splits
-            secs = -(-wgs // t.slots) * 16 * tm * 16 * tile.tn * (k / splits) / ((g.q8_rate if q8 else g.fma_rate) * rel)
+            rate = (g.q8_rate if q8 else g.fma_rate) * rel
+            secs = -(-wgs // t.slots) * 16 * tm * 16 * tile.tn * (k / splits) / rate
             if splits > 1:
                 secs += _reduce_s(t, m, n, splits)
             margin = g.q8_unsplit_margin if q8 and splits == 1 else g.split_margin
@@ -270,7 +272,7 @@ def gemm_grid(tile: tuple[int, int], m: int, rows: int, splits: int = 1) -> tupl
     return (-(-rows // tile[1]), -(-m // tile[0]), splits)
 
 
-_SCRATCH: "weakref.WeakKeyDictionary[Device, dict[str, list[Any]]]" = weakref.WeakKeyDictionary()
+_SCRATCH: weakref.WeakKeyDictionary[Device, dict[str, list[Any]]] = weakref.WeakKeyDictionary()
 _SCRATCH_LOCK = threading.Lock()
 
 

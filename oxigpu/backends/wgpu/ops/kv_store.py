@@ -2,7 +2,7 @@
 nearest even: shaders/common/half.wgsl)."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

@@ -8,8 +8,9 @@ dispatch each; every range writes its own output columns.
 from __future__ import annotations
 
 import math
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import Any, Callable, Sequence
+from typing import Any
 
 import numpy as np
 
@@ -24,6 +25,7 @@ from .elementwise import Glu
 from .gemm import Q8_TYPES, GemmKernel, glu_gemm, q8_round, q8_tie_free, scratch_buffer
 from .norm import RmsNorm
 from .quant_grid import grid_binds, has_grid
+
 
 def matmul_tol(m: int, k: int) -> float:
     """max |err| / max |ref| allowed: every GEMV/GEMM path multiplies exact f32 weights in f32, whose
@@ -177,7 +179,8 @@ class Gemv:
             cfg = replace(cfg, r=max(2, cfg.r))
         pieces = [cfg.piece or "dq8"]
         if self.mixed:
-            pieces.append(piece1 or gemv_config(self.qts[1].name, k, self.rows[1], dev.int8_dots, device_class(dev)).piece)
+            pieces.append(piece1 or gemv_config(self.qts[1].name, k, self.rows[1], dev.int8_dots,
+                                                device_class(dev)).piece)
         for p, qt in zip(pieces, self.qts):
             if PIECE_TYPES.get(p, qt.name) != qt.name or (p == "q32" and qt.name not in Q8_TYPES):
                 raise DeviceError(f"matmul: GEMV piece {p!r} does not read {qt.name}")

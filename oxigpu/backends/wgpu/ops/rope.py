@@ -5,7 +5,7 @@ on the host in float64 as 64-bit fixed-point fractions of a turn, so angles stay
 storage buffer (``rope_table``)."""
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 

@@ -9,7 +9,7 @@ rope_kv_store and the prefill attention (graph/fuse.py)."""
 from __future__ import annotations
 
 import math
-from typing import Iterable
+from collections.abc import Iterable
 
 import numpy as np
 
