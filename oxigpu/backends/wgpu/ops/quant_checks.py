@@ -9,8 +9,8 @@ types on N(0, 1) weights through the default kernels.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import replace
-from typing import Iterable
 
 import numpy as np
 

@@ -17,7 +17,7 @@ GRID_BINDING = 14
 _SHARED = {"IQ1_M": "IQ1_S", "IQ4_XS": "IQ4_NL"}
 """Types reading another type's grid."""
 
-_GRIDS: "weakref.WeakKeyDictionary[Device, dict[str, Any]]" = weakref.WeakKeyDictionary()
+_GRIDS: weakref.WeakKeyDictionary[Device, dict[str, Any]] = weakref.WeakKeyDictionary()
 _LOCK = threading.Lock()
 
 
