@@ -308,7 +308,7 @@ def test_mma_choice(dev, monkeypatch):
     the quantized types where ``mma_tile`` expects MMA_Q8_TFLOPS (Qwen2.5-0.5B's 896 columns too): 128 x
     128 tiles unsplit where they fill the GPU, split-k or smaller tiles where those fill more SMs, 64 k per
     step; narrower quantized outputs on request; every type (through its integer-dot loader, or its dq8
-    snippet: Q2_K, BF16); short chunks and devices without them keep their kernels."""
+    snippet: Q2_K, BF16; F32 only on request); short chunks and devices without them keep their kernels."""
     monkeypatch.setattr(dev, "has_mma", True, raising=False)
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 49152)
     grid = lambda d: (d["SGM"], d["SGN"], d["TNB"], d["BK"], d["SPLITS"], d["WLOAD"])
@@ -321,6 +321,8 @@ def test_mma_choice(dev, monkeypatch):
     for t, wload in (("Q5_K", "q32"), ("IQ2_XS", "q32"), ("Q2_K", "dq8"), ("BF16", "dq8")):
         shader, defines, _ = gemm_shader(dev, 512, t, 14336, None, 4096)
         assert shader == "gemm_mma.wgsl" and defines["WLOAD"] == wload, t
+    assert gemm_shader(dev, 512, "F32", 14336, None, 4096)[0] != "gemm_mma.wgsl"          # F32: on request
+    assert gemm_shader(dev, 512, "F32", 14336, {"mma": True}, 4096)[1]["WLOAD"] == "dq8"
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 32768)   # 32 k per step where 64 won't fit
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[1]["BK"] == 32
     shader, defines, _ = gemm_shader(dev, 512, "Q5_0", 896, {"mma": True, "tm": 4, "tn": 4}, 896)

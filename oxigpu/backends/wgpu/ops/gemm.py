@@ -41,7 +41,7 @@ Q8_MINS = ("Q4_K", "Q5_K", "Q4_1", "Q5_1")
 
 MMA_TYPES = (*Q8_TYPES, "F16", "F32", "BF16", "Q2_K")
 """Weight types the matrix-unit GEMM (``gemm_mma.wgsl``) stages: through their gemm_q8 snippet, F16 as it
-is, the rest through their dq8 snippet (``gemm_mma/dq8.wgsl``): every type."""
+is, the rest through their dq8 snippet (``gemm_mma/dq8.wgsl``): every type (F32 only on request)."""
 
 
 def _reduce_s(t: Tuning, m: int, n: int, splits: int) -> float:
@@ -207,7 +207,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     tile, tflops = mma_tile(m, n, k, cls)
     if glu:
         tile = {**tile, "sn": 4, "tn": max(tile["tn"], 4), "splits": 1}
-    fast = qtype == "F16" or (qtype in MMA_TYPES and tflops >= g.mma_q8_min_tflops)
+    # F32 weights keep their f32 GEMMs unless asked (f16 products would round what the file keeps exact)
+    fast = qtype == "F16" or (qtype in MMA_TYPES and qtype != "F32" and tflops >= g.mma_q8_min_tflops)
     if override.get("mma", dev.has_mma and fast and not override):
         cfg = TileConfig(**{**tile, "mma": True, **override})
         if qtype not in MMA_TYPES or cfg.fm not in (2, 4) or cfg.tm not in (cfg.fm, 2 * cfg.fm, 4 * cfg.fm) \
