@@ -1,7 +1,7 @@
 """The Python API: ``LLM`` loads a GGUF model once and generates, streams, chats and scores text.
 
     from oxigpu import LLM
-    llm = LLM()                                  # the default model (Gemma 3 270M), auto backend
+    llm = LLM()                                  # the default model (SmolLM2-135M-Instruct), auto backend
     print(llm.generate("The capital of France is", max_tokens=16, temperature=0).text)
     for piece in llm.stream("Once upon a time", max_tokens=64, seed=1):
         print(piece, end="", flush=True)
@@ -23,13 +23,14 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
-from .errors import InvalidParameterError, ModelNotFoundError
+from .errors import InvalidParameterError, ModelNotFoundError, OxigpuError
+from .runtime.embed import Embedder
 from .runtime.engine import Engine, Generation, Progress
 from .runtime.params import GenerationResult, SamplingParams
 from .runtime.tools import ChatPlan, plan_chat
@@ -78,19 +79,21 @@ class SamplingOverrides(TypedDict, total=False):
     regex: str | None
 
 
-def resolve_model_path(model_path: str | Path | None) -> Path:
-    """`model_path`, or the default model (Gemma 3 270M Q4_K_M, assembled from its PyPI package).
+def resolve_model_path(model_path: str | Path | None, log: Callable[[str], None] | None = None) -> Path:
+    """`model_path`, the name of a packaged model (``oxigpu models``), or for None the default model
+    (SmolLM2-135M-Instruct, from its PyPI package).
 
-    Raises ModelNotFoundError when the file does not exist, or with the pip command when the default model
+    Raises ModelNotFoundError when the file does not exist, or with the pip command when the packaged model
     is not installed.
     """
-    if model_path is not None:
-        path = Path(model_path)
-        if not path.is_file():
-            raise ModelNotFoundError(f"model file not found: {path}")
-        return path
-    from .model_packages import gemma3_270m
-    return gemma3_270m()
+    if model_path is not None and not Path(model_path).exists():
+        from . import hub
+        from .model_packages import MODELS
+        ref = None if str(model_path) in MODELS else hub.parse_ref(str(model_path))
+        if ref is not None:   # org/repo:QUANT or org/repo/file.gguf: from the Hugging Face Hub
+            return hub.download(ref)
+    from .model_packages import resolve
+    return resolve(model_path) if log is None else resolve(model_path, log=log)
 
 
 class LLM:
@@ -103,18 +106,44 @@ class LLM:
         seed: default seed for calls that pass none (None: a fresh seed per call).
         verbose: print load and per-call timing lines on stderr.
         progress: called as (stage, done, total) while loading.
+        chat_template: jinja2 source used by chat() instead of the file's template (rendered in the same
+            sandbox); checked at once, so a malformed one raises TemplateError here.
     """
 
     def __init__(self, model_path: str | Path | None = None, backend: str = "auto", n_ctx: int | None = None,
-                 seed: int | None = None, verbose: bool = False, progress: Progress | None = None):
+                 seed: int | None = None, verbose: bool = False, progress: Progress | None = None,
+                 chat_template: str | None = None):
         self.defaults = SamplingParams(seed=seed)
         self.verbose = verbose
-        self._engine = Engine(resolve_model_path(model_path), backend=backend, n_ctx=n_ctx, progress=progress)
+        if chat_template is not None and (not isinstance(chat_template, str) or not chat_template.strip()):
+            raise InvalidParameterError("chat_template must be the template's (non-empty) jinja2 source text")
+        path = resolve_model_path(model_path)
+        self._embedder: Embedder | None = None
+        if _is_encoder(path):   # an embedding model: it embeds, generation calls refuse
+            self._engine = self._embedder = Embedder(path, backend=backend, n_ctx=n_ctx, progress=progress)
+        else:
+            self._engine = Engine(path, backend=backend, n_ctx=n_ctx, progress=progress)
+        if chat_template is not None:
+            self._engine.tokenizer.set_chat_template(chat_template)
         if verbose:
             e = self._engine
             print(f"oxigpu: loaded {e.model_path.name} ({e.hparams.arch}, {e.hparams.n_layer} layers, "
                   f"vocab {e.vocab_size}) on {e.backend_name}, n_ctx={e.n_ctx}, in {e.load_s:.2f} s",
                   file=sys.stderr)
+
+    @classmethod
+    def from_pretrained(cls, repo: str, quant: str | None = None, filename: str | None = None,
+                        token: str | None = None, revision: str = "main", **kwargs: Any) -> LLM:
+        """Load ``repo``'s GGUF file of type ``quant`` (e.g. "Q4_K_M"), or ``filename``, from the Hugging Face
+        Hub (through its cache; HF_HUB_OFFLINE, HF_ENDPOINT and HF_TOKEN apply). Other arguments go to LLM."""
+        from . import hub
+        if quant is not None and filename is not None:
+            raise InvalidParameterError("give quant or filename, not both")
+        ref = hub.parse_ref(repo)
+        if ref is None or ref.quant or ref.filename:
+            raise InvalidParameterError(f"repo must be 'org/name', got {repo!r}")
+        path = hub.download(hub.HubRef(ref.repo, quant, filename, revision), token=token)
+        return cls(path, **kwargs)
 
     # -- facts ----------------------------------------------------------------------------------------
     @property
@@ -251,6 +280,24 @@ class LLM:
                     row += block.shape[0]
         return math.exp(nll / count)
 
+    # -- embeddings -----------------------------------------------------------------------------------
+    @property
+    def is_embedding_model(self) -> bool:
+        """True for encoder models (bert, nomic-bert), which embed and do not generate; decoders embed too
+        (pooled hidden states) but are generation models."""
+        return self._engine is self._embedder
+
+    def embed(self, texts: str | Sequence[str], pooling: str | None = None, normalize: bool = True) -> np.ndarray:
+        """Embeddings of ``texts``: [len(texts), dim] float32 (one string: [dim]).
+
+        Encoder models (bert, nomic-bert) pool as their file says (mean or CLS); decoders pool ``"last"``
+        unless ``pooling`` is ``"mean"`` (or ``"cls"``). ``normalize`` scales each vector to unit length.
+        A decoder model loads a second copy of its weights for this on the first call.
+        """
+        if self._embedder is None:
+            self._embedder = Embedder(self.model_path, backend=self.backend, n_ctx=self.n_ctx)
+        return self._embedder.embed(texts, pooling, normalize)
+
     # -- helpers --------------------------------------------------------------------------------------
     def _prompt_ids(self, prompt: Prompt) -> list[int]:
         if isinstance(prompt, str):
@@ -283,6 +330,18 @@ class LLM:
         if self.verbose:
             print(f"oxigpu: {result.timings.summary()} | finish: {result.finish_reason}", file=sys.stderr)
         return result
+
+
+def _is_encoder(path: Path) -> bool:
+    """Whether the file's architecture is an embedding encoder (bert, nomic-bert)."""
+    from .gguf import GGUFFile
+    from .models import get_family
+    with GGUFFile(path) as f:
+        arch = f.arch
+    try:
+        return get_family(arch).encoder
+    except OxigpuError:
+        return False     # the engine reports the unsupported architecture
 
 
 def load(model_path: str | Path | None = None, **kwargs: Any) -> LLM:

@@ -11,8 +11,8 @@ os.environ.setdefault("LP_NUM_THREADS", "1")
 
 @pytest.fixture(scope="session")
 def tiny_models(tmp_path_factory) -> dict[str, str]:
-    """One synthetic GGUF file per supported architecture (random weights, real vocab machinery), by shape
-    name (tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3)."""
+    """One synthetic GGUF file per tiny shape (every architecture; random weights, real vocab machinery), by
+    shape name (tiny-llama, tiny-qwen2, ..., tiny-qwen3moe, tiny-bert: oxigpu.synth.SHAPES)."""
     from oxigpu.synth import SHAPES, synthesize
     out = tmp_path_factory.mktemp("tiny")
     return {name: str(synthesize(name, out / f"{name}.gguf", seed=7).path)
@@ -51,4 +51,27 @@ def dev():
     try:
         return Device.get()
     except DeviceError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def nomic_path():
+    from oxigpu import model_packages
+    from oxigpu.errors import ModelNotFoundError
+    try:
+        return model_packages.nomic_embed_v15()
+    except ModelNotFoundError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    from oxigpu import model_packages
+    from oxigpu.errors import ModelNotFoundError
+    locate = getattr(model_packages, "smollm2_135m", None)
+    if locate is None:   # the locator arrives with the default-model work (model_packages.smollm2_135m)
+        pytest.skip("model_packages.smollm2_135m is not in this tree")
+    try:
+        return locate()
+    except ModelNotFoundError as e:
         pytest.skip(str(e))

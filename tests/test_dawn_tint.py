@@ -63,7 +63,11 @@ def test_every_pipeline_passes_tint(dev, tiny_models, tmp_path, monkeypatch):
     for int8 in ("0", "1"):
         monkeypatch.setenv("OXIGPU_INT8_DOTS", int8)
         for _, path in sorted(tiny_models.items()):
-            LLM(path, backend="wgpu", n_ctx=160).generate(prompt, max_tokens=3, temperature=0.0)
+            llm = LLM(path, backend="wgpu", n_ctx=160)
+            if llm.is_embedding_model:      # encoders: their own ops, one step per text
+                llm.embed([prompt, "short"])
+            else:
+                llm.generate(prompt, max_tokens=3, temperature=0.0)
         for t in ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0", "F16"):
             for k, n in ((4096, 14336), (14336, 4096)):
                 c = matmul_case(t, 1, k, n, bias=False, seed=1, distinct_rows=64)

@@ -298,7 +298,7 @@ def test_cli_ctrl_c_exits_130_with_one_line(path, monkeypatch):
         raise KeyboardInterrupt
     monkeypatch.setattr(LLM, "stream", interrupted)
     res = invoke("run", "-m", path, "-p", "x", "--backend", "numpy", "--n-ctx", "64")
-    assert res.exit_code == 130 and res.stdout == "partial"
+    assert res.exit_code == 130 and res.stdout == "xpartial"     # the prompt, echoed, then the partial answer
     assert res.stderr.splitlines()[-1] == "interrupted" and "Traceback" not in res.stderr
 
 
@@ -432,7 +432,7 @@ def test_api_rejects_bad_construction(path, kwargs, fragment):
 
 
 @pytest.mark.parametrize("args, code, fragment", [
-    (["-n", "-1"], 1, "max_tokens must be >= 0"),
+    (["-n", "-2"], 1, "-n/--n-predict must be >= 0, or -1"),     # -1: until the context is full
     (["--temp", "-0.5"], 1, "temperature must be >= 0"),
     (["--temp", "nan"], 1, "temperature must be a number"),
     (["--temp", "inf"], 1, "temperature must be finite"),

@@ -103,7 +103,7 @@ class NumpyBackend:
         arena = np.empty(plan.arena_size, np.uint8)
         buffers: dict[Value, np.ndarray] = {}
         for v, off in plan.offsets.items():
-            buffers[v] = np.ndarray(v.shape, np.float32, buffer=arena, offset=off)
+            buffers[v] = np.ndarray(v.shape, np.int32 if v.dtype == "i32" else np.float32, buffer=arena, offset=off)
         for v in plan.weights:
             buffers[v] = self._weights[v.tensor]
         for v in plan.states:

@@ -1,19 +1,16 @@
-"""The README's table of quant types, generated from the registries: the quant registry (`TYPES`,
-`QUANTIZABLE`), the WGSL snippets under shaders/quant/ and the GPU kernels' type tables (ops/matmul.py
-`TYPES`, `GEMV_PIECES`; ops/gemm.py `Q8_TYPES`, `MMA_TYPES`).
+"""Where each quant type runs, from the registries: the quant registry (`TYPES`, `QUANTIZABLE`), the WGSL
+snippets under shaders/quant/ and the GPU kernels' type tables (ops/matmul.py `TYPES`, `GEMV_PIECES`;
+ops/gemm.py `Q8_TYPES`, `MMA_TYPES`). The README's supported-models table takes its quant rows from
+`rows` (oxigpu/models/support.py).
 
-    python -m oxigpu.quant.support        # rewrite the table in README.md (between its markers)
+    python -m oxigpu.quant.support        # print the per-type table (markdown)
 """
 from __future__ import annotations
 
-import sys
 from importlib.resources import files
-from pathlib import Path
 
 from .codec import QUANTIZABLE
 from .registry import TYPES
-
-BEGIN, END = "<!-- quant-table:begin (python -m oxigpu.quant.support) -->", "<!-- quant-table:end -->"
 
 
 def rows() -> list[dict[str, object]]:
@@ -42,16 +39,5 @@ def markdown() -> str:
     return "\n".join(lines)
 
 
-def rewrite(readme: Path) -> bool:
-    """Put the current table between the markers of ``readme``; True when the file changed."""
-    text = readme.read_text(encoding="utf-8")
-    i, j = text.index(BEGIN) + len(BEGIN), text.index(END)
-    new = text[:i] + "\n" + markdown() + "\n" + text[j:]
-    if new != text:
-        readme.write_text(new, encoding="utf-8")
-    return new != text
-
-
 if __name__ == "__main__":
-    path = Path(sys.argv[1]) if len(sys.argv) > 1 else Path(__file__).resolve().parents[2] / "README.md"
-    print(f"{path}: {'updated' if rewrite(path) else 'already current'}")
+    print(markdown())

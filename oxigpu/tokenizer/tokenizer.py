@@ -159,10 +159,15 @@ class Tokenizer:
         self._pieces: list[bytes | None] = [None] * len(vocab.tokens)
         self._lock = threading.Lock()   # encode toggles hf.encode_special_tokens per call
         self._chat: ChatTemplate | None = None
+        self._chat_override: str | None = None
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any]) -> Tokenizer:
         """Build from a GGUF metadata mapping (`GGUFFile(path).metadata`)."""
+        if metadata.get("tokenizer.ggml.model") == "bert":
+            from .wordpiece import build_wordpiece, wordpiece_vocab
+            vocab = wordpiece_vocab(metadata)
+            return cls(vocab, build_wordpiece(vocab))
         vocab = vocab_from_metadata(metadata)
         return cls(vocab, _build_hf(vocab))
 
@@ -205,20 +210,28 @@ class Tokenizer:
 
     @property
     def chat_template(self) -> str | None:
-        """`tokenizer.chat_template` from the file, if any."""
-        return self._vocab.chat_template
+        """The chat template in use: one set by `set_chat_template`, else `tokenizer.chat_template` from the
+        file; None when the model has none (chat then uses `fallback_template`)."""
+        return self._chat_override or self._vocab.chat_template
 
     @property
     def chat(self) -> ChatTemplate:
-        """The file's chat template, or `fallback_template` for this vocabulary; compiled on first use
-        (so a malformed template raises TemplateError here, not when the model loads)."""
+        """The chat template (see `chat_template`), or `fallback_template` for this vocabulary; compiled on
+        first use (so a malformed template raises TemplateError here, not when the model loads)."""
         if self._chat is None:
-            v = self._vocab
-            self._chat = ChatTemplate(
-                v.chat_template or fallback_template(v.text_to_id),
-                bos_token="" if v.bos_id is None else v.tokens[v.bos_id],
-                eos_token="" if v.eos_id is None else v.tokens[v.eos_id])
+            self._chat = self._compile(self.chat_template or fallback_template(self._vocab.text_to_id))
         return self._chat
+
+    def set_chat_template(self, source: str) -> None:
+        """Use the jinja2 template `source` instead of the file's (same sandbox and budgets). It is compiled
+        at once, so a malformed template raises TemplateError here rather than at the first chat."""
+        self._chat = self._compile(source)
+        self._chat_override = source
+
+    def _compile(self, source: str) -> ChatTemplate:
+        v = self._vocab
+        return ChatTemplate(source, bos_token="" if v.bos_id is None else v.tokens[v.bos_id],
+                            eos_token="" if v.eos_id is None else v.tokens[v.eos_id])
 
     def apply_chat_template(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True,
                             tools: Sequence[Mapping[str, Any]] | None = None, **extra: Any) -> list[int]:
@@ -280,7 +293,7 @@ class Tokenizer:
         if attr & _ADDED:
             return text.encode()
         if attr & Attr.NORMAL:
-            if self._vocab.model == "llama":
+            if self._vocab.model in ("llama", "bert"):
                 return text.replace("▁", " ").encode()
             return b"".join(bytes((_BYTE_DECODER[c],)) if c in _BYTE_DECODER else c.encode() for c in text)
         if attr & Attr.BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):

@@ -66,6 +66,7 @@ _PRE: dict[str, tuple[tuple[str, ...], bool, bool]] = {
     "gpt2": ((_GPT2_RE,), False, False),
     "llama3": ((_LLAMA3_RE,), True, True),
     "qwen2": ((_QWEN2_RE,), False, False),
+    "smollm": ((r"\p{N}", _GPT2_RE), False, False),   # single digits, then GPT-2's split
     "deepseek-llm": ((
         '[\r\n]',
         '\\s?[A-Za-z\xb5\xc0-\xd6\xd8-\xf6\xf8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373'
@@ -90,6 +91,7 @@ _PRE_ALIASES = {
     "": "default", "gpt-2": "gpt2", "phi-2": "gpt2", "mpt": "gpt2", "olmo": "gpt2", "jais": "gpt2",
     "llama-bpe": "llama3", "llama-v3": "llama3", "falcon3": "llama3", "pixtral": "llama3", "dbrx": "llama3",
     "smaug-bpe": "llama3", "deepseek-r1-qwen": "qwen2", "stablelm2": "qwen2",
+    "starcoder": "smollm", "refact": "smollm", "codeshell": "smollm",
 }
 
 
@@ -104,7 +106,7 @@ class PreTokenizer:
 @dataclass
 class Vocab:
     """The parts of GGUF tokenizer metadata that encoding, decoding and generation need."""
-    model: str                    # "llama" (SentencePiece-style) or "gpt2" (byte-level BPE)
+    model: str                    # "llama" (SentencePiece-style), "gpt2" (byte-level BPE) or "bert" (WordPiece)
     tokens: list[str]
     text_to_id: dict[str, int]    # the last id wins for duplicate texts, as in llama.cpp
     scores: np.ndarray            # float32, one per token (zeros when the file has none)
@@ -121,6 +123,10 @@ class Vocab:
     add_eos: bool
     add_space_prefix: bool
     chat_template: str | None
+    # WordPiece ("bert") only; see wordpiece.py
+    sep_id: int | None = None
+    lowercase: bool = False
+    strip_accents: bool = False
 
 
 def _opt_int(md: Mapping[str, Any], key: str) -> int | None:
