@@ -92,8 +92,9 @@ def test_tint_check_can_fail(tmp_path):
 
 def test_every_quant_type_passes_tint(dev, tmp_path):
     """Every weight type's kernels, as Dawn would build them: the GEMV (float dots, and integer dots where
-    the type has an integer piece), the short GEMM, the tiled one (float and integer dots) and the
-    embedding gather; the kernels are only constructed (their pipelines recorded, nothing compiled here)."""
+    the type has an integer piece), the short GEMM, the tiled one (float and integer dots), the embedding
+    gather, the experts' GEMV and grouped GEMM (matmul_id) and add_rows; the kernels are only constructed
+    (their pipelines recorded, nothing compiled here)."""
     from oxigpu.backends.wgpu.kernel import KERNELS, load_kernels, logical_shape
     from oxigpu.backends.wgpu.ops.embed import table_case
     from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES
@@ -112,15 +113,19 @@ def test_every_quant_type_passes_tint(dev, tmp_path):
             cases.append((matmul_case(t, 1, k, 67, bias=True), {"gemv": {"q8x": True, "piece": piece, "ppb32": 2}}))
         if t in Q8_TYPES:
             cases.append((matmul_case(t, 40, k, 67, bias=False), {"gemm": {"q8": True, "mma": False}}))
+    builds = [(c.op, [logical_shape(np.asarray(a), ty) for a, ty in zip(c.inputs, c.in_types)], c.in_types,
+               {**c.attrs, **attrs}, c.name.split()[0]) for c, attrs in cases]
+    for t in TYPES:       # experts of 256 elements: one token (per-pair GEMV), six (grouped GEMM); add_rows
+        builds += [("matmul_id", [(T, 256), (4, 24, 256), (T, 2)], ["f32", t, "i32"], {}, t) for T in (1, 6)]
+        builds.append(("add_rows", [(4, 256), (8, 256)], ["f32", t], {"row": 1}, t))
     sources: dict[str, str] = {}
-    for case, attrs in cases:
-        cls = KERNELS[case.op]
-        shapes = [logical_shape(np.asarray(a), ty) for a, ty in zip(case.inputs, case.in_types)]
+    for op, shapes, types, attrs, label in builds:
+        cls = KERNELS[op]
         with dev.recording() as rec:
-            cls(dev, {**case.attrs, **attrs}, shapes, case.in_types, cls.output_shapes(shapes, case.attrs))
+            cls(dev, attrs, shapes, types, cls.output_shapes(shapes, attrs))
         for file, _, defines in rec:
             src = dev.shader_source(file, defines, implementation="dawn")
-            sources.setdefault(src, f"{len(sources):03d}-{file.replace('/', '_')}-{case.name.split()[0]}")
+            sources.setdefault(src, f"{len(sources):03d}-{file.replace('/', '_')}-{label}")
     assert len(sources) > 3 * len(TYPES)
     for src, name in sources.items():
         (tmp_path / f"{name}.wgsl").write_text(src)

@@ -22,6 +22,7 @@ from oxigpu.backends.wgpu.ops.matmul import GEMV_PIECES, TYPES, gemv_config, mat
 from oxigpu.backends.wgpu.ops.quant_checks import gemv_piece, scales_case
 from oxigpu.quant import SUPPORTED, dequantize
 from oxigpu.quant.iquants import TABLE_TYPES
+from oxigpu.quant.samples import random_blocks
 
 pytestmark = pytest.mark.gpu
 
@@ -98,3 +99,27 @@ def test_gemv_on_ggml_written_blocks(dev, t):
     diff = np.abs(got - w @ x[0].astype(np.float64))
     assert (diff <= 2e-7 * np.sqrt(w.shape[1]) * scale).all(), diff / np.maximum(scale, 1e-300)
     assert (scale > 0).sum() >= 6       # rows all zero only where ggml's f16 scale underflowed
+
+
+@pytest.mark.parametrize("t", ["IQ2_XXS", "IQ4_XS"])
+@pytest.mark.parametrize("T,n_tokens", [(1, 1), (6, 5)])
+def test_expert_matmul_and_add_rows_bind_the_table(dev, t, T, n_tokens):
+    """The other kernels that read weights through the quant snippets, on a grid type and a codebook type:
+    matmul_id (one token: the per-pair GEMV; several: the grouped GEMM) and add_rows, against float64."""
+    from oxigpu.backends.numpy_ops import add_rows as add_rows_ref
+    from oxigpu.backends.numpy_ops import matmul_id as matmul_id_ref
+    g = np.random.default_rng(7)
+    E, N, K_in, K = 4, 24, 256, 2
+    raw = random_blocks(t, E * N, K_in, g)
+    ids = np.stack([g.choice(E, K, replace=False) for _ in range(T)]).astype(np.int32)
+    x = g.standard_normal((T, K_in)).astype(np.float32)
+    got = run_op("matmul_id", [x, raw.reshape(E, N, -1), ids], {}, n_tokens=n_tokens,
+                 in_types=["f32", t, "i32"], dev=dev)[0]
+    w = dequantize(raw, t).reshape(E, N, K_in).astype(np.float64)
+    want = matmul_id_ref(x.astype(np.float64), w, ids, n_tokens=n_tokens)
+    assert rel_error(got[:n_tokens], want[:n_tokens]) <= 2e-5
+    table = random_blocks(t, 8, K_in, g)
+    got = run_op("add_rows", [x, table], {"row": 3}, n_tokens=n_tokens, in_types=["f32", t], dev=dev)[0]
+    want = add_rows_ref(x.astype(np.float64), dequantize(table, t).astype(np.float64), row=3, pos=0,
+                        n_tokens=n_tokens)
+    assert rel_error(got[:n_tokens], want[:n_tokens]) <= 1e-6
