@@ -123,3 +123,20 @@ def test_expert_matmul_and_add_rows_bind_the_table(dev, t, T, n_tokens):
     want = add_rows_ref(x.astype(np.float64), dequantize(table, t).astype(np.float64), row=3, pos=0,
                         n_tokens=n_tokens)
     assert rel_error(got[:n_tokens], want[:n_tokens]) <= 1e-6
+
+
+@pytest.mark.parametrize("norm", [False, True])
+def test_mixed_qkv_gemv_with_a_table_type(dev, norm):
+    """q/k of a table type and v of a type with a piece file, joined as WgpuBackend joins them: one GEMV
+    dispatch over both types (the table type in slot 0 through dq8, its table bound beside the two
+    slots' weights), every output against float64; and with integer dots (q32 in slot 0)."""
+    from test_kernel_matmul import _run_multi_joined
+
+    from oxigpu.backends.wgpu.ops.matmul import Gemv, matmul_multi_case, q8x_case
+    types, ns = ("IQ3_S", "IQ3_S", "Q8_0"), (96, 33, 33)
+    case = matmul_multi_case(types, 1, 768, ns, True, seed=9, norm=norm)
+    assert Gemv.mixable(dev, ["IQ3_S", "Q8_0"], [1000, 1000]) == [0, 1]
+    assert _run_multi_joined(dev, case, ns) == 1
+    gv = {"q8x": True, "piece": "q32", "piece1": "q8_0", "ppb32": 2}
+    twin = q8x_case(case, ["q32", "q32", "q8_0"])
+    assert _run_multi_joined(dev, twin, ns, {**case.attrs, "gemv": gv}) == 1
