@@ -16,10 +16,8 @@ LIMIT=${LIMIT:-570}          # seconds this call may use
 mkdir -p $W
 again() { echo "CALL AGAIN: $1 (${SECONDS}s used)"; exit 3; }
 bash .gpu/llamacpp.sh start llama-bench llama-quantize
-if [ ! -f $W/$S-F16.gguf ]; then
-  python3 -m oxigpu synth $S -o $W/$S-F16.gguf.part --type F16 --seed 0
-  mv $W/$S-F16.gguf.part $W/$S-F16.gguf
-fi
+# synth writes FILE.part and renames it when complete (about a minute for the 8B's 16 GB)
+[ -f $W/$S-F16.gguf ] || python3 -m oxigpu synth $S -o $W/$S-F16.gguf --type F16 --seed 0
 left=$(( LIMIT - SECONDS - 30 ))
 [ $left -gt 10 ] || again "the F16 file is written; the llama.cpp build goes on"
 bash .gpu/llamacpp.sh wait $left | tee $W/build.txt
