@@ -1,15 +1,15 @@
 """The README's table of supported architectures and quant types, generated from the registries
-(`models.registry.FAMILIES`, `quant.TYPES`, the WGSL snippets under shaders/quant/).
+(`models.registry.FAMILIES`; the quant types' rows from `quant.support.rows`: `quant.TYPES`, the WGSL
+snippets under shaders/quant/ and the GPU kernels' type tables).
 
     python -m oxigpu.models.support        # rewrite the table in README.md (between its markers)
 """
 from __future__ import annotations
 
 import sys
-from importlib.resources import files
 from pathlib import Path
 
-from ..quant import TYPES
+from ..quant.support import rows as quant_rows
 from .family import Family
 from .registry import FAMILIES
 
@@ -53,10 +53,6 @@ def _traits(f: Family) -> str:
     return ", ".join(t)
 
 
-def _gpu(name: str) -> bool:
-    return files("oxigpu.shaders").joinpath("quant", TYPES[name].wgsl_file).is_file()
-
-
 def markdown() -> str:
     from ..synth import SHAPES
     shapes: dict[str, list[str]] = {}
@@ -66,11 +62,14 @@ def markdown() -> str:
     rows = ["| architecture | kind | what its block has | `oxigpu synth` test shapes |", "|---|---|---|---|"]
     rows += [f"| `{name}` | {_kind(f)} | {_traits(f)} | {', '.join(shapes.get(name, []))} |"
              for name, f in FAMILIES.items()]
-    gpu = [n for n in TYPES if _gpu(n)]
-    cpu = [n for n in TYPES if not _gpu(n)]
+    quant = quant_rows()
+    gpu = [r["name"] for r in quant if r["gpu"]]
+    cpu = [r["name"] for r in quant if not r["gpu"]]
     rows.append(f"| quant types | wgpu and numpy backends | {', '.join(gpu)} | |")
     if cpu:
         rows.append(f"| quant types | numpy backend only | {', '.join(cpu)} | |")
+    int8 = [r["name"] for r in quant if r["int8"]]
+    rows.append(f"| quant types | integer dots (int8 x) in the GPU's GEMV and GEMM | {', '.join(int8)} | |")
     return "\n".join(rows)
 
 

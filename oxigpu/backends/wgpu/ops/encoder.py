@@ -12,6 +12,7 @@ from ...numpy_ops import attention_self as attention_self_ref
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, grid, rng, workgroups_for
+from .quant_grid import grid_binds
 
 MAX_T = 2048
 """Rows per chunk attention_self holds scores for in workgroup memory (8 KiB)."""
@@ -44,6 +45,7 @@ class AddRows(OpKernel):
         if dim % qt.block_size or dim % 8:
             raise ValueError(f"add_rows: rows of {dim} are not whole {qt.name} blocks")
         self.n = self.T * dim // 8
+        self.grid = grid_binds(self.dev, qt.name)      # the IQ types' lookup table (ops/quant_grid.py)
         self.pipe = self.dev.pipeline("add_rows.wgsl", "main", {
             "QUANT": qt.wgsl_file[:-5], "T": self.T, "DIM": dim, "ROW": max(int(self.attrs["row"]), 0),
             "BY_POS": int(self.attrs["row"] < 0),
@@ -51,7 +53,7 @@ class AddRows(OpKernel):
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: buffers[0], 2: buffers[1],
-                                             3: buffers[2]})
+                                             3: buffers[2], **self.grid})
         return [Dispatch(self.pipe, bg, grid(self.n))]
 
 

@@ -18,6 +18,7 @@ from ...numpy_ops import moe_gate as moe_gate_ref
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, grid, rng
+from .quant_grid import grid_binds
 
 GEMM_TM, GEMM_TN, GEMM_BK = 16, 64, 32      # matmul_id_gemm.wgsl's tile
 
@@ -79,6 +80,7 @@ class MatmulId(OpKernel):
         if K_in % qt.block_size or K_in % 8:
             raise ValueError(f"matmul_id: rows of {K_in} are not whole {qt.name} blocks")
         self.pairs, self.N = self.T * K, N
+        self.grid = grid_binds(self.dev, qt.name)      # the IQ types' lookup table (ops/quant_grid.py)
         common = {"QUANT": qt.wgsl_file[:-5], "K_IN": K_in, "N": N, "E": E, "KSEL": K,
                   "XSLOT": int(kx == K * K_in)}
         self.grouped = self.T > 1 and K_in % GEMM_BK == 0
@@ -98,11 +100,11 @@ class MatmulId(OpKernel):
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         x, w, ids, y = buffers
         if not self.grouped:
-            bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: x, 2: w, 3: ids, 4: y})
+            bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: x, 2: w, 3: ids, 4: y, **self.grid})
             return [Dispatch(self.pipe, bg, (-(-self.N // self.rows), self.pairs, 1))]
         binds = {0: self.dev.params_buffer, 1: x, 2: w, 3: ids, 4: y, 5: self.table}
         route = self.dev.bind_group(self.route, {k: v for k, v in binds.items() if k in (0, 3, 5)})
-        gemm = self.dev.bind_group(self.gemm, {k: v for k, v in binds.items() if k not in (0, 3)})
+        gemm = self.dev.bind_group(self.gemm, {**{k: v for k, v in binds.items() if k not in (0, 3)}, **self.grid})
         return [Dispatch(self.route, route, (1, 1, 1)),
                 Dispatch(self.gemm, gemm, (-(-self.N // GEMM_TN), self.max_tiles, 1))]
 
