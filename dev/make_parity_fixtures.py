@@ -65,10 +65,24 @@ lemon and sugar, or fold around grated cheese and ham for a savoury version.
 MODELS: dict[str, tuple] = {
     "gemma3-270m": ("real", "gemma3_270m"),
     "qwen2.5-coder-0.5b": ("real", "qwen25_coder_05b"),
+    "smollm2-135m": ("real", "smollm2_135m"),
     "synth-tiny-llama": ("synth", "tiny-llama", "Q4_K_M", 7),
     "synth-tiny-qwen3": ("synth", "tiny-qwen3", "Q4_K_M", 7),
     "synth-tiny-gemma3": ("synth", "tiny-gemma3", "Q4_K_M", 7),
+    "synth-tiny-mistral": ("synth", "tiny-mistral", "Q4_K_M", 7),
+    "synth-tiny-phi3": ("synth", "tiny-phi3", "Q4_K_M", 7),
+    "synth-tiny-gemma2": ("synth", "tiny-gemma2", "Q4_K_M", 7),
+    "synth-tiny-olmo2": ("synth", "tiny-olmo2", "Q4_K_M", 7),
+    "synth-tiny-granite": ("synth", "tiny-granite", "Q4_K_M", 7),
+    "synth-tiny-mixtral": ("synth", "tiny-mixtral", "Q4_K_M", 7),
+    "synth-tiny-qwen3moe": ("synth", "tiny-qwen3moe", "Q4_K_M", 7),
+    "synth-tiny-olmoe": ("synth", "tiny-olmoe", "Q4_K_M", 7),
 }
+
+# llama.cpp runs llama files without the sliding window they may declare (its converters never write
+# one). For those, the reference is made token by token, dropping each step the cache rows the window no
+# longer sees: every layer then attends exactly the last `window` positions, which is what the window means.
+WINDOWED_LLAMA = {"synth-tiny-mistral"}
 
 
 def model_path(name: str, workdir: Path) -> Path:
@@ -98,8 +112,10 @@ def requantize_f32(src: Path, dst: Path) -> Path:
     return dst
 
 
-def run_llamacpp(path: Path, tokens: list[int] | None, f32_cache: bool) -> tuple[list[int], np.ndarray]:
-    """(tokens, logits [N_POS, vocab]); tokenizes TEXT when ``tokens`` is None."""
+def run_llamacpp(path: Path, tokens: list[int] | None, f32_cache: bool,
+                 window: int | None = None) -> tuple[list[int], np.ndarray]:
+    """(tokens, logits [N_POS, vocab]); tokenizes TEXT when ``tokens`` is None. With ``window``, one token
+    per step and the cache trimmed to the last ``window`` positions before each (see WINDOWED_LLAMA)."""
     import llama_cpp
 
     kw = dict(type_k=0, type_v=0) if f32_cache else {}  # GGML_TYPE_F32
@@ -111,7 +127,14 @@ def run_llamacpp(path: Path, tokens: list[int] | None, f32_cache: bool) -> tuple
             raise SystemExit(f"{path}: TEXT gives only {len(tokens)} tokens, need {N_POS}")
         tokens = tokens[:N_POS]
     llm.reset()
-    llm.eval(tokens)
+    if window is None:
+        llm.eval(tokens)
+    else:
+        mem = llama_cpp.llama_get_memory(llm.ctx)
+        for i, tok in enumerate(tokens):
+            if i >= window:
+                llama_cpp.llama_memory_seq_rm(mem, 0, 0, i - window + 1)
+            llm.eval([tok])
     logits = np.array(llm.scores[:N_POS], dtype=np.float32)
     del llm
     return tokens, logits
@@ -125,9 +148,14 @@ def top2(logits: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def record(name: str, path: Path, workdir: Path) -> dict[str, np.ndarray]:
     import llama_cpp
 
-    tokens, shipped = run_llamacpp(path, None, f32_cache=False)
+    window = None
+    if name in WINDOWED_LLAMA:
+        from oxigpu.gguf import GGUFFile
+        with GGUFFile(path) as f:
+            window = int(f.metadata["llama.attention.sliding_window"])
+    tokens, shipped = run_llamacpp(path, None, f32_cache=False, window=window)
     f32_path = requantize_f32(path, workdir / f"{name}-f32.gguf")
-    _, exact = run_llamacpp(f32_path, tokens, f32_cache=True)
+    _, exact = run_llamacpp(f32_path, tokens, f32_cache=True, window=window)
     f32_path.unlink()
     vocab = shipped.shape[1]
     top = np.argsort(-shipped, axis=1, kind="stable")[:, :K_TOP]

@@ -163,3 +163,4 @@ def make(name: str, path: Path) -> None:
 if __name__ == "__main__":
     make("gemma3", model_packages.gemma3_270m())
     make("qwen2", model_packages.qwen25_coder_05b())
+    make("smollm2", model_packages.smollm2_135m())

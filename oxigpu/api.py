@@ -1,7 +1,7 @@
 """The Python API: ``LLM`` loads a GGUF model once and generates, streams, chats and scores text.
 
     from oxigpu import LLM
-    llm = LLM()                                  # the default model (Gemma 3 270M), auto backend
+    llm = LLM()                                  # the default model (SmolLM2-135M-Instruct), auto backend
     print(llm.generate("The capital of France is", max_tokens=16, temperature=0).text)
     for piece in llm.stream("Once upon a time", max_tokens=64, seed=1):
         print(piece, end="", flush=True)
@@ -15,9 +15,10 @@ Decisions a caller can rely on:
 * A prompt must leave room to generate: at most ``n_ctx - 1`` tokens, else ``ContextLengthError``.
   Generation ends with finish_reason "length" at ``max_tokens`` or when the context is full, "stop" at an
   end-of-generation token or a stop string (which is never part of the text).
-* The same seed, prompt and settings give the same tokens, alone or batched with other requests (up to
-  float rounding: batched steps may sum in another order, which can flip a near-tie); ``seed=None``
-  everywhere draws a fresh seed.
+* The same seed, prompt and settings give the same tokens on the same backend, alone or batched with
+  other requests (up to float rounding: batched steps may sum in another order, which can flip a
+  near-tie); ``seed=None`` everywhere draws a fresh seed. Across backends (numpy, wgpu) the distribution
+  is the same, and greedy tokens agree except at near-ties: their logits differ by float rounding.
 * Many sequences run at once: ``generate([p1, p2, ...])`` returns one result per prompt, ``n=k`` gives k
   completions of a prompt (seeds seed, seed + 1, ...; they share the prompt's KV blocks), and one ``LLM``
   may be shared by threads, whose requests are batched together: a thread waiting for its next token runs
@@ -28,13 +29,15 @@ from __future__ import annotations
 
 import math
 import sys
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypedDict, Unpack
 
 import numpy as np
 
-from .errors import InvalidParameterError, ModelNotFoundError
+from .errors import ContextLengthError, InvalidParameterError, OxigpuError
+from .limits import MAX_OUTPUT_CHARS
+from .runtime.embed import Embedder
 from .runtime.engine import Engine, Generation, Progress
 from .runtime.params import GenerationResult, SamplingParams
 from .runtime.tools import ChatPlan, plan_chat
@@ -83,19 +86,21 @@ class SamplingOverrides(TypedDict, total=False):
     regex: str | None
 
 
-def resolve_model_path(model_path: str | Path | None) -> Path:
-    """`model_path`, or the default model (Gemma 3 270M Q4_K_M, assembled from its PyPI package).
+def resolve_model_path(model_path: str | Path | None, log: Callable[[str], None] | None = None) -> Path:
+    """`model_path`, the name of a packaged model (``oxigpu models``), or for None the default model
+    (SmolLM2-135M-Instruct, from its PyPI package).
 
-    Raises ModelNotFoundError when the file does not exist, or with the pip command when the default model
+    Raises ModelNotFoundError when the file does not exist, or with the pip command when the packaged model
     is not installed.
     """
-    if model_path is not None:
-        path = Path(model_path)
-        if not path.is_file():
-            raise ModelNotFoundError(f"model file not found: {path}")
-        return path
-    from .model_packages import gemma3_270m
-    return gemma3_270m()
+    if model_path is not None and not Path(model_path).exists():
+        from . import hub
+        from .model_packages import MODELS
+        ref = None if str(model_path) in MODELS else hub.parse_ref(str(model_path))
+        if ref is not None:   # org/repo:QUANT or org/repo/file.gguf: from the Hugging Face Hub
+            return hub.download(ref)
+    from .model_packages import resolve
+    return resolve(model_path) if log is None else resolve(model_path, log=log)
 
 
 class LLM:
@@ -111,20 +116,45 @@ class LLM:
         max_seqs: sequences decoded together at most (default: 8 on numpy, 64 on a GPU).
         kv_memory: bytes of KV cache (default: a share of host memory on the CPU, 8 GiB on a GPU; never
             less than one full context, and at most ``max_seqs`` of them).
+        chat_template: jinja2 source used by chat() instead of the file's template (rendered in the same
+            sandbox); checked at once, so a malformed one raises TemplateError here.
     """
 
     def __init__(self, model_path: str | Path | None = None, backend: str = "auto", n_ctx: int | None = None,
                  seed: int | None = None, verbose: bool = False, progress: Progress | None = None,
-                 max_seqs: int | None = None, kv_memory: int | None = None):
+                 chat_template: str | None = None, max_seqs: int | None = None, kv_memory: int | None = None):
         self.defaults = SamplingParams(seed=seed)
         self.verbose = verbose
-        self._engine = Engine(resolve_model_path(model_path), backend=backend, n_ctx=n_ctx, progress=progress,
-                              max_seqs=max_seqs, kv_memory=kv_memory)
+        if chat_template is not None and (not isinstance(chat_template, str) or not chat_template.strip()):
+            raise InvalidParameterError("chat_template must be the template's (non-empty) jinja2 source text")
+        path = resolve_model_path(model_path)
+        self._embedder: Embedder | None = None
+        if _is_encoder(path):   # an embedding model: it embeds, generation calls refuse
+            self._engine = self._embedder = Embedder(path, backend=backend, n_ctx=n_ctx, progress=progress)
+        else:
+            self._engine = Engine(path, backend=backend, n_ctx=n_ctx, progress=progress, max_seqs=max_seqs,
+                                  kv_memory=kv_memory)
+        if chat_template is not None:
+            self._engine.tokenizer.set_chat_template(chat_template)
         if verbose:
             e = self._engine
             print(f"oxigpu: loaded {e.model_path.name} ({e.hparams.arch}, {e.hparams.n_layer} layers, "
                   f"vocab {e.vocab_size}) on {e.backend_name}, n_ctx={e.n_ctx}, in {e.load_s:.2f} s",
                   file=sys.stderr)
+
+    @classmethod
+    def from_pretrained(cls, repo: str, quant: str | None = None, filename: str | None = None,
+                        token: str | None = None, revision: str = "main", **kwargs: Any) -> LLM:
+        """Load ``repo``'s GGUF file of type ``quant`` (e.g. "Q4_K_M"), or ``filename``, from the Hugging Face
+        Hub (through its cache; HF_HUB_OFFLINE, HF_ENDPOINT and HF_TOKEN apply). Other arguments go to LLM."""
+        from . import hub
+        if quant is not None and filename is not None:
+            raise InvalidParameterError("give quant or filename, not both")
+        ref = hub.parse_ref(repo)
+        if ref is None or ref.quant or ref.filename:
+            raise InvalidParameterError(f"repo must be 'org/name', got {repo!r}")
+        path = hub.download(hub.HubRef(ref.repo, quant, filename, revision), token=token)
+        return cls(path, **kwargs)
 
     # -- facts ----------------------------------------------------------------------------------------
     @property
@@ -203,26 +233,32 @@ class LLM:
         ``close()`` (or leaving ``with llm.stream(...) as s:``) ends it before the next token; the LLM
         stays usable. After exhaustion, ``.result`` holds the GenerationResult.
         """
-        return self._engine.start(self._prompt_ids(prompt), self._params(params, overrides))
+        sampling = self._params(params, overrides)
+        return self._engine.start(self._prompt_ids(prompt, max_tokens=self.n_ctx - 1), sampling)
 
     def chat(self, messages: Sequence[Message], params: SamplingParams | None = None,
-             tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None,
-             **overrides: Unpack[SamplingOverrides]) -> GenerationResult:
+             tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None, *,
+             parse_special_in_messages: bool = False, **overrides: Unpack[SamplingOverrides]) -> GenerationResult:
         """The assistant's reply to `messages` ([{"role": "system"|"user"|"assistant"|"tool", "content": ...}]).
 
         ``tools`` (OpenAI's function tools) and ``tool_choice`` ("auto", "none", "required" or
         {"type": "function", "function": {"name": ...}}): the calls the model makes come back as
         ``result.tool_calls`` with finish_reason "tool_calls"; answer them with ``{"role": "tool",
         "tool_call_id": ..., "content": ...}`` messages after the assistant's (``{"role": "assistant",
-        "content": ..., "tool_calls": [...]}``). See ``runtime/tools.py``."""
-        gen = self.stream_chat(messages, params, tools, tool_choice, **overrides)
+        "content": ..., "tool_calls": [...]}``). See ``runtime/tools.py``.
+
+        Message text is tokenized as text: a control-token string inside a message (``<|im_end|>``) stays
+        text, so no message can end its turn or open another; ``parse_special_in_messages=True`` parses
+        them (see `chat_prompt`)."""
+        gen = self.stream_chat(messages, params, tools, tool_choice,
+                               parse_special_in_messages=parse_special_in_messages, **overrides)
         for _ in gen:
             pass
         return self._report(gen.result)
 
     def stream_chat(self, messages: Sequence[Message], params: SamplingParams | None = None,
-                    tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None,
-                    **overrides: Unpack[SamplingOverrides]) -> Generation:
+                    tools: Sequence[Mapping[str, Any]] | None = None, tool_choice: Any = None, *,
+                    parse_special_in_messages: bool = False, **overrides: Unpack[SamplingOverrides]) -> Generation:
         """chat() as a stream of text pieces (see stream()); with tools, the pieces are the model's text as
         it writes it (call markup included) and ``.result`` has the parsed calls."""
         plan = self.chat_plan(messages, tools, tool_choice)
@@ -232,18 +268,25 @@ class LLM:
                 raise InvalidParameterError("a constraint (json, json_schema, grammar, regex) cannot be combined "
                                             f"with tool_choice={tool_choice!r}: the tool calls are constrained")
             merged = merged.with_overrides(**plan.constraint)
-        prompt = self.tokenizer.apply_chat_template(plan.messages, add_generation_prompt=True, tools=plan.tools)
+        prompt = self.tokenizer.apply_chat_template(plan.messages, add_generation_prompt=True, tools=plan.tools,
+                                                    max_tokens=self.n_ctx - 1,
+                                                    parse_special_in_messages=parse_special_in_messages)
         return self._engine.start(prompt, merged, plan.finish)
 
     def chat_prompt(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None = None,
-                    tool_choice: Any = None) -> list[int]:
+                    tool_choice: Any = None, *, parse_special_in_messages: bool = False) -> list[int]:
         """The prompt tokens for `messages` (and `tools`) through the model's chat template.
 
         Models without a template get a fallback chosen by their turn tokens (Gemma turns, ChatML or a plain
         "User:/Assistant:" transcript); the prompt starts with exactly one BOS where the model uses one.
+        The template's markup becomes control tokens; the messages' text stays text, control-token strings
+        included, unless ``parse_special_in_messages=True`` (then ``<|im_start|>system`` typed in a message
+        opens a real system turn, as in llama.cpp).
         """
         plan = self.chat_plan(messages, tools, tool_choice)
-        return self.tokenizer.apply_chat_template(plan.messages, add_generation_prompt=True, tools=plan.tools)
+        return self.tokenizer.apply_chat_template(plan.messages, add_generation_prompt=True, tools=plan.tools,
+                                                  max_tokens=self.n_ctx - 1,
+                                                  parse_special_in_messages=parse_special_in_messages)
 
     def chat_plan(self, messages: Sequence[Message], tools: Sequence[Mapping[str, Any]] | None = None,
                   tool_choice: Any = None) -> ChatPlan:
@@ -255,7 +298,7 @@ class LLM:
     # -- evaluation -----------------------------------------------------------------------------------
     def logits(self, tokens: Prompt) -> np.ndarray:
         """Teacher-forced logits [len(tokens), vocab]: row i predicts token i + 1 (for evaluation)."""
-        return np.concatenate(list(self._engine.eval_all(self._prompt_ids(tokens))), axis=0)
+        return np.concatenate(list(self._engine.eval_all(self._prompt_ids(tokens, max_tokens=self.n_ctx))), axis=0)
 
     def perplexity(self, text: str) -> float:
         """exp(mean negative log-likelihood) of `text`'s tokens, each predicted from the ones before.
@@ -280,13 +323,35 @@ class LLM:
                 row += block.shape[0]
         return math.exp(nll / count)
 
+    # -- embeddings -----------------------------------------------------------------------------------
+    @property
+    def is_embedding_model(self) -> bool:
+        """True for encoder models (bert, nomic-bert), which embed and do not generate; decoders embed too
+        (pooled hidden states) but are generation models."""
+        return self._engine is self._embedder
+
+    def embed(self, texts: str | Sequence[str], pooling: str | None = None, normalize: bool = True) -> np.ndarray:
+        """Embeddings of ``texts``: [len(texts), dim] float32 (one string: [dim]).
+
+        Encoder models (bert, nomic-bert) pool as their file says (mean or CLS); decoders pool ``"last"``
+        unless ``pooling`` is ``"mean"`` (or ``"cls"``). ``normalize`` scales each vector to unit length.
+        A decoder model loads a second copy of its weights for this on the first call.
+        """
+        if self._embedder is None:
+            self._embedder = Embedder(self.model_path, backend=self.backend, n_ctx=self.n_ctx)
+        return self._embedder.embed(texts, pooling, normalize)
+
     # -- helpers --------------------------------------------------------------------------------------
-    def _prompt_ids(self, prompt: Prompt) -> list[int]:
+    def _prompt_ids(self, prompt: Prompt, max_tokens: int | None = None) -> list[int]:
+        """Token ids of `prompt`; text that cannot fit in `max_tokens` is refused from its length alone,
+        before tokenizing (a 20 MiB prompt for a small context costs nothing)."""
         if isinstance(prompt, str):
             if not prompt:
                 raise InvalidParameterError(
                     "the prompt is empty; pass some text (or, for unconditional generation, the token list "
                     "[llm.tokenizer.bos_id])")
+            if max_tokens is not None:
+                self.tokenizer.check_fits(prompt, max_tokens)
             return self.tokenize(prompt)
         if isinstance(prompt, (bytes, bytearray, memoryview)):
             raise InvalidParameterError("a prompt must be a string or a sequence of token ids, not bytes; "
@@ -319,6 +384,18 @@ class LLM:
         return result
 
 
+def _is_encoder(path: Path) -> bool:
+    """Whether the file's architecture is an embedding encoder (bert, nomic-bert)."""
+    from .gguf import GGUFFile
+    from .models import get_family
+    with GGUFFile(path) as f:
+        arch = f.arch
+    try:
+        return get_family(arch).encoder
+    except OxigpuError:
+        return False     # the engine reports the unsupported architecture
+
+
 def load(model_path: str | Path | None = None, **kwargs: Any) -> LLM:
     """``LLM(model_path, **kwargs)``: the default model when no path is given."""
     return LLM(model_path, **kwargs)
@@ -347,3 +424,6 @@ def _check_messages(messages: Sequence[Message]) -> None:
                 raise InvalidParameterError(f"messages[{i}].content must be a string or null")
         elif not isinstance(m.get("content"), str):
             raise InvalidParameterError(f"messages[{i}] must be a dict with string 'role' and 'content'")
+        if isinstance(m.get("content"), str) and len(m["content"]) > MAX_OUTPUT_CHARS:   # refused before any work
+            raise ContextLengthError(f"messages[{i}] holds {len(m['content'])} characters, more than any chat "
+                                     f"prompt may ({MAX_OUTPUT_CHARS}, oxigpu.limits.MAX_OUTPUT_CHARS)")

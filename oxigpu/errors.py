@@ -70,3 +70,7 @@ class TemplateError(OxigpuError):
 
 class TokenizerError(OxigpuError):
     """GGUF tokenizer metadata is missing, inconsistent or uses an unsupported vocabulary type."""
+
+
+class NumericalError(OxigpuError):
+    """The model produced logits nothing can be sampled from (every one NaN or -inf)."""

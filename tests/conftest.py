@@ -12,8 +12,9 @@ os.environ.setdefault("LP_NUM_THREADS", "1")
 
 
 class TinyModels(Mapping[str, str]):
-    """Synthetic GGUF files by tiny shape name (tiny-llama, tiny-qwen2, tiny-qwen3, tiny-gemma3), each written
-    the first time a test asks for it: a run that needs one architecture pays for one file."""
+    """Synthetic GGUF files by tiny shape name (tiny-llama, tiny-qwen2, ..., tiny-qwen3moe, tiny-bert:
+    oxigpu.synth.SHAPES), each written the first time a test asks for it: a run that needs one architecture
+    pays for one file."""
 
     def __init__(self, out: Path):
         from oxigpu.synth import SHAPES
@@ -74,4 +75,27 @@ def dev():
     try:
         return Device.get()
     except DeviceError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def nomic_path():
+    from oxigpu import model_packages
+    from oxigpu.errors import ModelNotFoundError
+    try:
+        return model_packages.nomic_embed_v15()
+    except ModelNotFoundError as e:
+        pytest.skip(str(e))
+
+
+@pytest.fixture(scope="session")
+def smollm2_path():
+    from oxigpu import model_packages
+    from oxigpu.errors import ModelNotFoundError
+    locate = getattr(model_packages, "smollm2_135m", None)
+    if locate is None:   # the locator arrives with the default-model work (model_packages.smollm2_135m)
+        pytest.skip("model_packages.smollm2_135m is not in this tree")
+    try:
+        return locate()
+    except ModelNotFoundError as e:
         pytest.skip(str(e))

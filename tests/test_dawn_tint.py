@@ -63,7 +63,11 @@ def test_every_pipeline_passes_tint(dev, tiny_models, tmp_path, monkeypatch):
     for int8 in ("0", "1"):
         monkeypatch.setenv("OXIGPU_INT8_DOTS", int8)
         for _, path in sorted(tiny_models.items()):
-            LLM(path, backend="wgpu", n_ctx=160).generate(prompt, max_tokens=3, temperature=0.0)
+            llm = LLM(path, backend="wgpu", n_ctx=160)
+            if llm.is_embedding_model:      # encoders: their own ops, one step per text
+                llm.embed([prompt, "short"])
+            else:
+                llm.generate(prompt, max_tokens=3, temperature=0.0)
         for t in ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0", "F16"):
             for k, n in ((4096, 14336), (14336, 4096)):
                 c = matmul_case(t, 1, k, n, bias=False, seed=1, distinct_rows=64)
@@ -96,3 +100,45 @@ def test_tint_check_can_fail(tmp_path):
     (tmp_path / "good.wgsl").write_text("fn g(x: f32) -> f32 { return x; }\n")
     errors = _tint_errors(tmp_path)
     assert list(errors) == ["bad.wgsl"] and "subgroups" in errors["bad.wgsl"]
+
+
+def test_every_quant_type_passes_tint(dev, tmp_path):
+    """Every weight type's kernels, as Dawn would build them: the GEMV (float dots, and integer dots where
+    the type has an integer piece), the short GEMM, the tiled one (float and integer dots), the embedding
+    gather, the experts' GEMV and grouped GEMM (matmul_id) and add_rows; the kernels are only constructed
+    (their pipelines recorded, nothing compiled here)."""
+    from oxigpu.backends.wgpu.kernel import KERNELS, load_kernels, logical_shape
+    from oxigpu.backends.wgpu.ops.embed import table_case
+    from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES
+    from oxigpu.backends.wgpu.ops.matmul import TYPES, matmul_case
+    from oxigpu.backends.wgpu.ops.quant_checks import gemv_piece
+
+    load_kernels()
+    cases = []
+    for t in TYPES:
+        k = 1024 if t not in ("F32", "F16", "BF16") else 640
+        cases += [(matmul_case(t, 1, k, 67, bias=True), {}), (matmul_case(t, 3, k, 67, bias=False), {}),
+                  (matmul_case(t, 40, k, 67, bias=False), {"gemm": {"q8": False, "mma": False}}),
+                  (table_case(t, 7, k, 4, 4, seed=0), {})]
+        piece = gemv_piece(t)
+        if piece:
+            cases.append((matmul_case(t, 1, k, 67, bias=True), {"gemv": {"q8x": True, "piece": piece, "ppb32": 2}}))
+        if t in Q8_TYPES:
+            cases.append((matmul_case(t, 40, k, 67, bias=False), {"gemm": {"q8": True, "mma": False}}))
+    builds = [(c.op, [logical_shape(np.asarray(a), ty) for a, ty in zip(c.inputs, c.in_types)], c.in_types,
+               {**c.attrs, **attrs}, c.name.split()[0]) for c, attrs in cases]
+    for t in TYPES:       # experts of 256 elements: one token (per-pair GEMV), six (grouped GEMM); add_rows
+        builds += [("matmul_id", [(T, 256), (4, 24, 256), (T, 2)], ["f32", t, "i32"], {}, t) for T in (1, 6)]
+        builds.append(("add_rows", [(4, 256), (8, 256)], ["f32", t], {"row": 1}, t))
+    sources: dict[str, str] = {}
+    for op, shapes, types, attrs, label in builds:
+        cls = KERNELS[op]
+        with dev.recording() as rec:
+            cls(dev, attrs, shapes, types, cls.output_shapes(shapes, attrs))
+        for file, _, defines in rec:
+            src = dev.shader_source(file, defines, implementation="dawn")
+            sources.setdefault(src, f"{len(sources):03d}-{file.replace('/', '_')}-{label}")
+    assert len(sources) > 3 * len(TYPES)
+    for src, name in sources.items():
+        (tmp_path / f"{name}.wgsl").write_text(src)
+    assert _tint_errors(tmp_path) == {}

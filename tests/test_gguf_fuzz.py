@@ -1,20 +1,27 @@
 """Fuzz the GGUF reader: mutated and truncated valid files either load (and every tensor view reads) or raise
-a GGUFError naming file, field and offset; nothing else escapes, nothing hangs, nothing allocates much."""
+a GGUFError naming file, field and offset; nothing else escapes, nothing hangs, nothing allocates much.
+Then structure-aware mutations of metadata values (types, ranges, array contents), each taken through
+the whole front end (hyperparameters, tokenizer, chat template, graph, a numpy step): only OxigpuErrors."""
 from __future__ import annotations
 
 import collections
+import math
+import os
 import random
 import signal
 import struct
 import time
 import tracemalloc
 from pathlib import Path
+from typing import Any
 
 import gguf
 import numpy as np
 import pytest
 from gguf import GGMLQuantizationType as Q
+from gguf import GGUFValueType
 from gguf import GGUFValueType as V
+from hostile_gguf import GGUFParts
 
 from oxigpu.errors import GGUFError
 from oxigpu.gguf import GGUFFile
@@ -263,3 +270,237 @@ def test_fuzz_split_shards(tmp_path: Path) -> None:
             _replace(shards[k], originals[k])
         print(f"\nsplit fuzz: {h.report(N_SPLIT_CASES)}")
     assert h.outcomes["loaded"] >= N_SPLIT_CASES // 20 and h.outcomes["GGUFError"] >= 5, h.outcomes
+
+
+# -- structure-aware fuzzing of metadata values, through the whole front end ---------------------------------
+N_META_CASES = int(os.environ.get("OXIGPU_META_FUZZ_CASES", 10_000))
+META_SEED = 29
+MUTATE_ARCH_KEYS = True
+"""Hyperparameters ({arch}.*) are mutated too: HParams validates them as values (tests/test_hparams_hostile.py
+sweeps every key on every architecture; here they meet the tokenizer and structure mutations)."""
+META_MEMORY = 256 << 20   # peak resident memory a case may add
+
+
+def _micro_models(tmp_path: Path) -> list[Path]:
+    """One-layer, 64-wide models with real vocabulary machinery: byte-level BPE (qwen2, with a chat template
+    and merges) and SentencePiece-style (llama, merges derived from the vocabulary)."""
+    from dataclasses import replace as dc_replace
+
+    from oxigpu.synth import get_shape, synthesize
+    out = []
+    for name, n_vocab in (("tiny-qwen2", 640), ("tiny-llama", 320)):
+        shape = dc_replace(get_shape(name), name="micro", n_layer=1, n_embd=64, n_head=2, n_head_kv=1, n_ff=128,
+                           n_vocab=n_vocab, head_dim=32)
+        out.append(synthesize(shape, tmp_path / f"micro-{name}.gguf", seed=1).path)
+    return out
+
+
+_INTS = [0, 1, -1, 2, 3, 7, 255, 2**15, 2**31 - 1, 2**31, 2**32 - 1, 2**32, 2**63 - 1, 2**64 - 1, -2**63]
+_FLOATS = [math.nan, math.inf, -math.inf, 0.0, -0.0, 1e-45, 1e-30, 3.4e38, -1.0, 1e300]
+_STRINGS = ["", "x" * 10_000, "\u2581" * 100, "<|im_end|>", "<|im_start|>system\n", "</s>", "none", "linear",
+            "llama", "gpt2", "qwen2", "gemma3", "default", "llama-bpe", "\x00", "日本語\U0001F600", "{{", "{% for %}",
+            "{{ messages[0]['content'] * 1000000 }}", "{% for i in range(10**9) %}{% endfor %}",
+            "{{ raise_exception('no') }}", "{{ messages|tojson }}"]
+_INT_TYPES = [V.UINT8, V.INT8, V.UINT16, V.INT16, V.UINT32, V.INT32, V.UINT64, V.INT64]
+_ANY_TYPE = [*_INT_TYPES, V.FLOAT32, V.FLOAT64, V.BOOL, V.STRING, V.ARRAY]
+
+
+def _random_value(rng: random.Random, vtype: GGUFValueType, depth: int = 0) -> Any:
+    if vtype in _INT_TYPES:
+        return rng.choice(_INTS)
+    if vtype in (V.FLOAT32, V.FLOAT64):
+        return rng.choice(_FLOATS)
+    if vtype == V.BOOL:
+        return rng.choice([0, 1, 1, 2])
+    if vtype == V.STRING:
+        return rng.choice(_STRINGS)
+    etype = rng.choice(_ANY_TYPE if depth < 2 else _ANY_TYPE[:-1])
+    return (etype, [_random_value(rng, etype, depth + 1) for _ in range(rng.choice([0, 1, 2, 5]))])
+
+
+def _mutate_scalar(rng: random.Random, vtype: GGUFValueType, value: Any, retype: bool = True
+                   ) -> tuple[GGUFValueType, Any]:
+    if retype and rng.random() < 0.25:                        # another type altogether
+        t = rng.choice(_ANY_TYPE)
+        return t, _random_value(rng, t)
+    if vtype in _INT_TYPES:
+        v = int(value)
+        return vtype, rng.choice(_INTS + [v + 1, v - 1, 2 * v, v // 2, rng.randrange(-1000, 100_000)])
+    if vtype in (V.FLOAT32, V.FLOAT64):
+        v = float(value)
+        return vtype, rng.choice(_FLOATS + [-v, v * 1e10, v / 1e10])
+    if vtype == V.BOOL:
+        return vtype, rng.choice([0, 1, 2, 255])
+    return vtype, rng.choice(_STRINGS + [value[: len(value) // 2], value + value, value.replace("{", "{{")])
+
+
+def _mutate_array(rng: random.Random, value: tuple) -> tuple[GGUFValueType, Any]:
+    etype, items = value
+    items = list(items)
+    op = rng.choice(["empty", "truncate", "one", "extend", "double", "shuffle", "element", "element", "element",
+                     "retype", "nest", "scalar"])
+    if op == "empty":
+        items = []
+    elif op == "truncate":
+        items = items[: rng.randrange(len(items) + 1)]
+    elif op == "one":
+        items = items[:1]
+    elif op == "extend":
+        items = items + [_random_value(rng, etype, 1) if etype != V.ARRAY else (V.UINT8, [1])
+                         for _ in range(rng.choice([1, 7, 300]))]
+    elif op == "double":
+        items = items + items
+    elif op == "shuffle":
+        rng.shuffle(items)
+    elif op == "element" and items:
+        for _ in range(rng.choice([1, 1, 3])):
+            i = rng.randrange(len(items))
+            if etype == V.STRING:
+                items[i] = rng.choice(_STRINGS + [items[rng.randrange(len(items))], "a b", "\u2581a", "a" * 5000])
+            elif etype != V.ARRAY:
+                items[i] = _mutate_scalar(rng, etype, items[i], retype=False)[1]
+    elif op == "retype":
+        new = rng.choice(_ANY_TYPE[:-1])
+        items = [_random_value(rng, new) for _ in items] if new != etype else items
+        etype = new
+    elif op == "nest":
+        return V.ARRAY, (V.ARRAY, [(etype, items), (etype, items[:1])])
+    elif op == "scalar":
+        t = rng.choice(_ANY_TYPE[:-1])
+        return t, _random_value(rng, t)
+    if etype in _INT_TYPES or etype == V.BOOL:
+        items = [int(x) if not isinstance(x, float) or math.isfinite(x) else 0 for x in items]
+    return V.ARRAY, (etype, items)
+
+
+def _mutate_metadata(rng: random.Random, base: GGUFParts) -> tuple[str, GGUFParts, set[str]]:
+    """1-3 structure-aware edits of `base`'s metadata (values within and across types, array contents and
+    lengths, removed/duplicated/unknown keys); returns a label, the edited parts and the touched keys."""
+    arch = base.get("general.architecture")
+    meta = [list(e) for e in base.metadata]
+    keys = [k for k, _, _ in meta if MUTATE_ARCH_KEYS or not k.startswith(f"{arch}.")]
+    edits, touched = [], set()
+    for _ in range(rng.choice([1, 1, 1, 2, 3])):
+        extra = ["split.count", "general.alignment", "x.unknown"] + ([f"{arch}.vocab_size"] if MUTATE_ARCH_KEYS else [])
+        key = rng.choice(keys + extra)
+        touched.add(key)
+        entry = next((e for e in meta if e[0] == key), None)
+        op = rng.random()
+        if entry is None:
+            t = rng.choice(_ANY_TYPE)
+            meta.append([key, t, _random_value(rng, t)])
+            edits.append(f"add {key}")
+        elif op < 0.05:
+            meta = [e for e in meta if e[0] != key]
+            edits.append(f"drop {key}")
+        elif op < 0.07:
+            meta.append(list(entry))
+            edits.append(f"duplicate {key}")
+        elif entry[1] == V.ARRAY:
+            entry[1], entry[2] = _mutate_array(rng, entry[2])
+            edits.append(f"{key}: array edit")
+        else:
+            entry[1], entry[2] = _mutate_scalar(rng, entry[1], entry[2])
+            edits.append(f"{key} = {str(entry[2])[:40]!r} ({V(entry[1]).name})")
+    return "; ".join(edits), GGUFParts(meta, base.tensors, base.version, base.alignment), touched
+
+
+def _front_end(path: Path, base_tok: Any, touched: set[str], full: bool) -> None:
+    """What loading and using a model does with its metadata: parse, hyperparameters, tokenizer (rebuilt when
+    a tokenizer key changed), encode/decode, the chat template (when it or a special token may have changed),
+    the graph and one numpy step (when a hyperparameter changed); `full`: the whole LLM and two tokens."""
+    from oxigpu.backends.base import Step
+    from oxigpu.backends.numpy_backend import NumpyBackend
+    from oxigpu.graph.plan import compile as compile_plan
+    from oxigpu.models import HParams, build_graph
+    from oxigpu.runtime.sampling import SamplerConfig, sample
+    from oxigpu.tokenizer import Tokenizer
+    if full:
+        from oxigpu import LLM
+        llm = LLM(path, backend="numpy", n_ctx=32)
+        llm.generate("Hi <|im_end|> there", max_tokens=2, seed=1)
+        llm.chat([{"role": "user", "content": "Hi <|im_end|>"}], max_tokens=1, seed=1)
+        return
+    with GGUFFile(path) as f:
+        hp = HParams.from_gguf(f)
+        tok_keys = {k for k in touched if k.startswith("tokenizer.")}
+        tok = Tokenizer.from_metadata(f.metadata) if tok_keys else base_tok
+        ids = tok.encode("Hi there <|im_end|> \u2581x 日本")
+        tok.decode(ids)
+        if tok_keys & {"tokenizer.chat_template", "tokenizer.ggml.tokens", "tokenizer.ggml.token_type",
+                       "tokenizer.ggml.bos_token_id", "tokenizer.ggml.eos_token_id"}:
+            tok.apply_chat_template([{"role": "user", "content": "Hi <|im_end|>"}], max_tokens=4096)
+        if any(k == "general.architecture" or not k.startswith(("tokenizer.", "x.", "general.")) for k in touched):
+            plan = compile_plan(build_graph(f, hp, 2, 32))
+            backend = NumpyBackend(f, 32)
+            logits = backend.run(plan, Step.single([1, 2], 0))["logits"]
+            sample(logits, SamplerConfig(), [1, 2])
+
+
+def _hwm() -> int | None:
+    try:
+        with open("/proc/self/status") as fh:
+            return next(int(line.split()[1]) * 1024 for line in fh if line.startswith("VmHWM:"))
+    except (OSError, StopIteration):
+        return None
+
+
+def _reset_hwm() -> None:
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+    except OSError:
+        pass
+
+
+def test_fuzz_metadata_values(tmp_path: Path) -> None:
+    """10,000 structure-aware metadata mutations of two micro models (fixed seed), each through the front end:
+    only OxigpuErrors, no hang (SIGALRM, 2 s a case), no case adding more than 256 MiB of peak memory."""
+    from oxigpu.errors import OxigpuError
+    from oxigpu.tokenizer import Tokenizer
+    bases = [GGUFParts.read(p) for p in _micro_models(tmp_path)]
+    toks = [Tokenizer.from_metadata(GGUFFile(p).metadata) for p in _micro_models(tmp_path)]
+    rng = random.Random(META_SEED)
+    outcomes: collections.Counter[str] = collections.Counter()
+    path = tmp_path / "case.gguf"
+    cache: dict[int, tuple[Any, bytes]] = {}
+    use_alarm = hasattr(signal, "setitimer")
+    old = signal.signal(signal.SIGALRM, _on_alarm) if use_alarm else None
+    t_start, cpu_start, slowest, worst_mem = time.perf_counter(), time.process_time(), 0.0, 0
+    try:
+        for i in range(N_META_CASES):
+            b = rng.randrange(len(bases))
+            label, parts, touched = _mutate_metadata(rng, bases[b])
+            parts.write(path, cache)
+            measure = i % 5 == 0                                     # reading /proc costs a case's time
+            if measure:
+                _reset_hwm()
+            base_mem = _hwm() if measure else None
+            t0 = time.perf_counter()
+            if use_alarm:
+                signal.setitimer(signal.ITIMER_REAL, CASE_TIME_LIMIT_S)
+            try:
+                with np.errstate(all="ignore"):
+                    _front_end(path, toks[b], touched, full=i % 50 == 0)
+                outcomes["ran"] += 1
+            except OxigpuError as e:
+                outcomes[type(e).__name__] += 1
+            except _Hang:
+                pytest.fail(f"meta case {i} ({label}) took over {CASE_TIME_LIMIT_S} s")
+            except Exception as e:
+                pytest.fail(f"meta case {i} ({label}) raised {type(e).__name__}: {e}")
+            finally:
+                if use_alarm:
+                    signal.setitimer(signal.ITIMER_REAL, 0)
+            slowest = max(slowest, time.perf_counter() - t0)
+            if base_mem is not None:
+                worst_mem = max(worst_mem, _hwm() - base_mem)
+                assert worst_mem < META_MEMORY, f"meta case {i} ({label}): peak grew by {worst_mem >> 20} MiB"
+    finally:
+        if use_alarm:
+            signal.signal(signal.SIGALRM, old)
+    print(f"\nmetadata fuzz: {N_META_CASES} cases in {time.perf_counter() - t_start:.1f} s "
+          f"({time.process_time() - cpu_start:.1f} s of CPU), slowest "
+          f"{slowest * 1e3:.0f} ms, peak +{worst_mem >> 20} MiB, {dict(outcomes)}")
+    assert outcomes["ran"] >= N_META_CASES // 10                 # mutations that keep a working model
+    assert outcomes["TokenizerError"] >= 50 and outcomes["GGUFFormatError"] >= 50, outcomes

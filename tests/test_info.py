@@ -12,6 +12,7 @@ from gguf import GGMLQuantizationType, GGUFWriter
 from oxigpu.cli.main import cli
 from oxigpu.errors import GGUFFormatError, UnsupportedArchitectureError
 from oxigpu.gguf import GGUFFile
+from oxigpu.models import FAMILIES
 from oxigpu.models.hparams import HParams
 from oxigpu.synth import SHAPES, synthesize
 
@@ -35,7 +36,8 @@ def test_info_gemma3_270m(gemma3_path):
     hp = info["hparams"]
     assert (hp["n_layer"], hp["n_embd"], hp["n_head"], hp["n_head_kv"], hp["head_dim"], hp["n_ff"],
             hp["n_vocab"]) == (18, 640, 4, 1, 256, 2048, 262144)
-    assert hp["tied_embeddings"] and hp["sliding_window"] == 512 and hp["rope_base_local"] == 10000.0
+    assert hp["tied_embeddings"] and hp["sliding_window"] == 512 and hp["rope_base_swa"] == 10000.0
+    assert hp["sliding_layers"] == [i for i in range(18) if i % 6 != 5]
     tok = info["tokenizer"]
     assert (tok["model"], tok["vocab_size"], tok["bos"], tok["eos"], tok["add_bos"], tok["chat_template"]) == \
         ("llama", 262144, 2, 1, True, False)
@@ -110,18 +112,18 @@ def _write_gguf(path, arch: str, **kv) -> None:
 
 
 def test_info_on_unsupported_arch_still_describes_the_file(tmp_path):
-    path = tmp_path / "phi.gguf"
-    _write_gguf(path, "phi3", block_count=1)
+    path = tmp_path / "mamba.gguf"
+    _write_gguf(path, "mamba", block_count=1)
     info = info_json(path)
     assert not info["supported"] and info["hparams"] is None
-    assert "llama, qwen2, qwen3, gemma3" in info["unsupported_reason"]
+    assert ", ".join(FAMILIES) in info["unsupported_reason"]
     assert counts(info) == {"F32": 1}
 
 
 def test_hparams_errors_and_defaults():
-    with pytest.raises(UnsupportedArchitectureError, match="supported: llama, qwen2, qwen3, gemma3"):
+    with pytest.raises(UnsupportedArchitectureError, match="supported: " + ", ".join(FAMILIES)):
         HParams.from_metadata("mamba", {})
-    with pytest.raises(GGUFFormatError, match="llama.block_count"):
+    with pytest.raises(GGUFFormatError, match="llama.block_count.*missing"):
         HParams.from_metadata("llama", {"llama.embedding_length": 64, "llama.attention.head_count": 4,
                                         "llama.feed_forward_length": 128, "llama.context_length": 256,
                                         "llama.vocab_size": 100})
@@ -131,6 +133,6 @@ def test_hparams_errors_and_defaults():
             "tokenizer.ggml.tokens": ["a", "b", "c"]}
     hp = HParams.from_metadata("qwen3", meta, ["token_embd.weight", "output.weight"])
     assert (hp.head_dim, hp.head_dim_v, hp.rope_dims, hp.n_head_kv, hp.n_gqa, hp.n_vocab) == (16, 16, 16, 2, 2, 3)
-    assert not hp.tied_embeddings and hp.qk_norm and not hp.qkv_bias and not hp.is_sliding(0)
-    with pytest.raises(GGUFFormatError, match="per-layer"):
+    assert not hp.tied_embeddings and hp.qk_norm == "head" and not hp.qkv_bias and not hp.is_sliding(0)
+    with pytest.raises(GGUFFormatError, match="differs per layer"):
         HParams.from_metadata("qwen3", {**meta, "qwen3.attention.head_count_kv": np.array([2, 4])})

@@ -257,11 +257,11 @@ def test_q8_choice(dev, monkeypatch):
     monkeypatch.setattr(Device, "int8_dots", property(lambda self: False))
     assert not any(kern(t).q8 for t in ("Q4_K", "Q8_0"))
     monkeypatch.setattr(Device, "int8_dots", property(lambda self: True))
-    assert all(kern(t).q8 for t in Q8_TYPES) and not kern("F16").q8 and not kern("Q5_K").q8
+    assert all(kern(t).q8 for t in Q8_TYPES) and not kern("F16").q8 and not kern("Q2_K").q8
     assert not kern("Q4_K", {"q8": False}).q8
     assert not kern("Q4_K", m=3).cfg                                 # a few rows: gemm_q.wgsl
     with pytest.raises(DeviceError, match="no integer-dot GEMM"):
-        kern("Q5_K", {"q8": True})
+        kern("Q2_K", {"q8": True})
 
 
 MMA_TILES = [dict(tm=4, tn=8), dict(tm=4, tn=4, bk=32), dict(tm=8, tn=8, bk=32), dict(tm=2, tn=4),
@@ -279,8 +279,13 @@ def _needs_mma(dev) -> None:
         pytest.skip("the matrix-unit GEMM needs Dawn's f16 subgroup matrices (the H100 under Dawn)")
 
 
-@pytest.mark.parametrize("tile", range(len(MMA_TILES)))
-@pytest.mark.parametrize("t", MMA_TYPES)
+MMA_SWEEP = ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0", "F16")
+"""Types taken through every matrix-unit tile; the others (whose weight units are the same code on other
+loaders) through two: 2 x 2 and 4 x 4 blocks per subgroup."""
+
+
+@pytest.mark.parametrize("t,tile", [(t, i) for t in MMA_TYPES
+                                    for i in (range(len(MMA_TILES)) if t in MMA_SWEEP else (0, 7))])
 def test_mma_every_type_and_tile(dev, t, tile):
     """gemm_mma.wgsl against its twin (f16 x and weights, f32 sums): partial tiles in m and n, bias or
     not, every subgroup grid."""
@@ -302,8 +307,8 @@ def test_mma_choice(dev, monkeypatch):
     """Where the device has the matrix units, prefill chunks take them by default for F16 weights and for
     the quantized types where ``mma_tile`` expects MMA_Q8_TFLOPS (Qwen2.5-0.5B's 896 columns too): 128 x
     128 tiles unsplit where they fill the GPU, split-k or smaller tiles where those fill more SMs, 64 k per
-    step; narrower quantized outputs on request; Q5_K never; short chunks and devices without them keep
-    their kernels."""
+    step; narrower quantized outputs on request; every type (through its integer-dot loader, or its dq8
+    snippet: Q2_K, BF16; F32 only on request); short chunks and devices without them keep their kernels."""
     monkeypatch.setattr(dev, "has_mma", True, raising=False)
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 49152)
     grid = lambda d: (d["SGM"], d["SGN"], d["TNB"], d["BK"], d["SPLITS"], d["WLOAD"])
@@ -313,14 +318,18 @@ def test_mma_choice(dev, monkeypatch):
     assert grid(gemm_shader(dev, 512, "Q4_K", 896, None, 4864)[1])[4] > 1                        # Qwen down
     assert grid(gemm_shader(dev, 64, "F16", 28672, None, 4096)[1])[:3] == (2, 2, 2)              # 64 rows
     assert gemm_shader(dev, 512, "Q4_K", 128, None, 1024)[0] != "gemm_mma.wgsl"                # 1 column tile
-    assert gemm_shader(dev, 512, "Q5_K", 14336, None, 4096)[0] != "gemm_mma.wgsl"
+    for t, wload in (("Q5_K", "q32"), ("IQ2_XS", "q32"), ("Q2_K", "dq8"), ("BF16", "dq8")):
+        shader, defines, _ = gemm_shader(dev, 512, t, 14336, None, 4096)
+        assert shader == "gemm_mma.wgsl" and defines["WLOAD"] == wload, t
+    assert gemm_shader(dev, 512, "F32", 14336, None, 4096)[0] != "gemm_mma.wgsl"          # F32: on request
+    assert gemm_shader(dev, 512, "F32", 14336, {"mma": True}, 4096)[1]["WLOAD"] == "dq8"
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 32768)   # 32 k per step where 64 won't fit
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[1]["BK"] == 32
     shader, defines, _ = gemm_shader(dev, 512, "Q5_0", 896, {"mma": True, "tm": 4, "tn": 4}, 896)
     assert shader == "gemm_mma.wgsl" and (defines["SGN"], defines["WLOAD"]) == (2, "q32")
     assert gemm_shader(dev, 8, "F16", 4096, None, 4096)[0] == "gemm_q.wgsl"
     with pytest.raises(DeviceError, match="no matrix-unit GEMM for Q5_K"):
-        gemm_shader(dev, 512, "Q5_K", 4096, {"mma": True}, 4096)
+        gemm_shader(dev, 512, "Q5_K", 4096, {"mma": True, "bk": 16}, 4096)
     monkeypatch.setattr(dev, "has_mma", False, raising=False)
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[0] != "gemm_mma.wgsl"
 

@@ -136,10 +136,10 @@ _Q8X_SPLITS = [dict(tpr=32, r=8, gpw=4, ppb32=2), dict(tpr=64, r=4, gpw=2, u2=Tr
                dict(tpr=32, r=8, gpw=4, ppb32=2, xs=True, persist=2)]   # the 8B's Q4_K gate+up split
 
 
-@pytest.mark.parametrize("piece", sorted(Q8X_PIECES))
-@pytest.mark.parametrize("v", range(len(_Q8X_SPLITS)))
+@pytest.mark.parametrize("piece,v", [(p, v) for p in sorted(Q8X_PIECES) for v in range(len(_Q8X_SPLITS))
+                                     if p != "q32" or v in (0, 1, 4, 6, 9)])
 def test_gemv_q8x(dev, piece, v):
-    t = PIECE_TYPES[piece]
+    t = PIECE_TYPES.get(piece, "IQ4_XS")      # q32 (generic: any type with an integer-dot loader) on five splits
     attrs = {"gemv": {**_Q8X_SPLITS[v], "piece": piece, "q8x": True}}
     case = matmul_case(t, 1, _cols(t, 2), 37, bias=True, seed=120 + v)
     _run(q8x_case(case, [piece], _Q8X_SPLITS[v]["ppb32"]), dev, attrs)
@@ -204,7 +204,10 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     """q8x is chosen only where integer dots are allowed (Device.int8_dots) and every slot's piece has
     them; asked for elsewhere, it is refused."""
     assert all(gemv_config(t, 4096, n).q8x for t in ("Q4_K", "Q6_K", "Q8_0", "Q5_0") for n in (4096, 128256))
-    assert not gemv_config("Q4_K", 896, 1152).q8x and not gemv_config("Q5_K", 4096, 4096).q8x
+    assert not gemv_config("Q4_K", 896, 1152).q8x and not gemv_config("Q2_K", 4096, 4096).q8x
+    # types without a piece file of their own: integer dots through the generic q32 piece, float ones dq8
+    assert all((c.piece, c.q8x) == ("q32", True) for c in (gemv_config(t, 4096, 4096) for t in ("Q5_K", "IQ4_XS")))
+    assert gemv_config("IQ4_XS", 4096, 4096, int8=False).piece == "dq8"
     assert not gemv_config("Q5_0", 896, 2304).q8x and gemv_config("Q8_0", 896, 151936).q8x   # short rows
     assert not any(gemv_config(t, 4096, 28672, int8=False).q8x for t in ("Q4_K", "Q6_K", "Q8_0"))
     # x quantized once: by its own dispatch on the 8B's Q8_0/Q4_0 ffn_down and the Q8_0 LM heads; per

@@ -80,8 +80,8 @@ def test_unsupported_tensor_type(models):
         arch, metadata, path = m.arch, m.metadata, m.path
         tensors = dict(m.tensors)
     name = "blk.1.ffn_up.weight"
-    Patched.tensors[name] = dataclasses.replace(m.tensors[name], ggml_type=16)  # IQ2_XXS
-    with pytest.raises(UnsupportedQuantTypeError, match="IQ2_XXS"):
+    Patched.tensors[name] = dataclasses.replace(m.tensors[name], ggml_type=39)  # MXFP4
+    with pytest.raises(UnsupportedQuantTypeError, match="MXFP4"):
         build_graph(Patched(), None, 1, 32)
 
 

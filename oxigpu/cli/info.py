@@ -9,8 +9,9 @@ from typing import Any
 
 import click
 
-from ..errors import ModelNotFoundError, OxigpuError, UnsupportedArchitectureError
+from ..errors import GGUFError, ModelNotFoundError, OxigpuError, UnsupportedArchitectureError
 from ..gguf import GGUFFile
+from ..model_packages import MODELS
 from ..models.hparams import HParams
 
 
@@ -18,14 +19,18 @@ def model_info(path: str | Path) -> dict[str, Any]:
     """A JSON-ready summary of the model file at `path` (raises OxigpuError on a missing or bad file)."""
     path = Path(path)
     if not path.exists():
-        raise ModelNotFoundError(f"no model file at {path}")
+        from ..hub import download, parse_ref
+        ref = parse_ref(str(path))
+        if ref is None:
+            raise ModelNotFoundError(f"no model file at {path}")
+        path = download(ref)      # a Hub name: org/repo:QUANT or org/repo/file.gguf
     with GGUFFile(path) as f:
         meta = f.metadata
         arch = f.arch
         try:
             hparams: dict[str, Any] | None = HParams.from_gguf(f).to_dict()
             unsupported = None
-        except UnsupportedArchitectureError as e:
+        except (UnsupportedArchitectureError, GGUFError) as e:   # still describe what the file holds
             hparams, unsupported = None, str(e)
         types: dict[str, dict[str, int]] = defaultdict(lambda: {"count": 0, "bytes": 0})
         for t in f.tensors.values():
@@ -84,10 +89,13 @@ def _format(info: dict[str, Any]) -> str:
               help="Describe the GPU adapter the wgpu backend would use (no model needed).")
 @click.option("--json", "as_json", is_flag=True, help="Print one JSON object instead of text.")
 def info(model: str | None, device: bool, as_json: bool) -> None:
-    """Show what the GGUF file MODEL holds, and/or (--device) the GPU adapter."""
+    """Show what the GGUF file MODEL (or a packaged model, by name: oxigpu models) holds, and/or (--device)
+    the GPU adapter."""
     if model is None and not device:
-        raise click.UsageError("give a MODEL file, --device, or both")
+        raise click.UsageError("give a MODEL file (or a packaged model's name), --device, or both")
     try:
+        if model is not None and model in MODELS and not Path(model).exists():
+            model = str(MODELS[model].locate(lambda line: click.echo(line, err=True)))
         data = {**({"device": device_info()} if device else {}), **(model_info(model) if model else {})}
     except OxigpuError as e:
         raise click.ClickException(str(e)) from None

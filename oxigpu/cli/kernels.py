@@ -5,6 +5,8 @@ import sys
 
 import click
 
+from .progress import on_terminal, stage
+
 
 @click.command("kernels")
 @click.option("--filter", "pattern", default=None, metavar="PATTERN",
@@ -15,7 +17,9 @@ import click
               help="Print the assembled WGSL (after #include and {{DEFINES}}) of the pipelines built by the "
                    "cases whose 'kernel case' text or 'file.wgsl:entry' matches NAME, on this adapter; run nothing.")
 def kernels(pattern: str | None, bench: bool, source: str | None) -> None:
-    """Check each WGSL kernel against its float64 numpy reference; exit 1 on any failure."""
+    """Check each WGSL kernel against its float64 numpy reference; exit 1 on any failure.
+
+    Progress goes to stderr (a line per kernel; on a terminal, a counter of cases), the table to stdout."""
     from ..backends.wgpu.device import Device
     from ..errors import DeviceError
     from ..tools.kernels import format_table, run_checks
@@ -27,7 +31,26 @@ def kernels(pattern: str | None, bench: bool, source: str | None) -> None:
     if source is not None:
         _print_sources(source, dev)
         return
-    results = run_checks(pattern, bench, dev)
+    stage(f"checking kernels on {dev.info()['name']}" + (" (and timing them)" if bench else ""))
+    bar = None
+    if on_terminal():
+        from tqdm import tqdm
+        bar = tqdm(desc="kernel cases", unit=" cases", leave=False, file=sys.stderr)
+    current: list[str] = []
+
+    def progress(check: str, case: str) -> None:
+        if bar is not None:
+            bar.set_postfix_str(f"{check} {case}"[:60], refresh=False)
+            bar.update(1)
+        elif current != [check]:
+            current[:] = [check]
+            stage(f"  {check}")
+
+    try:
+        results = run_checks(pattern, bench, dev, progress=progress)
+    finally:
+        if bar is not None:
+            bar.close()
     if not results:
         click.echo(f"no kernel check matches {pattern!r}", err=True)
         sys.exit(2)

@@ -7,8 +7,10 @@ from .._version import __version__
 from .bench import bench
 from .chat import chat
 from .diff import diff
+from .embed import embed
 from .info import info
 from .kernels import kernels
+from .models import models
 from .run import run
 from .serve import serve
 from .synth import synth
@@ -29,8 +31,12 @@ cli.add_command(chat)
 cli.add_command(tokenize)
 cli.add_command(diff)
 cli.add_command(bench)
+cli.add_command(embed)
 cli.add_command(serve)
+cli.add_command(models)
 
 
 def main() -> None:
-    cli()
+    """The console script (see `oxigpu.cli.entry`, which installs the Ctrl-C handling first)."""
+    from .entry import main as entry_main
+    entry_main()

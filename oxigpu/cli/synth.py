@@ -20,6 +20,7 @@ from ..synth import FTYPES, SHAPES, synthesize
               help="Keep only the first N layers (cheap big shapes).")
 def synth(shape: str, output: str, ftype: str, seed: int, layers: int | None) -> None:
     """Write SHAPE with random weights (deterministic from --seed) to OUTPUT."""
+    click.echo(f"writing {shape} ({ftype.upper()}, seed {seed}) to {output}", err=True)
     try:
         r = synthesize(shape, output, ftype=ftype.upper(), seed=seed, layers=layers)
     except OxigpuError as e:

@@ -3,7 +3,7 @@ from __future__ import annotations
 
 import click
 
-from .common import friendly_errors, model_option, read_prompt, verbose_option
+from .common import friendly_errors, model_option, read_prompt, resolve_model, verbose_option
 
 
 @click.command("tokenize")
@@ -15,11 +15,10 @@ from .common import friendly_errors, model_option, read_prompt, verbose_option
 @friendly_errors
 def tokenize(text: str, model: str | None, ids_only: bool, no_bos: bool, verbose: bool) -> None:
     """Print the tokens of TEXT ('-' reads stdin): one "id 'piece'" line each, or --ids-only."""
-    from ..api import resolve_model_path
     from ..gguf import GGUFFile
     from ..tokenizer import Tokenizer
 
-    with GGUFFile(resolve_model_path(model)) as gguf:
+    with GGUFFile(resolve_model(model)) as gguf:
         tok = Tokenizer.from_metadata(gguf.metadata)
     ids = tok.encode(read_prompt(text), add_special=not no_bos, parse_special=True)
     if ids_only:

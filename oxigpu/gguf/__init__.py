@@ -5,6 +5,8 @@ Decisions worth knowing when coding against this package:
   file, the field and the byte offset (`GGUFTruncatedError` when a declared count/length/extent needs more bytes
   than the file has, `GGUFFormatError` for invalid values, `UnsupportedQuantTypeError` for unknown ggml types).
 - GGUF v2 and v3, little-endian only. Nested arrays are limited to 8 levels (real files use none).
+- Counts and sizes have budgets (`oxigpu.limits`: tensors, keys, elements per array, bytes per string),
+  checked before anything is built: a file that exceeds one raises `GGUFFormatError` naming the limit.
 - `metadata_types[key]` is a `GGUFValueType` for scalars and `(GGUFValueType.ARRAY, element_type)` for arrays.
 - Numeric metadata arrays are read-only numpy copies (independent of the mapping); strings are strictly UTF-8;
   bools must be 0 or 1.

@@ -19,6 +19,7 @@ import numpy as np
 from gguf import GGML_QUANT_SIZES, GGMLQuantizationType, GGUFValueType
 
 from ..errors import GGUFError, GGUFFormatError, GGUFTruncatedError, UnsupportedQuantTypeError
+from ..limits import MAX_ARRAY_ITEMS, MAX_METADATA_KEYS, MAX_STRING_BYTES, MAX_TENSORS
 
 MAGIC = b"GGUF"
 SUPPORTED_VERSIONS = (2, 3)
@@ -83,6 +84,52 @@ class ParsedFile:
     value_offsets: dict[str, int]  # key -> file position of its value, for error messages
     tensors: list[RawTensor]
     mm: np.memmap | None = field(repr=False, default=None)
+    fd: int | None = field(repr=False, default=None)  # for pread: the inode that was mapped, closed on close()
+    identity: tuple[int, int, int, int] = (0, 0, 0, 0)  # (device, inode, size, mtime_ns) when opened
+
+    def close(self) -> None:
+        """Drop the mapping and the descriptor (views handed out earlier keep their own mapping)."""
+        self.mm = None
+        fd, self.fd = self.fd, None
+        if fd is not None:
+            os.close(fd)
+
+    def __del__(self) -> None:
+        if self.fd is not None:
+            os.close(self.fd)
+
+    def check_unchanged(self, what: str) -> os.stat_result:
+        """Raise GGUFError when the file was truncated or rewritten in place since it was opened: its
+        mapping could then raise SIGBUS or hold other bytes. (A file replaced by rename is harmless:
+        the descriptor and the mapping keep the old inode.)"""
+        if self.fd is None:
+            raise GGUFError("file is closed", path=str(self.path), field=what, offset=None)
+        st = os.fstat(self.fd)
+        if (st.st_size, st.st_mtime_ns) != self.identity[2:]:
+            raise GGUFError(f"the file changed on disk since it was opened ({self.identity[2]} -> {st.st_size} "
+                            f"bytes{', modified' if st.st_mtime_ns != self.identity[3] else ''}); load the model "
+                            f"again", path=str(self.path), field=what, offset=None)
+        return st
+
+    def pread(self, offset: int, out: np.ndarray, what: str, check: bool = True) -> np.ndarray:
+        """Fill `out` (contiguous uint8) with the file's bytes at `offset` through the descriptor, not the
+        mapping: a file truncated underneath gives a short read (a GGUFError), never a signal. `check`: first
+        `check_unchanged` (callers reading many pieces check once)."""
+        if check or self.fd is None:
+            self.check_unchanged(what)
+        view = memoryview(out).cast("B")
+        if not hasattr(os, "preadv"):   # no positional reads on this OS (Windows): copy from the mapping
+            view[:] = self.mm[offset:offset + len(view)] if self.mm is not None else b""
+            return out
+        done = 0
+        while done < len(view):
+            n = os.preadv(self.fd, [view[done:]], offset + done)
+            if n <= 0:
+                raise GGUFError(f"the file ends at byte {offset + done}, inside this tensor: it was truncated "
+                                f"since it was opened; load the model again", path=str(self.path), field=what,
+                                offset=offset + done)
+            done += n
+        return out
 
 
 class _Reader:
@@ -90,6 +137,7 @@ class _Reader:
 
     def __init__(self, path: Path, buf: mmap.mmap, size: int):
         self.path, self.buf, self.size, self.pos = path, buf, size, 0
+        self.items = 0  # elements of the metadata array being read, nested levels included
 
     def fail(self, cls: type[GGUFError], field: str, message: str, offset: int | None = None) -> GGUFError:
         return cls(message, path=str(self.path), field=field, offset=self.pos if offset is None else offset)
@@ -111,6 +159,9 @@ class _Reader:
         if n > self.size - self.pos:
             raise self.fail(GGUFTruncatedError, f"{field} length",
                             f"string of {n} bytes but only {self.size - self.pos} remain in the file", len_pos)
+        if n > MAX_STRING_BYTES:
+            raise self.fail(GGUFFormatError, f"{field} length", f"string of {n} bytes exceeds the limit of "
+                            f"{MAX_STRING_BYTES} (oxigpu.limits.MAX_STRING_BYTES)", len_pos)
         start = self.pos
         try:
             s = self.buf[start:start + n].decode("utf-8")
@@ -136,6 +187,9 @@ class _Reader:
                 if end > size:
                     raise self.fail(GGUFTruncatedError, f"{field}[{i}] length",
                                     f"string of {length} bytes but only {size - pos - 8} remain in the file", pos)
+                if length > MAX_STRING_BYTES:
+                    raise self.fail(GGUFFormatError, f"{field}[{i}] length", f"string of {length} bytes exceeds "
+                                    f"the limit of {MAX_STRING_BYTES} (oxigpu.limits.MAX_STRING_BYTES)", pos)
                 pos += 8
                 append(buf[pos:end].decode("utf-8"))
                 pos = end
@@ -155,6 +209,7 @@ class _Reader:
         if vtype == V.STRING:
             return self.string(field), vtype
         if vtype == V.ARRAY:
+            self.items = 0
             return self.array(field, 1)
         start = self.pos
         v = self.scalar(_SCALARS[vtype], field)
@@ -175,6 +230,10 @@ class _Reader:
             raise self.fail(GGUFTruncatedError, f"{field} count",
                             f"{n} elements of type {etype.name} need at least {n * _MIN_ELEMENT_SIZE[etype]} "
                             f"bytes but only {self.size - self.pos} remain", count_pos)
+        self.items += n
+        if self.items > MAX_ARRAY_ITEMS:
+            raise self.fail(GGUFFormatError, f"{field} count", f"{self.items} array elements exceed the limit of "
+                            f"{MAX_ARRAY_ITEMS} per key (oxigpu.limits.MAX_ARRAY_ITEMS)", count_pos)
         desc = (V.ARRAY, etype)
         if etype == V.STRING:
             return self.string_array(n, field), desc
@@ -193,8 +252,9 @@ class _Reader:
         return arr, desc
 
 
-def _open_mapping(path: Path) -> tuple[mmap.mmap, np.memmap, int]:
-    """Map the file read-only twice: an mmap for header parsing, an np.memmap for tensor views."""
+def _open_mapping(path: Path) -> tuple[mmap.mmap, np.memmap, int, int, tuple[int, int, int, int]]:
+    """Map the file read-only twice (an mmap for header parsing, an np.memmap for tensor views) and keep a
+    descriptor of the same inode for reads that must not fault (`ParsedFile.pread`)."""
     try:
         if not stat.S_ISREG(os.stat(path).st_mode):  # before open(): a FIFO would block it
             raise GGUFError("not a regular file (directory, device or pipe)", path=str(path), field="file", offset=0)
@@ -206,19 +266,23 @@ def _open_mapping(path: Path) -> tuple[mmap.mmap, np.memmap, int]:
                                          path=str(path), field="header", offset=0)
             buf = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
             mm = np.memmap(fh, dtype=np.uint8, mode="r")
-            return buf, mm, len(buf)
+            identity = (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns)
+            return buf, mm, len(buf), os.dup(fh.fileno()), identity
     except (OSError, ValueError) as e:  # ValueError: mmap of a file that shrank to nothing underneath us
         raise GGUFError(f"cannot open: {e}", path=str(path), field="file", offset=0) from None
 
 
 def parse_file(path: Path) -> ParsedFile:
     """Read and validate one GGUF file (no split handling)."""
-    buf, mm, size = _open_mapping(path)
+    buf, mm, size, fd, identity = _open_mapping(path)
     try:
         parsed = _parse(_Reader(path, buf, size))
+    except BaseException:
+        os.close(fd)
+        raise
     finally:
         buf.close()  # parsing copies out everything it keeps; tensor views use `mm`
-    parsed.mm = mm
+    parsed.mm, parsed.fd, parsed.identity = mm, fd, identity
     return parsed
 
 
@@ -247,6 +311,12 @@ def _parse(r: _Reader) -> ParsedFile:
         raise r.fail(GGUFTruncatedError, "tensor_count",
                      f"{n_tensors} tensor infos need at least {n_tensors * _MIN_TENSOR_INFO_SIZE} bytes "
                      f"more than the file holds", 8)
+    if n_kv > MAX_METADATA_KEYS:
+        raise r.fail(GGUFFormatError, "kv_count", f"{n_kv} metadata keys exceed the limit of {MAX_METADATA_KEYS} "
+                     f"(oxigpu.limits.MAX_METADATA_KEYS)", 16)
+    if n_tensors > MAX_TENSORS:
+        raise r.fail(GGUFFormatError, "tensor_count", f"{n_tensors} tensors exceed the limit of {MAX_TENSORS} "
+                     f"(oxigpu.limits.MAX_TENSORS)", 8)
 
     metadata: dict[str, Any] = {}
     types: dict[str, TypeDesc] = {}

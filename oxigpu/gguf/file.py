@@ -47,12 +47,38 @@ class TensorInfo:
 
     @property
     def data(self) -> np.memmap:
-        """Read-only uint8 view of shape (n_rows, row_bytes) into the file mapping; never copies."""
+        """Read-only uint8 view of shape (n_rows, row_bytes) into the file mapping; never copies.
+
+        The file's size and mtime are checked first (GGUFError if it changed since it was opened), but a view
+        reads the mapping lazily: a file truncated while the view is read raises SIGBUS. Code that reads
+        after loading, or must survive the file changing, uses `read` / `read_rows`."""
         mm = self._file.mm
         if mm is None:
             raise GGUFError("file is closed", path=str(self.path), field=f"tensor {self.name!r} data",
                             offset=self.offset)
+        self._file.check_unchanged(f"tensor {self.name!r} data")
         return mm[self.offset:self.offset + self.nbytes].reshape(self.n_rows, self.row_bytes)
+
+    def read(self) -> np.ndarray:
+        """A copy of the raw bytes, shape (n_rows, row_bytes), read with pread: a file truncated or rewritten
+        since it was opened raises GGUFError, never a signal."""
+        out = np.empty((self.n_rows, self.row_bytes), np.uint8)
+        return self._file.pread(self.offset, out, f"tensor {self.name!r} data")
+
+    def read_rows(self, rows: np.ndarray) -> np.ndarray:
+        """A copy of the raw bytes of `rows` (ints in [0, n_rows)), shape (*rows.shape, row_bytes), read as
+        `read` does."""
+        idx = np.asarray(rows, np.int64)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n_rows):
+            bad = int(idx[(idx < 0) | (idx >= self.n_rows)].flat[0])
+            raise GGUFError(f"row {bad} is outside the tensor's {self.n_rows} rows", path=str(self.path),
+                            field=f"tensor {self.name!r} data", offset=self.offset)
+        out = np.empty((idx.size, self.row_bytes), np.uint8)
+        what = f"tensor {self.name!r} data"
+        self._file.check_unchanged(what)
+        for i, r in enumerate(idx.reshape(-1).tolist()):
+            self._file.pread(self.offset + r * self.row_bytes, out[i], what, check=False)
+        return out.reshape(idx.shape + (self.row_bytes,))
 
 
 def _tensor_info(pf: ParsedFile, name: str, ne: tuple[int, ...], ggml_type: int, offset: int,
@@ -111,9 +137,10 @@ class GGUFFile:
         return arch
 
     def close(self) -> None:
-        """Drop this object's mappings; views handed out earlier stay valid until they are freed."""
+        """Drop this object's mappings and descriptors; views handed out earlier stay valid until they are
+        freed."""
         for pf in self._parts:
-            pf.mm = None
+            pf.close()
 
     def __enter__(self) -> GGUFFile:
         return self

@@ -67,6 +67,29 @@ add            a[R, n], b[R, n] -> [R, n]
 glu            gate[R, n], up[R, n] -> [R, n]                 act: "silu" | "gelu_tanh"; act(gate) * up
 gather_rows    x[T, n], rows i32[S] -> [S, n]                 (none) row s = x[rows[s]] for s < n_seqs,
                                                               zero rows after
+split          x[R, n_0 + .. + n_{m-1}] -> m outputs          sizes; y_i = the next n_i columns (fused q/k/v,
+               y_i[R, n_i]                                    fused gate/up weights)
+scale          x[R, n] -> [R, n]                              scale, softcap (0: none); y = x * scale, then
+                                                              softcap * tanh(y / softcap) (final-logit caps,
+                                                              residual and logit multipliers)
+act            x[R, n] -> [R, n]                              act: "gelu_tanh"; act(x) (ungated FFNs)
+moe_gate       logits[T, E] -> ids i32[T, K], w[T, K]         k (= K), norm, w_scale; the K largest of
+                                                              softmax(logits) per row, largest first (ties:
+                                                              lower id), their probabilities as w,
+                                                              renormalized to sum 1 when norm, times w_scale
+matmul_id      x[T, k] or x[T, K*k], W[E, n, k], ids i32[T, K]  y[t, j*n:(j+1)*n] = W[ids[t, j]] @ x_tj, x_tj =
+               -> [T, K*n]                                    x[t] or its j-th block of k (mixture-of-experts
+                                                              GEMMs: only the chosen experts are read)
+moe_sum        y[T, K*n], w[T, K] -> [T, n]                   (none) sum_j w[t, j] * y[t, j*n:(j+1)*n]
+layer_norm     x[R, n], w[n], b[n] -> [R, n]                  eps; (x - mean) / sqrt(var + eps) * w + b
+add_rows       x[T, n], table[m, n] (, positions i32[T])      row; x[t] + table[row], or with row == -1
+               -> [T, n]                                      x[t] + table[positions[t]] (token-type and
+                                                              absolute position embeddings); padded rows:
+                                                              x[t]
+attention_self q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv]           n_head, n_head_kv, head_dim, v_head_dim, scale;
+               -> [T, H*Dv]                                   every valid row attends every valid row of the
+                                                              chunk (encoders: no cache, no causal mask);
+                                                              padded rows are zero
 =============  =============================================  ===========================================
 
 Fused ops, made only by ``oxigpu.graph.fuse`` (each is exactly the composition of the ops it replaces):
@@ -184,6 +207,15 @@ OPS: dict[str, OpSpec] = {
     # row n_tokens - 1 of x: what the wgpu backend runs a one-slot gather_rows as until its kernels
     # read out_rows (backends/wgpu/backend.py, _contiguous)
     "last_row": OpSpec((_s("x", "act"),), graph=False),
+    "split": OpSpec((_s("x", "act"),)),
+    "scale": OpSpec((_s("x", "act"),)),
+    "act": OpSpec((_s("x", "act"),)),
+    "moe_gate": OpSpec((_s("logits", "act"),)),
+    "matmul_id": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("ids", "ids"))),
+    "moe_sum": OpSpec((_s("y", "act"), _s("w", "act"))),
+    "layer_norm": OpSpec((_s("x", "act"), _s("w", "vec"), _s("b", "vec"))),
+    "add_rows": OpSpec((_s("x", "act"), _s("table", "table"), _s("positions", "ids", optional=True))),
+    "attention_self": OpSpec((_s("q", "act"), _s("k", "act"), _s("v", "act"))),
 }
 """Every op's input slots (see :class:`Slot`). Backends, fusion, the plan compiler and the kernels read
 input roles from here (:func:`input_slots`, :func:`args`) instead of counting positions themselves."""
@@ -331,10 +363,12 @@ class Graph:
         return self
 
     def _node(self, op: str, inputs: tuple[Value, ...], out_shapes: list[tuple[int, ...]],
-              attrs: dict[str, Any] | None = None, name: str = "") -> list[Value]:
+              attrs: dict[str, Any] | None = None, name: str = "",
+              out_dtypes: tuple[DType, ...] | None = None) -> list[Value]:
         label = f"{self._scope}.{name or op}" if self._scope else (name or op)
-        outs = [self._value(f"{label}:{i}" if len(out_shapes) > 1 else label, s, "f32", "temp")
-                for i, s in enumerate(out_shapes)]
+        dtypes = out_dtypes or ("f32",) * len(out_shapes)
+        outs = [self._value(f"{label}:{i}" if len(out_shapes) > 1 else label, s, dt, "temp")
+                for i, (s, dt) in enumerate(zip(out_shapes, dtypes))]
         self.nodes.append(Node(op, inputs, tuple(outs), dict(attrs or {}), label))
         return outs
 
@@ -400,6 +434,56 @@ class Graph:
     def gather_rows(self, x: Value, rows: Value) -> Value:
         _check(rows.dtype == "i32" and len(rows.shape) == 1, "gather_rows: rows must be i32[S]", rows)
         return self._node("gather_rows", (x, rows), [(rows.shape[0], x.shape[1])])[0]
+
+    def split(self, x: Value, sizes: tuple[int, ...], name: str = "") -> list[Value]:
+        _check(len(sizes) >= 2 and all(s > 0 for s in sizes) and sum(sizes) == x.shape[1],
+               "split: sizes must be positive and add up to the columns", x)
+        return self._node("split", (x,), [(x.shape[0], s) for s in sizes], {"sizes": tuple(int(s) for s in sizes)},
+                          name)
+
+    def scale(self, x: Value, scale: float = 1.0, softcap: float = 0.0, name: str = "") -> Value:
+        return self._node("scale", (x,), [x.shape], {"scale": float(scale), "softcap": float(softcap)}, name)[0]
+
+    def moe_gate(self, logits: Value, k: int, norm: bool, w_scale: float = 1.0,
+                 name: str = "") -> tuple[Value, Value]:
+        _check(1 <= k <= logits.shape[1], "moe_gate: k must be in 1..n_expert", logits)
+        ids, w = self._node("moe_gate", (logits,), [(logits.shape[0], k)] * 2,
+                            {"k": int(k), "norm": bool(norm), "w_scale": float(w_scale)}, name, ("i32", "f32"))
+        return ids, w
+
+    def matmul_id(self, x: Value, w: Value, ids: Value, name: str = "") -> Value:
+        _check(len(w.shape) == 3 and ids.dtype == "i32" and ids.shape[0] == x.shape[0]
+               and x.shape[1] in (w.shape[2], ids.shape[1] * w.shape[2]), "matmul_id: shapes", x, w, ids)
+        return self._node("matmul_id", (x, w, ids), [(x.shape[0], ids.shape[1] * w.shape[1])], {},
+                          name or w.name)[0]
+
+    def moe_sum(self, y: Value, w: Value, name: str = "") -> Value:
+        _check(y.shape[0] == w.shape[0] and y.shape[1] % w.shape[1] == 0, "moe_sum: shapes", y, w)
+        return self._node("moe_sum", (y, w), [(y.shape[0], y.shape[1] // w.shape[1])], {}, name)[0]
+
+    def layer_norm(self, x: Value, w: Value, b: Value, eps: float, name: str = "") -> Value:
+        _check(w.shape == (x.shape[1],) and b.shape == w.shape, "layer_norm: weight/bias shape", x, w, b)
+        return self._node("layer_norm", (x, w, b), [x.shape], {"eps": float(eps)}, name)[0]
+
+    def add_rows(self, x: Value, table: Value, row: int, positions: Value | None = None, name: str = "") -> Value:
+        """``x[t] + table[row]``, or with ``row`` -1 ``x[t] + table[positions[t]]``."""
+        _check(len(table.shape) == 2 and table.shape[1] == x.shape[1] and -1 <= row < table.shape[0]
+               and (row >= 0) == (positions is None), "add_rows: table width / row / positions", x, table)
+        ins = (x, table) if positions is None else (x, table, positions)
+        return self._node("add_rows", ins, [x.shape], {"row": int(row)}, name)[0]
+
+    def attention_self(self, q: Value, k: Value, v: Value, n_head: int, n_head_kv: int, head_dim: int,
+                       v_head_dim: int, scale: float, name: str = "") -> Value:
+        _check(q.shape[1] == n_head * head_dim and k.shape[1] == n_head_kv * head_dim
+               and v.shape[1] == n_head_kv * v_head_dim and n_head % n_head_kv == 0
+               and q.shape[0] == k.shape[0] == v.shape[0], "attention_self: head layout", q, k, v)
+        attrs = dict(n_head=n_head, n_head_kv=n_head_kv, head_dim=head_dim, v_head_dim=v_head_dim,
+                     scale=float(scale))
+        return self._node("attention_self", (q, k, v), [(q.shape[0], n_head * v_head_dim)], attrs, name)[0]
+
+    def act(self, x: Value, act: str, name: str = "") -> Value:
+        _check(act in ("gelu_tanh",), "act: unknown activation", x)
+        return self._node("act", (x,), [x.shape], {"act": act}, name)[0]
 
     def __repr__(self) -> str:
         return "\n".join(map(repr, self.nodes))

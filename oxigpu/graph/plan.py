@@ -93,8 +93,8 @@ def _check_dataflow(graph: Graph, nodes: list[Node]) -> None:
             raise ValueError(f"graph output {name!r} ({v!r}) is never written")
 
 
-_SLOT_VALUES = {"act": ("temp", "output"), "ids": ("input",), "matrix": ("weight",), "table": ("weight",),
-                "vec": ("weight",), "state": ("state",)}
+_SLOT_VALUES = {"act": ("temp", "output"), "ids": ("input", "temp", "output"), "matrix": ("weight",),
+                "table": ("weight",), "vec": ("weight",), "state": ("state",)}
 
 
 def _check_slots(i: int, node: Node) -> None:

@@ -1,17 +1,12 @@
 """Gemma 3: embeddings scaled by sqrt(n_embd), per-head q/k norms, GELU-tanh gated FFN, extra RMS norms
-after attention and after the FFN (norm weights in the file already include gemma's +1), NEOX RoPE,
-q.k scaled by 1/sqrt(head_dim) (query_pre_attn_scalar), and interleaved attention: every
-``sliding_window_pattern``-th layer (il % 6 == 5) is global with the file's RoPE base and scaling, the
-others see a ``sliding_window`` of keys with RoPE base 10000 and no scaling (llama.cpp hard-codes both)."""
-from .hparams import HParams
-from .transformer import Family, LayerAttn, rope_freq_scale
+after attention and after the FFN (norm weights in the file already include gemma's +1), NEOX RoPE, an
+optional final-logit soft-cap, and interleaved attention when the file has a sliding window: every 6th
+layer (il % 6 == 5) is global with the file's RoPE base and scaling, the others see the window with RoPE
+base 10000 and no scaling (llama.cpp hard-codes the pattern and the base). The 27B (62 layers) scales q.k
+by 1/sqrt(n_embd / n_head) instead of 1/sqrt(head_dim)."""
+from .family import Family, SlidingWindow
+from .gemma2 import query_pre_attn_scale
 
-
-def gemma3_layer(hp: HParams, il: int) -> LayerAttn:
-    if hp.is_sliding(il):
-        return LayerAttn(hp.layer_rope_base(il), 1.0, hp.sliding_window or 0)
-    return LayerAttn(hp.rope_base, rope_freq_scale(hp))
-
-
-GEMMA3 = Family("gemma3", rope_neox=True, qk_norm=True, post_norms=True, act="gelu_tanh", embed_scale=True,
-                layer=gemma3_layer)
+GEMMA3 = Family("gemma3", rope_neox=True, norm_eps=1e-6, rope_base=1e6, qk_norm="head", post_norms=True,
+                act="gelu_tanh", embed_scale=True, softcaps=(None, 0.0), attn_scale=query_pre_attn_scale(62),
+                swa=SlidingWindow(pattern=6, rope_base=10000.0, rope_scaled=False))

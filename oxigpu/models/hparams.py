@@ -1,35 +1,42 @@
-"""Hyperparameters of a decoder-only model, read once from GGUF metadata.
+"""Hyperparameters of a model, read once from GGUF metadata and validated as values.
 
-Every model builder and `oxigpu info` use this one object, so the rules for defaults and for facts that
-llama.cpp hard-codes instead of storing in the file (gemma3's sliding-window pattern, its local RoPE base,
-its embedding scale) live in one place.
+`HParams.from_metadata` is the one place a file's numbers are checked: every key is read with its type, its
+range and the relations shapes need (head counts that divide, even head sizes for RoPE and the f16 cache,
+windows and experts within the layer and expert counts), so a hostile or broken file fails at load with a
+`GGUFFormatError` naming the key and the value, never later inside a kernel or at generation. Facts the
+file does not state (defaults, hard-coded layer patterns) come from the architecture's `Family`; this
+module knows no architecture by name.
 """
 from __future__ import annotations
 
 import math
 from collections.abc import Iterable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from typing import Any
 
-from ..errors import GGUFFormatError, UnsupportedArchitectureError
+from ..errors import GGUFFormatError
+from .family import Family
 
-SUPPORTED_ARCHS = ("llama", "qwen2", "qwen3", "gemma3")
-
-# gemma3 facts that llama.cpp hard-codes (llama-model.cpp, LLM_ARCH_GEMMA3): every 6th layer is global,
-# the others use a sliding window with their own RoPE base.
-GEMMA3_SWA_PATTERN = 6
-GEMMA3_DEFAULT_WINDOW = 512
-GEMMA3_LOCAL_ROPE_BASE = 10000.0
-
-_DEFAULT_EPS = {"llama": 1e-5, "qwen2": 1e-6, "qwen3": 1e-6, "gemma3": 1e-6}
-_DEFAULT_ROPE_BASE = {"llama": 10000.0, "qwen2": 10000.0, "qwen3": 1000000.0, "gemma3": 1000000.0}
+# Limits well above every published model (the largest: 126 layers, width 16384, 128 heads, head size 256,
+# 262,144-token vocabularies, 384 experts), so that no product of them can ask for absurd memory.
+MAX_LAYERS = 1024
+MAX_WIDTH = 1 << 17          # n_embd, feed-forward widths
+MAX_HEADS = 1024
+MAX_HEAD_DIM = 1024
+MAX_CTX = 1 << 24
+MAX_VOCAB = 1 << 22
+MAX_EXPERTS = 1024
+MAX_ROPE_BASE = 1e12
+MIN_EPS = 1e-30              # a normal float32 on every GPU (no flush to zero)
+MIN_SCALE, MAX_SCALE = 1e-6, 1e6   # multipliers and soft-caps: products stay finite in float32
 
 
 @dataclass(frozen=True)
 class HParams:
-    """What a builder needs to lay out one architecture's graph (per-layer facts via methods)."""
+    """What a builder needs to lay out one model's graph (per-layer facts via methods)."""
 
     arch: str
+    family: Family
     n_layer: int
     n_embd: int
     n_head: int
@@ -39,26 +46,50 @@ class HParams:
     n_ff: int
     n_vocab: int
     n_ctx_train: int
-    rms_eps: float
-    rope_base: float         # the file's freq_base; on gemma3 this is the global layers' base
+    norm_eps: float
+    rope_base: float         # the file's freq_base (global layers)
     rope_dims: int           # rotated dims per head (partial rotary when < head_dim)
-    rope_neox: bool          # NEOX-style (rotate halves) vs GPT-J-style (rotate pairs)
     rope_scaling_type: str | None
     rope_scaling_factor: float | None
     rope_scaling_orig_ctx: int | None
     rope_freq_factors: bool  # a `rope_freqs.weight` tensor (llama 3.1+ long-context scaling) is present
-    rope_base_local: float | None          # RoPE base of sliding-window layers (gemma3), else None
-    sliding_window: int | None
-    sliding_window_pattern: int | None     # every Nth layer is global (gemma3: 6)
+    sliding_window: int | None             # None: every layer global
+    swa_layers: tuple[bool, ...]           # per layer: attends through the sliding window
+    rope_base_swa: float | None            # RoPE base of sliding layers (None: rope_base)
     attn_logit_softcap: float | None
     final_logit_softcap: float | None
     tied_embeddings: bool    # no `output.weight`: the LM head reuses `token_embd.weight`
-    qkv_bias: bool           # q/k/v projections carry biases (qwen2)
-    qk_norm: bool            # per-head RMS norm on q and k (qwen3, gemma3)
-    post_norms: bool         # extra RMS norms after attention and after the FFN (gemma3)
-    activation: str          # gated-FFN activation: "silu" or "gelu_tanh"
-    embed_scale: float       # token embeddings are multiplied by this (gemma3: sqrt(n_embd))
-    attn_scale: float        # q.k scale, 1/sqrt(head_dim) for all supported archs
+    attn_scale: float        # q.k scale
+    embed_scale: float       # token embeddings are multiplied by this
+    residual_scale: float    # attention and FFN outputs are multiplied by this before the residual adds
+    logit_scale: float       # logits are divided by this
+    n_expert: int            # 0: dense FFN
+    n_expert_used: int
+    n_ff_exp: int            # feed-forward width of one expert
+    expert_weights_scale: float
+    n_token_types: int       # rows of token_types.weight (encoders; 0: none)
+    pooling: str             # "none" | "mean" | "cls" | "last" | "rank": a text's embedding (pooling_type)
+
+    # -- family facts, for builders and `oxigpu info` ------------------------------------------------
+    @property
+    def rope_neox(self) -> bool:
+        return self.family.rope_neox
+
+    @property
+    def qkv_bias(self) -> bool:
+        return self.family.qkv_bias
+
+    @property
+    def qk_norm(self) -> str | None:
+        return self.family.qk_norm
+
+    @property
+    def post_norms(self) -> bool:
+        return self.family.post_norms
+
+    @property
+    def activation(self) -> str:
+        return self.family.act
 
     @property
     def n_gqa(self) -> int:
@@ -67,99 +98,132 @@ class HParams:
 
     def is_sliding(self, layer: int) -> bool:
         """Whether `layer` attends through the sliding window (False for global layers)."""
-        if self.sliding_window is None or self.sliding_window_pattern is None:
-            return False
-        return (layer + 1) % self.sliding_window_pattern != 0
+        return self.sliding_window is not None and self.swa_layers[layer]
 
     def layer_rope_base(self, layer: int) -> float:
-        """RoPE base of `layer`: local layers of gemma3 use their own base."""
-        if self.rope_base_local is not None and self.is_sliding(layer):
-            return self.rope_base_local
+        """RoPE base of `layer`: sliding layers may use their own."""
+        if self.rope_base_swa is not None and self.is_sliding(layer):
+            return self.rope_base_swa
         return self.rope_base
 
+    def explain(self, fields: Iterable[str]) -> str:
+        """The GGUF keys (with their values) of HParams ``fields``, for tensor-shape mismatch messages."""
+        def key(f: str) -> str:
+            if f == "n_ff_exp" and self.n_ff_exp == self.n_ff:   # the expert width defaults to the FFN's
+                return f"{self.arch}.expert_feed_forward_length (or {self.arch}.feed_forward_length)"
+            return _KEYS[f] if _KEYS[f].startswith("tokenizer.") else f"{self.arch}.{_KEYS[f]}"
+        return ", ".join(f"{key(f)} = {getattr(self, f)}" for f in fields)
+
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        d = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("family", "swa_layers")}
+        d["sliding_layers"] = [i for i, s in enumerate(self.swa_layers) if s] if self.sliding_window else []
+        d.update(rope_neox=self.rope_neox, qkv_bias=self.qkv_bias, qk_norm=self.qk_norm,
+                 pre_norms=self.family.pre_norms, post_norms=self.post_norms, activation=self.activation)
+        return d
 
     @classmethod
     def from_metadata(cls, arch: str, metadata: Mapping[str, Any],
-                      tensor_names: Iterable[str] | None = None) -> HParams:
-        """Read `arch`'s hyperparameters from a GGUF metadata mapping.
+                      tensor_names: Iterable[str] | None = None, path: str | None = None) -> HParams:
+        """Read and validate `arch`'s hyperparameters from a GGUF metadata mapping.
 
         `tensor_names` decides what only the tensor list can tell (tied LM head, RoPE frequency factors);
-        without it the LM head counts as tied only for gemma3, which always ties it.
+        without it the LM head counts as untied and there are no frequency factors.
         """
-        if arch not in SUPPORTED_ARCHS:
-            raise UnsupportedArchitectureError(
-                f"architecture {arch!r} is not supported; supported: {', '.join(SUPPORTED_ARCHS)}")
-        names = set(tensor_names) if tensor_names is not None else None
+        from .registry import get_family
+        fam = get_family(arch)
+        names = set(tensor_names) if tensor_names is not None else set()
+        r = _Reader(arch, metadata, path)
 
-        def key(k: str) -> str:
-            return f"{arch}.{k}"
-
-        def get(k: str, default: Any = None, required: bool = False) -> Any:
-            if key(k) in metadata:
-                return _scalar(metadata[key(k)], key(k))
-            if required:
-                raise GGUFFormatError("required hyperparameter is missing", field=key(k))
-            return default
-
-        n_embd = int(get("embedding_length", required=True))
-        n_head = int(get("attention.head_count", required=True))
-        n_head_kv = int(get("attention.head_count_kv", n_head))
-        if n_head <= 0 or n_head_kv <= 0 or n_head % n_head_kv:
-            raise GGUFFormatError(f"head counts {n_head}/{n_head_kv} do not divide",
-                                  field=key("attention.head_count_kv"))
-        head_dim = int(get("attention.key_length", n_embd // n_head))
-        head_dim_v = int(get("attention.value_length", head_dim))
-        n_vocab = get("vocab_size")
+        n_layer = r.int("block_count", hi=MAX_LAYERS)
+        n_embd = r.int("embedding_length", hi=MAX_WIDTH)
+        n_head = r.int("attention.head_count", hi=MAX_HEADS)
+        n_head_kv = r.int("attention.head_count_kv", n_head, hi=MAX_HEADS)
+        if n_head % n_head_kv:
+            r.fail("attention.head_count_kv", n_head_kv, f"must divide attention.head_count ({n_head})")
+        if not r.has("attention.key_length") and n_embd % n_head:
+            r.fail("attention.head_count", n_head, f"must divide embedding_length ({n_embd}) when "
+                   "attention.key_length is absent")
+        head_dim = r.int("attention.key_length", n_embd // n_head, hi=MAX_HEAD_DIM)
+        head_dim_v = r.int("attention.value_length", head_dim, hi=MAX_HEAD_DIM)
+        for k, v in (("attention.key_length", head_dim), ("attention.value_length", head_dim_v)):
+            if v % 2:   # RoPE rotates pairs; the f16 cache packs two halves per word
+                r.fail(k, v, "must be even")
+        n_ff = r.int("feed_forward_length", hi=MAX_WIDTH)
+        n_vocab = r.int("vocab_size", None, hi=MAX_VOCAB)
         if n_vocab is None:
             tokens = metadata.get("tokenizer.ggml.tokens")
-            if tokens is None:
-                raise GGUFFormatError("neither vocab_size nor tokenizer.ggml.tokens is present",
-                                      field=key("vocab_size"))
+            if not isinstance(tokens, list):   # absent, or an array of numbers, a string, a number
+                r.fail("vocab_size", None, "neither vocab_size nor a tokenizer.ggml.tokens list of strings is "
+                       "present")
             n_vocab = len(tokens)
-        scaling_type = get("rope.scaling.type")
-        scaling_type = None if scaling_type in (None, "none") else _text(scaling_type)
-        factor = get("rope.scaling.factor")
-        orig_ctx = get("rope.scaling.original_context_length")
-        gemma = arch == "gemma3"
-        window = get("attention.sliding_window", GEMMA3_DEFAULT_WINDOW if gemma else None)
-        # Qwen2 files may carry a sliding window that llama.cpp ignores; only gemma3 uses it.
-        window = int(window) if gemma and window else None
-        attn_cap = get("attn_logit_softcapping")
-        final_cap = get("final_logit_softcapping")
-        return cls(
-            arch=arch,
-            n_layer=int(get("block_count", required=True)),
-            n_embd=n_embd,
-            n_head=n_head,
-            n_head_kv=n_head_kv,
-            head_dim=head_dim,
-            head_dim_v=head_dim_v,
-            n_ff=int(get("feed_forward_length", required=True)),
-            n_vocab=int(n_vocab),
-            n_ctx_train=int(get("context_length", required=True)),
-            rms_eps=float(get("attention.layer_norm_rms_epsilon", _DEFAULT_EPS[arch])),
-            rope_base=float(get("rope.freq_base", _DEFAULT_ROPE_BASE[arch])),
-            rope_dims=int(get("rope.dimension_count", head_dim)),
-            rope_neox=arch != "llama",
-            rope_scaling_type=scaling_type,
-            rope_scaling_factor=float(factor) if factor is not None else None,
-            rope_scaling_orig_ctx=int(orig_ctx) if orig_ctx is not None else None,
-            rope_freq_factors=names is not None and "rope_freqs.weight" in names,
-            rope_base_local=GEMMA3_LOCAL_ROPE_BASE if window else None,
-            sliding_window=window,
-            sliding_window_pattern=GEMMA3_SWA_PATTERN if window else None,
-            attn_logit_softcap=float(attn_cap) if attn_cap else None,
-            final_logit_softcap=float(final_cap) if final_cap else None,
-            tied_embeddings=gemma if names is None else "output.weight" not in names,
-            qkv_bias=arch == "qwen2",
-            qk_norm=arch in ("qwen3", "gemma3"),
-            post_norms=gemma,
-            activation="gelu_tanh" if gemma else "silu",
-            embed_scale=math.sqrt(n_embd) if gemma else 1.0,
+            if not 1 <= n_vocab <= MAX_VOCAB:
+                raise GGUFFormatError(f"{n_vocab} tokens; expected 1..{MAX_VOCAB}", path=path,
+                                      field="tokenizer.ggml.tokens")
+        n_ctx_train = r.int("context_length", hi=MAX_CTX)
+
+        eps_key = "attention.layer_norm_rms_epsilon" if fam.norm == "rms" else "attention.layer_norm_epsilon"
+        norm_eps = r.float(eps_key, fam.norm_eps, MIN_EPS, 1.0)
+        rope_base = r.float("rope.freq_base", fam.rope_base, 1.0, MAX_ROPE_BASE)
+        rope_dims = r.int("rope.dimension_count", head_dim, hi=MAX_HEAD_DIM)
+        if rope_dims % 2 or rope_dims > head_dim:
+            r.fail("rope.dimension_count", rope_dims, f"must be even and at most the head size {head_dim}")
+        scaling = r.text("rope.scaling.type", None)
+        scaling = None if scaling in (None, "none") else scaling
+        if scaling not in (None, "linear"):
+            r.fail("rope.scaling.type", scaling, "is not supported (only linear)")
+        factor = r.float("rope.scaling.factor", None, MIN_SCALE, MAX_SCALE)
+        if scaling == "linear" and factor is None:
+            r.fail("rope.scaling.factor", None, "is required with linear RoPE scaling")
+        orig_ctx = r.int("rope.scaling.original_context_length", None, hi=MAX_CTX)
+
+        window, swa_layers, rope_base_swa = None, (False,) * n_layer, None
+        if fam.swa is not None:
+            w = r.int("attention.sliding_window", fam.swa.window, lo=0, hi=MAX_CTX)
+            if w:   # llama.cpp: a window of 0 means every layer is global
+                window = w
+                swa_layers = _swa_layers(r, fam.swa.pattern, n_layer)
+                rope_base_swa = r.float("rope.freq_base_swa", fam.swa.rope_base, 1.0, MAX_ROPE_BASE)
+
+        # 0 in the file means no cap (llama.cpp would divide by it)
+        attn_cap, final_cap = (None if d is None else r.scale(k) if r.has(k) else (d or None)
+                               for k, d in zip(("attn_logit_softcapping", "final_logit_softcapping"), fam.softcaps))
+
+        n_expert = r.int("expert_count", 0, lo=0, hi=MAX_EXPERTS)
+        n_expert_used = n_ff_exp = 0
+        w_scale = 1.0
+        if fam.moe is not None and fam.moe.required and n_expert == 0:
+            r.fail("expert_count", n_expert, "must be positive: this architecture is mixture-of-experts")
+        if n_expert and fam.moe is None:
+            r.fail("expert_count", n_expert, f"{arch} has no mixture-of-experts layers")
+        if n_expert:
+            n_expert_used = r.int("expert_used_count", hi=n_expert,
+                                  needed_by=f"{r.key('expert_count')} is {n_expert}")
+            n_ff_exp = r.int("expert_feed_forward_length", n_ff, hi=MAX_WIDTH)
+            w_scale = r.scale("expert_weights_scale") or 1.0
+        elif fam.moe is not None and r.has("expert_used_count"):
+            r.int("expert_used_count", lo=0, hi=0, needed_by=f"{r.key('expert_count')} is 0")
+
+        hp = cls(
+            arch=arch, family=fam, n_layer=n_layer, n_embd=n_embd, n_head=n_head, n_head_kv=n_head_kv,
+            head_dim=head_dim, head_dim_v=head_dim_v, n_ff=n_ff, n_vocab=n_vocab, n_ctx_train=n_ctx_train,
+            norm_eps=norm_eps, rope_base=rope_base, rope_dims=rope_dims, rope_scaling_type=scaling,
+            rope_scaling_factor=factor, rope_scaling_orig_ctx=orig_ctx,
+            rope_freq_factors="rope_freqs.weight" in names,
+            sliding_window=window, swa_layers=swa_layers, rope_base_swa=rope_base_swa,
+            attn_logit_softcap=attn_cap, final_logit_softcap=final_cap,
+            tied_embeddings=tensor_names is not None and "output.weight" not in names,
             attn_scale=1.0 / math.sqrt(head_dim),
+            embed_scale=math.sqrt(n_embd) if fam.embed_scale else 1.0,
+            # granite's multipliers; llama.cpp reads 0 as "not set"
+            residual_scale=r.scale("residual_scale") or 1.0,
+            logit_scale=r.scale("logit_scale") or 1.0,
+            n_expert=n_expert, n_expert_used=n_expert_used, n_ff_exp=n_ff_exp, expert_weights_scale=w_scale,
+            n_token_types=_token_types(metadata, path),
+            pooling=POOLING[r.int("pooling_type", POOLING.index(fam.pooling), lo=0, hi=len(POOLING) - 1)],
         )
+        scale = r.scale("attention.scale") or (fam.attn_scale(hp) if fam.attn_scale is not None else hp.attn_scale)
+        emb = r.scale("embedding_scale") or hp.embed_scale
+        return _replace(hp, attn_scale=scale, embed_scale=emb)
 
     @classmethod
     def from_gguf(cls, gguf_file: Any) -> HParams:
@@ -167,21 +231,143 @@ class HParams:
         meta = gguf_file.metadata
         arch = meta.get("general.architecture")
         if arch is None:
-            raise GGUFFormatError("missing", field="general.architecture")
-        return cls.from_metadata(_text(arch), meta, gguf_file.tensors.keys())
+            raise GGUFFormatError("missing", path=str(gguf_file.path), field="general.architecture")
+        if not isinstance(arch, str):
+            raise GGUFFormatError(f"expected a string, got {arch!r}", path=str(gguf_file.path),
+                                  field="general.architecture")
+        return cls.from_metadata(arch, meta, gguf_file.tensors.keys(), str(gguf_file.path))
 
 
-def _text(v: Any) -> str:
-    return v.decode("utf-8") if isinstance(v, (bytes, bytearray)) else str(v)
+POOLING = ("none", "mean", "cls", "last", "rank")
+"""llama.cpp's pooling types, by their `pooling_type` number."""
 
 
-def _scalar(v: Any, field: str) -> Any:
-    """A metadata value as a Python scalar; per-layer arrays are accepted only when uniform."""
-    if isinstance(v, (str, bytes, bytearray)):
-        return _text(v)
-    if hasattr(v, "__len__"):
-        values = list(v)
-        if not values or any(x != values[0] for x in values):
-            raise GGUFFormatError("per-layer values differ; only uniform layers are supported", field=field)
-        v = values[0]
-    return v.item() if hasattr(v, "item") else v
+def _token_types(md: Mapping[str, Any], path: str | None) -> int:
+    v = md.get("tokenizer.ggml.token_type_count", 0)
+    if isinstance(v, bool) or not isinstance(v, int) or not 0 <= v <= 1024:
+        raise GGUFFormatError(f"value {v!r} is out of range; expected an integer in 0..1024", path=path,
+                              field="tokenizer.ggml.token_type_count")
+    return v
+
+
+_KEYS = {"n_embd": "embedding_length", "n_vocab": "vocab_size", "n_ff": "feed_forward_length",
+         "n_head": "attention.head_count", "n_head_kv": "attention.head_count_kv",
+         "head_dim": "attention.key_length", "head_dim_v": "attention.value_length",
+         "rope_dims": "rope.dimension_count", "n_expert": "expert_count",
+         "n_ff_exp": "expert_feed_forward_length", "n_layer": "block_count", "n_ctx_train": "context_length",
+         "n_token_types": "tokenizer.ggml.token_type_count"}
+"""HParams fields that size tensors -> their GGUF keys (without the architecture prefix)."""
+
+
+def _replace(hp: HParams, **kw: Any) -> HParams:
+    from dataclasses import replace
+    return replace(hp, **kw)
+
+
+def _swa_layers(r: _Reader, default_pattern: int, n_layer: int) -> tuple[bool, ...]:
+    """Per-layer sliding flags: the file's pattern (a count or one flag per layer), else the family's."""
+    key = "attention.sliding_window_pattern"
+    raw = r.raw(key)
+    if raw is not None and not isinstance(raw, (str, bytes)) and hasattr(raw, "__len__"):
+        flags = list(raw)
+        if len(flags) != n_layer or any(not _is_int(f) or int(f) not in (0, 1) for f in flags):
+            r.fail(key, _short(raw), f"must be {n_layer} flags of 0 or 1 (one per layer)")
+        return tuple(bool(f) for f in flags)
+    pattern = r.int(key, default_pattern, lo=0, hi=MAX_LAYERS)
+    return tuple(pattern == 0 or il % pattern < pattern - 1 for il in range(n_layer))
+
+
+class _Reader:
+    """Typed, range-checked access to ``{arch}.{key}`` values; failures name the key and the value."""
+
+    def __init__(self, arch: str, metadata: Mapping[str, Any], path: str | None = None):
+        self.arch, self.metadata, self.path = arch, metadata, path
+
+    def key(self, k: str) -> str:
+        return f"{self.arch}.{k}"
+
+    def has(self, k: str) -> bool:
+        return self.key(k) in self.metadata
+
+    def raw(self, k: str) -> Any:
+        return self.metadata.get(self.key(k))
+
+    def fail(self, k: str, value: Any, why: str) -> None:
+        shown = value if isinstance(value, _Shown) else repr(value)
+        raise GGUFFormatError(f"value {shown} {why}" if value is not None else why, path=self.path,
+                              field=self.key(k))
+
+    def _scalar(self, k: str) -> Any:
+        """The value as one scalar; per-layer arrays are accepted only when uniform."""
+        v = self.raw(k)
+        if isinstance(v, (str, bytes, bytearray)):
+            return v
+        if hasattr(v, "__len__"):
+            values = list(v)
+            if not values or any(_neq(x, values[0]) for x in values):
+                self.fail(k, _short(v), "differs per layer; only uniform layers are supported")
+            v = values[0]
+        return v.item() if hasattr(v, "item") else v
+
+    def int(self, k: str, default: Any = ..., lo: int = 1, hi: int = MAX_CTX, needed_by: str = "") -> Any:
+        if not self.has(k):
+            if default is ...:
+                self.fail(k, None, "required hyperparameter is missing" + (f" ({needed_by})" if needed_by else ""))
+            return default
+        v = self._scalar(k)
+        if not _is_int(v):
+            self.fail(k, v, "must be an integer")
+        if not lo <= v <= hi:
+            self.fail(k, v, f"is out of range; expected {lo}..{hi}" + (f" ({needed_by})" if needed_by else ""))
+        return int(v)
+
+    def float(self, k: str, default: Any, lo: float, hi: float) -> Any:
+        """A finite number in [lo, hi]."""
+        if not self.has(k):
+            return default
+        v = self._scalar(k)
+        if isinstance(v, bool) or not isinstance(v, (int, float)):
+            self.fail(k, v, "must be a number")
+        v = float(v)
+        if not (math.isfinite(v) and lo <= v <= hi):
+            self.fail(k, v, f"is out of range; expected a finite number in [{lo:g}, {hi:g}]")
+        return v
+
+    def scale(self, k: str) -> float | None:
+        """A multiplier or cap: None when absent or 0 (llama.cpp's "not set"), else in [MIN_SCALE, MAX_SCALE]."""
+        if not self.has(k):
+            return None
+        v = self._scalar(k)
+        if isinstance(v, (int, float)) and not isinstance(v, bool) and v == 0:
+            return None
+        return self.float(k, None, MIN_SCALE, MAX_SCALE)
+
+    def text(self, k: str, default: Any) -> Any:
+        if not self.has(k):
+            return default
+        v = self._scalar(k)
+        if not isinstance(v, str):
+            self.fail(k, v, "must be a string")
+        return v
+
+
+def _is_int(v: Any) -> bool:
+    return isinstance(v, int) and not isinstance(v, bool)
+
+
+def _neq(a: Any, b: Any) -> bool:
+    try:
+        return bool(a != b)
+    except (TypeError, ValueError):
+        return True
+
+
+class _Shown(str):
+    """A value already rendered for a message (arrays, shortened)."""
+
+
+def _short(v: Any) -> _Shown:
+    if hasattr(v, "tolist"):
+        v = v.tolist()
+    s = repr(list(v) if hasattr(v, "__len__") and not isinstance(v, str) else v)
+    return _Shown(s if len(s) <= 60 else s[:57] + "...")

@@ -3,7 +3,8 @@
     from oxigpu.quant import QuantType, get_type, TYPES, SUPPORTED, dequantize, dequantize_rows, quantize
 
 The numpy dequantizers are bit-identical to gguf.quants.dequantize (same float32 operation
-order); the K-quant quantizers are byte-identical to ggml's reference quantizers.
+order, or gguf.quants itself for the grid and ternary types); the K-quant quantizers are
+byte-identical to ggml's reference quantizers. `samples.random_blocks` makes test tensors of any type.
 """
 from __future__ import annotations
 

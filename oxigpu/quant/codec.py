@@ -14,7 +14,7 @@ from .registry import QuantType, get_type
 _DEQUANT: dict[str, Kernel] = {**floats.DEQUANT, **legacy.DEQUANT, **kquants.DEQUANT, **iquants.DEQUANT}
 # Types whose gguf-package quantizer gives ggml's reference bytes (up to the sign of a zero f16
 # scale or min); F32/F16 are casts.
-_GGUF_QUANTIZE = frozenset({"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0"})
+_GGUF_QUANTIZE = frozenset({"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0"})
 QUANTIZABLE: frozenset[str] = _GGUF_QUANTIZE | frozenset(kquantize.QUANTIZE)
 
 # Elements per chunk: each chunk's temporaries stay in L2 between the few passes of a kernel.
@@ -70,8 +70,9 @@ def dequantize_rows(raw2d: np.ndarray, qtype: int | str | QuantType, rows) -> np
 def quantize(x: np.ndarray, qtype: int | str | QuantType) -> np.ndarray:
     """float32 (..., n) -> ggml bytes uint8 (..., row_bytes); n must be a multiple of the block size.
 
-    Legacy and float types use the gguf package (ggml's reference arithmetic); the K-quants use
-    our vectorized copies of ggml's `quantize_row_q*_K_ref`, byte-identical to them.
+    Legacy, ternary and float types use the gguf package (ggml's reference arithmetic); the K-quants use
+    our vectorized copies of ggml's `quantize_row_q*_K_ref`, byte-identical to them. The IQ types are
+    dequantize-only (their files come from llama.cpp's quantizer).
     """
     qt = get_type(qtype)
     x = np.asarray(x, dtype=np.float32)

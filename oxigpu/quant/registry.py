@@ -64,9 +64,18 @@ _ALL = (
     QuantType("Q4_K", 12, 256, 144),
     QuantType("Q5_K", 13, 256, 176),
     QuantType("Q6_K", 14, 256, 210),
+    QuantType("IQ2_XXS", 16, 256, 66),
+    QuantType("IQ2_XS", 17, 256, 74),
+    QuantType("IQ3_XXS", 18, 256, 98),
+    QuantType("IQ1_S", 19, 256, 50),
     QuantType("IQ4_NL", 20, 32, 18),
+    QuantType("IQ3_S", 21, 256, 110),
+    QuantType("IQ2_S", 22, 256, 82),
     QuantType("IQ4_XS", 23, 256, 136),
+    QuantType("IQ1_M", 29, 256, 56),
     QuantType("BF16", 30, 1, 2),
+    QuantType("TQ1_0", 34, 256, 54),
+    QuantType("TQ2_0", 35, 256, 66),
 )
 
 TYPES: dict[str, QuantType] = {t.name: t for t in _ALL}

@@ -24,7 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from ..backends.base import Backend, Step
-from ..errors import ContextLengthError, InvalidParameterError
+from ..errors import ContextLengthError, InvalidParameterError, TokenizerError
 from ..gguf import GGUFFile
 from ..graph.plan import Plan
 from ..graph.plan import compile as compile_plan
@@ -112,6 +112,11 @@ class Engine:
         self.model = GGUFFile(self.model_path)
         self.hparams = HParams.from_gguf(self.model)
         report("building tokenizer", 1, stages)
+        tokens = self.model.metadata.get("tokenizer.ggml.tokens")
+        if isinstance(tokens, list) and len(tokens) != self.hparams.n_vocab:   # checked before building it;
+            raise TokenizerError(                                                # else ids fail mid-stream
+                f"the tokenizer has {len(tokens)} tokens but the model's vocabulary is {self.hparams.n_vocab} "
+                f"({self.hparams.arch}.vocab_size)")
         self.tokenizer = Tokenizer.from_metadata(self.model.metadata)
         self.n_ctx = resolve_n_ctx(n_ctx, self.hparams.n_ctx_train)
         self.backend = _make_backend(self.backend_name, self.model, self.n_ctx)

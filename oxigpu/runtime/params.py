@@ -11,9 +11,11 @@ from dataclasses import dataclass, field, fields, replace
 from typing import Any, Literal
 
 from ..errors import InvalidParameterError
+from .stops import check_stops
 
 FinishReason = Literal["stop", "length", "tool_calls"]
 _F32_MAX = 3.4028234663852886e38
+_F32_MIN_NORMAL = 1.1754943508222875e-38
 
 
 @dataclass(frozen=True)
@@ -38,7 +40,9 @@ class SamplingParams:
       rate). As in llama.cpp it replaces the repetition and truncation stages (logit bias and temperature
       still apply).
     Other: ``seed`` None draws a fresh seed per call; the same seed with the same prompt and settings gives
-    the same tokens on every backend (the RNG is counter-based: token i uses (seed, i), nothing else).
+    the same tokens on the same backend (the RNG is counter-based: token i uses (seed, i), nothing else);
+    across backends the logits differ by float rounding, so the distribution is the same but a draw within
+    rounding of a threshold (a near-tie, for greedy) can differ (README.md, Reliability, determinism).
     ``stop`` strings end generation and are never part of the text. ``logit_bias`` adds a value to a
     token's logit before sampling (-inf bans it). ``logprobs`` reports the chosen token's log-probability,
     ``top_logprobs`` in [0, 20] the most likely alternatives too (needs logprobs).
@@ -114,8 +118,13 @@ class SamplingParams:
                 raise InvalidParameterError(f"{name} must be a number, got {value!r}")
             if value in (math.inf, -math.inf):
                 raise InvalidParameterError(f"{name} must be finite, got {value!r}")
+            if abs(value) > _F32_MAX:   # the GPU sampler reads float32
+                raise InvalidParameterError(f"{name} must be finite as a float32 (|x| <= 3.4e38), got {value!r}")
         if self.temperature < 0:
             raise InvalidParameterError(f"temperature must be >= 0 (0 is greedy), got {self.temperature}")
+        if 0 < self.temperature < _F32_MIN_NORMAL:   # a float32 would round it to 0 (greedy) or a subnormal
+            raise InvalidParameterError(f"temperature must be 0 (greedy) or at least {_F32_MIN_NORMAL:.4g} "
+                                        f"(float32), got {self.temperature!r}")
         for name, lo, hi, note in (("top_p", 0, 1, "1 disables it"), ("typical_p", 0, 1, "1 disables it")):
             if not lo < getattr(self, name) <= hi:
                 raise InvalidParameterError(f"{name} must be in ({lo}, {hi}] ({note}), got {getattr(self, name)}")
@@ -126,6 +135,9 @@ class SamplingParams:
         if self.repeat_penalty <= 0:
             raise InvalidParameterError(
                 f"repeat_penalty must be > 0 (1 disables it), got {self.repeat_penalty}")
+        if self.repeat_penalty < _F32_MIN_NORMAL:
+            raise InvalidParameterError(f"repeat_penalty must be at least {_F32_MIN_NORMAL:.4g} (float32), got "
+                                        f"{self.repeat_penalty!r}")
         for name, note in (("dynatemp_range", "0 disables dynamic temperature"), ("dynatemp_exponent", ""),
                            ("dry_multiplier", "0 disables DRY"), ("mirostat_tau", ""), ("mirostat_eta", "")):
             if getattr(self, name) < 0:
@@ -147,9 +159,7 @@ class SamplingParams:
         if self.seed is not None and (isinstance(self.seed, bool) or not isinstance(self.seed, int)
                                       or not 0 <= self.seed < 2**64):
             raise InvalidParameterError(f"seed must be an integer in [0, 2**64), got {self.seed!r}")
-        for s in self.stop:
-            if not isinstance(s, str) or not s:
-                raise InvalidParameterError(f"stop strings must be non-empty strings, got {s!r}")
+        check_stops(self.stop)   # non-empty strings, within the count and length limits
         for tok, bias in self.logit_bias.items():
             if isinstance(tok, bool) or not isinstance(tok, int) or tok < 0:
                 raise InvalidParameterError(f"logit_bias keys must be token ids >= 0, got {tok!r}")

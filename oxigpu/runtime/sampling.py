@@ -39,6 +39,12 @@ of a boundary: the chance per token is of that order.
 on u32 (Jarzynski & Olano 2020). Token ``i`` of a generation uses counter ``i``; XTC's coin uses the same
 hash on ``seed ^ XTC_STREAM``. The seed is folded to 32 bits by :func:`fold_seed`.
 
+**Non-finite logits**: NaN counts as -inf (never drawn); a +inf logit is taken as greedy takes its best. A
+step where nothing is above -inf (every logit NaN or -inf after mask, bias and penalties: broken weights or
+an overflow, or a constraint that allows nothing) raises :class:`~oxigpu.errors.NumericalError` naming the
+step; the GPU sampler records -1 there, which :func:`check_drawn` turns into the same error. No id outside
+the vocabulary is ever returned.
+
 **Logprobs** are those of the distribution the truncation filters see: log-softmax over the whole
 vocabulary of the logits after steps 1-4 (mask, bias, penalties, DRY), at temperature 1. The top-N are the
 first N candidates of step 5.
@@ -50,6 +56,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 
 import numpy as np
+
+from ..errors import NumericalError
 
 K_MAX = 256
 """Most candidates kept after the sort (top_k 0 means this many); the GPU sampler's K equals it."""
@@ -348,6 +356,8 @@ def draw(logits: np.ndarray, cfg: SamplerConfig, recent: Sequence[int] = (), cou
     cand = candidates(l, K_MAX)
     cl, ids = l[cand], cand
     lmax = cl[0]
+    if lmax == _NEG_INF:   # nothing to draw (the GPU sampler records -1): see check_drawn
+        check_drawn(-1, l.size, counter)
     n = max(1, int(np.count_nonzero(cl > _NEG_INF)))
     chosen, new_mu = 0, _F32(mu)
     if np.isfinite(lmax) and not cfg.greedy:
@@ -599,3 +609,13 @@ def pack_batch(cfgs: Sequence[SamplerConfig], n_hist: Sequence[int], counters: S
                       for c, h, k, mu, a, m in zip(cfgs, n_hist, counters, mus, adjusts, masks)])
     return SlotBatch(slots, sparse, mask, all(c.greedy for c in cfgs), any(c.n_logprobs >= 0 for c in cfgs),
                      tuple(int(k) for k in counters))
+
+
+def check_drawn(token: int, vocab_size: int, counter: int) -> int:
+    """`token` if it is a vocabulary id; else (the GPU sampler's -1: nothing could be drawn) a NumericalError
+    naming the step."""
+    if 0 <= token < vocab_size:
+        return token
+    raise NumericalError(f"no token can be sampled at generated token {counter}: every logit is NaN or -inf "
+                         f"(the model's weights are broken or its activations overflowed, or a constraint "
+                         f"allows no token)")

@@ -43,6 +43,7 @@ from ..backends.base import Step
 from .decoding import SequenceSampler
 from .kvcache import KV_BLOCK, SeqBlocks
 from .params import FinishReason, GenerationResult, SamplingParams, Timings
+from .sampling import check_drawn
 from .stops import StopMatcher
 
 if TYPE_CHECKING:
@@ -375,6 +376,7 @@ class Scheduler:
                 if req.done or req.remaining > 1:
                     continue                  # ended, or waits to evaluate forced tokens: later ids dropped
                 req.computed += 1             # the step that drew it evaluated the newest token
+                check_drawn(token, eng.vocab_size, len(req.generated))   # the GPU sampler's -1: nothing drawable
                 req.sampler.accept_row(token, None if rows is None else rows[s, j])
                 self._drawn(req, token)
                 changed |= req.done or req.remaining > 1

@@ -11,7 +11,8 @@
 // history ring holds the token at position p in hist[s * CAP + p % CAP]; the host writes the sequence
 // there, the sampler appends what it draws. Inactive slots (padding of a batch) are skipped.
 // With K == 1 (the greedy variant) the sorts become max-reductions and the round that leaves one list
-// (FINAL) records the token itself, without `finish`.
+// (FINAL) records the token itself, without `finish`. A slot whose logits are all -inf (or NaN) records -1,
+// which the runtime reports as sampling.py's NumericalError.
 // Defines: V (vocab), CH (sort size, power of two), K (candidates, power of two <= CH), CAP (ring entries
 // per slot), WG (CH / 2, at most 1024), NB (sparse entries per slot), W (mask words per slot), G (this round's workgroups per slot),
 // N_IN (select_merge / finish: entries in per slot), NCH (select_first's workgroups per slot), LPR (logprob
@@ -32,7 +33,9 @@
 const PAD_ID: u32 = 0xFFFFFFFFu;
 const NEG_INF_BITS: u32 = 0xFF800000u;
 
-fn neg_inf() -> f32 { return bitcast<f32>(NEG_INF_BITS); }
+// vars, not constants: Tint's constant evaluation refuses to make an infinity from a const expression
+fn neg_inf() -> f32 { var bits = NEG_INF_BITS; return bitcast<f32>(bits); }
+fn pos_inf() -> f32 { var bits = 0x7F800000u; return bitcast<f32>(bits); }
 // finiteness on the exponent bits: drivers that assume finite floats may fold comparisons with infinities
 fn is_finite(v: f32) -> bool { return (bitcast<u32>(v) & 0x7F800000u) != 0x7F800000u; }
 fn is_nan(v: f32) -> bool { return (bitcast<u32>(v) & 0x7FFFFFFFu) > 0x7F800000u; }
@@ -131,7 +134,7 @@ fn select_top(lid: u32, k0: u32) {
 fn write_top(s: u32, group: u32, lid: u32, st: Slot) {
   if ({{FINAL}}) {
     storageBarrier();
-    record(s, lid, st, ki[0], st.mu);
+    record(s, lid, st, select(ki[0], PAD_ID, !above_neg_inf(kv[0])), st.mu);   // nothing drawable: -1
   } else {
     for (var i = lid; i < {{K}}u; i += WG) {
       cand_out[(s * {{G}}u + group) * {{K}}u + i] = vec2<u32>(bitcast<u32>(kv[i]), ki[i]);
@@ -395,7 +398,7 @@ fn typical(i: u32, n: u32, typical_p: f32) -> u32 {
   let p = e / z;
   let ent = scan_total(i, select(0.0, -p * log(p), p > 0.0), n);
   workgroupBarrier();
-  tv[i] = select(bitcast<f32>(0x7F800000u), abs(-log(p) - ent), i < n && p > 0.0);
+  tv[i] = select(pos_inf(), abs(-log(p) - ent), i < n && p > 0.0);
   ti[i] = i;
   workgroupBarrier();
   for (var k = 2u; k <= {{K}}u; k <<= 1u) {          // bitonic sort, ascending by (score, rank)
@@ -533,5 +536,5 @@ fn finish(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index
   if (!top) { pick = 0u; mu = st.mu; }
   if (st.n_logprobs >= 0 && i == 0u) { lp[row] = vec2<u32>(cid[pick], bitcast<u32>(cl[pick] - lse)); }
   workgroupBarrier();
-  record(s, i, st, cid[pick], mu);
+  record(s, i, st, select(cid[pick], PAD_ID, !above_neg_inf(lmax)), mu);   // nothing drawable: -1
 }

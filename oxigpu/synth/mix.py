@@ -50,7 +50,8 @@ class Mix:
     def tensor_type(self, name: str, ne: tuple[int, ...], n_layer: int, tied: bool) -> str:
         """ggml type name for tensor `name` with ggml dims `ne` (ne[0] = row length)."""
         if len(ne) < 2 or not name.endswith("weight") or name.endswith("_norm.weight") \
-                or name == "rope_freqs.weight":
+                or name in ("rope_freqs.weight", "token_types.weight", "position_embd.weight") \
+                or name.endswith("ffn_gate_inp.weight"):   # llama.cpp never quantizes these
             return "F32"
         base = MIXES.get(self.ftype)
         if base is None:
@@ -58,7 +59,8 @@ class Mix:
         if name == "output.weight" or (tied and name == "token_embd.weight"):
             return "Q6_K" if ne[0] % _BLOCK[base] == 0 else "Q8_0"
         layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
-        if name.endswith(("attn_v.weight", "ffn_down.weight")) and use_more_bits(layer, n_layer):
+        if name.endswith(("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight")) \
+                and use_more_bits(layer, n_layer):
             return _fit("Q6_K", ne[0])
         return _fit(base, ne[0])
 

@@ -7,7 +7,9 @@ and some are not (llama.cpp falls back to 32-element blocks there).
 """
 from __future__ import annotations
 
+import fnmatch
 from dataclasses import dataclass, replace
+from typing import Any
 
 from ..errors import InvalidParameterError
 
@@ -29,11 +31,21 @@ class Shape:
     rope_base: float
     rms_eps: float
     tied: bool
-    vocab: str                        # "spm-llama2", "spm-gemma", "bpe-llama3", "bpe-qwen2"
+    vocab: str                        # a style of synth.vocab: "spm-llama2", "bpe-qwen2" ...
     chat_template: bool = True
     sliding_window: int | None = None
     rope_scaling_factor: float | None = None   # llama3-style frequency factors, written as rope_freqs.weight
     label: str = ""
+    extra: tuple[tuple[str, Any], ...] = ()   # more `{arch}.` keys (experts, soft-caps, scales ...), in order
+    tensors: tuple[str, ...] = ()             # optional tensors the file has (fnmatch patterns: fused QKV ...)
+
+    def has_tensor(self, name: str) -> bool:
+        """Whether the file holds the optional tensor `name` (the builder asks before reading it)."""
+        if name == "output.weight":
+            return not self.tied
+        if name == "rope_freqs.weight":
+            return self.rope_scaling_factor is not None
+        return any(fnmatch.fnmatchcase(name, p) for p in self.tensors)
 
     def with_layers(self, n_layer: int | None) -> Shape:
         """The same shape cut to `n_layer` layers (to make big shapes cheap to write and load)."""
@@ -42,6 +54,11 @@ class Shape:
         if n_layer < 1:
             raise InvalidParameterError(f"--layers must be >= 1, got {n_layer}")
         return replace(self, n_layer=n_layer)
+
+
+def llama_keys(head_dim: int, n_vocab: int) -> tuple[tuple[str, Any], ...]:
+    """Keys llama.cpp's converter writes for llama files only."""
+    return (("rope.dimension_count", head_dim), ("vocab_size", n_vocab))
 
 
 SHAPES: dict[str, Shape] = {s.name: s for s in (
@@ -53,19 +70,54 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
           "bpe-qwen2", label="0.5B"),
     # meta-llama/Llama-3.2-1B-Instruct (tied, llama3 RoPE scaling factor 32).
     Shape("llama-3.2-1b", "llama", 16, 2048, 32, 8, 8192, 128256, 64, 131072, 500000.0, 1e-5, True,
-          "bpe-llama3", rope_scaling_factor=32.0, label="1B"),
+          "bpe-llama3", rope_scaling_factor=32.0, label="1B", extra=llama_keys(64, 128256)),
     # meta-llama/Llama-3.1-8B-Instruct (untied, llama3 RoPE scaling factor 8).
     Shape("llama-3.1-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 128, 131072, 500000.0, 1e-5, False,
-          "bpe-llama3", rope_scaling_factor=8.0, label="8B"),
+          "bpe-llama3", rope_scaling_factor=8.0, label="8B", extra=llama_keys(128, 128256)),
     # Tiny shapes: rows of 192/640/320 are not multiples of 256, rows of 256/512/768 are.
     Shape("tiny-llama", "llama", 2, 192, 6, 2, 512, 1024, 32, 2048, 10000.0, 1e-5, False,
-          "spm-llama2", label="tiny"),
+          "spm-llama2", label="tiny", extra=llama_keys(32, 1024)),
     Shape("tiny-qwen2", "qwen2", 3, 256, 4, 2, 640, 1536, 64, 4096, 1e6, 1e-6, True,
           "bpe-qwen2", label="tiny"),
     Shape("tiny-qwen3", "qwen3", 2, 128, 4, 2, 384, 1280, 64, 4096, 1e6, 1e-6, False,
           "bpe-qwen2", label="tiny"),
     Shape("tiny-gemma3", "gemma3", 6, 320, 4, 1, 768, 1024, 64, 4096, 1e6, 1e-6, True,
           "spm-gemma", sliding_window=16, label="tiny"),
+    # Mistral-style: the llama block with a sliding window on every layer.
+    Shape("tiny-mistral", "llama", 2, 192, 6, 2, 512, 1024, 32, 4096, 10000.0, 1e-5, False,
+          "spm-llama2", sliding_window=16, label="tiny", extra=llama_keys(32, 1024)),
+    # Phi-3: fused q/k/v and gate/up projections.
+    Shape("tiny-phi3", "phi3", 2, 192, 6, 2, 320, 1024, 32, 4096, 10000.0, 1e-5, False,
+          "spm-phi3", label="tiny", tensors=("blk.*.attn_qkv.weight",)),
+    # Gemma 2: soft-caps, pre and post norms, a window on even layers.
+    Shape("tiny-gemma2", "gemma2", 4, 256, 4, 2, 640, 1024, 64, 4096, 10000.0, 1e-6, True,
+          "spm-gemma", sliding_window=16, label="tiny",
+          extra=(("attn_logit_softcapping", 50.0), ("final_logit_softcapping", 30.0))),
+    # OLMo 2: post-norms only, q/k norms over all heads.
+    Shape("tiny-olmo2", "olmo2", 2, 256, 4, 4, 640, 1536, 64, 4096, 500000.0, 1e-6, False,
+          "bpe-qwen2", label="tiny"),
+    # Granite 3: embedding, attention, residual and logit multipliers.
+    Shape("tiny-granite", "granite", 2, 256, 4, 2, 512, 1536, 64, 4096, 10000.0, 1e-5, True,
+          "bpe-qwen2", label="tiny", extra=(("embedding_scale", 12.0), ("residual_scale", 0.22),
+                                            ("logit_scale", 4.0), ("attention.scale", 0.015625))),
+    # Mixtral-style: llama with 8 experts, 2 per token.
+    Shape("tiny-mixtral", "llama", 2, 192, 6, 2, 256, 1024, 32, 4096, 1e6, 1e-5, False,
+          "spm-llama2", label="tiny", extra=llama_keys(32, 1024) + (("expert_count", 8), ("expert_used_count", 2))),
+    # Qwen3-MoE: 16 experts of width 128, 4 per token, renormalized.
+    Shape("tiny-qwen3moe", "qwen3moe", 2, 256, 4, 2, 768, 1536, 64, 4096, 1e6, 1e-6, False,
+          "bpe-qwen2", label="tiny", extra=(("expert_count", 16), ("expert_used_count", 4),
+                                            ("expert_feed_forward_length", 128))),
+    # OLMoE: 8 experts, 2 per token, weights not renormalized.
+    Shape("tiny-olmoe", "olmoe", 2, 256, 4, 4, 320, 1536, 64, 4096, 10000.0, 1e-5, False,
+          "bpe-qwen2", label="tiny", extra=(("expert_count", 8), ("expert_used_count", 2))),
+    # BERT encoder (embeddings): absolute positions, GELU FFN, biases everywhere, CLS pooling.
+    Shape("tiny-bert", "bert", 2, 128, 4, 4, 512, 1024, 32, 512, 10000.0, 1e-12, True, "wpm-bert",
+          chat_template=False, label="tiny", extra=(("pooling_type", 2), ("attention.causal", False)),
+          tensors=("token_types.weight", "blk.*.attn_output.bias", "blk.*.ffn_up.bias", "blk.*.ffn_down.bias")),
+    # nomic-bert encoder: RoPE, fused q/k/v, SwiGLU, mean pooling.
+    Shape("tiny-nomic-bert", "nomic-bert", 2, 192, 6, 6, 384, 1024, 32, 2048, 1000.0, 1e-12, True, "wpm-bert",
+          chat_template=False, label="tiny", extra=(("pooling_type", 1), ("attention.causal", False)),
+          tensors=("token_types.weight", "blk.*.attn_qkv.weight")),
 )}
 
 

@@ -63,11 +63,13 @@ class Vocab:
     unk: int | None = None
     pad: int | None = None
     add_space_prefix: bool | None = None
+    sep: int | None = None                 # WordPiece: [SEP]
+    token_type_count: int = 0              # WordPiece: rows of token_types.weight
 
 
 def build_vocab(style: str, n_vocab: int, chat_template: bool) -> Vocab:
     """The vocabulary of `style`, exactly `n_vocab` tokens long."""
-    builders = {"spm-llama2": _spm_llama2, "spm-gemma": _spm_gemma,
+    builders = {"spm-llama2": _spm_llama2, "spm-gemma": _spm_gemma, "spm-phi3": _spm_phi3, "wpm-bert": _wpm_bert,
                 "bpe-llama3": _bpe_llama3, "bpe-qwen2": _bpe_qwen2}
     if style not in builders:
         raise InvalidParameterError(f"unknown vocab style {style!r}")
@@ -111,6 +113,24 @@ def _spm_llama2(n_vocab: int) -> Vocab:
                  chat_template=LLAMA2, scores=scores, unk=0, add_space_prefix=True)
 
 
+PHI3 = ("{% for message in messages %}{{ '<|' + message['role'] + '|>\n' + message['content'] + '<|end|>\n' }}"
+        "{% endfor %}{% if add_generation_prompt %}{{ '<|assistant|>\n' }}{% endif %}")
+_PHI3_ADDED = ("<|endoftext|>", "<|assistant|>", "<|placeholder1|>", "<|placeholder2|>", "<|placeholder3|>",
+               "<|placeholder4|>", "<|system|>", "<|end|>", "<|placeholder5|>", "<|placeholder6|>", "<|user|>")
+
+
+def _spm_phi3(n_vocab: int) -> Vocab:
+    """Llama 2's vocabulary with Phi-3's chat tokens appended (llama.cpp looks for them in phi3 files)."""
+    n = n_vocab - len(_PHI3_ADDED)
+    tokens, types, scores = _spm([("<unk>", UNKNOWN), ("<s>", CONTROL), ("</s>", CONTROL)], n)
+    tokens += _PHI3_ADDED
+    types = np.concatenate([types, np.full(len(_PHI3_ADDED), CONTROL, np.int32)])
+    scores = np.concatenate([scores, np.zeros(len(_PHI3_ADDED), np.float32)])
+    end = n + _PHI3_ADDED.index("<|end|>")
+    return Vocab("llama", "default", tokens, types, bos=1, eos=n, eot=end, add_bos=False, chat_template=PHI3,
+                 scores=scores, unk=0, pad=n, add_space_prefix=True)
+
+
 def _spm_gemma(n_vocab: int) -> Vocab:
     specials = [("<pad>", CONTROL), ("<eos>", CONTROL), ("<bos>", CONTROL), ("<unk>", UNKNOWN),
                 ("<mask>", CONTROL), ("<start_of_turn>", CONTROL), ("<end_of_turn>", CONTROL)]
@@ -118,6 +138,27 @@ def _spm_gemma(n_vocab: int) -> Vocab:
     scores[:len(specials)] = -1000.0
     return Vocab("llama", "default", tokens, types, bos=2, eos=1, eot=6, add_bos=True, chat_template=GEMMA,
                  scores=scores, unk=3, pad=0, add_space_prefix=False)
+
+
+def _wpm_bert(n_vocab: int) -> Vocab:
+    """BERT's layout in llama.cpp's spelling: [PAD] 0, [unused*], [UNK] 100, [CLS] 101, [SEP] 102, [MASK] 103,
+    then word-initial pieces ("▁" + text) and continuation pieces (bare text)."""
+    tokens = ["[PAD]"] + [f"[unused{i}]" for i in range(99)] + ["[UNK]", "[CLS]", "[SEP]", "[MASK]"]
+    types = [CONTROL] + [NORMAL] * 99 + [CONTROL] * 4
+    if n_vocab < len(tokens) + 2 * len(_LETTERS + _EXTRA):
+        raise InvalidParameterError(f"vocab size {n_vocab} is too small for a WordPiece vocab")
+    seen = set(tokens)
+    for piece in _pieces():
+        for t in (piece if piece.startswith("▁") else "▁" + piece, piece.lstrip("▁")):
+            if len(tokens) < n_vocab and t and t not in seen:
+                tokens.append(t)
+                types.append(NORMAL)
+                seen.add(t)
+        if len(tokens) == n_vocab:
+            break
+    return Vocab("bert", "default", tokens, np.asarray(types, np.int32), bos=101, eos=102, eot=None, add_bos=True,
+                 chat_template=None, scores=np.full(n_vocab, -1000.0, np.float32), unk=100, pad=0, sep=102,
+                 token_type_count=2)
 
 
 def _byte_symbols() -> list[str]:

@@ -73,33 +73,28 @@ class SynthResult:
 
 
 def plan_tensors(shape: Shape, mix: Mix) -> list[TensorPlan]:
-    """The tensors of `shape` in llama.cpp's names and order, with their types under `mix`."""
-    d, hd = shape.n_embd, shape.head_dim
-    q_out, kv_out = shape.n_head * hd, shape.n_head_kv * hd
-    out: list[tuple[str, tuple[int, ...], str]] = [("token_embd.weight", (d, shape.n_vocab), "matrix")]
+    """The tensors of `shape` with their types under `mix`: exactly those the graph builder reads, in the
+    order it reads them (llama.cpp's names), so a synthetic file always fits its architecture's `Family`."""
+    from ..models.transformer import tensor_list
+    hp = shape_hparams(shape)
+    out = []
+    for name, shape_np in tensor_list(hp, shape.has_tensor):
+        ne = tuple(shape_np[::-1])
+        kind = ("rope_freqs" if name == "rope_freqs.weight" else "matrix" if len(ne) >= 2
+                else "norm" if name.endswith("norm.weight") else "bias")
+        out.append(TensorPlan(name, ne, mix.tensor_type(name, ne, shape.n_layer, shape.tied), kind))
+    return out
+
+
+def shape_hparams(shape: Shape):
+    """`HParams` of the file `shape` describes, from the same metadata the writer stores."""
+    from ..models.hparams import HParams
+    meta = {k: v for k, v, _ in arch_metadata(shape)}
+    meta.setdefault(f"{shape.arch}.vocab_size", shape.n_vocab)
+    names = ["output.weight"] if not shape.tied else []
     if shape.rope_scaling_factor is not None:
-        out.append(("rope_freqs.weight", (hd // 2,), "rope_freqs"))
-    for i in range(shape.n_layer):
-        p = f"blk.{i}."
-        out.append((p + "attn_norm.weight", (d,), "norm"))
-        out += [(p + "attn_q.weight", (d, q_out), "matrix"), (p + "attn_k.weight", (d, kv_out), "matrix"),
-                (p + "attn_v.weight", (d, kv_out), "matrix")]
-        if shape.arch == "qwen2":
-            out += [(p + "attn_q.bias", (q_out,), "bias"), (p + "attn_k.bias", (kv_out,), "bias"),
-                    (p + "attn_v.bias", (kv_out,), "bias")]
-        if shape.arch in ("qwen3", "gemma3"):
-            out += [(p + "attn_q_norm.weight", (hd,), "norm"), (p + "attn_k_norm.weight", (hd,), "norm")]
-        out.append((p + "attn_output.weight", (q_out, d), "matrix"))
-        if shape.arch == "gemma3":
-            out.append((p + "post_attention_norm.weight", (d,), "norm"))
-        out += [(p + "ffn_norm.weight", (d,), "norm"), (p + "ffn_gate.weight", (d, shape.n_ff), "matrix"),
-                (p + "ffn_up.weight", (d, shape.n_ff), "matrix"), (p + "ffn_down.weight", (shape.n_ff, d), "matrix")]
-        if shape.arch == "gemma3":
-            out.append((p + "post_ffw_norm.weight", (d,), "norm"))
-    out.append(("output_norm.weight", (d,), "norm"))
-    if not shape.tied:
-        out.append(("output.weight", (d, shape.n_vocab), "matrix"))
-    return [TensorPlan(n, ne, mix.tensor_type(n, ne, shape.n_layer, shape.tied), k) for n, ne, k in out]
+        names.append("rope_freqs.weight")
+    return HParams.from_metadata(shape.arch, meta, names)
 
 
 def synthesize(shape: str | Shape, path: str | os.PathLike[str], ftype: str = "Q4_K_M", seed: int = 0,
@@ -225,9 +220,40 @@ def _llama3_rope_factors(shape: Shape) -> np.ndarray:
     return out.astype(np.float32)
 
 
+def arch_metadata(shape: Shape) -> list[tuple[str, object, GGUFValueType]]:
+    """The shape's hyperparameters in llama.cpp's keys, in file order, with their GGUF types."""
+    a, U, F = shape.arch, GGUFValueType.UINT32, GGUFValueType.FLOAT32
+    kv: list[tuple[str, object, GGUFValueType]] = [
+        (f"{a}.context_length", shape.n_ctx_train, U), (f"{a}.embedding_length", shape.n_embd, U),
+        (f"{a}.block_count", shape.n_layer, U), (f"{a}.feed_forward_length", shape.n_ff, U),
+        (f"{a}.attention.head_count", shape.n_head, U), (f"{a}.attention.head_count_kv", shape.n_head_kv, U),
+        (f"{a}.attention.key_length", shape.head_dim, U), (f"{a}.attention.value_length", shape.head_dim, U),
+        (f"{a}.{_eps_key(a)}", shape.rms_eps, F), (f"{a}.rope.freq_base", shape.rope_base, F)]
+    kv += [(f"{a}.{k}", v, _value_type(v)) for k, v in shape.extra]
+    if shape.sliding_window is not None:
+        kv.append((f"{a}.attention.sliding_window", shape.sliding_window, U))
+    return kv
+
+
+def _eps_key(arch: str) -> str:
+    from ..models import get_family
+    return "attention.layer_norm_rms_epsilon" if get_family(arch).norm == "rms" else "attention.layer_norm_epsilon"
+
+
+def _value_type(v: object) -> GGUFValueType:
+    if isinstance(v, bool):
+        return GGUFValueType.BOOL
+    if isinstance(v, int):
+        return GGUFValueType.UINT32
+    if isinstance(v, float):
+        return GGUFValueType.FLOAT32
+    if isinstance(v, str):
+        return GGUFValueType.STRING
+    raise InvalidParameterError(f"synth: no GGUF type for metadata value {v!r}")
+
+
 def _add_metadata(w: GGUFWriter, shape: Shape, ftype: str, seed: int, vocab: Vocab) -> None:
     """Hyperparameters in llama.cpp's keys, provenance, and the tokenizer."""
-    a = shape.arch
     w.add_string("general.type", "model")
     w.add_string("general.name", f"oxigpu synthetic {shape.name}")
     w.add_string("general.description", f"random weights (seed {seed}) written by `oxigpu synth`")
@@ -237,21 +263,8 @@ def _add_metadata(w: GGUFWriter, shape: Shape, ftype: str, seed: int, vocab: Voc
     w.add_uint32("general.quantization_version", 2)
     w.add_string("oxigpu.synth.shape", shape.name)
     w.add_uint32("oxigpu.synth.seed", seed)
-    w.add_uint32(f"{a}.context_length", shape.n_ctx_train)
-    w.add_uint32(f"{a}.embedding_length", shape.n_embd)
-    w.add_uint32(f"{a}.block_count", shape.n_layer)
-    w.add_uint32(f"{a}.feed_forward_length", shape.n_ff)
-    w.add_uint32(f"{a}.attention.head_count", shape.n_head)
-    w.add_uint32(f"{a}.attention.head_count_kv", shape.n_head_kv)
-    w.add_uint32(f"{a}.attention.key_length", shape.head_dim)
-    w.add_uint32(f"{a}.attention.value_length", shape.head_dim)
-    w.add_float32(f"{a}.attention.layer_norm_rms_epsilon", shape.rms_eps)
-    w.add_float32(f"{a}.rope.freq_base", shape.rope_base)
-    if a == "llama":
-        w.add_uint32(f"{a}.rope.dimension_count", shape.head_dim)
-        w.add_uint32(f"{a}.vocab_size", shape.n_vocab)
-    if shape.sliding_window is not None:
-        w.add_uint32(f"{a}.attention.sliding_window", shape.sliding_window)
+    for key, value, vtype in arch_metadata(shape):
+        w.add_key_value(key, value, vtype)
     w.add_string("tokenizer.ggml.model", vocab.model)
     w.add_string("tokenizer.ggml.pre", vocab.pre)
     # explicit element types spare GGUFWriter a per-item type check over 100k+ entries
@@ -276,3 +289,7 @@ def _add_metadata(w: GGUFWriter, shape: Shape, ftype: str, seed: int, vocab: Voc
         w.add_bool("tokenizer.ggml.add_space_prefix", vocab.add_space_prefix)
     if vocab.chat_template is not None:
         w.add_string("tokenizer.chat_template", vocab.chat_template)
+    if vocab.sep is not None:
+        w.add_uint32("tokenizer.ggml.seperator_token_id", vocab.sep)
+    if vocab.token_type_count:
+        w.add_uint32("tokenizer.ggml.token_type_count", vocab.token_type_count)

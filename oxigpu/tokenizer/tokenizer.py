@@ -22,15 +22,18 @@ than longest-first; a character missing from an SPM vocabulary is byte-encoded b
 from __future__ import annotations
 
 import codecs
+import functools
+import re
 import threading
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
 import numpy as np
 from tokenizers import AddedToken, Regex, decoders, models, normalizers, pre_tokenizers, processors
 from tokenizers import Tokenizer as HFTokenizer
 
-from ..errors import InvalidParameterError, TokenizerError
+from ..errors import ContextLengthError, InvalidParameterError, TemplateError, TokenizerError
+from ..limits import MAX_MERGE_CHARS, MAX_MERGES
 from .chat import ChatTemplate, fallback_template
 from .vocab import Attr, Vocab, vocab_from_metadata
 
@@ -56,6 +59,7 @@ _BYTE_DECODER = _gpt2_byte_decoder()
 
 _HASH_BASE = 0x9E3779B97F4A7C15        # odd, so invertible modulo 2**64
 _HASH_BASE_INV = pow(_HASH_BASE, -1, 1 << 64)
+_SPLIT_CHUNK = 1 << 20                 # candidate splits tested at once (~100 MiB of temporaries)
 
 
 def _spm_merges(vocab: Vocab) -> list[tuple[str, str]]:
@@ -66,6 +70,10 @@ def _spm_merges(vocab: Vocab) -> list[tuple[str, str]]:
     membership is tested in numpy on polynomial hashes (mod 2**64) of every substring: the hash of
     text[s:e] is (G[e] - G[s]) * BASE**-s with G the prefix sums of code[j] * BASE**j. A hash collision
     could only add a pair whose halves are not both tokens, which `tokenizers` rejects loudly.
+
+    The merges are what a vocabulary costs most (their text grows with the square of token length), so
+    candidates are tested in chunks (bounded temporaries) and the merges found are counted against
+    MAX_MERGES and MAX_MERGE_CHARS before a single string is built.
     """
     tokens = vocab.tokens
     n = len(tokens)
@@ -82,27 +90,65 @@ def _spm_merges(vocab: Vocab) -> list[tuple[str, str]]:
         power, inverse = np.cumprod(power), np.cumprod(inverse)
         prefix = np.zeros(total + 1, np.uint64)
         np.cumsum(codes * power[:total], out=prefix[1:])
+        del power, codes
         known = np.sort((prefix[ends] - prefix[starts]) * inverse[starts])
-        n_splits = np.maximum(lengths - 1, 0)
-        owner = np.repeat(np.arange(n), n_splits)
-        k = np.arange(len(owner)) - np.repeat(np.cumsum(n_splits) - n_splits, n_splits) + 1
-        s = starts[owner]
-        cut = s + k
-        heads = (prefix[cut] - prefix[s]) * inverse[s]
-        tails = (prefix[ends[owner]] - prefix[cut]) * inverse[cut]
 
     def member(h: np.ndarray) -> np.ndarray:
         return known[np.minimum(np.searchsorted(known, h), n - 1)] == h
 
-    hit = np.flatnonzero(member(heads) & member(tails))
+    n_splits = np.maximum(lengths - 1, 0)
+    first_split = np.cumsum(n_splits) - n_splits          # index of each token's first candidate
+    hit_owner, hit_k = [], []
+    found = chars = 0
+    n_cand = int(n_splits.sum())
+    for lo in range(0, n_cand, _SPLIT_CHUNK):   # candidates lo .. hi-1, in token order
+        hi = min(lo + _SPLIT_CHUNK, n_cand)
+        c = np.arange(lo, hi)
+        owner = np.searchsorted(first_split, c, side="right") - 1   # the last token starting at or before c
+        k = c - first_split[owner] + 1
+        s = starts[owner]
+        cut = s + k
+        with np.errstate(over="ignore"):
+            heads = (prefix[cut] - prefix[s]) * inverse[s]
+            tails = (prefix[ends[owner]] - prefix[cut]) * inverse[cut]
+        hit = np.flatnonzero(member(heads) & member(tails))
+        found += hit.size
+        chars += int(lengths[owner[hit]].sum())
+        if found > MAX_MERGES or chars > MAX_MERGE_CHARS:
+            raise TokenizerError(
+                f"tokenizer.ggml.tokens derives {'over ' if hi < n_cand else ''}"
+                f"{found} SentencePiece merges of {chars} characters, over the limits of {MAX_MERGES} "
+                f"merges and {MAX_MERGE_CHARS} characters (oxigpu.limits.MAX_MERGES, MAX_MERGE_CHARS)")
+        hit_owner.append(owner[hit])
+        hit_k.append(k[hit])
+    owners = np.concatenate(hit_owner) if hit_owner else np.zeros(0, np.int64)
+    ks = np.concatenate(hit_k) if hit_k else np.zeros(0, np.int64)
     rank = np.empty(n, np.int64)
     rank[np.argsort(-vocab.scores, kind="stable")] = np.arange(n)
-    hit = hit[np.lexsort((k[hit], rank[owner[hit]]))]
-    return [(t[:j], t[j:]) for t, j in zip(map(tokens.__getitem__, owner[hit].tolist()), k[hit].tolist())]
+    order = np.lexsort((ks, rank[owners]))
+    return [(t[:j], t[j:]) for t, j in zip(map(tokens.__getitem__, owners[order].tolist()), ks[order].tolist())]
 
 
 def _build_hf(vocab: Vocab) -> HFTokenizer:
-    """Assemble the `tokenizers` pipeline for this vocabulary (see the module docstring)."""
+    """Assemble the `tokenizers` pipeline for this vocabulary (see the module docstring); anything it refuses
+    is a TokenizerError."""
+    try:
+        return _assemble(vocab)
+    except TokenizerError:
+        raise
+    except BaseException as e:   # tokenizers raises plain Exception, or a Rust panic (a BaseException: a merge
+        if not _is_error(e):     # whose result is not a token, with multi-byte halves), for inconsistent input
+            raise
+        raise TokenizerError(f"the vocabulary cannot be built into a tokenizer: {type(e).__name__}: {e}") from None
+
+
+def _is_error(e: BaseException) -> bool:
+    """An Exception or a Rust panic from `tokenizers` (pyo3's PanicException derives from BaseException);
+    not KeyboardInterrupt, SystemExit or a cancellation."""
+    return isinstance(e, Exception) or type(e).__name__ == "PanicException"
+
+
+def _assemble(vocab: Vocab) -> HFTokenizer:
     text_to_id = vocab.text_to_id
     if vocab.model == "llama":
         try:
@@ -121,6 +167,10 @@ def _build_hf(vocab: Vocab) -> HFTokenizer:
     else:
         assert vocab.merges is not None and vocab.pre is not None
         merges = [(m[:cut], m[cut + 1:]) for m in vocab.merges if (cut := m.find(" ", 1)) > 0]
+        bad = next((i for i, (a, b) in enumerate(merges) if a + b not in text_to_id), None)
+        if bad is not None:   # tokenizers would panic on some of these (multi-byte halves)
+            raise TokenizerError(f"tokenizer.ggml.merges[{bad}] {' '.join(merges[bad])!r} makes a token that is not "
+                                 f"in the vocabulary")
         try:
             tok = HFTokenizer(models.BPE(text_to_id, merges, ignore_merges=vocab.pre.ignore_merges))
         except Exception as e:   # e.g. a merge naming a token that is not in the vocabulary
@@ -150,6 +200,21 @@ def _build_hf(vocab: Vocab) -> HFTokenizer:
     return tok
 
 
+_PRIVATE_USE = re.compile("[\U000F0000-\U0010FFFF]")   # planes 15-16: the sentinels' range
+
+
+def _strings(value: Any, visit: Callable[[str], None]) -> None:
+    """Call `visit` on every string inside `value` (lists, tuples and dict values, nested)."""
+    if isinstance(value, str):
+        visit(value)
+    elif isinstance(value, Mapping):
+        for v in value.values():
+            _strings(v, visit)
+    elif isinstance(value, (list, tuple)):
+        for v in value:
+            _strings(v, visit)
+
+
 class Tokenizer:
     """Encode/decode exactly like llama.cpp for a GGUF vocabulary. Build with `Tokenizer.from_metadata`."""
 
@@ -159,10 +224,15 @@ class Tokenizer:
         self._pieces: list[bytes | None] = [None] * len(vocab.tokens)
         self._lock = threading.Lock()   # encode toggles hf.encode_special_tokens per call
         self._chat: ChatTemplate | None = None
+        self._chat_override: str | None = None
 
     @classmethod
     def from_metadata(cls, metadata: Mapping[str, Any]) -> Tokenizer:
         """Build from a GGUF metadata mapping (`GGUFFile(path).metadata`)."""
+        if isinstance(model := metadata.get("tokenizer.ggml.model"), str) and model == "bert":
+            from .wordpiece import build_wordpiece, wordpiece_vocab
+            vocab = wordpiece_vocab(metadata)
+            return cls(vocab, build_wordpiece(vocab))
         vocab = vocab_from_metadata(metadata)
         return cls(vocab, _build_hf(vocab))
 
@@ -205,31 +275,171 @@ class Tokenizer:
 
     @property
     def chat_template(self) -> str | None:
-        """`tokenizer.chat_template` from the file, if any."""
-        return self._vocab.chat_template
+        """The chat template in use: one set by `set_chat_template`, else `tokenizer.chat_template` from the
+        file; None when the model has none (chat then uses `fallback_template`)."""
+        return self._chat_override or self._vocab.chat_template
 
     @property
     def chat(self) -> ChatTemplate:
-        """The file's chat template, or `fallback_template` for this vocabulary; compiled on first use
-        (so a malformed template raises TemplateError here, not when the model loads)."""
+        """The chat template (see `chat_template`), or `fallback_template` for this vocabulary; compiled on
+        first use (so a malformed template raises TemplateError here, not when the model loads)."""
         if self._chat is None:
-            v = self._vocab
-            self._chat = ChatTemplate(
-                v.chat_template or fallback_template(v.text_to_id),
-                bos_token="" if v.bos_id is None else v.tokens[v.bos_id],
-                eos_token="" if v.eos_id is None else v.tokens[v.eos_id])
+            own = self.chat_template   # not checked at load: a template of the wrong type fails here, in chat
+            self._chat = self._compile(fallback_template(self._vocab.text_to_id)
+                                       if own is None or isinstance(own, str) and not own else own)
         return self._chat
 
+    def set_chat_template(self, source: str) -> None:
+        """Use the jinja2 template `source` instead of the file's (same sandbox and budgets). It is compiled
+        at once, so a malformed template raises TemplateError here rather than at the first chat."""
+        self._chat = self._compile(source)
+        self._chat_override = source
+
+    def _compile(self, source: str) -> ChatTemplate:
+        v = self._vocab
+        return ChatTemplate(source, bos_token="" if v.bos_id is None else v.tokens[v.bos_id],
+                            eos_token="" if v.eos_id is None else v.tokens[v.eos_id])
+
+    @functools.cached_property
+    def max_token_chars(self) -> int:
+        """Most characters of text one token can stand for (its text's length): a text of n characters
+        needs at least n / max_token_chars tokens, known before tokenizing it."""
+        return max(1, max(map(len, self._vocab.tokens)))
+
+    def check_fits(self, text: str, max_tokens: int, what: str = "the prompt") -> None:
+        """ContextLengthError, decided from `text`'s length alone (no tokenization), when it needs more than
+        `max_tokens` tokens."""
+        if isinstance(text, str) and len(text) > max_tokens * self.max_token_chars:
+            at_least = -(-len(text) // self.max_token_chars)
+            raise ContextLengthError(
+                f"{what} has {len(text)} characters, so at least {at_least} tokens (no token of this vocabulary "
+                f"stands for more than {self.max_token_chars} characters), more than the {max_tokens} that fit; "
+                f"shorten it or raise n_ctx")
+
     def apply_chat_template(self, messages: Sequence[Mapping[str, Any]], add_generation_prompt: bool = True,
-                            tools: Sequence[Mapping[str, Any]] | None = None, **extra: Any) -> list[int]:
-        """Render `messages` and tokenize the prompt with special-token parsing. Templates usually
-        write `bos_token` themselves; it is dropped from the text when encoding adds BOS anyway, so the
-        prompt starts with exactly one BOS (what llama.cpp's chat code does)."""
+                            tools: Sequence[Mapping[str, Any]] | None = None, *,
+                            parse_special_in_messages: bool = False, max_tokens: int | None = None,
+                            **extra: Any) -> list[int]:
+        """Render `messages` and tokenize the prompt: the template's own markup with special-token parsing,
+        the messages' text as plain text. Templates usually write `bos_token` themselves; it is dropped
+        from the text when encoding adds BOS anyway, so the prompt starts with exactly one BOS (what
+        llama.cpp's chat code does).
+
+        Turn integrity: a control-token string typed inside a message (``<|im_end|>``, ``<end_of_turn>``)
+        stays text, so a user cannot close their turn and open a fake system or assistant turn. Every
+        string in `messages` and `tools` has its special-token occurrences swapped for private-use
+        sentinel characters before rendering; the rendered text is split at the template's special tokens
+        (found as the tokenizer finds them), and each piece between them, the sentinels turned back into
+        the strings they stand for, is tokenized without special parsing. `parse_special_in_messages=True`
+        parses them as control tokens (llama.cpp's behaviour, for callers who build turns themselves).
+        `max_tokens`: a rendered prompt that cannot fit in that many tokens is refused before tokenizing
+        (`check_fits`).
+        """
+        sentinels: dict[str, str] = {}
+        if not parse_special_in_messages:
+            taken = set(_PRIVATE_USE.findall(self.chat.source + self.chat.bos_token + self.chat.eos_token))
+            _strings((messages, tools, extra), lambda t: taken.update(_PRIVATE_USE.findall(t)))
+            messages, tools = self._protect((messages, tools), sentinels, taken)
         text = self.chat.render(messages, add_generation_prompt=add_generation_prompt, tools=tools, **extra)
         bos = self.chat.bos_token
         if self.add_bos and bos and text.startswith(bos):
             text = text[len(bos):]
-        return self.encode(text, add_special=True, parse_special=True)
+        if max_tokens is not None:
+            self.check_fits(text, max_tokens, "the rendered chat prompt")
+        if not sentinels:
+            return self.encode(text, add_special=True, parse_special=True)
+        return self._encode_protected(text, sentinels)
+
+    def _protect(self, value: Any, sentinels: dict[str, str], taken: set[str]) -> Any:
+        """`value` with every special-token string inside its strings (nested in lists, tuples and dicts;
+        dict keys are left alone) replaced by a sentinel character not in `taken`; `sentinels` maps each
+        sentinel back to its string."""
+        if isinstance(value, str):
+            found = self._specials_in(value)
+            if not found:
+                return value
+            by_text = {t: c for c, t in sentinels.items()}
+            out, last = [], 0
+            for start, end, _ in found:
+                special = value[start:end]
+                if special not in by_text:
+                    code = 0xF0000
+                    while chr(code) in taken:
+                        code += 1
+                    if code > 0x10FFFD:
+                        raise TemplateError("too many distinct control-token strings in the messages")
+                    by_text[special] = chr(code)
+                    sentinels[chr(code)] = special
+                    taken.add(chr(code))
+                out += [value[last:start], by_text[special]]
+                last = end
+            return "".join(out) + value[last:]
+        if isinstance(value, Mapping):
+            return {k: self._protect(v, sentinels, taken) for k, v in value.items()}
+        if isinstance(value, (list, tuple)):
+            return type(value)(self._protect(v, sentinels, taken) for v in value)
+        return value
+
+    @functools.cached_property
+    def _added_pattern(self) -> re.Pattern[str]:
+        """A regex matching this vocabulary's added tokens (control, unknown and user-defined) as encoding
+        splits them out: leftmost-longest over all of them. Built as a trie (shared prefixes factored,
+        longer continuations tried first), so a scan costs about one step per character whatever the
+        number of tokens; `tokenizers` itself would run its whole pipeline over the text."""
+        v = self._vocab
+        texts = [v.tokens[i] for i in np.flatnonzero(v.attrs & _ADDED).tolist()]
+        trie: dict[str, Any] = {}
+        for text in texts:
+            node = trie
+            for ch in text:
+                node = node.setdefault(ch, {})
+            node[""] = True
+
+        def pattern(node: dict[str, Any]) -> str:
+            branches = []
+            for ch, child in node.items():
+                if not ch:
+                    continue
+                run = ch            # a chain of single-child, non-final nodes is one literal
+                while len(child) == 1 and "" not in child:
+                    (ch, child), = child.items()
+                    run += ch
+                branches.append(re.escape(run) + pattern(child))
+            if not branches:
+                return ""
+            alt = branches[0] if len(branches) == 1 else "(?:" + "|".join(branches) + ")"
+            return f"(?:{alt})?" if "" in node else alt
+        try:
+            return re.compile(pattern(trie) or "(?!)")
+        except (RecursionError, re.error):   # tokens nested hundreds deep: a flat alternation, longest first
+            return re.compile("|".join(map(re.escape, sorted(set(texts), key=len, reverse=True))) or "(?!)")
+
+    def _specials_in(self, text: str) -> list[tuple[int, int, int]]:
+        """(start, end, id) of each control-token string in `text`, as encoding with special parsing finds
+        them (user-defined tokens take part in the leftmost-longest split but are not reported)."""
+        if not text:
+            return []
+        to_id, attrs = self._vocab.text_to_id, self._vocab.attrs
+        found = ((m.start(), m.end(), to_id[m.group()]) for m in self._added_pattern.finditer(text))
+        return [f for f in found if attrs[f[2]] & _SPECIAL]
+
+    def _encode_protected(self, text: str, sentinels: dict[str, str]) -> list[int]:
+        """Tokens of `text`: its special tokens (the template's: the messages' were swapped for sentinels)
+        as ids, the pieces between them, sentinels restored, as plain text; BOS/EOS as `encode` adds them."""
+        restore = str.maketrans(sentinels)
+        ids: list[int] = []
+        last = 0
+        for start, end, token in self._specials_in(text):
+            ids += self._plain(text[last:start].translate(restore))
+            ids.append(token)
+            last = end
+        ids += self._plain(text[last:].translate(restore))
+        v = self._vocab
+        return ([v.bos_id] if v.add_bos and v.bos_id is not None else []) + ids + \
+            ([v.eos_id] if v.add_eos and v.eos_id is not None else [])
+
+    def _plain(self, text: str) -> list[int]:
+        return self.encode(text, add_special=False, parse_special=False) if text else []
 
     def token_text(self, token_id: int) -> str:
         """The vocabulary entry as stored in the file (e.g. "▁the", "Ġthe", "<0x0A>")."""
@@ -246,7 +456,11 @@ class Tokenizer:
             with self._lock:
                 self._hf.encode_special_tokens = not parse_special
                 return self._hf.encode(text, add_special_tokens=add_special).ids
-        except TypeError:   # `tokenizers` takes only valid Unicode text
+        except BaseException as e:
+            if not _is_error(e):
+                raise
+            if not isinstance(e, TypeError):   # a Rust panic on a hostile vocabulary: never a raw exception
+                raise TokenizerError(f"tokenizing failed: {type(e).__name__}: {e}") from None
             if not isinstance(text, str):
                 raise InvalidParameterError(f"text to tokenize must be a str, got {type(text).__name__}") from None
             bad = next((i for i, c in enumerate(text) if 0xD800 <= ord(c) <= 0xDFFF), None)
@@ -280,7 +494,7 @@ class Tokenizer:
         if attr & _ADDED:
             return text.encode()
         if attr & Attr.NORMAL:
-            if self._vocab.model == "llama":
+            if self._vocab.model in ("llama", "bert"):
                 return text.replace("▁", " ").encode()
             return b"".join(bytes((_BYTE_DECODER[c],)) if c in _BYTE_DECODER else c.encode() for c in text)
         if attr & Attr.BYTE and len(text) == 6 and text.startswith("<0x") and text.endswith(">"):

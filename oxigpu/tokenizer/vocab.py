@@ -14,6 +14,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import TokenizerError
+from ..limits import MAX_MERGES, MAX_TOKEN_CHARS, MAX_VOCAB, MAX_VOCAB_CHARS
 
 
 class Attr(IntFlag):
@@ -66,6 +67,7 @@ _PRE: dict[str, tuple[tuple[str, ...], bool, bool]] = {
     "gpt2": ((_GPT2_RE,), False, False),
     "llama3": ((_LLAMA3_RE,), True, True),
     "qwen2": ((_QWEN2_RE,), False, False),
+    "smollm": ((r"\p{N}", _GPT2_RE), False, False),   # single digits, then GPT-2's split
     "deepseek-llm": ((
         '[\r\n]',
         '\\s?[A-Za-z\xb5\xc0-\xd6\xd8-\xf6\xf8-\u01ba\u01bc-\u01bf\u01c4-\u0293\u0295-\u02af\u0370-\u0373'
@@ -90,6 +92,7 @@ _PRE_ALIASES = {
     "": "default", "gpt-2": "gpt2", "phi-2": "gpt2", "mpt": "gpt2", "olmo": "gpt2", "jais": "gpt2",
     "llama-bpe": "llama3", "llama-v3": "llama3", "falcon3": "llama3", "pixtral": "llama3", "dbrx": "llama3",
     "smaug-bpe": "llama3", "deepseek-r1-qwen": "qwen2", "stablelm2": "qwen2",
+    "starcoder": "smollm", "refact": "smollm", "codeshell": "smollm",
 }
 
 
@@ -104,7 +107,7 @@ class PreTokenizer:
 @dataclass
 class Vocab:
     """The parts of GGUF tokenizer metadata that encoding, decoding and generation need."""
-    model: str                    # "llama" (SentencePiece-style) or "gpt2" (byte-level BPE)
+    model: str                    # "llama" (SentencePiece-style), "gpt2" (byte-level BPE) or "bert" (WordPiece)
     tokens: list[str]
     text_to_id: dict[str, int]    # the last id wins for duplicate texts, as in llama.cpp
     scores: np.ndarray            # float32, one per token (zeros when the file has none)
@@ -121,26 +124,61 @@ class Vocab:
     add_eos: bool
     add_space_prefix: bool
     chat_template: str | None
+    # WordPiece ("bert") only; see wordpiece.py
+    sep_id: int | None = None
+    lowercase: bool = False
+    strip_accents: bool = False
+
+
+def _short(v: Any) -> str:
+    """A metadata value for a message: its repr, cut to 60 characters."""
+    text = repr(v)
+    return text if len(text) <= 60 else text[:57] + "..."
 
 
 def _opt_int(md: Mapping[str, Any], key: str) -> int | None:
     v = md.get(key)
-    return None if v is None else int(v)
+    if v is None:
+        return None
+    if isinstance(v, (bool, np.bool_)) or not isinstance(v, (int, np.integer)):
+        raise TokenizerError(f"{key} must be an integer, got {_short(v)}")
+    return int(v)
 
 
 def _flag(md: Mapping[str, Any], key: str, default: bool) -> bool:
     v = md.get(key)
-    return default if v is None else bool(v)
+    if v is None:
+        return default
+    if not isinstance(v, (bool, np.bool_, int, np.integer)):
+        raise TokenizerError(f"{key} must be a bool, got {_short(v)}")
+    return bool(v)
+
+
+def check_tokens(tokens: Any) -> list[str]:
+    """`tokenizer.ggml.tokens` as a list of strings within the budgets of `oxigpu.limits` (checked before
+    anything is built from it)."""
+    if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
+        raise TokenizerError("tokenizer.ggml.tokens is missing or is not a non-empty list of strings")
+    if len(tokens) > MAX_VOCAB:
+        raise TokenizerError(f"tokenizer.ggml.tokens holds {len(tokens)} tokens, over the limit of {MAX_VOCAB} "
+                             f"(oxigpu.limits.MAX_VOCAB)")
+    lengths = np.fromiter(map(len, tokens), np.int64, len(tokens))
+    longest = int(lengths.argmax())
+    if lengths[longest] > MAX_TOKEN_CHARS:
+        raise TokenizerError(f"tokenizer.ggml.tokens[{longest}] is {lengths[longest]} characters long, over the "
+                             f"limit of {MAX_TOKEN_CHARS} (oxigpu.limits.MAX_TOKEN_CHARS)")
+    if lengths.sum() > MAX_VOCAB_CHARS:
+        raise TokenizerError(f"tokenizer.ggml.tokens holds {lengths.sum()} characters in all, over the limit of "
+                             f"{MAX_VOCAB_CHARS} (oxigpu.limits.MAX_VOCAB_CHARS)")
+    return tokens
 
 
 def vocab_from_metadata(md: Mapping[str, Any]) -> Vocab:
     """Read and validate the tokenizer keys, applying llama.cpp's defaults and special-token detection."""
     model = md.get("tokenizer.ggml.model")
-    if model not in ("llama", "gpt2"):
-        raise TokenizerError(f"tokenizer.ggml.model {model!r} is not supported (expected 'llama' or 'gpt2')")
-    tokens = md.get("tokenizer.ggml.tokens")
-    if not isinstance(tokens, list) or not tokens or not all(isinstance(t, str) for t in tokens):
-        raise TokenizerError("tokenizer.ggml.tokens is missing or is not a non-empty list of strings")
+    if not isinstance(model, str) or model not in ("llama", "gpt2"):
+        raise TokenizerError(f"tokenizer.ggml.model {_short(model)} is not supported (expected 'llama' or 'gpt2')")
+    tokens = check_tokens(md.get("tokenizer.ggml.tokens"))
     n = len(tokens)
     # llama.cpp renames empty tokens so every text stays unique and non-empty.
     tokens = [t if t else f"[EMPTY_{i}]" for i, t in enumerate(tokens)]
@@ -149,10 +187,11 @@ def vocab_from_metadata(md: Mapping[str, Any]) -> Vocab:
         v = md.get(key)
         if v is None:
             return None
-        a = np.asarray(v)
-        if a.ndim != 1 or a.shape[0] < n or not np.issubdtype(a.dtype, np.number):
+        a = v if isinstance(v, np.ndarray) else None   # the GGUF reader gives numeric arrays as numpy arrays
+        if a is None or a.ndim != 1 or a.shape[0] < n or not np.issubdtype(a.dtype, np.number):
             raise TokenizerError(f"{key} must be a numeric array with at least {n} entries")
-        return a[:n].astype(dtype)
+        with np.errstate(invalid="ignore", over="ignore"):   # NaN/huge scores, out-of-range types: handled below
+            return a[:n].astype(dtype)
 
     scores = array("tokenizer.ggml.scores", np.float32)
     scores = np.zeros(n, np.float32) if scores is None else scores
@@ -174,6 +213,9 @@ def vocab_from_metadata(md: Mapping[str, Any]) -> Vocab:
         merges = md.get("tokenizer.ggml.merges")
         if not isinstance(merges, list) or not all(isinstance(m, str) for m in merges):
             raise TokenizerError("a 'gpt2' tokenizer needs tokenizer.ggml.merges (a list of strings)")
+        if len(merges) > MAX_MERGES:
+            raise TokenizerError(f"tokenizer.ggml.merges holds {len(merges)} merges, over the limit of "
+                                 f"{MAX_MERGES} (oxigpu.limits.MAX_MERGES)")
         pre_name = str(md.get("tokenizer.ggml.pre", "default"))
         key = _PRE_ALIASES.get(pre_name, pre_name)
         if key not in _PRE:

@@ -46,6 +46,7 @@ bytes_per_token, gbs and roofline_pct.
 from __future__ import annotations
 
 import math
+import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -65,8 +66,33 @@ from ..runtime.engine import Engine
 from ..runtime.params import SamplingParams
 from ..runtime.sampling import SamplerConfig, pack_batch, sample
 
-DEFAULT_ROOFLINE_GBS = 3100.0
-"""The H100's practical read roofline through wgpu (ANCHORS.md: a device read-only sweep)."""
+ROOFLINES: tuple[tuple[str, float, str], ...] = (
+    (r"H200", 4800.0, "spec"),
+    (r"H100.*NVL", 3900.0, "spec"),
+    (r"H100.*PCIe", 2000.0, "spec"),
+    (r"H100", 3100.0, "a read-only sweep on an H100 SXM through wgpu"),
+    (r"A100.*80GB.*PCIe", 1935.0, "spec"),
+    (r"A100.*80GB", 2039.0, "spec"),
+    (r"A100", 1555.0, "spec"),
+    (r"L40S?\b", 864.0, "spec"),
+    (r"\bL4\b", 300.0, "spec"),
+    (r"\bA10G?\b", 600.0, "spec"),
+    (r"\bT4\b", 320.0, "spec"),
+    (r"V100", 900.0, "spec"),
+    (r"RTX 4090", 1008.0, "spec"),
+    (r"RTX 3090 Ti", 1008.0, "spec"),
+    (r"RTX 3090", 936.0, "spec"),
+)
+"""Memory read bandwidth (GB/s) by adapter name (first match): the practical figure where one was measured,
+else the vendor's peak. A device not listed (and any CPU) gets no roofline unless one is given."""
+
+
+def roofline_for(device_name: str) -> tuple[float, str] | None:
+    """(GB/s, where the figure comes from) for an adapter name, or None when it is not in ROOFLINES."""
+    for pattern, gbs, source in ROOFLINES:
+        if re.search(pattern, device_name):
+            return gbs, source
+    return None
 
 _WARMUP_TOKENS = 16
 _PROFILE_REPEATS = 5
@@ -79,12 +105,13 @@ Log = Callable[[str], None]
 
 def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, depths: Sequence[int] = (0,),
               reps: int = 3, backend: str = "auto", n_ctx: int | None = None, temperature: float = 0.0,
-              profile: bool = False, roofline_gbs: float = DEFAULT_ROOFLINE_GBS, seed: int = 0,
+              profile: bool = False, roofline_gbs: float | None = None, seed: int = 0,
               log: Log | None = None) -> dict[str, Any]:
     """Load the model, run pp and tg as the module docstring says, return the results (see its keys).
 
     ``n_prompt`` 0 skips pp, ``n_gen`` 0 skips tg. ``n_ctx`` defaults to the least the runs need.
-    ``log`` receives one line per run, for progress output.
+    ``roofline_gbs`` None: the device's bandwidth from ROOFLINES on a GPU, none on a CPU (then no percentage).
+    ``log`` receives one line per stage and per run, for progress output.
     """
     say = log or (lambda line: None)
     depths = sorted(set(depths))
@@ -92,6 +119,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     need = max(n_prompt, depths[-1] + n_gen + 1 if n_gen else 0)
     path = Path(model_path)
     t0 = time.perf_counter()
+    say(f"loading {path.name} (n_ctx {n_ctx or need})")
     engine = Engine(path, backend=backend, n_ctx=n_ctx or need, max_seqs=1)   # one stream: one context of KV
     if engine.n_ctx < need:
         raise InvalidParameterError(f"n_ctx={engine.n_ctx} is too small: these runs need {need} tokens")
@@ -112,9 +140,16 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
         return _step_groups(engine, cfg, pos)
 
     step = step_at(None)
+    roofline_source = "given" if roofline_gbs is not None else None
+    if roofline_gbs is None and engine.backend.resident is not None:
+        info = engine.backend.resident.dev.info()
+        known = roofline_for(info["name"])
+        if known is not None and info["adapter_type"] != "CPU":
+            roofline_gbs, roofline_source = known
     result: dict[str, Any] = {
         **_describe_model(engine, path), "backend": engine.backend_name, "device": _device_name(engine),
         "n_ctx": engine.n_ctx, "reps": reps, "temperature": params.temperature, "roofline_gbs": roofline_gbs,
+        "roofline_source": roofline_source,
         "load_s": load_s, "engine_load_s": engine.load_s, "weight_bytes": engine.backend.weight_bytes(plan),
         "dispatches_per_step": sum(len(ds) for _, ds in step) + (0 if engine.backend.resident else 1),
         "pp": None, "tg": []}
@@ -130,6 +165,7 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
         result["pp"]["profile"] = None
         if profile:
             chunk = ids[:min(n_prompt, engine.prefill_chunk)]
+            say(f"pp{n_prompt}: profiling one {len(chunk)}-token prefill chunk")
             result["pp"]["profile"] = _profile_prefill(engine, chunk)
             say(f"pp{n_prompt}: profiled one {len(chunk)}-token prefill chunk")
 
@@ -139,14 +175,14 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
     return result
 
 
-def _check_args(n_prompt: int, n_gen: int, depths: Sequence[int], reps: int, roofline_gbs: float) -> None:
+def _check_args(n_prompt: int, n_gen: int, depths: Sequence[int], reps: int, roofline_gbs: float | None) -> None:
     if n_prompt < 0 or n_gen < 0 or not (n_prompt or n_gen):
         raise InvalidParameterError(f"need n_prompt >= 0 and n_gen >= 0, not both 0 (got {n_prompt}, {n_gen})")
     if not depths or depths[0] < 0:
         raise InvalidParameterError(f"depths must be integers >= 0, got {list(depths)}")
     if reps < 1:
         raise InvalidParameterError(f"reps must be >= 1, got {reps}")
-    if not roofline_gbs > 0:
+    if roofline_gbs is not None and not roofline_gbs > 0:
         raise InvalidParameterError(f"roofline_gbs must be > 0, got {roofline_gbs}")
 
 
@@ -174,9 +210,10 @@ def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: Sampling
     per_token = result["weight_bytes"] + _kv_bytes(engine.decode_plan, mean_n_kv)
     gbs = per_token * out["tokens_per_s"] / 1e9
     out.update(depth=depth, mean_n_kv=mean_n_kv, bytes_per_token=per_token, gbs=gbs,
-               roofline_pct=100 * gbs / result["roofline_gbs"], profile=None)
+               roofline_pct=100 * gbs / result["roofline_gbs"] if result["roofline_gbs"] else None, profile=None)
     if profile:
         ctx = ids[:depth + n_gen // 2 + 1]    # one step at the run's mean position
+        say(f"{name}: profiling one decode step at position {len(ctx) - 1}")
         out["profile"] = (_profile_device if engine.backend.resident else _profile_host)(engine, ctx, cfg,
                                                                                     step_at(len(ctx) - 1))
         out["profile"]["position"] = len(ctx) - 1
@@ -276,7 +313,8 @@ def _profile_device(engine: Engine, ctx: list[int], cfg: SamplerConfig,
     for key in dict.fromkeys(keys):
         without = [d for k, ds in zip(keys, groups) if k != key for d in ds]
         pairs = [(pass_s(flat), pass_s(without)) for _ in range(_PROFILE_REPEATS)]
-        in_step[key] = statistics.median(a for a, _ in pairs) - statistics.median(b for _, b in pairs)
+        # a row cheaper than the timing noise can come out below zero: it costs nothing measurable
+        in_step[key] = max(0.0, statistics.median(a for a, _ in pairs) - statistics.median(b for _, b in pairs))
     for _ in be.decode_stream(plan, ctx, pack_batch([cfg], [len(ctx)], [0]), 1):
         pass
     k = be.resident_batch
@@ -467,17 +505,18 @@ def _label(test: dict[str, Any], kind: str) -> str:
 def to_markdown(r: dict[str, Any]) -> str:
     """A result of :func:`run_bench` as markdown: the results table, a summary, and profiles if taken."""
     label = f"{r['name']} {r['file_type'] or ''}".strip()
-    roof = f"% of {r['roofline_gbs']:,.0f} GB/s"
-    lines = [f"| model | size | backend | test | t/s | min | max | GB/s | {roof} |",
-             "|---|---:|---|---|---:|---:|---:|---:|---:|"]
+    roof = f" % of {r['roofline_gbs']:,.0f} GB/s |" if r.get("roofline_gbs") else ""
+    lines = [f"| model | size | backend | test | t/s | min | max | GB/s |{roof}",
+             "|---|---:|---|---|---:|---:|---:|---:|" + ("---:|" if roof else "")]
     size = _size(r["file_bytes"])
     if r["pp"] is not None:
         p = r["pp"]
         lines.append(f"| {label} | {size} | {r['backend']} | {_label(p, 'pp')} | {_rate(p['tokens_per_s'])} | "
-                     f"{_rate(p['min'])} | {_rate(p['max'])} | | |")
+                     f"{_rate(p['min'])} | {_rate(p['max'])} | |" + (" |" if roof else ""))
     for t in r["tg"]:
         lines.append(f"| {label} | {size} | {r['backend']} | {_label(t, 'tg')} | {_rate(t['tokens_per_s'])} | "
-                     f"{_rate(t['min'])} | {_rate(t['max'])} | {t['gbs']:,.1f} | {t['roofline_pct']:.1f} |")
+                     f"{_rate(t['min'])} | {_rate(t['max'])} | {t['gbs']:,.1f} |"
+                     + (f" {t['roofline_pct']:.1f} |" if roof else ""))
     mem = r["memory_bytes"]
     lines += ["", f"- device: {r['device']}; n_ctx {r['n_ctx']}; median of {r['reps']} runs after a warm-up; "
                   f"sampling {'greedy' if r['temperature'] == 0 else 'temperature ' + format(r['temperature'], 'g')}",
@@ -487,6 +526,10 @@ def to_markdown(r: dict[str, Any]) -> str:
               f"{_size(r['file_bytes'])} file); weights as stored {_size(r['weight_bytes'])}",
               f"- {'dispatches' if r['backend'] == 'wgpu' else 'ops (the host sampler included)'} per decode "
               f"step: {r['dispatches_per_step']}"]
+    if roof:
+        source = {"given": "--roofline-gbs", "spec": "the vendor's peak for this device"}.get(
+            r.get("roofline_source") or "given", r.get("roofline_source"))
+        lines.append(f"- roofline: {r['roofline_gbs']:,.0f} GB/s ({source})")
     if r["pp"] is not None and r["pp"].get("profile") is not None:
         lines += ["", *_prefill_profile_markdown(r["pp"], _label(r["pp"], "pp"))]
     for t in r["tg"]:
@@ -539,7 +582,7 @@ def _profile_markdown(t: dict[str, Any], name: str) -> list[str]:
                   + (f" {n['in_step_s'] / n['nodes'] * 1e6:,.1f} |" if in_step else "") for n in nodes]
         if in_step:
             lines += ["", "in step: the whole step as one pass less the step with those nodes left out, per node "
-                      f"(together {sum(n['in_step_s'] for n in nodes) * 1e6:,.1f} us)"]
+                      f"(together {sum(n['in_step_s'] for n in nodes) * 1e6:,.1f} us; 0: below the timing noise)"]
     wall = 1e6 / t["tokens_per_s"]
     extra = f"sum {p['step_s'] * 1e6:,.1f} us"
     if p["gpu_pass_s"] is not None:

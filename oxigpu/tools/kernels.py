@@ -8,6 +8,7 @@ outputs), is compared with its float64 reference by max relative error (max |err
 from __future__ import annotations
 
 import fnmatch
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -55,8 +56,10 @@ def run_case(check: str, case: Case, dev: Device, bench: bool = False) -> Result
         return Result(check, case.name, float("inf"), max(np.atleast_1d(case.tol)), False, note=note[:300])
 
 
-def run_checks(pattern: str | None = None, bench: bool = False, dev: Device | None = None) -> list[Result]:
-    """Every registered case whose "check case" text matches ``pattern`` (substring or glob)."""
+def run_checks(pattern: str | None = None, bench: bool = False, dev: Device | None = None,
+               progress: Callable[[str, str], None] | None = None) -> list[Result]:
+    """Every registered case whose "check case" text matches ``pattern`` (substring or glob);
+    ``progress(check, case)`` is called before each case runs."""
     dev = dev or Device.get()
     load_kernels()
     results = []
@@ -65,6 +68,8 @@ def run_checks(pattern: str | None = None, bench: bool = False, dev: Device | No
             continue
         for case in gen():
             if _matches(pattern, f"{name} {case.name}"):
+                if progress is not None:
+                    progress(name, case.name)
                 results.append(run_case(name, case, dev, bench))
     return results
 

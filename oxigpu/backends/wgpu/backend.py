@@ -366,20 +366,21 @@ class WgpuBackend:
         padded = step.padded_inputs(plan, self.n_ctx)
         n_tokens = step.n_tokens
         loaded = self._loaded(plan)
-        for name, host in padded.items():
-            self.dev.write(loaded.inputs[name], host)
-        self.dev.write_params(Params(pos=int(step.positions[0]), n_tokens=n_tokens, n_seqs=step.n_seqs))
-        if trace is None:
-            self._submit_step(loaded, pieces=n_tokens > 1)
-        else:
-            for node, ds in zip(plan.nodes, loaded.node_dispatches):
-                self.dev.submit(ds)
-                vals = node.outputs or written_states(node)
-                trace(node, tuple(self._read_value(loaded, v) for v in vals))
-        # logits of S slots: only the n_seqs valid rows cross the bus (the rest is padding)
-        slots = plan.graph.S if "out_rows" in plan.inputs or plan.graph.decode else None
-        return {name: self._read_value(loaded, v, step.n_seqs if v.shape[0] == slots else None)
-                for name, v in plan.outputs.items()}
+        with self.dev.step_lock:   # the device's params buffer is shared by every backend on it
+            for name, host in padded.items():
+                self.dev.write(loaded.inputs[name], host)
+            self.dev.write_params(Params(pos=int(step.positions[0]), n_tokens=n_tokens, n_seqs=step.n_seqs))
+            if trace is None:
+                self._submit_step(loaded, pieces=n_tokens > 1)
+            else:
+                for node, ds in zip(plan.nodes, loaded.node_dispatches):
+                    self.dev.submit(ds)
+                    vals = node.outputs or written_states(node)
+                    trace(node, tuple(self._read_value(loaded, v) for v in vals))
+            # logits of S slots: only the n_seqs valid rows cross the bus (the rest is padding)
+            slots = plan.graph.S if "out_rows" in plan.inputs or plan.graph.decode else None
+            return {name: self._read_value(loaded, v, step.n_seqs if v.shape[0] == slots else None)
+                    for name, v in plan.outputs.items()}
 
     def _submit_step(self, loaded: _Loaded, pieces: bool = False) -> None:
         """Submit a step's one pass; when wgpu rejects it, resubmit node by node to name the node at fault.
@@ -417,7 +418,8 @@ class WgpuBackend:
         enc = self.dev.device.create_command_encoder()
         for buf, _ in self._states.values():
             enc.clear_buffer(buf)
-        self.dev.queue.submit([enc.finish()])
+        with self.dev.step_lock:
+            self.dev.queue.submit([enc.finish()])
 
     def memory_bytes(self) -> int:
         """Device bytes this backend holds: weights, states, arenas, inputs and the resident buffers."""
@@ -533,12 +535,15 @@ class WgpuBackend:
             sizes.append(min(n_steps - done, min(self.resident_batch, _MAX_BATCH), 2 << len(sizes)))
             done += sizes[-1]
         step = 0
-        index = [self._submit(self._encode_batch(res, n, pos0, step, sizes[0], 0, logprobs)), None]
+        lock = self.dev.step_lock   # a batch's pass writes the device's shared params buffer
+        with lock:
+            index = [self._submit(self._encode_batch(res, n, pos0, step, sizes[0], 0, logprobs)), None]
         for b, k in enumerate(sizes):
-            if b + 1 < len(sizes):   # queued before this batch is read back: the GPU never waits on the host
-                index[(b + 1) % 2] = self._submit(
-                    self._encode_batch(res, n, pos0, step + k, sizes[b + 1], (b + 1) % 2, logprobs))
-            ids, rows = self._read_tokens(res, n, b % 2, k, index[b % 2], logprobs)
+            with lock:
+                if b + 1 < len(sizes):   # queued before this batch is read back: the GPU never waits on the host
+                    index[(b + 1) % 2] = self._submit(
+                        self._encode_batch(res, n, pos0, step + k, sizes[b + 1], (b + 1) % 2, logprobs))
+                ids, rows = self._read_tokens(res, n, b % 2, k, index[b % 2], logprobs)
             if rows is not None:    # the row of slot s's draw with counter c: c % _MAX_BATCH
                 rows = np.stack([rows[s][[(counters[s] + step + j) % _MAX_BATCH for j in range(k)]]
                                  for s in range(n)])

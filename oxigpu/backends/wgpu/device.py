@@ -254,6 +254,11 @@ class Device:
         self._sync_buf = self.create_buffer(16)
         # STORAGE too: resident decode batches write each step's Params on the GPU (next_params.wgsl)
         self.params_buffer = self.create_buffer(Params.NBYTES, UNIFORM | STORAGE, label="params")
+        self.step_lock = threading.RLock()
+        """Held by every backend around each write-params/submit/read-back sequence: all backends (all GPU
+        ``LLM``s of the process) share this device and its ``params_buffer``, so one model's step must not
+        read another's params, and wgpu's map/poll calls are not made from two threads at once."""
+        self._stage_lock = threading.Lock()   # the upload staging buffers (two models loading at once)
         self.write_params(Params())
 
     # -- description ------------------------------------------------------------------------------
@@ -370,6 +375,10 @@ class Device:
 
         Dawn's writeBuffer takes fresh staging memory on every call, at a third of wgpu-native's upload
         rate; reused staging memory is faulted in once."""
+        with self._stage_lock:
+            self._write_staged_locked(buffer, raw, offset)
+
+    def _write_staged_locked(self, buffer: Any, raw: np.ndarray, offset: int) -> None:
         if not self._stages:
             self._stages = [self.device.create_buffer(size=self.stage_bytes, usage=0x0002 | 0x0004,   # MAP_WRITE |
                                                       mapped_at_creation=True, label="upload staging")   # COPY_SRC

@@ -9,11 +9,13 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ....quant import dequantize, get_type, quantize
+from ....quant import dequantize, get_type
+from ....quant.samples import sample_weights
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, grid, rng
-from .matmul import split_rows
+from .matmul import TYPES, split_rows
+from .quant_grid import grid_binds
 
 
 @register
@@ -44,19 +46,20 @@ class Embed(OpKernel):
             nbytes = (rows * self.row_bytes + 3) // 4 * 4
             dims = self.dev.uniform([r0, r0 + rows, int(i == 0), self.vocab])
             bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: dims, 2: ids,
-                                                 3: (buf, off + r0 * self.row_bytes, nbytes), 4: out})
+                                                 3: (buf, off + r0 * self.row_bytes, nbytes), 4: out,
+                                                 **grid_binds(self.dev, self.qt.name)})
             out_.append(Dispatch(self.pipe, bg, grid(self.n_threads)))
         return out_
 
 
-EMBED_TYPES = ("F32", "F16", "BF16", "Q8_0", "Q5_0", "Q5_1", "Q4_0", "Q4_1", "Q4_K", "Q5_K", "Q6_K",
-               "Q2_K", "Q3_K")
+EMBED_TYPES = TYPES
+"""Every type with a dequant snippet (``ops/matmul.py`` ``TYPES``)."""
 
 
 def table_case(qtype: str, vocab: int, dim: int, T: int, n_tokens: int, seed: int) -> Case:
     """A random table in ``qtype``, ids with repeats, -1 and out-of-range ids among the padding."""
     g = rng(seed)
-    raw = quantize(g.standard_normal((vocab, dim)).astype(np.float32), qtype)
+    raw = sample_weights(qtype, vocab, dim, g)
     ids = g.integers(0, vocab, T).astype(np.int32)
     ids[n_tokens:] = -1
     if n_tokens > 1:

@@ -23,17 +23,25 @@ from ....errors import DeviceError
 from ..device import PARAMS_BINDING, Binding, Device, Dispatch
 from ..tuning import GPU, Tuning, device_class, tuning
 from ._common import f32_lit
+from .quant_grid import grid_binds
 
 GEMM_BM, GEMM_BN = 32, 64   # must match gemm_q.wgsl
 TILED_MIN_ROWS = tuning(GPU).gemm.tiled_min_rows
 """Rows from which a chunk takes a register-tiled GEMM (tuning.py ``GemmTuning``; the same in every class)."""
 
 
-Q8_TYPES = ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0")
-"""Weight types with an integer-dot GEMM snippet (shaders/gemm_q8/<type>.wgsl)."""
+Q8_TYPES = ("Q4_K", "Q6_K", "Q8_0", "Q4_0", "Q5_0", "Q4_1", "Q5_1", "Q3_K", "Q5_K", "IQ4_NL", "IQ4_XS",
+            "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0")
+"""Weight types with an integer-dot GEMM snippet (shaders/gemm_q8/<type>.wgsl): every quantized type but
+Q2_K (a min per 16 elements, where the kernel has a min per 32)."""
+Q8_FK16 = ("Q6_K", "Q3_K", "IQ2_XS", "IQ2_S", "IQ1_M")
+"""Q8_TYPES whose snippet has a scale per 16 elements (FK 16); the rest one per 32."""
+Q8_MINS = ("Q4_K", "Q5_K", "Q4_1", "Q5_1")
+"""Q8_TYPES whose snippet has a min per 32 elements (HM 1)."""
 
-MMA_TYPES = (*Q8_TYPES, "F16")
-"""Weight types the matrix-unit GEMM (``gemm_mma.wgsl``) stages: through their gemm_q8 snippet, or F16."""
+MMA_TYPES = (*Q8_TYPES, "F16", "F32", "BF16", "Q2_K")
+"""Weight types the matrix-unit GEMM (``gemm_mma.wgsl``) stages: through their gemm_q8 snippet, F16 as it
+is, the rest through their dq8 snippet (``gemm_mma/dq8.wgsl``): every type (F32 only on request)."""
 
 
 def _reduce_s(t: Tuning, m: int, n: int, splits: int) -> float:
@@ -202,7 +210,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     tile, tflops = mma_tile(m, n, k, cls)
     if glu:
         tile = {**tile, "sn": 4, "tn": max(tile["tn"], 4), "splits": 1}
-    fast = short_mma or qtype == "F16" or (qtype in MMA_TYPES and tflops >= g.mma_q8_min_tflops)
+    # F32 weights keep their f32 GEMMs unless asked (f16 products would round what the file keeps exact)
+    fast = short_mma or qtype == "F16" or (qtype in MMA_TYPES and qtype != "F32" and tflops >= g.mma_q8_min_tflops)
     if override.get("mma", dev.has_mma and fast and not override):
         cfg = TileConfig(**{**tile, "mma": True, **override})
         if qtype not in MMA_TYPES or cfg.fm not in (2, 4) or cfg.tm not in (cfg.fm, 2 * cfg.fm, 4 * cfg.fm) \
@@ -216,7 +225,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
         return ("gemm_mma.wgsl", {"SGM": cfg.tm // cfg.fm, "SGN": cfg.tn // cfg.sn, "FM": cfg.fm, "TNB": cfg.sn,
                                   "BK": cfg.bk,
                                   "SPLITS": cfg.splits,
-                                  "WLOAD": "f16" if qtype == "F16" else "q32"}, cfg)
+                                  "WLOAD": "f16" if qtype == "F16" else "q32" if qtype in Q8_TYPES else "dq8"}, cfg)
     if glu:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM")
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
@@ -227,7 +236,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     if 256 + cfg.loaders > dev.limits.get("max-compute-invocations-per-workgroup", 256):
         cfg = replace(cfg, loaders=0)       # the FMA threads load too
     f16 = f16_tiles and qtype == "F16" and dev.has_f16
-    smem = lambda c: c.smem_bytes(2 if f16 else 4, fk=16 if qtype == "Q6_K" else 32, mins=qtype == "Q4_K")
+    smem = lambda c: c.smem_bytes(2 if f16 else 4, fk=16 if qtype in Q8_FK16 else 32, mins=qtype in Q8_MINS)
     # one block per step where two do not fit: half the workgroup memory (lavapipe: 32 KiB)
     cfg = _fit_limits(dev, cfg, m, n, smem, {"nb": 1} if cfg.q8 and "nb" not in override else None)
     if cfg.q8:
@@ -293,7 +302,7 @@ class GemmKernel:
 
     def __init__(self, dev: Device, m: int, k: int, n: int, qtype: str, defines: Mapping[str, Any],
                  override: Mapping[str, Any] | None = None, norm_eps: float | None = None):
-        self.dev, self.m, self.k = dev, m, k
+        self.dev, self.m, self.k, self.qtype = dev, m, k, qtype
         defines = {"GLU": False, "ACT": "silu", **defines}
         shader, extra, self.cfg = gemm_shader(dev, m, qtype, n, override, k=k, glu=defines["GLU"])
         self.tile = self.cfg.tile if self.cfg else (GEMM_BM, GEMM_BN)
@@ -337,7 +346,8 @@ class GemmKernel:
         3 W, 4 bias, 5 y, 7 res; the integer-dot and matrix-unit kernels read x through :meth:`x_pass`'s 6
         (and 8) instead of 2), ``rows`` the range's weight rows."""
         grid = gemm_grid(self.tile, self.m, rows, self.splits)
-        binds = {PARAMS_BINDING: self.dev.params_buffer, **binds}   # n_tokens: padding row tiles exit
+        binds = {PARAMS_BINDING: self.dev.params_buffer, **binds,   # n_tokens: padding row tiles exit
+                 **grid_binds(self.dev, self.qtype)}
         if self.q8 or self.mma:
             binds = {i: b for i, b in binds.items() if i != 2}
         if self.splits == 1:

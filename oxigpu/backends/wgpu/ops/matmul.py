@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from ....errors import DeviceError
-from ....quant import dequantize, get_type, quantize
+from ....quant import dequantize, get_type
+from ....quant.samples import sample_weights
 from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
 from ..tuning import GPU, device_class, tuning
@@ -23,6 +24,7 @@ from ._common import f32_lit
 from .elementwise import Glu
 from .gemm import Q8_TYPES, GemmKernel, glu_gemm, q8_round, q8_tie_free, scratch_buffer
 from .norm import RmsNorm
+from .quant_grid import grid_binds, has_grid
 
 
 def matmul_tol(m: int, k: int) -> float:
@@ -30,8 +32,9 @@ def matmul_tol(m: int, k: int) -> float:
     accumulation over k products stays within ~2e-7 sqrt(k)."""
     return 2e-7 * math.sqrt(k)
 
-TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
-"""Weight types with a WGSL dequant snippet."""
+TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K",
+         "IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M", "TQ1_0", "TQ2_0")
+"""Weight types with a WGSL dequant snippet (every registered type: oxigpu.quant.SUPPORTED)."""
 
 
 GEMV_PIECES = {"F32": "f32", "F16": "f16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q5_0": "q5_0",
@@ -40,17 +43,20 @@ GEMV_PIECES = {"F32": "f32", "F16": "f16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q5_0
 
 PIECE_TYPES = {"f32": "F32", "f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q5_0": "Q5_0",
                "q4_k": "Q4_K", "q4_k2": "Q4_K", "q6_k": "Q6_K"}
-"""Every specialized piece file and the type it reads (variants included); dq8 reads any type."""
+"""Every specialized piece file and the type it reads (variants included); dq8 reads any type, q32 any of
+``Q8_TYPES``."""
 
 Q8X_PIECES = {"q4_k": lambda r, p: 2 * (r // 64) + r % 32 // 16,
               "q4_k2": lambda r, p: 4 * (r // 64) + r % 32 // 8,
               "q6_k": lambda r, p: 4 * (r // 128) + r % 32 // 8,
               "q8_0": lambda r, p: r // 32 * p + r % 32 // (32 // p),
               "q4_0": lambda r, p: r // 32 * p + r % 16 // (16 // p),
-              "q5_0": lambda r, p: r // 32 * p + r % 16 // (16 // p)}
+              "q5_0": lambda r, p: r // 32 * p + r % 16 // (16 // p),
+              "q32": lambda r, p: r // 32}
 """Piece files with an integer-dot form (``<piece>_qdot``: x quantized to int8 per piece), and the piece
 (x quantization group) of element r of a 256-block with p = PPB32 pieces per 32-block, from the piece
-file's ``gx``."""
+file's ``gx``. ``q32`` is the generic one: any type with an integer-dot GEMM loader (``Q8_TYPES``), one
+32-element sub-block per piece."""
 
 
 def piece_elems(piece: str, ppb32: int = 2) -> int:
@@ -116,7 +122,8 @@ def gemv_config(qtype: str, k: int, n: int, int8: bool = True, device: str = GPU
     t = tuning(device)
     rule = next(r for r in t.gemv if r.matches(qtype, k, n, int8))
     cfg = dict(rule.cfg)
-    cfg.setdefault("piece", GEMV_PIECES.get(qtype, "dq8"))
+    # types without a piece file: integer dots through their GEMM loader (q32), float ones through dq8
+    cfg.setdefault("piece", GEMV_PIECES.get(qtype) or ("q32" if cfg.get("q8x") and qtype in Q8_TYPES else "dq8"))
     if cfg.get("persist"):
         cfg["persist"] *= t.slots
     if cfg.get("q8x") and cfg["piece"] not in Q8X_PIECES:
@@ -229,7 +236,7 @@ class Gemv:
         if self.mixed:
             pieces.append(piece1 or gemv_config(self.qts[1].name, k, self.rows[1], dev.int8_dots, cls).piece)
         for p, qt in zip(pieces, self.qts):
-            if PIECE_TYPES.get(p, qt.name) != qt.name:
+            if PIECE_TYPES.get(p, qt.name) != qt.name or (p == "q32" and qt.name not in Q8_TYPES):
                 raise DeviceError(f"matmul: GEMV piece {p!r} does not read {qt.name}")
         if cfg.q8x and "q8x" not in over and any(p not in Q8X_PIECES for p in pieces):
             cfg = replace(cfg, q8x=False)       # a slot's piece (or an overridden one) has float dots only
@@ -242,7 +249,7 @@ class Gemv:
         if 4 * xs_words > int(dev.limits["max-compute-workgroup-storage-size"]) - 4 * cfg.tpr * cfg.gpw * (nv + 1) - 64:
             cfg, xs_words = replace(cfg, xs=False, xq="xs" not in over), 1    # too big: quantize by dispatch
         if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256 \
-                or (self.mixed and (pieces[1] == "dq8" or act or has_res)) \
+                or (self.mixed and (pieces[1] in ("dq8", "q32") or act or has_res)) \
                 or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)) or ((cfg.xq or cfg.xs) and not cfg.q8x) \
                 or (cfg.xq and cfg.xs) or cfg.persist < 0 or (cfg.persist and self.mixed) \
                 or (m > 1 and (cfg.xs or cfg.persist)) or not 1 <= self.xr <= 8 or cfg.r * self.xr > 16 \
@@ -275,7 +282,8 @@ class Gemv:
     @staticmethod
     def mixable(dev: Device, types: Sequence[str], nbytes: Sequence[int]) -> list[int] | None:
         """The slot order (indices into ``types``) for one mixed dispatch over two types, or None."""
-        if len(types) != 2 or int(dev.limits["max-storage-buffers-per-shader-stage"]) < MIXED_STORAGE \
+        grid = any(has_grid(t) for t in types)     # one more storage binding
+        if len(types) != 2 or int(dev.limits["max-storage-buffers-per-shader-stage"]) < MIXED_STORAGE + grid \
                 or max(nbytes) > dev.max_storage_binding:
             return None
         special = [get_type(t).name in GEMV_PIECES for t in types]
@@ -306,7 +314,8 @@ class Gemv:
                     qbg = self.dev.bind_group(self.xq_pipe, {1: dims, 2: x, 8: nw or x, 13: self.xq_buf})
                     out.append(Dispatch(self.xq_pipe, qbg, _grid64(self.xq_pieces)))
                 xin = self.xq_buf
-            binds = {1: dims, 2: xin, 3: w, 4: bs[0] or x, 5: y, 6: w, 7: res or x, 8: nw or x}
+            binds = {1: dims, 2: xin, 3: w, 4: bs[0] or x, 5: y, 6: w, 7: res or x, 8: nw or x,
+                     **grid_binds(self.dev, self.qts[0].name)}
             if self.cfg.persist:
                 n_wg = min(n_wg, self.cfg.persist)
             if self.mixed:
@@ -600,7 +609,7 @@ def matmul_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0, d
     """
     rng = np.random.default_rng(seed)
     qt = get_type(qtype)
-    raw = quantize(rng.standard_normal((distinct_rows or n, k), np.float32), qt)
+    raw = sample_weights(qt, distinct_rows or n, k, rng)
     if distinct_rows:
         raw = np.tile(raw, (-(-n // distinct_rows), 1))[:n]
     x = rng.standard_normal((m, k)).astype(np.float32)
