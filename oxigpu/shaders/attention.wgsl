@@ -75,16 +75,6 @@ var<workgroup> fp: array<vec4<f32>, BQ * PS>;    // probabilities [row][key / 4]
 #include "attention/tiles_{{PAGED}}.wgsl"
 #include "attention/prefill_rows.wgsl"
 
-// Keys any live row of the BQ rows from rg0 can see: [lo, hi). Empty when every row is padding.
-fn key_range(rg0: u32) -> vec2<u32> {
-  let t_first = rg0 / G;
-  if (t_first >= P.n_tokens) { return vec2<u32>(0u); }
-  let t_last = min((rg0 + BQ - 1u) / G, min({{T}}u, P.n_tokens) - 1u);
-  var lo = 0u;
-  if (WINDOW > 0u && P.pos + t_first + 1u > WINDOW) { lo = P.pos + t_first + 1u - WINDOW; }
-  return vec2<u32>(lo, P.pos + t_last + 1u);
-}
-
 // Element e of the K (V) tile from key k0, as the cache holds it: key k0 + e / D4 (DV4), zero at or past
 // hi. Kept packed in the prefetch registers; put_k / put_v widen it into the tile.
 fn load_k(k0: u32, hi: u32, kvh: u32, e: u32) -> vec2<u32> {

@@ -99,9 +99,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     hi = kr.y;
   } else {
     rg0 = (PRB - 1u - w / NKV) * BQ;       // the longest row blocks first
-    lo = row_window(rg0).x;                // the block's first row sees the lowest keys ...
-    hi = lo;                               // ... its last live row the highest (none: padding rows only)
-    if (rg0 / G < P.n_tokens) { hi = P.pos + min((rg0 + BQ - 1u) / G, min({{T}}u, P.n_tokens) - 1u) + 1u; }
+    let kr = key_range(rg0);               // from P alone: uniform (row_window reads the PAGED tile's state)
+    lo = kr.x;
+    hi = kr.y;
   }
   let sg = lid / 32u;
   let e = lid % 32u;
