@@ -237,7 +237,8 @@ class AsyncLLM:
         self._live: list[_Request] = []
         self._closed = False
         self._worker = threading.Thread(target=self._run, name="oxigpu-aio", daemon=True)
-        self._worker.start()
+        if not self._llm.is_embedding_model:      # an embedding model has no scheduler: embed() only
+            self._worker.start()
 
     # -- facts ----------------------------------------------------------------------------------------
     @property
@@ -272,6 +273,8 @@ class AsyncLLM:
         return self._llm.chat_plan(messages, tools, tool_choice)
 
     def stats(self) -> Stats:
+        if self._llm.is_embedding_model:
+            return Stats(0, 0, 0, 0)
         st = self._engine.scheduler.stats()
         return Stats(st["waiting"], st["running"], st["kv_blocks_used"], st["kv_blocks_total"])
 
@@ -326,7 +329,8 @@ class AsyncLLM:
         with self._cv:
             self._closed = True
             self._cv.notify()
-        await asyncio.to_thread(self._worker.join)
+        if self._worker.is_alive():
+            await asyncio.to_thread(self._worker.join)
 
     async def __aenter__(self) -> AsyncLLM:
         return self

@@ -215,7 +215,7 @@ class LLM:
         p = self._params(params, overrides)
         eng = self._engine
         groups = []
-        for ids in [self._prompt_ids(x) for x in prompts]:          # every prompt checked before any runs
+        for ids in [self._prompt_ids(x, max_tokens=self.n_ctx - 1) for x in prompts]:   # all checked first
             first = eng.request(ids, p)
             groups.append([first] + [eng.request(ids, p, after=first, seed_offset=i) for i in range(1, n)])
         reqs = [r for g in groups for r in g]

@@ -52,8 +52,10 @@ class AddRows(OpKernel):
             "M": self.in_shapes[1][0]})
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
+        # a graph's add_rows by position also takes the step's positions: one text from position 0, which
+        # the shader reads as Params.pos + t; the output is the last buffer either way
         bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: buffers[0], 2: buffers[1],
-                                             3: buffers[2], **self.grid})
+                                             3: buffers[-1], **self.grid})
         return [Dispatch(self.pipe, bg, grid(self.n))]
 
 
