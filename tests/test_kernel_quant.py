@@ -120,9 +120,14 @@ def test_expert_matmul_and_add_rows_bind_the_table(dev, t, T, n_tokens):
     assert rel_error(got[:n_tokens], want[:n_tokens]) <= 2e-5
     table = random_blocks(t, 8, K_in, g)
     got = run_op("add_rows", [x, table], {"row": 3}, n_tokens=n_tokens, in_types=["f32", t], dev=dev)[0]
-    want = add_rows_ref(x.astype(np.float64), dequantize(table, t).astype(np.float64), row=3, pos=0,
-                        n_tokens=n_tokens)
+    want = add_rows_ref(x.astype(np.float64), dequantize(table, t).astype(np.float64), row=3, n_tokens=n_tokens)
     assert rel_error(got[:n_tokens], want[:n_tokens]) <= 1e-6
+    positions = np.array([5, 0, 7, 2, 6, 1][:T], np.int32)    # absolute position embeddings: rows by position
+    got = run_op("add_rows", [x, table, positions], {"row": -1}, n_tokens=n_tokens, in_types=["f32", t, "i32"],
+                 dev=dev)[0]
+    want = add_rows_ref(x.astype(np.float64), dequantize(table, t).astype(np.float64), positions, row=-1,
+                        n_tokens=n_tokens)
+    assert rel_error(got, want) <= 1e-6 and np.array_equal(got[n_tokens:], x[n_tokens:])
 
 
 @pytest.mark.parametrize("norm", [False, True])

@@ -10,7 +10,9 @@
 
 const TPT: u32 = ({{T}}u + THR - 1u) / THR;   // tokens per thread in the scan
 var<workgroup> tsc: array<u32, THR>;
-var<workgroup> tile_w: vec3<u32>;             // (first token, first head, found) of this workgroup's tile
+var<workgroup> tile_w: vec4<u32>;             // (first token, first head, found, -) of this workgroup's tile
+// (a vec4, not a vec3: a 12-byte workgroup variable misaligned the matrix-unit kernel's staged rows on
+// NVIDIA's driver, as an 8-byte one did: attention_mma.wgsl keeps every workgroup variable 16-byte sized)
 var<private> tile_seq: u32;                   // its sequence (0xFFFFFFFF: padding)
 var<private> tile_bucket: u32;                // its bucket of position-rows
 
@@ -52,7 +54,7 @@ fn find_tile(lid: u32, wi: u32) -> vec3<u32> {
     if (t < {{T}}u) { c += tile_starts(t); }
   }
   tsc[lid] = c;
-  if (lid == 0u) { tile_w = vec3<u32>(0u); }
+  if (lid == 0u) { tile_w = vec4<u32>(0u); }
   workgroupBarrier();
   for (var d = 1u; d < THR; d <<= 1u) {        // inclusive scan of the counts
     let v = select(0u, tsc[max(lid, d) - d], lid >= d);
@@ -68,12 +70,12 @@ fn find_tile(lid: u32, wi: u32) -> vec3<u32> {
       let t = lid * TPT + i;
       if (t < {{T}}u) {
         let n = tile_starts(t);
-        if (want >= e && want < e + n) { tile_w = vec3<u32>(t, tile_head(t, want - e), 1u); }
+        if (want >= e && want < e + n) { tile_w = vec4<u32>(t, tile_head(t, want - e), 1u, 0u); }
         e += n;
       }
     }
   }
-  let r = workgroupUniformLoad(&tile_w);
+  let r = workgroupUniformLoad(&tile_w).xyz;
   tile_seq = tok_seq(r.x);
   tile_bucket = (tok_pos(r.x) * G + r.y) / BQ;
   return r;

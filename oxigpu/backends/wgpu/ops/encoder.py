@@ -52,10 +52,10 @@ class AddRows(OpKernel):
             "M": self.in_shapes[1][0]})
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
-        # a graph's add_rows by position also takes the step's positions: one text from position 0, which
-        # the shader reads as Params.pos + t; the output is the last buffer either way
+        # inputs x, table (, positions where row == -1), then the output
+        by_pos = len(buffers) > 3
         bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: buffers[0], 2: buffers[1],
-                                             3: buffers[-1], **self.grid})
+                                             3: buffers[-1], 4: buffers[2] if by_pos else buffers[0], **self.grid})
         return [Dispatch(self.pipe, bg, grid(self.n))]
 
 
@@ -103,11 +103,14 @@ def _cases() -> Iterable[Case]:
         table = g.standard_normal((16, 64)).astype(np.float32)
         raw = quantize(table, qtype)
 
-        def ref(x=x, raw=raw, qtype=qtype, row=row, pos=pos, n_tok=n_tok):
+        positions = np.arange(pos, pos + T, dtype=np.int32)
+        ins, types = ([x, raw], ["f32", qtype]) if row >= 0 else ([x, raw, positions], ["f32", qtype, "i32"])
+
+        def ref(x=x, raw=raw, qtype=qtype, row=row, positions=positions, n_tok=n_tok):
             tab = dequantize(raw, qtype).reshape(16, 64).astype(np.float64)
-            return [add_rows_ref(x.astype(np.float64), tab, row=row, pos=pos, n_tokens=n_tok)]
-        yield Case("add_rows", f"add_rows {qtype} row={row} pos={pos} T={T} n_tokens={n_tok}", [x, raw],
-                   ["f32", qtype], ref, 1e-6, attrs={"row": row}, pos=pos, n_tokens=n_tok)
+            return [add_rows_ref(x.astype(np.float64), tab, positions, row=row, n_tokens=n_tok)]
+        yield Case("add_rows", f"add_rows {qtype} row={row} pos={pos} T={T} n_tokens={n_tok}", ins, types, ref,
+                   1e-6, attrs={"row": row}, pos=pos, n_tokens=n_tok)
     for T, n_tok, H, Hkv, D in ((1, 1, 2, 2, 32), (9, 7, 4, 2, 64), (40, 40, 12, 12, 64), (130, 100, 2, 1, 96)):
         q = g.standard_normal((T, H * D)).astype(np.float32)
         k = g.standard_normal((T, Hkv * D)).astype(np.float32)

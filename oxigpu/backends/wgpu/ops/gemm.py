@@ -202,7 +202,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     g = tuning(cls).gemm
     short = m < g.tiled_min_rows and not override
     # few rows (decode batches past the GEMV's) still take the matrix units where the class allows
-    short_mma = short and dev.has_mma and 0 < g.mma_min_rows <= m and qtype in MMA_TYPES
+    short_mma = short and dev.has_mma and 0 < g.mma_min_rows <= m and qtype in MMA_TYPES and qtype != "F32"
     if glu and short and not short_mma:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM (short chunks take gemm_q)")
     if short and not short_mma:

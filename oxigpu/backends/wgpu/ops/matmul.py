@@ -22,7 +22,7 @@ from ..kernel import Case, OpKernel, Shape, check, register
 from ..tuning import GPU, device_class, tuning
 from ._common import f32_lit
 from .elementwise import Glu
-from .gemm import Q8_TYPES, GemmKernel, glu_gemm, q8_round, q8_tie_free, scratch_buffer
+from .gemm import Q8_TYPES, GemmKernel, gemm_shader, glu_gemm, q8_round, q8_tie_free, scratch_buffer
 from .norm import RmsNorm
 from .quant_grid import grid_binds, has_grid
 
@@ -396,8 +396,27 @@ class Gemm:
         return out
 
 
+def computed_case(dev: Device, case: Case, attrs: dict[str, Any] | None = None) -> Case:
+    """A matmul-family ``case`` as the kernels chosen for it on ``dev`` (with ``attrs``, default the case's)
+    compute it: its f16-product twin (:func:`mma_gemm_case`) where every weight's GEMM is the matrix-unit
+    one, else the case itself (the GEMVs and the other GEMMs hold the f32 bound)."""
+    attrs = case.attrs if attrs is None else attrs
+    m, k = case.inputs[0].shape
+    if gemv_rows(dev, m, attrs):
+        return case
+    n_w = _n_weights(case)
+    cfgs = [gemm_shader(dev, m, t, w.shape[0], attrs.get("gemm"), k)[2]
+            for w, t in zip(case.inputs[1:1 + n_w], case.in_types[1:1 + n_w])]
+    return mma_gemm_case(case) if all(c is not None and c.mma for c in cfgs) else case
+
+
+class _MatmulFamily(OpKernel):
+    def as_computed(self, case: Case) -> Case:
+        return computed_case(self.dev, case, self.attrs)
+
+
 @register
-class MatmulKernel(OpKernel):
+class MatmulKernel(_MatmulFamily):
     """Inputs x[R, k] f32, W[n, k] (any of :data:`TYPES`), optional bias[n] f32; output y[R, n]."""
 
     op = "matmul"
@@ -418,7 +437,7 @@ class MatmulKernel(OpKernel):
 
 
 @register
-class MatmulAddKernel(OpKernel):
+class MatmulAddKernel(_MatmulFamily):
     """``matmul_add``: inputs x[R, k], W[n, k], res[R, n], optional bias[n]; y = x @ W.T (+ bias) + res."""
 
     op = "matmul_add"
@@ -440,7 +459,7 @@ class MatmulAddKernel(OpKernel):
 
 
 @register
-class MatmulMultiKernel(OpKernel):
+class MatmulMultiKernel(_MatmulFamily):
     """``matmul_multi``: x[R, k] times weights W_i[n_i, k] (+ bias_i), one output y_i[R, n_i] each; with
     attr ``norm_eps`` a last input, norm weights w[k], RMS-normalizes x first (GEMV prologue).
 
@@ -539,7 +558,7 @@ def _segments(part: Sequence[int], ys: Sequence[Binding]) -> tuple[Binding, list
 
 
 @register
-class MatmulGluKernel(OpKernel):
+class MatmulGluKernel(_MatmulFamily):
     """``matmul_glu``: x[m, k], W_gate[n, k], W_up[n, k] -> act(x Wg) * (x Wu), [m, n]; with attr
     ``norm_eps`` a last input, norm weights w[k], RMS-normalizes x first (:class:`Gemm`).
 
@@ -686,8 +705,9 @@ def mma_gemm_case(case: Case) -> Case:
 
 @check("matmul")
 def matmul_checks() -> list[Case]:
-    """GEMV of one row and of several (3 and 11 rows: decode batches), and GEMM (17 rows) for every weight
-    type, rows not multiples of the tiles."""
+    """GEMV of one row and of several (3 and 11 rows: decode batches), and GEMM (17 rows: gemm_q.wgsl, or
+    where the matrix units are the 32-row matrix-unit tile, checked against its f16-product twin through
+    ``as_computed``) for every weight type, rows not multiples of the tiles."""
     cases = []
     for i, t in enumerate(TYPES):
         blk = max(get_type(t).block_size, 32)
