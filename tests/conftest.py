@@ -3,10 +3,15 @@ absent) and the wgpu device."""
 from __future__ import annotations
 
 import os
+import resource
+import sys
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
+
+sys.path.insert(0, str(Path(__file__).parent))   # the helper modules beside the tests (full_suite, ...)
+from full_suite import FULL  # noqa: E402
 
 os.environ.setdefault("LP_NUM_THREADS", "1")
 
@@ -34,6 +39,43 @@ class TinyModels(Mapping[str, str]):
 
     def __len__(self) -> int:
         return len(self._names)
+
+
+def pytest_collection_modifyitems(config, items):
+    if FULL:
+        return
+    skip = pytest.mark.skip(reason="part of the full sweep: set OXIGPU_FULL_TESTS=1")
+    for item in items:
+        if item.get_closest_marker("full"):
+            item.add_marker(skip)
+
+
+# -- memory: the peak RSS of the run and the tests that raised it (printed after --durations) --------------
+_RSS_RISES: list[tuple[float, str]] = []
+
+
+def _maxrss_bytes() -> int:
+    r = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return r if sys.platform == "darwin" else r * 1024
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    before = _maxrss_bytes()
+    try:
+        return (yield)
+    finally:
+        grew = _maxrss_bytes() - before
+        if grew > 0:
+            _RSS_RISES.append((grew, item.nodeid))
+
+
+def pytest_terminal_summary(terminalreporter):
+    tr = terminalreporter
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    tr.write_sep("=", f"peak memory{f' of {worker}' if worker else ''}: {_maxrss_bytes() / 2**30:.2f} GiB RSS")
+    for grew, nodeid in sorted(_RSS_RISES, reverse=True)[:8]:
+        tr.write_line(f"{grew / 2**30:6.2f} GiB  {nodeid}")
 
 
 @pytest.fixture(scope="session")

@@ -140,6 +140,24 @@ def test_stored_merges_budget_in_memory():
     assert isinstance(out.error, TokenizerError) and "MAX_MERGES" in str(out.error)
 
 
+def test_one_vocabulary_limit_for_the_tokenizer_and_the_hyperparameters():
+    """MAX_VOCAB bounds every reader of a vocabulary's size, the tokenizer's token list and HParams'
+    vocab_size (or its token count where vocab_size is absent), so no file passes one and fails the other;
+    the limit itself loads."""
+    from oxigpu.models import HParams
+    meta = {"llama.block_count": 2, "llama.embedding_length": 64, "llama.attention.head_count": 4,
+            "llama.feed_forward_length": 128, "llama.context_length": 256}
+    assert HParams.from_metadata("llama", {**meta, "llama.vocab_size": limits.MAX_VOCAB}).n_vocab == limits.MAX_VOCAB
+    for n in (limits.MAX_VOCAB + 1, 2 * limits.MAX_VOCAB):
+        with pytest.raises(GGUFFormatError, match=r"llama\.vocab_size.*MAX_VOCAB"):
+            HParams.from_metadata("llama", {**meta, "llama.vocab_size": n})
+    tokens = ["a"] * (limits.MAX_VOCAB + 1)
+    with pytest.raises(GGUFFormatError, match=r"tokenizer\.ggml\.tokens.*MAX_VOCAB"):
+        HParams.from_metadata("llama", {**meta, "tokenizer.ggml.tokens": tokens})
+    with pytest.raises(TokenizerError, match="MAX_VOCAB"):
+        Tokenizer.from_metadata({"tokenizer.ggml.model": "llama", "tokenizer.ggml.tokens": tokens})
+
+
 def _in_file(parts: GGUFParts, tmp_path, template) -> LLM:
     path = parts.copy().set("tokenizer.chat_template", template, V.STRING).write(tmp_path / "template.gguf")
     return LLM(path, backend="numpy", n_ctx=64)

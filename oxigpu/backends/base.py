@@ -253,8 +253,8 @@ def fmt_bytes(n: int) -> str:
 
 
 DEFAULT_GPU_KV_BYTES = 8 << 30
-"""The default KV budget on a hardware GPU, whose free memory WebGPU does not report: 8 GiB (an 8B model's
-f16 cache holds 64k tokens in it). ``kv_memory=`` sets another."""
+"""The default KV budget on a hardware GPU, whose free memory WebGPU does not report: 8 GiB (64k tokens of the
+f16 cache of a model with 32 layers of 8 KV heads of 128 dims). ``kv_memory=`` sets another."""
 
 HOST_KV_FRACTION = 0.25
 """The default KV budget where the cache lives in host memory (numpy, software adapters): this share of

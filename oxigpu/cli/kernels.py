@@ -61,7 +61,9 @@ def kernels(pattern: str | None, bench: bool, source: str | None) -> None:
 
 def _print_sources(name: str, dev) -> None:
     from ..backends.wgpu.kernel import kernel_sources
+    from ..tools.kernels import load_checks
 
+    load_checks()
     found = kernel_sources(name, dev)
     if not found:
         click.echo(f"no kernel check or shader matches {name!r}", err=True)

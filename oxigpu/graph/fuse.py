@@ -1,9 +1,10 @@
-"""Fusion: rewrite a Graph so a step needs fewer dispatches (DESIGN.md, "Data flow" item 6).
+"""Fusion: rewrite a Graph so a step needs fewer dispatches.
 
-Each dispatch costs ~7.5 us of GPU time and ~4 us of Python on the H100, so a decode step is bound by
-their number on small models. The rewrites keep every original output Value (consumers are untouched)
-and each fused op's numpy reference is the composition of the ops it replaces, so a fused graph computes
-the same numbers as the unfused one on the numpy backend:
+Each dispatch has a fixed cost of a few microseconds of GPU time (launch, barrier) and of Python (bind
+groups, encoding) whatever its size, so a decode step of a small model is bound by their number. The
+rewrites keep every original output Value (consumers are untouched) and each fused op's numpy reference is
+the composition of the ops it replaces, so a fused graph computes the same numbers as the unfused one on
+the numpy backend:
 
 - ``matmul_multi``: matmuls reading the same input (q/k/v; gate/up) become one node (the GPU runs one
   dispatch per distinct weight type);
@@ -11,7 +12,7 @@ the same numbers as the unfused one on the numpy backend:
   storing act(x Wg) * (x Wu) (a GEMV; in prefill the matrix-unit GEMM's epilogue, or two GEMMs and the
   glu where that kernel is not there);
 - ``matmul_add``: ``add(r, matmul(h, W))`` becomes a matmul with the residual added in its epilogue
-  (attn_output, ffn_down; where gemma3's post-norm sits between them, nothing is fused);
+  (attn_output, ffn_down; where a block's post-norm sits between them, nothing is fused);
 - norm prologue: an ``rms_norm`` over whole rows read only by a ``matmul_multi`` or ``matmul_glu``
   moves into it (attr ``norm_eps``, the norm weight as its last input): each GEMV workgroup recomputes
   the row's sum of squares, cheap for d <= 4096; in prefill the matrix-unit GEMM's x pass normalizes

@@ -15,16 +15,17 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import GGUFFormatError
+from ..limits import MAX_VOCAB
 from .family import Family
 
 # Limits well above every published model (the largest: 126 layers, width 16384, 128 heads, head size 256,
-# 262,144-token vocabularies, 384 experts), so that no product of them can ask for absurd memory.
+# 384 experts), so that no product of them can ask for absurd memory. The vocabulary's is the tokenizer's
+# too, so it lives with the other budgets on what a file controls (oxigpu/limits.py).
 MAX_LAYERS = 1024
 MAX_WIDTH = 1 << 17          # n_embd, feed-forward widths
 MAX_HEADS = 1024
 MAX_HEAD_DIM = 1024
 MAX_CTX = 1 << 24
-MAX_VOCAB = 1 << 22
 MAX_EXPERTS = 1024
 MAX_ROPE_BASE = 1e12
 MIN_EPS = 1e-30              # a normal float32 on every GPU (no flush to zero)
@@ -149,7 +150,7 @@ class HParams:
             if v % 2:   # RoPE rotates pairs; the f16 cache packs two halves per word
                 r.fail(k, v, "must be even")
         n_ff = r.int("feed_forward_length", hi=MAX_WIDTH)
-        n_vocab = r.int("vocab_size", None, hi=MAX_VOCAB)
+        n_vocab = r.int("vocab_size", None, hi=MAX_VOCAB, needed_by="oxigpu.limits.MAX_VOCAB")
         if n_vocab is None:
             tokens = metadata.get("tokenizer.ggml.tokens")
             if not isinstance(tokens, list):   # absent, or an array of numbers, a string, a number
@@ -157,8 +158,8 @@ class HParams:
                        "present")
             n_vocab = len(tokens)
             if not 1 <= n_vocab <= MAX_VOCAB:
-                raise GGUFFormatError(f"{n_vocab} tokens; expected 1..{MAX_VOCAB}", path=path,
-                                      field="tokenizer.ggml.tokens")
+                raise GGUFFormatError(f"{n_vocab} tokens; expected 1..{MAX_VOCAB} (oxigpu.limits.MAX_VOCAB)",
+                                      path=path, field="tokenizer.ggml.tokens")
         n_ctx_train = r.int("context_length", hi=MAX_CTX)
 
         eps_key = "attention.layer_norm_rms_epsilon" if fam.norm == "rms" else "attention.layer_norm_epsilon"

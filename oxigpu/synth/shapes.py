@@ -1,9 +1,10 @@
 """Named model shapes for synthetic GGUF files: real ones (for speed work) and tiny ones (for tests).
 
-Real shapes copy the published configs (layer count, widths, heads, vocab, RoPE) so a synthetic file costs
-exactly what the real model costs to run. Tiny shapes keep every architecture feature but are small
-enough for unit tests; their widths are chosen so that some rows are multiples of 256 (K-quant blocks)
-and some are not (llama.cpp falls back to 32-element blocks there).
+Real shapes copy the published config of the model each is named after (layer count, widths, heads, vocab,
+RoPE; ``label`` is that model's size label, as its GGUF files carry it) so a synthetic file costs exactly
+what the real model costs to run. Tiny shapes keep every architecture feature but are small enough for
+unit tests; their widths are chosen so that some rows are multiples of 256 (K-quant blocks) and some are
+not (llama.cpp falls back to 32-element blocks there).
 """
 from __future__ import annotations
 
@@ -62,16 +63,16 @@ def llama_keys(head_dim: int, n_vocab: int) -> tuple[tuple[str, Any], ...]:
 
 
 SHAPES: dict[str, Shape] = {s.name: s for s in (
-    # google/gemma-3-270m; mirrors the real Q4_K_M package file, which has no chat template.
+    # tied embeddings; like the real Q4_K_M package file, no chat template.
     Shape("gemma3-270m", "gemma3", 18, 640, 4, 1, 2048, 262144, 256, 32768, 1e6, 1e-6, True,
           "spm-gemma", chat_template=False, sliding_window=512, label="270M"),
-    # Qwen/Qwen2.5-0.5B-Instruct (tie_word_embeddings=true).
+    # the instruct model's config: tied embeddings.
     Shape("qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 4864, 151936, 64, 32768, 1e6, 1e-6, True,
           "bpe-qwen2", label="0.5B"),
-    # meta-llama/Llama-3.2-1B-Instruct (tied, llama3 RoPE scaling factor 32).
+    # the instruct model's config: tied embeddings, llama3 RoPE scaling factor 32.
     Shape("llama-3.2-1b", "llama", 16, 2048, 32, 8, 8192, 128256, 64, 131072, 500000.0, 1e-5, True,
           "bpe-llama3", rope_scaling_factor=32.0, label="1B", extra=llama_keys(64, 128256)),
-    # meta-llama/Llama-3.1-8B-Instruct (untied, llama3 RoPE scaling factor 8).
+    # the instruct model's config: untied embeddings, llama3 RoPE scaling factor 8.
     Shape("llama-3.1-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 128, 131072, 500000.0, 1e-5, False,
           "bpe-llama3", rope_scaling_factor=8.0, label="8B", extra=llama_keys(128, 128256)),
     # Tiny shapes: rows of 192/640/320 are not multiples of 256, rows of 256/512/768 are.

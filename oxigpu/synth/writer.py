@@ -8,7 +8,7 @@ quantized N(0, 0.02) matrix whose rows are distinct, which keeps logits non-dege
 Float types use 32-element "blocks" the same way. Norm weights are near 1, biases near 0.
 
 The header is written with gguf's GGUFWriter; tensor data is then streamed chunk by chunk (built on a
-thread pool, written in order), so memory stays bounded and an 8B file is mostly disk bandwidth.
+thread pool, written in order), so memory stays bounded and writing a file of many gigabytes is mostly disk bandwidth.
 """
 from __future__ import annotations
 

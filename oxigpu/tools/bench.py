@@ -13,14 +13,14 @@ What is measured (token ids are random valid ids, so the tokenizer plays no part
 
 Each figure is the median of ``reps`` runs after warm-up runs, shortened to two prefill chunks or 16
 tokens (they compile nothing: pipelines are built at load, the resident loop on its first batch), repeated
-for at least ``WARMUP_S``: an idle GPU runs at a low clock (an H100 at ~345 MHz) and a single warm-up of a
-small model (pp512 of a 0.5B: ~30 ms) can end before the clock is up, which once left two of three timed
-pp512 runs at 40 % of the third.
+for at least ``WARMUP_S``: an idle GPU runs at a fraction of its clock and a single warm-up of a small
+model (tens of ms) can end before the clock is up, leaving some timed runs at a fraction of the others'
+speed.
 
 Effective bandwidth of a tg run: bytes read per token, i.e. the decode plan's weights as the backend
 stores them (raw GGUF blocks on wgpu, float32 matrices on numpy; an embedding table that is only gathered
-from counts whole, as in ANCHORS.md's llama.cpp percentages) plus the K/V rows attention reads at the
-run's mean position, times tokens/s; also as a percentage of ``roofline_gbs``.
+from counts whole, as llama.cpp's bandwidth figures usually count it) plus the K/V rows attention reads at
+the run's mean position, times tokens/s; also as a percentage of ``roofline_gbs``.
 
 With ``profile``, the first prefill chunk of the pp test (up to ``prefill_chunk`` tokens at position 0)
 is split the same way (:func:`_profile_prefill`; per-shape rows add each matmul's TFLOP/s), and one decode
@@ -46,7 +46,6 @@ bytes_per_token, gbs and roofline_pct.
 from __future__ import annotations
 
 import math
-import re
 import statistics
 import time
 from collections.abc import Callable, Sequence
@@ -65,40 +64,13 @@ from ..runtime.decoding import sampler_config
 from ..runtime.engine import Engine
 from ..runtime.params import SamplingParams
 from ..runtime.sampling import SamplerConfig, pack_batch, sample
-
-ROOFLINES: tuple[tuple[str, float, str], ...] = (
-    (r"H200", 4800.0, "spec"),
-    (r"H100.*NVL", 3900.0, "spec"),
-    (r"H100.*PCIe", 2000.0, "spec"),
-    (r"H100", 3100.0, "a read-only sweep on an H100 SXM through wgpu"),
-    (r"A100.*80GB.*PCIe", 1935.0, "spec"),
-    (r"A100.*80GB", 2039.0, "spec"),
-    (r"A100", 1555.0, "spec"),
-    (r"L40S?\b", 864.0, "spec"),
-    (r"\bL4\b", 300.0, "spec"),
-    (r"\bA10G?\b", 600.0, "spec"),
-    (r"\bT4\b", 320.0, "spec"),
-    (r"V100", 900.0, "spec"),
-    (r"RTX 4090", 1008.0, "spec"),
-    (r"RTX 3090 Ti", 1008.0, "spec"),
-    (r"RTX 3090", 936.0, "spec"),
-)
-"""Memory read bandwidth (GB/s) by adapter name (first match): the practical figure where one was measured,
-else the vendor's peak. A device not listed (and any CPU) gets no roofline unless one is given."""
-
-
-def roofline_for(device_name: str) -> tuple[float, str] | None:
-    """(GB/s, where the figure comes from) for an adapter name, or None when it is not in ROOFLINES."""
-    for pattern, gbs, source in ROOFLINES:
-        if re.search(pattern, device_name):
-            return gbs, source
-    return None
+from .rooflines import roofline_for
 
 _WARMUP_TOKENS = 16
 _PROFILE_REPEATS = 5
 _CLOCK_WARMUP_S = 0.5
-"""GPU busy time before profiling: an idle H100 sits at ~345 MHz and short timed passes alone do not
-raise its clock (the 8B's GEMVs timed 3-5x slow without this)."""
+"""GPU busy time before profiling: an idle GPU sits at a low clock that short timed passes alone do not
+raise (large GEMVs timed several times slow without this)."""
 
 Log = Callable[[str], None]
 

@@ -1,7 +1,8 @@
 """Run every registered kernel check (``KERNELS`` / ``CHECKS``) and report error and speed.
 
 Each case runs through :func:`~oxigpu.backends.wgpu.kernel.prepare` (fresh buffers, NaN-poisoned
-outputs), is compared with its float64 reference by max relative error (max |err| / max |ref|), and with
+outputs), is compared with its float64 reference by max relative error (max |err| / max |ref|) or, for a
+:class:`ComparedCase` (the sampler's, in ``sample_check``), by its own comparison, and with
 ``bench`` is timed by wall clock over many copies of its dispatches in one compute pass. Used by
 ``oxigpu kernels`` and by the tests.
 """
@@ -15,6 +16,22 @@ import numpy as np
 
 from ..backends.wgpu.device import Device
 from ..backends.wgpu.kernel import BENCH_ONLY, CHECKS, Case, case_error, load_kernels, prepare, read_written
+
+
+@dataclass
+class ComparedCase(Case):
+    """A case whose results are not values to compare by relative error (token ids, packed per-slot state):
+    ``compare(case, got, want)`` -> (error, bound, note on what differs), ``got`` as :func:`run_case`
+    reads it (the outputs then the written inputs, float32 views of their bytes), ``want`` the reference."""
+
+    compare: Callable[[ComparedCase, list[np.ndarray], list[np.ndarray]], tuple[float, float, str]] | None = None
+
+
+def load_checks() -> None:
+    """Register every check: the kernels' own (``load_kernels``) and those here that need the runtime's
+    references, which the device layer may not import (the sampler's)."""
+    load_kernels()
+    from . import sample_check  # noqa: F401  (registers on import)
 
 
 @dataclass
@@ -42,10 +59,14 @@ def run_case(check: str, case: Case, dev: Device, bench: bool = False) -> Result
         p = prepare(case.op, case.inputs, case.attrs, case.in_types, dev)
         dev.write_params(case.params())
         dev.submit(p.dispatches)
-        got = [dev.read(b, np.float32, s) for b, s in zip(p.out_bufs, p.out_shapes)]
+        got = [dev.read(b, np.float32, s) for b, s in zip(p.out_bufs, p.out_shapes)] + read_written(p, dev)
         case = p.kernel.as_computed(case)
-        err, tol = case_error(case, got + read_written(p, dev), case.reference())
-        res = Result(check, case.name, err, tol, err <= tol)
+        note = ""
+        if isinstance(case, ComparedCase) and case.compare is not None:
+            err, tol, note = case.compare(case, got, case.reference())
+        else:
+            err, tol = case_error(case, got, case.reference())
+        res = Result(check, case.name, err, tol, err <= tol, note=note)
         if bench and (case.nbytes or case.flops):
             once = dev.time(p.dispatches, repeat=1)
             secs = dev.time(p.dispatches, repeat=int(min(200, max(3, 0.25 / max(once, 1e-6)))))
@@ -62,7 +83,7 @@ def run_checks(pattern: str | None = None, bench: bool = False, dev: Device | No
     """Every registered case whose "check case" text matches ``pattern`` (substring or glob);
     ``progress(check, case)`` is called before each case runs."""
     dev = dev or Device.get()
-    load_kernels()
+    load_checks()
     results = []
     for name, gen in CHECKS.items():
         if name in BENCH_ONLY and not bench:
