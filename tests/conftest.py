@@ -70,10 +70,31 @@ def pytest_runtest_protocol(item, nextitem):
             _RSS_RISES.append((grew, item.nodeid))
 
 
+def pytest_sessionfinish(session):
+    """Under pytest-xdist, a worker hands its peak and its rises to the controller, which prints them."""
+    out = getattr(session.config, "workeroutput", None)
+    if out is not None:
+        out["oxigpu_rss"] = {"peak": _maxrss_bytes(), "rises": _RSS_RISES}
+
+
+_WORKER_RSS: dict[str, int] = {}
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_testnodedown(node, error):
+    got = getattr(node, "workeroutput", {}).get("oxigpu_rss")
+    if got:
+        _WORKER_RSS[node.gateway.id] = got["peak"]
+        _RSS_RISES.extend((grew, nodeid) for grew, nodeid in got["rises"])
+
+
 def pytest_terminal_summary(terminalreporter):
     tr = terminalreporter
-    worker = os.environ.get("PYTEST_XDIST_WORKER")
-    tr.write_sep("=", f"peak memory{f' of {worker}' if worker else ''}: {_maxrss_bytes() / 2**30:.2f} GiB RSS")
+    if _WORKER_RSS:   # the controller of an xdist run: each worker's peak (they run at the same time)
+        peaks = ", ".join(f"{w} {b / 2**30:.2f}" for w, b in sorted(_WORKER_RSS.items()))
+        tr.write_sep("=", f"peak memory: {peaks} GiB RSS (together at most {sum(_WORKER_RSS.values()) / 2**30:.2f})")
+    else:
+        tr.write_sep("=", f"peak memory: {_maxrss_bytes() / 2**30:.2f} GiB RSS")
     for grew, nodeid in sorted(_RSS_RISES, reverse=True)[:8]:
         tr.write_line(f"{grew / 2**30:6.2f} GiB  {nodeid}")
 

@@ -82,10 +82,14 @@ def _check(r: dict, backend: str, profiled: bool) -> None:
         if backend == "wgpu":
             assert p["source"] in ("timestamp", "wall")
             assert all(_positive(p[k]) for k in ("gpu_pass_s", "host_encode_s", "submit_s"))
-            # in-step costs: every row's, each within the one-pass step; a difference of two timings, never
-            # below zero (a row under the timing noise costs 0); the largest rows cost time
+            # in-step costs: every row's a difference of two timings, never below zero (a row under the timing
+            # noise costs 0); the largest rows cost time. Each within the one-pass step where the GPU's clock
+            # times the passes: by wall clock (submit and wait included) the one-pass median and a row's pair
+            # of medians are separate samples, which a loaded machine (two test workers, other jobs) moves
+            # apart by more than a row costs, so there a row is only held below the step's row-by-row sum.
+            bound = p["gpu_pass_s"] if p["source"] == "timestamp" else p["step_s"]
             for n in p["nodes"]:
-                assert math.isfinite(n["in_step_s"]) and 0 <= n["in_step_s"] < p["gpu_pass_s"], (n, p["gpu_pass_s"])
+                assert math.isfinite(n["in_step_s"]) and 0 <= n["in_step_s"] < bound, (n, p["gpu_pass_s"], bound)
             assert max(n["in_step_s"] for n in p["nodes"]) > 0
         else:
             assert p["source"] == "wall" and p["gpu_pass_s"] is None

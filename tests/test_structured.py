@@ -120,10 +120,19 @@ def test_gpu_constrained_and_stateful_samplers_equal_numpy(tiny_models, dev):
 
 # -- the acceptance suite on real models ---------------------------------------------------------------------
 
+# One LLM per real model for the module, each made when a test first needs it; the tests of a model form one
+# xdist group, so under ``pytest -n`` one worker loads it, not both.
+QWEN, GEMMA = pytest.mark.xdist_group("structured-qwen"), pytest.mark.xdist_group("structured-gemma")
+
+
 @pytest.fixture(scope="module")
-def real(qwen_path, gemma3_path):
-    return {"qwen": LLM(qwen_path, backend="numpy", n_ctx=512), "gemma": LLM(gemma3_path, backend="numpy",
-                                                                             n_ctx=512)}
+def real_qwen(qwen_path) -> LLM:
+    return LLM(qwen_path, backend="numpy", n_ctx=512)
+
+
+@pytest.fixture(scope="module")
+def real_gemma(gemma3_path) -> LLM:
+    return LLM(gemma3_path, backend="numpy", n_ctx=512)
 
 
 # CI's share of the 50 (OXIGPU_FULL_TESTS=1 runs all 50 on both models): 8 per model, 16 different schemas
@@ -133,11 +142,11 @@ CI_SCHEMAS = {"qwen": (5, 7, 13, 20, 24, 35, 39, 49), "gemma": (0, 6, 12, 18, 21
 
 @pytest.mark.realmodel
 @pytest.mark.slow
-@pytest.mark.parametrize("model", ["qwen", "gemma"])
-def test_json_schemas_always_parse_and_validate(real, model):
+@pytest.mark.parametrize("model", [pytest.param("qwen", marks=QWEN), pytest.param("gemma", marks=GEMMA)])
+def test_json_schemas_always_parse_and_validate(request, model):
     """50 realistic schemas at temperature 0.8: 100 % of outputs parse and validate (jsonschema, formats
     checked). A schema's seed is its index, so CI's subset runs exactly those cases of the full suite."""
-    llm = real[model]
+    llm = request.getfixturevalue(f"real_{model}")
     failures = []
     for i, (title, schema) in enumerate(SCHEMAS):
         if not FULL and i not in CI_SCHEMAS[model]:
@@ -154,8 +163,9 @@ def test_json_schemas_always_parse_and_validate(real, model):
 
 @pytest.mark.realmodel
 @pytest.mark.slow
-def test_grammars_and_regexes_on_a_real_model(real):
-    llm = real["qwen"]
+@QWEN
+def test_grammars_and_regexes_on_a_real_model(real_qwen):
+    llm = real_qwen
     for i, (title, grammar, parse) in enumerate(GRAMMARS):
         for seed in range(2):
             r = llm.chat([{"role": "user", "content": f"Write {title}."}], grammar=grammar, temperature=0.8,
@@ -177,10 +187,11 @@ WEATHER = [{"type": "function", "function": {
 
 @pytest.mark.realmodel
 @pytest.mark.slow
-def test_tool_calling_round_trip(real):
+@QWEN
+def test_tool_calling_round_trip(real_qwen):
     """Qwen2.5-Coder 0.5B: the call (tool_choice required: grammar-constrained, so it parses and its
     arguments validate), the tool's result fed back as a role "tool" message, then the final answer."""
-    llm = real["qwen"]
+    llm = real_qwen
     msgs = [{"role": "user", "content": "What is the weather in Paris right now?"}]
     r = llm.chat(msgs, tools=WEATHER, tool_choice="required", temperature=0.8, seed=1, max_tokens=60)
     assert r.finish_reason == "tool_calls" and len(r.tool_calls) >= 1
@@ -197,10 +208,11 @@ def test_tool_calling_round_trip(real):
 
 
 @pytest.mark.realmodel
-def test_generic_tool_format_on_a_template_without_tools(real):
+@GEMMA
+def test_generic_tool_format_on_a_template_without_tools(real_gemma):
     """gemma3 270M's file has no chat template (the Gemma fallback renders no tools): the generic format,
     a schema-constrained JSON reply, so a required call always parses."""
-    llm = real["gemma"]
+    llm = real_gemma
     plan = llm.chat_plan([{"role": "user", "content": "Weather in Oslo?"}], WEATHER, "required")
     assert plan.format == "generic" and "json_schema" in plan.constraint
     r = llm.chat([{"role": "user", "content": "Weather in Oslo?"}], tools=WEATHER, tool_choice="required",
