@@ -14,8 +14,9 @@ F=/tmp/cmp
 B=/tmp/llamacpp/build/bin
 OLD=${OLD:-.wt/old}
 mkdir -p "$OUT" $F
-step() { local name=$1 limit=$2; shift 2; echo "== $name (${SECONDS}s)"; timeout "$limit" "$@" >"$OUT/$name.log" 2>&1;
-         local rc=$?; [ $rc -eq 0 ] || echo "   $name: exit $rc (tail of $OUT/$name.log:)" && [ $rc -eq 0 ] || tail -5 "$OUT/$name.log"; }
+step() { local name=$1 limit=$2; shift 2; echo "== $name (${SECONDS}s)"
+         timeout "$limit" "$@" >"$OUT/$name.log" 2>&1; local rc=$?
+         if [ $rc -ne 0 ]; then echo "   $name: exit $rc; the log's tail:"; tail -5 "$OUT/$name.log"; fi; }
 synth() { [ -f $F/$1-Q4_K_M.gguf ] || python3 -m oxigpu synth "$1" --type Q4_K_M --seed 0 ${2:+--layers $2} \
             -o $F/$1-Q4_K_M.gguf >>"$OUT/synth.log" 2>&1; }
 bash .gpu/llamacpp.sh start llama-bench llama-batched-bench llama-completion llama-quantize
