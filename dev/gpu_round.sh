@@ -5,7 +5,8 @@
 #   OUT=$OUT bash dev/gpu_round.sh batch    # single stream before/after (OLD=tree of the old commit), batched
 #                                          # throughput beside llama-batched-bench
 #   OUT=$OUT bash dev/gpu_round.sh serve    # HTTP load test vs bench --batch 64; constrained vs free decoding
-#                                          # beside llama-completion; tg/pp of the new shapes beside llama-bench
+#                                          # beside llama-completion; tg/pp of the new shapes beside llama-bench;
+#                                          # 64 sequences of 4,096 tokens at once on the 8B (dev/fit_sequences.py)
 # Every step has its own time limit and logs under $OUT; a step that fails says so and the next one runs.
 set -uo pipefail
 PHASE=${1:?batch or serve}
@@ -72,6 +73,8 @@ serve)
   synth llama-3.1-8b; synth llama-3.2-1b; synth smollm2-135m; synth qwen3moe-30b-a3b 24
   bash .gpu/llamacpp.sh wait 300 | head -1
   step load-server 330 env OUT="$OUT/load" PY=python3 MODEL=$F/llama-3.1-8b-Q4_K_M.gguf bash dev/load_server_gpu.sh
+  step fit-64x4096 240 python3 dev/fit_sequences.py -m $F/llama-3.1-8b-Q4_K_M.gguf --seqs 64 --ctx 4096
+  tail -3 "$OUT/fit-64x4096.log"
   step constrained 300 python3 dev/bench_constrained.py --llama-bin $B --out "$OUT/constrained" --files $F \
     --shapes llama-3.2-1b,llama-3.1-8b
   step compare-new-shapes 300 python3 -m oxigpu bench --compare-llamacpp $B --files $F -d 0 -r 3 --backend wgpu \
