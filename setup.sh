@@ -117,10 +117,9 @@ case "$verb" in
     "$VPY" -m ruff check . || { say "ruff found problems: fix them (many with: $VPY -m ruff check --fix .)"; exit 1; }
     # Two pytest-xdist workers (OXIGPU_TEST_WORKERS; 0 runs in this process): the suite is mostly one-thread
     # work (numpy, lavapipe at LP_NUM_THREADS=1), so two cores run it in about half the time. BLAS gets one
-    # thread per worker (two workers' spinning BLAS threads on two cores slow each other down). loadgroup:
-    # tests that share an expensive module fixture (a real model) carry one xdist_group and stay together.
+    # thread per worker (two workers' spinning BLAS threads on two cores slow each other down).
     workers=${OXIGPU_TEST_WORKERS:-2}
-    par=(); [ "$workers" != 0 ] && par=(-n "$workers" --dist loadgroup)
+    par=(); [ "$workers" != 0 ] && par=(-n "$workers")
     [ "$workers" != 0 ] && export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
     exec "$VPY" -m pytest -q -ra --durations=25 "${par[@]}" "$@"
     ;;

@@ -2,6 +2,7 @@
 absent) and the wgpu device."""
 from __future__ import annotations
 
+import gc
 import os
 import resource
 import sys
@@ -41,7 +42,20 @@ class TinyModels(Mapping[str, str]):
         return len(self._names)
 
 
+# The longest tests of CI's run (its --durations list), started first under pytest-xdist: workers take tests
+# in collection order, so a long test collected late would leave one worker running it alone at the end.
+LONG_FIRST = ("tests/test_batching.py::test_real_models", "tests/test_wgpu_parity.py", "tests/test_bench.py::test_wgpu",
+              "tests/test_dawn_tint.py", "tests/test_structured.py", "tests/test_batching.py::test_wgpu",
+              "tests/test_cli.py::test_real", "tests/test_architectures.py::test_wgpu")
+
+
 def pytest_collection_modifyitems(config, items):
+    if os.environ.get("PYTEST_XDIST_WORKER"):   # every worker sorts alike (xdist checks the orders agree)
+        def rank(item) -> int:
+            if item.nodeid.startswith(LONG_FIRST):
+                return 0
+            return 1 if item.get_closest_marker("slow") or item.get_closest_marker("realmodel") else 2
+        items.sort(key=rank)
     if FULL:
         return
     skip = pytest.mark.skip(reason="part of the full sweep: set OXIGPU_FULL_TESTS=1")
@@ -68,6 +82,30 @@ def pytest_runtest_protocol(item, nextitem):
         grew = _maxrss_bytes() - before
         if grew > 0:
             _RSS_RISES.append((grew, item.nodeid))
+
+
+def _rss_now() -> int:
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except OSError:                     # no /proc (macOS): no collections between tests
+        return 0
+
+
+_RSS_AFTER_GC = [0]
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """A model (LLM, Engine: reference cycles) lives until Python's cycle collector runs, which a test
+    run of few large objects rarely triggers: dead real models piled up to 12 GiB in one worker. Collect
+    after a test (its fixtures torn down) that left the process 256 MiB above the last collection."""
+    try:
+        return (yield)
+    finally:
+        if _rss_now() - _RSS_AFTER_GC[0] > 256 << 20:
+            gc.collect()
+            _RSS_AFTER_GC[0] = _rss_now()
 
 
 def pytest_sessionfinish(session):

@@ -120,9 +120,8 @@ def test_gpu_constrained_and_stateful_samplers_equal_numpy(tiny_models, dev):
 
 # -- the acceptance suite on real models ---------------------------------------------------------------------
 
-# One LLM per real model for the module, each made when a test first needs it; the tests of a model form one
-# xdist group, so under ``pytest -n`` one worker loads it, not both.
-QWEN, GEMMA = pytest.mark.xdist_group("structured-qwen"), pytest.mark.xdist_group("structured-gemma")
+# One LLM per real model for the module, each made when a test first needs it (a pytest-xdist worker that
+# runs only gemma's tests never loads qwen).
 
 
 @pytest.fixture(scope="module")
@@ -142,7 +141,7 @@ CI_SCHEMAS = {"qwen": (5, 7, 13, 20, 24, 35, 39, 49), "gemma": (0, 6, 12, 18, 21
 
 @pytest.mark.realmodel
 @pytest.mark.slow
-@pytest.mark.parametrize("model", [pytest.param("qwen", marks=QWEN), pytest.param("gemma", marks=GEMMA)])
+@pytest.mark.parametrize("model", ["qwen", "gemma"])
 def test_json_schemas_always_parse_and_validate(request, model):
     """50 realistic schemas at temperature 0.8: 100 % of outputs parse and validate (jsonschema, formats
     checked). A schema's seed is its index, so CI's subset runs exactly those cases of the full suite."""
@@ -163,7 +162,6 @@ def test_json_schemas_always_parse_and_validate(request, model):
 
 @pytest.mark.realmodel
 @pytest.mark.slow
-@QWEN
 def test_grammars_and_regexes_on_a_real_model(real_qwen):
     llm = real_qwen
     for i, (title, grammar, parse) in enumerate(GRAMMARS):
@@ -187,7 +185,6 @@ WEATHER = [{"type": "function", "function": {
 
 @pytest.mark.realmodel
 @pytest.mark.slow
-@QWEN
 def test_tool_calling_round_trip(real_qwen):
     """Qwen2.5-Coder 0.5B: the call (tool_choice required: grammar-constrained, so it parses and its
     arguments validate), the tool's result fed back as a role "tool" message, then the final answer."""
@@ -208,7 +205,6 @@ def test_tool_calling_round_trip(real_qwen):
 
 
 @pytest.mark.realmodel
-@GEMMA
 def test_generic_tool_format_on_a_template_without_tools(real_gemma):
     """gemma3 270M's file has no chat template (the Gemma fallback renders no tools): the generic format,
     a schema-constrained JSON reply, so a required call always parses."""

@@ -11,13 +11,12 @@ CPU backends do): a second test forces that path here, per token (the GEMVs) and
 GEMMs), teacher-forcing numpy's greedy sequence, and holds it to what 8-bit activations allow as measured on
 lavapipe (its docstring).
 
-The numpy side of a model (its generations and teacher-forced logits) is computed once per module and
-shared by the model's tests (``numpy_side``); its tests form one xdist group, so they share it under
-``pytest -n`` too. The wgpu side runs in a subprocess with LP_NUM_THREADS=2: lavapipe decodes these models
-~3.5x faster with two threads than with the single thread conftest sets for the many-small-dispatch tests.
-Qwen's prompt is evaluated one token at a time (prefill_chunk=1): lavapipe's tiled GEMM takes ~20 s per
-16-token chunk on its Q5_0 FFN, while gemma3 uses 16-token chunks, so the GEMM path is covered on a real
-model too.
+The numpy side of a model (its generations and teacher-forced logits) is computed once per module (per
+pytest-xdist worker) and shared by the model's tests (``numpy_side``). The wgpu side runs in a subprocess with
+LP_NUM_THREADS=2: lavapipe decodes these models ~3.5x faster with two threads than with the single thread
+conftest sets for the many-small-dispatch tests. Qwen's prompt is evaluated one token at a time
+(prefill_chunk=1): lavapipe's tiled GEMM takes ~20 s per 16-token chunk on its Q5_0 FFN, while gemma3 uses
+16-token chunks, so the GEMM path is covered on a real model too.
 """
 from __future__ import annotations
 
@@ -40,7 +39,7 @@ GREEDY = 16
 SAMPLED = 8
 SEED = 1234
 CHUNK = {"gemma3": 16, "qwen": 1}
-MODELS = [pytest.param(m, marks=pytest.mark.xdist_group(f"parity-{m}")) for m in ("gemma3", "qwen")]
+MODELS = ["gemma3", "qwen"]
 
 
 def _tokens(engine, prompt: list[int]) -> tuple[list[int], list[int]]:
