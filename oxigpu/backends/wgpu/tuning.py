@@ -172,6 +172,12 @@ class GemmTuning:
     kernel's rate on the same shapes is 19-37); F16 weights always do."""
     mma_min_rows: int = 0
     """Chunks of fewer than ``tiled_min_rows`` rows take the matrix units from this many rows (0: never)."""
+    mma_decode: Mapping[str, int] | None = None
+    mma_decode_glu: Mapping[str, int] | None = None
+    """Decode batches (``mma_min_rows`` to ``short_rows`` rows) on the matrix units take this tile and split-k
+    (the GLU epilogue, unsplit, its own) instead of the cost model's, which rates tiles by their prefill
+    throughput: at these sizes the weight staging, not the products, bounds them, and split-k spreads it
+    over more compute units (docs/perf-log.md, "Decode batches")."""
 
 
 # -- attention ------------------------------------------------------------------------------------------
@@ -237,7 +243,7 @@ _MMA_GEMM = GemmTuning(
     # the 64-row ones. Its rate is an estimate (each staged weight tile serves 32 rows, a quarter of the
     # 128-row tile's), not a measurement: dev/bench_batch.py times it.
     mma_tiles=(*GemmTuning().mma_tiles, (dict(tm=2, tn=8, sn=4), 30.0)),
-    mma_min_rows=17)
+    mma_min_rows=17, mma_decode=dict(tm=4, tn=4, sn=2, splits=8), mma_decode_glu=dict(tm=4, tn=8, sn=4, splits=1))
 
 TUNING: dict[str, Tuning] = {c: Tuning(c, slots=132, gemm=_MMA_GEMM if c == MMA else GemmTuning())
                              for c in DEVICE_CLASSES}
