@@ -161,7 +161,7 @@ def main() -> None:
                     try:
                         node = bb.Node(dev, kind, k, ws, m, attrs, a.copies)
                         err = 0.0 if a.nocheck else check(node, node_name, ws, k)
-                        t = node.time()
+                        t = min(node.time(), node.time())   # the first may run at idle clocks
                     except Exception as e:   # noqa: BLE001 - a variant the kernel refuses
                         print(f"{w} {node_name} M={m} {name}: {type(e).__name__}: {e}", flush=True)
                         continue

@@ -230,9 +230,13 @@ class Tuning:
     gemv_rows: int = 16
     """Matmuls of at most this many rows (decode batches) run as GEMVs, reading each weight once for
     all rows; more rows take the GEMM."""
-    gemv_acc: int = 8
-    """Most sums a GEMV lane accumulates (R weight rows x XR x rows): the one-row kernels' register
-    budget, so several x rows trade weight rows per group for x rows."""
+    gemv_acc: int = 16
+    """Most sums a GEMV lane accumulates (R weight rows x XR x rows)."""
+    gemv_xr: int = 4
+    gemv_wr: int = 4
+    gemv_wr_u2: int = 2
+    """The integer-dot multi-row GEMV's group: x rows, weight rows (two-piece steps past gemv_xr rows:
+    ``gemv_wr_u2``), as measured over 8 and 16 (docs/perf-log.md, "Decode batches")."""
     gemm: GemmTuning = field(default_factory=GemmTuning)
     decode: DecodeTuning = field(default_factory=DecodeTuning)
     prefill: PrefillTuning = field(default_factory=PrefillTuning)

@@ -59,4 +59,13 @@ fn q4_0_wdot(w: q4_0_W, xq: XQ) -> f32 {
   return w.d * xq.d * f32(t - 8 * xsum(xq, 0u, 2u * QW));
 }
 
-fn q4_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 { return q4_0_wdot(q4_0_wload(s, blk, i), xq); }
+fn q4_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
+  const QW = q4_0_QW;
+  let q = blk + 2u + 4u * QW * i;
+  var t = q4_0_idot4(lw1(s, q), xq.q[0], xq.q[QW]);
+  if (QW > 1u) { t += q4_0_idot4(lw1(s, q + 4u), xq.q[1], xq.q[QW + 1u]); }
+  if (QW > 2u) {
+    t += q4_0_idot4(lw1(s, q + 8u), xq.q[2], xq.q[QW + 2u]) + q4_0_idot4(lw1(s, q + 12u), xq.q[3], xq.q[QW + 3u]);
+  }
+  return h16(s, blk) * xq.d * f32(t - 8 * xsum(xq, 0u, 2u * QW));
+}

@@ -46,4 +46,9 @@ fn q4_k_wdot(w: q4_k_W, xq: XQ) -> f32 {
   return xq.d * (sm.x * lo - sm.y * f32(xsum(xq, 0u, 4u)) + sm.z * hi - sm.w * f32(xsum(xq, 4u, 4u)));
 }
 
-fn q4_k_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 { return q4_k_wdot(q4_k_wload(s, blk, i), xq); }
+fn q4_k_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
+  let q = q4_k_nib(s, blk, i);
+  let lo = idot(q[0].x, xq.q[0]) + idot(q[0].y, xq.q[1]) + idot(q[0].z, xq.q[2]) + idot(q[0].w, xq.q[3]);
+  let hi = idot(q[1].x, xq.q[4]) + idot(q[1].y, xq.q[5]) + idot(q[1].z, xq.q[6]) + idot(q[1].w, xq.q[7]);
+  return xq.d * q4_k_comb(s, blk, i, f32(lo), f32(hi), f32(xsum(xq, 0u, 4u)), f32(xsum(xq, 4u, 4u)));
+}

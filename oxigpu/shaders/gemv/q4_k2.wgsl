@@ -42,4 +42,9 @@ fn q4_k2_wdot(w: q4_k2_W, xq: XQ) -> f32 {
   return xq.d * (sm.x * lo - sm.y * f32(xsum(xq, 0u, 2u)) + sm.z * hi - sm.w * f32(xsum(xq, 2u, 2u)));
 }
 
-fn q4_k2_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 { return q4_k2_wdot(q4_k2_wload(s, blk, i), xq); }
+fn q4_k2_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
+  let q = q4_k2_nib(s, blk, i);
+  let lo = idot(q.x, xq.q[0]) + idot(q.y, xq.q[1]);
+  let hi = idot(q.z, xq.q[2]) + idot(q.w, xq.q[3]);
+  return xq.d * q4_k2_comb(s, blk, i, f32(lo), f32(hi), f32(xsum(xq, 0u, 2u)), f32(xsum(xq, 2u, 2u)));
+}

@@ -67,4 +67,16 @@ fn q5_0_wdot(w: q5_0_W, xq: XQ) -> f32 {
   return w.d * xq.d * f32(t - 16 * xsum(xq, 0u, 2u * QW));
 }
 
-fn q5_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 { return q5_0_wdot(q5_0_wload(s, blk, i), xq); }
+fn q5_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
+  const QW = q5_0_QW;
+  let qh = lw1(s, blk + 2u);
+  let q = blk + 6u + 4u * QW * i;
+  let e = 4u * QW * i;
+  var t = q5_0_idot4(lw1(s, q), qh, e, xq.q[0], xq.q[QW]);
+  if (QW > 1u) { t += q5_0_idot4(lw1(s, q + 4u), qh, e + 4u, xq.q[1], xq.q[QW + 1u]); }
+  if (QW > 2u) {
+    t += q5_0_idot4(lw1(s, q + 8u), qh, e + 8u, xq.q[2], xq.q[QW + 2u]) +
+         q5_0_idot4(lw1(s, q + 12u), qh, e + 12u, xq.q[3], xq.q[QW + 3u]);
+  }
+  return h16(s, blk) * xq.d * f32(t - 16 * xsum(xq, 0u, 2u * QW));
+}

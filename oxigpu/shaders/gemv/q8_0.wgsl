@@ -48,4 +48,15 @@ fn q8_0_wdot(w: q8_0_W, xq: XQ) -> f32 {
   return w.d * xq.d * f32(t);
 }
 
-fn q8_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 { return q8_0_wdot(q8_0_wload(s, blk, i), xq); }
+fn q8_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
+  const QW = q8_0_QW;
+  let q = blk + 2u + 4u * QW * i;
+  var t = idot(lw1(s, q), xq.q[0]);
+  if (QW > 1u) { t += idot(lw1(s, q + 4u), xq.q[1]); }
+  if (QW > 2u) { t += idot(lw1(s, q + 8u), xq.q[2]) + idot(lw1(s, q + 12u), xq.q[3]); }
+  if (QW > 4u) {
+    t += idot(lw1(s, q + 16u), xq.q[4]) + idot(lw1(s, q + 20u), xq.q[5]) + idot(lw1(s, q + 24u), xq.q[6]) +
+         idot(lw1(s, q + 28u), xq.q[7]);
+  }
+  return h16(s, blk) * xq.d * f32(t);
+}

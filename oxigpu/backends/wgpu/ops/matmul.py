@@ -190,18 +190,25 @@ def gemv_wrows_code(pieces: Sequence[str], r: int, xr: int, u2: bool) -> str:
     return "\n\n".join(out)
 
 
-def gemv_rows_split(cfg: GemvConfig, m: int, glu: bool, acc: int) -> tuple[GemvConfig, int]:
+def gemv_rows_split(cfg: GemvConfig, m: int, glu: bool, acc: int, tn: Any = None) -> tuple[GemvConfig, int]:
     """The split of an m-row GEMV from the one-row split ``cfg`` (:func:`gemv_config`) and the x rows per
     group: the same lanes, pieces and steps (so each row's sums are those of the row alone), R reduced so
-    that R x XR accumulators stay within ``acc``; GLU keeps R >= 2 (a gate and an up row). x is
-    quantized once for all rows by the quantize dispatch (the per-workgroup staging holds one row), and
-    no persistent launch."""
+    that R x XR accumulators stay within ``acc``; GLU keeps R >= 2 (a gate and an up row). On integer dots
+    (weights decoded once per group for its x rows) ``Tuning.gemv_xr`` x rows and ``gemv_wr`` weight rows
+    per group (``gemv_wr_u2`` for two-piece steps past gemv_xr rows: their doubled weight registers);
+    float dots keep the one-row R within 8 sums. x is quantized once for all rows by the quantize
+    dispatch (the per-workgroup staging holds one row), and no persistent launch."""
     if m == 1:
         return cfg, 1
     rmin = 2 if glu else 1
-    xr = max(1, min(m, acc // rmin))
-    r = max(rmin, min(cfg.r, acc // xr))
-    return replace(cfg, r=r, xs=False, xq=cfg.q8x, persist=0), xr
+    if cfg.q8x:     # weights decoded once for the group's x rows (gemv_wrows_code): tuning.py's split
+        t = tn or tuning(GPU)
+        xr = min(m, t.gemv_xr)
+        r = max(rmin, min(t.gemv_wr_u2 if cfg.u2 and m > t.gemv_xr else t.gemv_wr, acc // xr))
+        return replace(cfg, r=r, xs=False, xq=True, persist=0), xr
+    xr = max(1, min(m, 8 // rmin))
+    r = max(rmin, min(cfg.r, 8 // xr))
+    return replace(cfg, r=r, xs=False, xq=False, persist=0), xr
 
 
 def gemv_rows(dev: Device, m: int, attrs: dict[str, Any] | None = None) -> bool:
@@ -262,7 +269,7 @@ class Gemv:
         over = dict(attrs.get("gemv", {}))      # tests and benchmarks: override fields of the choice
         piece1 = over.pop("piece1", None)
         xr_over = over.pop("xr", None)
-        cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc)
+        cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc, tuning(cls))
         cfg = replace(cfg, **over)
         if xr_over:
             self.xr = int(xr_over)
