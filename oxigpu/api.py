@@ -147,7 +147,7 @@ class LLM:
             self._engine.tokenizer.set_chat_template(chat_template)
         self._draft: LLM | None = None
         if draft_model is not None or speculative not in (None, False):
-            self._speculate(draft_model, speculative, n_ctx)
+            self.speculate(draft_model, speculative)
         if verbose:
             e = self._engine
             print(f"oxigpu: loaded {e.model_path.name} ({e.hparams.arch}, {e.hparams.n_layer} layers, "
@@ -168,11 +168,15 @@ class LLM:
         path = hub.download(hub.HubRef(ref.repo, quant, filename, revision), token=token)
         return cls(path, **kwargs)
 
-    def _speculate(self, draft_model: str | Path | LLM | None, speculative: Any, n_ctx: int | None) -> None:
+    def speculate(self, draft_model: str | Path | LLM | None = None, speculative: Any = None) -> None:
+        """Turn speculative decoding on (as the constructor's ``draft_model=`` and ``speculative=``), or off
+        with neither."""
         from .runtime.speculative import SpeculativeConfig, Speculator
         if self.is_embedding_model:
             raise InvalidParameterError("speculative decoding is for generation models; this is an embedding model")
         config = SpeculativeConfig.parse(speculative, draft_model is not None)
+        self._engine.speculator = None
+        self._draft = None
         if config is None:
             return
         draft = None
@@ -187,7 +191,8 @@ class LLM:
             if self._draft.is_embedding_model:
                 raise InvalidParameterError("the draft model is an embedding model; it must generate")
             draft = self._draft.engine
-        self._engine.speculator = Speculator(self._engine, config, draft)
+        with self._engine.lock:
+            self._engine.speculator = Speculator(self._engine, config, draft)
 
     @property
     def speculative_stats(self) -> dict[str, float] | None:

@@ -62,9 +62,9 @@ DRAFT_STREAM = 0x27D4EB2F
 MAX_DRAFT = 32
 """Most draft tokens a round may verify (the verification step's rows are k + 1)."""
 
-_ALIASES = {"ngram": "lookup", "prompt_lookup": "lookup", "draft_model": "draft",
-            "num_speculative_tokens": "num_tokens", "draft_max": "num_tokens", "prompt_lookup_max": "ngram",
-            "prompt_lookup_min": "ngram_min", "draft_min": "min_tokens"}
+_METHOD_ALIASES = {"ngram": "lookup", "prompt_lookup": "lookup", "draft_model": "draft"}
+_KEY_ALIASES = {"num_speculative_tokens": "num_tokens", "draft_max": "num_tokens", "prompt_lookup_max": "ngram",
+                "prompt_lookup_min": "ngram_min", "draft_min": "min_tokens"}
 
 
 @dataclass(frozen=True)
@@ -104,11 +104,11 @@ class SpeculativeConfig:
         if isinstance(spec, SpeculativeConfig):
             cfg = spec
         elif isinstance(spec, str):
-            cfg = cls(_ALIASES.get(spec, spec))
+            cfg = cls(_METHOD_ALIASES.get(spec, spec))
         elif isinstance(spec, Mapping):
-            keys = {_ALIASES.get(str(k), str(k)): v for k, v in spec.items()}
+            keys = {_KEY_ALIASES.get(str(k), str(k)): v for k, v in spec.items()}
             if "method" in keys:
-                keys["method"] = _ALIASES.get(str(keys["method"]), keys["method"])
+                keys["method"] = _METHOD_ALIASES.get(str(keys["method"]), keys["method"])
             else:
                 keys["method"] = "draft" if has_draft else "lookup"
             known = {"method", "num_tokens", "min_tokens", "ngram", "ngram_min"}
@@ -218,9 +218,9 @@ def verify(drafts: Sequence[int], qs: Sequence[Dist] | None, ps: Sequence[Dist],
 
 
 def lookup(tokens: Sequence[int], k: int, ngram: int, ngram_min: int = 1) -> list[int]:
-    """Prompt lookup: the up to ``k`` tokens that followed the most recent earlier occurrence of the
-    context's last n tokens, for the longest n from ``ngram`` down to ``ngram_min`` that occurred ([] when
-    none did)."""
+    """Prompt lookup: the up to ``k`` tokens that followed an earlier occurrence of the context's last n
+    tokens (the latest one with k tokens after it, else the earliest), for the longest n from ``ngram``
+    down to ``ngram_min`` that occurred ([] when none did)."""
     arr = np.asarray(tokens, np.int64)
     size = arr.size
     for n in range(min(ngram, size - 1), ngram_min - 1, -1):
@@ -229,7 +229,10 @@ def lookup(tokens: Sequence[int], k: int, ngram: int, ngram_min: int = 1) -> lis
         win = np.lib.stride_tricks.sliding_window_view(arr[:size - 1], n)
         hits = np.flatnonzero((win == key).all(axis=1))
         if hits.size:
-            start = int(hits[-1]) + n
+            # the latest occurrence followed by k tokens; in a run that repeats right up to the end only
+            # the earliest has that many after it, so short of k the longest continuation is taken
+            full = hits[hits + n + k <= size]
+            start = int(full[-1] if full.size else hits[0]) + n
             return arr[start:start + k].tolist()
     return []
 
@@ -366,6 +369,10 @@ class Speculator:
         it shares with ``context`` and the rest evaluated."""
         d = self.draft
         assert d is not None
+        with d.lock:        # a draft model that is also an LLM of its own: never two steps at once
+            return self._draft_eval(d, context)
+
+    def _draft_eval(self, d: Engine, context: list[int]) -> np.ndarray:
         cache, pool = self._cache, d.pool
         common = _common_prefix(cache.tokens, context)
         common = min(common, len(context) - 1)          # the last token is always evaluated: its logits
