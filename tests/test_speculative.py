@@ -142,7 +142,7 @@ def test_draft_cache_follows_the_accepted_tokens(models):
         llm.engine.scheduler.step()
     spec = llm.engine.speculator
     ctx = list(gen.request.tokens)
-    got = spec._draft_logits(ctx)
+    got = spec._fill(spec.draft, ctx, need_logits=True)
     want, _ = fresh.engine.eval(ctx)
     np.testing.assert_allclose(got, want, atol=2e-4 * np.abs(want).max())
     gen.close()
@@ -304,12 +304,28 @@ def test_cli_draft_and_lookup_options(models):
 
 # -- real model -------------------------------------------------------------------------------------------
 def test_real_model_greedy_identity(qwen_path):
-    """Qwen2.5-Coder 0.5B, 24 greedy tokens: plain, drafted by a second copy of itself, and by lookup."""
+    """Qwen2.5-Coder 0.5B, 24 greedy tokens: plain, drafted by itself (one engine drafts and verifies: one
+    copy of the weights), and by lookup."""
     prompt = "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n"
-    plain = LLM(qwen_path, backend="numpy", n_ctx=256)
-    ref = plain.generate(prompt, temperature=0, max_tokens=24).token_ids
-    drafted = LLM(qwen_path, backend="numpy", n_ctx=256, draft_model=plain, speculative={"num_tokens": 4})
-    assert drafted.generate(prompt, temperature=0, max_tokens=24).token_ids == ref
-    assert drafted.speculative_stats["acceptance_rate"] > 0.9
-    looked = LLM(qwen_path, backend="numpy", n_ctx=256, speculative="lookup")
-    assert looked.generate(prompt, temperature=0, max_tokens=24).token_ids == ref
+    llm = LLM(qwen_path, backend="numpy", n_ctx=256)
+    ref = llm.generate(prompt, temperature=0, max_tokens=24).token_ids
+    llm.speculate(llm, {"num_tokens": 4})
+    assert llm.generate(prompt, temperature=0, max_tokens=24).token_ids == ref
+    assert llm.speculative_stats["acceptance_rate"] > 0.9
+    llm.speculate(speculative="lookup")
+    assert llm.generate(prompt, temperature=0, max_tokens=24).token_ids == ref
+    assert llm.speculative_stats["rounds"] > 0
+    llm.speculate()
+    assert llm.speculative_stats is None and llm.engine.speculator is None
+
+
+# -- wgpu -------------------------------------------------------------------------------------------------
+def test_wgpu_greedy_identity(models, dev):
+    """On the GPU backend (lavapipe in CI): the verification plan of k + 1 rows, greedy drafts from the draft
+    model's GPU-resident loop, and lookup give the plain decoder's tokens."""
+    plain = LLM(models["target"], backend="wgpu", n_ctx=64)
+    ref = plain.generate("Once upon a time", temperature=0, max_tokens=12).token_ids
+    for kw in ({"draft_model": models["q8"], "speculative": {"num_tokens": 3}}, {"speculative": "lookup"}):
+        llm = LLM(models["target"], backend="wgpu", n_ctx=64, **kw)
+        assert llm.generate("Once upon a time", temperature=0, max_tokens=12).token_ids == ref, kw
+        assert llm.speculative_stats["rounds"] > 0

@@ -53,11 +53,12 @@ speculative_options = _stack(
     click.option("--lookup", is_flag=True,
                  help="Speculative decoding by prompt lookup: drafts are what followed the last n-gram earlier "
                       "in the context (no draft model; llama.cpp's --spec-type ngram-simple)."),
-    click.option("--draft-max", "--draft", "draft_max", type=int, default=None,
+    click.option("--draft-max", "--draft", "--spec-draft-n-max", "draft_max", type=int, default=None,
                  help="Tokens drafted per speculative round. [default: 5]"),
-    click.option("--draft-min", "draft_min", type=int, default=None,
+    click.option("--draft-min", "--spec-draft-n-min", "draft_min", type=int, default=None,
                  help="Fewer drafts than this run a plain step instead. [default: 1]"),
-    click.option("--spec-ngram-size-n", "--lookup-ngram", "spec_ngram", type=int, default=None,
+    click.option("--spec-ngram-size-n", "--spec-ngram-simple-size-n", "--lookup-ngram", "spec_ngram", type=int,
+                 default=None,
                  help="--lookup: the longest n-gram matched (shorter ones down to 1 are tried). [default: 3]"),
 )
 

@@ -321,7 +321,7 @@ class Speculator:
         s = req.sampler
         ps, context = [], list(req.tokens)
         for i in range(len(rows)):
-            ps.append(sampling.distribution(logits[i], s.cfg, context, s.counter + i, None, s.adjust(context)))
+            ps.append(_dist(logits[i], s, context, s.counter + i))
             if i < len(drafts):
                 context.append(drafts[i])
         out = verify(drafts, qs, ps, s.cfg.seed, s.counter)
@@ -346,56 +346,97 @@ class Speculator:
 
     # -- drafting --------------------------------------------------------------------------------------------
     def _propose(self, req: Request, k: int) -> tuple[list[int], list[Dist] | None]:
+        """k drafts after the request's tokens and the distribution each was drawn from (None: point masses)."""
         if self.draft is None:
             c = self.config
             return lookup(req.tokens, k, c.ngram, c.ngram_min), None
-        s = req.sampler
-        context = list(req.tokens)
-        logits = self._draft_logits(context)
-        drafts: list[int] = []
-        qs: list[Dist] = []
-        for i in range(k):
-            q = sampling.distribution(logits, s.cfg, context, s.counter + i, None, s.adjust(context))
-            x = pick(q, sampling.uniform(s.cfg.seed ^ DRAFT_STREAM, s.counter + i))
-            drafts.append(x)
-            qs.append(q)
-            context.append(x)
-            if i + 1 < k:                      # the last draft's own logits are not needed
-                logits = self._draft_logits(context)
-        return drafts, qs
-
-    def _draft_logits(self, context: list[int]) -> np.ndarray:
-        """The draft model's next-token logits after ``context``: its cache is cut back to the longest prefix
-        it shares with ``context`` and the rest evaluated."""
         d = self.draft
-        assert d is not None
+        s = req.sampler
         with d.lock:        # a draft model that is also an LLM of its own: never two steps at once
-            return self._draft_eval(d, context)
+            if s.cfg.greedy and s.resident and d.backend.resident is not None:
+                drafts = self._draft_resident(d, req, k)
+                return drafts, [(np.asarray([x]), np.ones(1)) for x in drafts]
+            context = list(req.tokens)
+            logits = self._fill(d, context, need_logits=True)
+            drafts: list[int] = []
+            qs: list[Dist] = []
+            for i in range(k):
+                assert logits is not None
+                q = _dist(logits, s, context, s.counter + i)
+                x = pick(q, sampling.uniform(s.cfg.seed ^ DRAFT_STREAM, s.counter + i))
+                drafts.append(x)
+                qs.append(q)
+                context.append(x)
+                if i + 1 < k:                      # the last draft's own logits are not needed
+                    logits = self._fill(d, context, need_logits=True)
+            return drafts, qs
 
-    def _draft_eval(self, d: Engine, context: list[int]) -> np.ndarray:
+    def _draft_resident(self, d: Engine, req: Request, k: int) -> list[int]:
+        """Greedy drafts on the draft model's GPU-resident loop: k decode steps queued at once, the ids read
+        back a batch at a time (the device sampler picks what the host's greedy choice would)."""
+        context = list(req.tokens)
+        self._fill(d, context[:-1], need_logits=False)     # the loop's first step evaluates the last token
+        cache = self._cache
+        if not d.pool.grow(cache.blocks, len(context) - 1 + k):
+            raise AssertionError("the draft model's pool holds a full context, yet it could not give one")
+        resident = d.backend.resident
+        assert resident is not None
+        drafts: list[int] = []
+        stream = resident.decode_batch(d.decode_plan, [context], req.sampler.slot_batch(context), k,
+                                       [cache.blocks.blocks])
+        try:
+            for ids, _ in stream:
+                drafts += [step[0] for step in ids]
+        finally:
+            stream.close()
+        if any(x < 0 for x in drafts):          # nothing drawable (the device's -1): draft no further
+            drafts = drafts[:next(i for i, x in enumerate(drafts) if x < 0)]
+        # the steps wrote the rows of the last token and of every draft but the last
+        cache.tokens = context + drafts[:max(0, len(drafts) - 1)] if drafts else context[:-1]
+        d.pool.register(cache.blocks, cache.tokens, len(cache.tokens))
+        return drafts
+
+    def _fill(self, d: Engine, tokens: list[int], need_logits: bool) -> np.ndarray | None:
+        """Make the draft model's cache hold ``tokens``: cut it back to the longest prefix it shares with them
+        (``need_logits``: short of the last token at least) and evaluate the rest; the next-token logits
+        after ``tokens`` when they were evaluated (always with ``need_logits``)."""
         cache, pool = self._cache, d.pool
-        common = _common_prefix(cache.tokens, context)
-        common = min(common, len(context) - 1)          # the last token is always evaluated: its logits
+        common = _common_prefix(cache.tokens, tokens)
+        limit = len(tokens) - 1 if need_logits else len(tokens)
+        common = min(common, limit)
         if common < len(cache.tokens):
             if common < cache.blocks.n_hashed * KV_BLOCK:   # into blocks shared through the prefix cache
                 pool.release(cache.blocks)
-                cache.tokens = context[:pool.match(cache.blocks, context, len(context) - 1)]
+                cache.tokens = tokens[:pool.match(cache.blocks, tokens, limit)]
             else:
                 del cache.tokens[common:]
                 pool.shrink(cache.blocks, common)
         start = len(cache.tokens)
         logits = None
-        while start < len(context):
-            count = min(d.prefill_chunk, len(context) - start)
+        while start < len(tokens):
+            count = min(d.prefill_chunk, len(tokens) - start)
             if not pool.grow(cache.blocks, start + count):
                 raise AssertionError("the draft model's pool holds a full context, yet it could not give one")
-            chunk = context[start:start + count]
+            chunk = tokens[start:start + count]
             logits = d.forward(Step.single(chunk, start, cache.blocks.blocks), count == 1)
             cache.tokens += chunk
             start += count
             pool.register(cache.blocks, cache.tokens, start)
-        assert logits is not None
-        return np.asarray(logits).reshape(-1)
+        return None if logits is None else np.asarray(logits).reshape(-1)
+
+
+def _dist(logits: np.ndarray, s: Any, context: list[int], counter: int) -> Dist:
+    """``sampling.distribution`` for sequence sampler ``s`` after ``context``; plain greedy settings (no bias,
+    penalties or DRY) take the argmax (the lowest id among equal maxima, as the sampler's order does)
+    without the chain's pass over the vocabulary."""
+    cfg = s.cfg
+    if cfg.greedy and not cfg.logit_bias and not s.dry.enabled and (
+            cfg.penalty_last_n <= 0 or (cfg.repeat_penalty == 1 and cfg.presence_penalty == 0
+                                        and cfg.frequency_penalty == 0)):
+        j = int(np.argmax(logits))
+        if np.isfinite(logits[j]):
+            return np.asarray([j]), np.ones(1)
+    return sampling.distribution(logits, cfg, context, counter, None, s.adjust(context))
 
 
 def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
