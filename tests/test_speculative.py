@@ -302,6 +302,22 @@ def test_cli_draft_and_lookup_options(models):
     assert bad.exit_code == 1 and "give one" in bad.stderr
 
 
+def test_bench_reports_speed_up_and_acceptance(models):
+    import json
+
+    from click.testing import CliRunner
+
+    from oxigpu.cli.main import cli
+    res = CliRunner().invoke(cli, ["bench", "-m", str(models["target"]), "--backend", "numpy", "-md",
+                                   str(models["target"]), "--draft-max", "3", "-n", "10", "--prompts", "2", "--json"])
+    assert res.exit_code == 0, res.output
+    out = json.loads(res.stdout)
+    s = out["summary"]
+    assert s["prompts"] == 2 and s["identical"] == 2 and s["acceptance_rate"] == 1.0
+    assert s["plain_tok_s"] > 0 and s["spec_tok_s"] > 0 and s["speedup"] > 0
+    assert all(r["tokens"] >= 1 and r["drafted"] >= r["accepted"] for r in out["rows"])
+
+
 # -- real model -------------------------------------------------------------------------------------------
 def test_real_model_greedy_identity(qwen_path):
     """Qwen2.5-Coder 0.5B, 24 greedy tokens: plain, drafted by itself (one engine drafts and verifies: one

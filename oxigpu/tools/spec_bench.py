@@ -107,6 +107,9 @@ def run_spec_bench(model: Path, draft: Path | None, speculative: dict[str, Any],
                "identical": plain.token_ids == fast.token_ids, **{k: st[k] for k in (
                    "drafted", "accepted", "rounds", "plain_steps", "acceptance_rate", "tokens_per_round")}}
         row["speedup"] = round(row["spec_tok_s"] / row["plain_tok_s"], 3) if row["plain_tok_s"] else 0.0
+        rounds = max(1, st["rounds"])      # where a round's time goes: drafting, and verifying k + 1 rows
+        row["draft_ms_per_round"] = round(1000 * st["draft_s"] / rounds, 3)
+        row["verify_ms_per_round"] = round(1000 * st["verify_s"] / rounds, 3)
         rows.append(row)
         log(f"  prompt {i:2d}: plain {row['plain_tok_s']:8.1f} tok/s, speculative {row['spec_tok_s']:8.1f} tok/s "
             f"(x{row['speedup']:.2f}), accepted {row['accepted']}/{row['drafted']}, "
@@ -123,7 +126,11 @@ def run_spec_bench(model: Path, draft: Path | None, speculative: dict[str, Any],
                "acceptance_rate": round(accepted / drafted, 4) if drafted else 0.0,
                "tokens_per_round": round(sum(r["accepted"] + r["rounds"] for r in rows)
                                          / max(1, sum(r["rounds"] for r in rows)), 3),
-               "identical": sum(r["identical"] for r in rows), "prompts": len(rows)}
+               "identical": sum(r["identical"] for r in rows), "prompts": len(rows),
+               "draft_ms_per_round": round(sum(r["draft_ms_per_round"] * r["rounds"] for r in rows)
+                                           / max(1, sum(r["rounds"] for r in rows)), 3),
+               "verify_ms_per_round": round(sum(r["verify_ms_per_round"] * r["rounds"] for r in rows)
+                                            / max(1, sum(r["rounds"] for r in rows)), 3)}
     summary["speedup"] = round(summary["spec_tok_s"] / summary["plain_tok_s"], 3) if summary["plain_tok_s"] else 0.0
     return {"model": model.name, "draft": draft.name if draft else None, "speculative": speculative,
             "backend": llm.backend, "n_gen": n_gen, "rows": rows, "summary": summary}
@@ -148,5 +155,6 @@ def to_markdown(result: dict[str, Any]) -> str:
                      f"{'yes' if r['identical'] else 'NO'} |")
     lines += ["", f"all prompts: plain {s['plain_tok_s']:.1f} tok/s, speculative {s['spec_tok_s']:.1f} tok/s, "
                   f"speed-up x{s['speedup']:.2f}, acceptance {100 * s['acceptance_rate']:.1f} %, "
-                  f"{s['tokens_per_round']:.2f} tokens per round, {s['identical']}/{s['prompts']} identical"]
+                  f"{s['tokens_per_round']:.2f} tokens per round ({s['draft_ms_per_round']:.2f} ms drafting, "
+                  f"{s['verify_ms_per_round']:.2f} ms verifying), {s['identical']}/{s['prompts']} identical"]
     return "\n".join(lines) + "\n"
