@@ -36,6 +36,8 @@ from .kvcache import KV_BLOCK, BlockPool, SeqBlocks, pool_blocks
 from .params import GenerationResult, SamplingParams
 from .sampling import SamplerConfig, pack_batch
 from .scheduler import Request, Scheduler
+from .speculative import Speculator
+from .speculative import check_params as check_speculative
 
 BACKENDS = ("auto", "wgpu", "numpy")
 DEFAULT_N_CTX = 4096
@@ -136,6 +138,8 @@ class Engine:
         report("ready", 5, stages)
         self.scheduler = Scheduler(self)
         self.lock = self.scheduler.lock
+        self.speculator: Speculator | None = None
+        """Speculative decoding (``runtime/speculative.py``), when the LLM was given a draft model or lookup."""
         self.load_s = time.perf_counter() - t0
 
     def _pool_blocks(self, kv_memory: int | None) -> int:
@@ -315,6 +319,8 @@ class Engine:
             raise InvalidParameterError("logit_bias bans every token (-inf for all of them); nothing can be sampled")
         if seed_offset and params.seed is not None:
             params = params.with_overrides(seed=params.seed + seed_offset)
+        if self.speculator is not None:
+            check_speculative(params)
         constraint = Constraint.from_params(params, self.tokenizer, self.vocab_size)
         sampler = SequenceSampler(params, self.tokenizer, self.n_ctx, constraint)
         text = _TextDecoder(self.tokenizer)

@@ -161,6 +161,8 @@ class Scheduler:
         """Run one step (or take one batch of the GPU-resident loop); False when there was nothing to do."""
         with self.lock:
             self._take_inbox()
+            if self.engine.speculator is not None and self.engine.speculator.try_step(self):
+                return True       # a speculative round for the lone decoding sequence (runtime/speculative.py)
             if self._resident_ok():
                 return self._resident_step()
             self._drop_stream()
