@@ -120,6 +120,7 @@ class Scheduler:
         self._stream_reqs: list[Request] = []    # its sequences, slot by slot
         self._stream_left = 0                    # its steps not yet read back
         self.steps = 0
+        self.resident_steps = 0                  # steps whose ids came from the GPU-resident loop
         self.preemptions = 0
 
     # -- from any thread ------------------------------------------------------------------------------------
@@ -387,6 +388,7 @@ class Scheduler:
         reqs, eng = self._stream_reqs, self.engine
         running = set(self.running)
         self._stream_left -= len(ids)
+        self.resident_steps += len(ids)
         changed = False
         for j, step_ids in enumerate(ids):
             for s, (req, token) in enumerate(zip(reqs, step_ids)):
