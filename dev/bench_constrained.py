@@ -103,6 +103,7 @@ def main() -> None:
     ap.add_argument("--type", default="Q4_K_M")
     ap.add_argument("--backend", default="wgpu")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--files", type=Path, help="folder of SHAPE-TYPE.gguf files to reuse (written there if absent)")
     a = ap.parse_args()
     a.out.mkdir(parents=True, exist_ok=True)
     rows, log = [], (a.out / "runs.jsonl").open("w")
@@ -113,10 +114,11 @@ def main() -> None:
             sys.exit(f"no llama-completion or llama-cli in {a.llama_bin}")
     for shape in a.shapes.split(","):
         with tempfile.TemporaryDirectory() as d:
-            path = Path(d) / f"{shape}.gguf"
-            t = time.perf_counter()
-            synthesize(shape, path, ftype=a.type, seed=0)
-            print(f"{shape}: synthesized in {time.perf_counter() - t:.1f} s", flush=True)
+            path = (a.files or Path(d)) / f"{shape}-{a.type}.gguf"
+            if not path.exists():
+                t = time.perf_counter()
+                synthesize(shape, path, ftype=a.type, seed=0)
+                print(f"{shape}: synthesized in {time.perf_counter() - t:.1f} s", flush=True)
             row = {"shape": shape, "type": a.type, "oxigpu": ours(path, a.backend, a.reps)}
             print(f"{shape}: oxigpu {row['oxigpu']}", flush=True)
             if binary is not None:

@@ -75,6 +75,14 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
     # the instruct model's config: untied embeddings, llama3 RoPE scaling factor 8.
     Shape("llama-3.1-8b", "llama", 32, 4096, 32, 8, 14336, 128256, 128, 131072, 500000.0, 1e-5, False,
           "bpe-llama3", rope_scaling_factor=8.0, label="8B", extra=llama_keys(128, 128256)),
+    # the instruct model's config: tied embeddings, 9 query heads over 3 KV heads (rows of 576: not a
+    # multiple of 256).
+    Shape("smollm2-135m", "llama", 30, 576, 9, 3, 1536, 49152, 64, 8192, 100000.0, 1e-5, True,
+          "bpe-qwen2", label="135M", extra=llama_keys(64, 49152)),
+    # the mixture-of-experts config: 128 experts of width 768, 8 per token, q/k norms, untied.
+    Shape("qwen3moe-30b-a3b", "qwen3moe", 48, 2048, 32, 4, 6144, 151936, 128, 40960, 1e6, 1e-6, False,
+          "bpe-qwen2", label="30B-A3B", extra=(("expert_count", 128), ("expert_used_count", 8),
+                                               ("expert_feed_forward_length", 768))),
     # Tiny shapes: rows of 192/640/320 are not multiples of 256, rows of 256/512/768 are.
     Shape("tiny-llama", "llama", 2, 192, 6, 2, 512, 1024, 32, 2048, 10000.0, 1e-5, False,
           "spm-llama2", label="tiny", extra=llama_keys(32, 1024)),

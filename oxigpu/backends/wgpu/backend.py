@@ -82,11 +82,10 @@ def default_compile_threads(dev: Device) -> int:
     """Kernel-building threads for ``dev``: 8 (at most one per CPU core) on a hardware adapter, 0 on a
     software one.
 
-    The driver compiles each pipeline on the calling thread and wgpu-py's cffi calls release the GIL, so on
-    the H100 (16 cores) the 8B's 25 pipelines (5.4 s of driver compiles on a cold shader cache) took 1.4 s
-    of wall time on 8 threads, hidden behind the weight upload (docs/perf-log.md, "Load time"); a plan has
-    at most 14 kinds of node, so more threads have nothing to do. A CPU adapter's compiles contend for
-    the same cores as everything else (2-core lavapipe: a 0.5B load 7.2 -> 9.9 s), so it builds on one."""
+    The driver compiles each pipeline on the calling thread and wgpu-py's cffi calls release the GIL, so
+    threads hide a cold shader cache's compiles behind the weight upload (docs/perf-log.md, "Load time"); a
+    plan has at most 14 kinds of node, so more threads have nothing to do. A software adapter's compiles
+    contend for the same cores as everything else, so it builds on one."""
     return 0 if dev.is_software else min(8, os.cpu_count() or 1)
 
 
