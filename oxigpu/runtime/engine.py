@@ -20,6 +20,7 @@ import codecs
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -216,11 +217,12 @@ class Engine:
             plan = self.plan("mixed", self.prefill_chunk, 1 if step.n_seqs == 1 else self.max_seqs)
         return self.backend.run(plan, step)["logits"][:step.n_seqs]
 
-    def resident_stream(self, reqs: Sequence[Request], n_steps: int
-                        ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+    def resident_stream(self, reqs: Sequence[Request], n_steps: int,
+                        masks: Callable[[], np.ndarray | None] | None = None) -> Any:
         """The GPU-resident loop over ``reqs`` in their decode phase, one row each on the decode plan of their
         bucket (their blocks hold every position the steps write): ids a batch at a time ([step][sequence]),
-        with logprob rows when asked ([sequence, step, ...])."""
+        with logprob rows when asked ([sequence, step, ...]); ``masks``: constrained sequences, one step at a
+        time, their masks computed while the forward runs (``ResidentDecode.decode_batch``)."""
         resident = self.backend.resident
         assert resident is not None
         b = self.decode_bucket(len(reqs))
@@ -232,7 +234,7 @@ class Engine:
                            [r.sampler.adjust(c) for r, c in zip(reqs, contexts)] + [None] * pad,
                            [r.sampler.mask() for r in reqs] + [None] * pad, vocab=self.vocab_size)
         return resident.decode_batch(self.plan("decode", b, b), contexts, slots, n_steps,
-                                     [r.blocks.blocks for r in reqs])
+                                     [r.blocks.blocks for r in reqs], masks)
 
     # -- evaluation outside requests ------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
