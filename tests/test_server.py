@@ -394,14 +394,31 @@ def test_tool_calls_equal_llm_chat_streamed_or_not(server, client, ref):
     assert (choice.message.content or "") == expected.text
     stream = client.chat.completions.create(model="x", messages=ASK, tools=WEATHER, tool_choice="required",
                                             temperature=0, max_tokens=80, stream=True)
-    calls, finish = [], None
+    # OpenAI's streaming shape: a call's first delta has its id, type and name, later ones append argument
+    # fragments as the model writes them; accumulated as the openai client's docs do
+    calls, finish, fragments = {}, None, 0
     for c in stream:
-        if c.choices:
-            calls += c.choices[0].delta.tool_calls or []
-            finish = c.choices[0].finish_reason or finish
+        if not c.choices:
+            continue
+        finish = c.choices[0].finish_reason or finish
+        for d in c.choices[0].delta.tool_calls or []:
+            if d.index not in calls:
+                assert d.id and d.type == "function" and d.function.name
+                calls[d.index] = {"id": d.id, "name": d.function.name, "arguments": ""}
+            else:
+                assert d.id is None and d.function.name is None
+            calls[d.index]["arguments"] += d.function.arguments or ""
+            fragments += bool(d.function.arguments)
     assert finish == "tool_calls"
-    assert [(c.function.name, c.function.arguments) for c in calls] == \
-        [(c.function.name, c.function.arguments) for c in choice.message.tool_calls]
+    assert [(c["name"], json.loads(c["arguments"])) for c in calls.values()] == \
+        [(c.function.name, json.loads(c.function.arguments)) for c in choice.message.tool_calls]
+    assert fragments > len(calls)           # the arguments arrived in pieces, not in one chunk at the end
+    with client.chat.completions.stream(model="x", messages=ASK, tools=WEATHER, tool_choice="required",
+                                        temperature=0, max_tokens=80) as s:   # the client's own accumulation
+        final = s.get_final_completion().choices[0]
+    assert final.finish_reason == "tool_calls"
+    assert [(c.function.name, json.loads(c.function.arguments)) for c in final.message.tool_calls] == \
+        [(c["name"], json.loads(c["arguments"])) for c in calls.values()]
     # the answer goes back as a tool message; with tool_choice "none" the reply is text
     history = [*ASK, {"role": "assistant", "content": None, "tool_calls": [c.model_dump() for c in
                                                                              choice.message.tool_calls]},
@@ -732,3 +749,39 @@ def test_cli_serve_refuses_bad_options_before_loading(tiny_path):
         assert r.exit_code == 2 and fragment in r.output, r.output
     r = CliRunner().invoke(cli, ["serve", "-m", "/nonexistent.gguf"])
     assert r.exit_code == 1 and "not found" in r.output
+
+
+@pytest.mark.parametrize("fmt,text,content,calls", [
+    ("hermes", 'Sure, <tool_call>\n{"name": "get_weather", "arguments": {"city": "Paris \\"x\\"", "days": [1, 2]}}\n'
+               '</tool_call> and <tool_call>{"name": "f", "arguments": 5}</tool_call> done',
+     "Sure,  and  done", [("get_weather", '{"city": "Paris \\"x\\"", "days": [1, 2]}'), ("f", "5")]),
+    ("hermes", "no call, a <tool", "no call, a <tool", []),
+    ("hermes", '{"name": "f", "arguments": {"a": 1}}', "", [("f", '{"a": 1}')]),     # a bare call: whole, at the end
+    ("generic", '{"tool_calls": [{"name": "f", "arguments": {"a": {"b": [1]}}}, {"name": "g", "arguments": {}}]}',
+     "", [("f", '{"a": {"b": [1]}}'), ("g", "{}")]),
+    ("generic", '{"response": "hello"}', "hello", []),
+])
+def test_tool_call_stream_pieces_add_up_to_the_parsed_reply(fmt, text, content, calls):
+    """ToolCallStream fed a reply a few characters at a time: the content and each call's name and argument
+    fragments add up to what the parsed reply holds (ChatPlan.finish), and a call's arguments arrive in
+    several pieces where the model wrote them in several."""
+    from oxigpu.runtime.params import GenerationResult
+    from oxigpu.runtime.tools import ChatPlan, ToolCallStream
+
+    ts, got, pieces = ToolCallStream(fmt), "", {}
+    parsed = ChatPlan(fmt, [], None, {}, ("f", "g", "get_weather")).finish(GenerationResult(text, [], "stop", None))
+    out = [ts.feed(text[i:i + 3]) for i in range(0, len(text), 3)] + [ts.finish(parsed)]
+    for c, ds in out:
+        got += c
+        for d in ds:
+            if d.id is not None:
+                assert d.index not in pieces and d.name
+                pieces[d.index] = [d.name, d.arguments, 0]
+            else:
+                pieces[d.index][1] += d.arguments
+                pieces[d.index][2] += 1
+    assert got == content == parsed.text
+    assert [(n, a) for n, a, _ in pieces.values()] == calls
+    assert [(c.name, json.loads(c.arguments)) for c in parsed.tool_calls] == [(n, json.loads(a)) for n, a in calls]
+    if fmt == "generic" or "<tool_call>" in text:
+        assert all(k > 1 for n, a, k in pieces.values() if len(a) > 3)

@@ -9,6 +9,8 @@ blocks that are not 0, 1, 2, ... (test_batching.py runs the same scenarios on nu
 """
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
 
@@ -90,3 +92,73 @@ def test_preemption_through_scattered_blocks(tiny_models):
     got = small.generate(prompts, **params)
     assert [r.token_ids for r in got] == alone
     assert small.engine.scheduler.preemptions > 0
+
+
+def _host_greedy(llm, prompts: list[list[int]], n: int) -> list[list[int]]:
+    """Greedy continuations of ``prompts`` stepped from the host: the batch's rows in one forward per step
+    (prompts in one mixed step, then decode steps), each next token the argmax of its logits row."""
+    eng = llm.engine
+    seqs = [SeqBlocks() for _ in prompts]
+    out = [[] for _ in prompts]
+    with eng.lock:
+        try:
+            for s, p in zip(seqs, prompts):
+                assert eng.pool.grow(s, len(p) + n)
+            logits = eng.forward(Step.batch([(p, 0, s.blocks) for p, s in zip(prompts, seqs)]), decode=False)
+            for j in range(n):
+                for o, row in zip(out, logits):
+                    o.append(int(np.argmax(row)))
+                if j + 1 < n:
+                    logits = eng.forward(Step.batch([([o[-1]], len(p) + j, s.blocks)
+                                                     for o, p, s in zip(out, prompts, seqs)]), decode=True)
+        finally:
+            for s in seqs:
+                eng.pool.release(s)
+            eng.forget()
+    return out
+
+
+def test_resident_batch_equals_host_steps_and_reads_once_per_batch(llm):
+    """Three sequences decoding together run on the GPU-resident loop: their greedy tokens equal those of
+    the same batch stepped from the host (a forward per step, argmax of the logits read back), and the
+    device sees one submit and one read per batch of steps, not per step (the device layer counts them)."""
+    n = 40
+    prompts = [llm.tokenize(p) for p in (PROMPTS[0], PROMPTS[3], PROMPTS[4])]   # one mixed step
+    want = _host_greedy(llm, prompts, n)
+    eng = llm.engine
+    gens = [eng.start(p, llm.defaults.with_overrides(temperature=0.0, max_tokens=n)) for p in prompts]
+    for g in gens:
+        g.request.eog = frozenset()         # random weights: an end-of-generation id must not cut one short
+    while not all(g.request.generated for g in gens):
+        eng.scheduler.step()                # the prompts, and the first tokens drawn from their logits
+    before, steps = dict(eng.backend.dev.counts), len(gens[0].request.generated)
+    while not all(g.request.done for g in gens):
+        assert eng.scheduler.step()
+    counts = {k: v - before.get(k, 0) for k, v in eng.backend.dev.counts.items()}
+    assert [g.request.generated for g in gens] == want
+    decoded = n - steps                     # steps on the resident loop: batches of 2, 4, then 8 (and a tail)
+    batches = 3 + (decoded - 6) // 8
+    assert counts["read"] <= batches < decoded // 4, counts
+    assert counts["submit"] <= batches, counts
+    assert counts["write"] <= 10 + batches, counts   # the loop's setup (tables, sampler state), a write per batch
+
+
+def test_constrained_sequences_batched_on_the_resident_loop_equal_numpy(tiny_models, llm):
+    """Two constrained sequences (a JSON schema, a regex) and a free one decode together on the GPU-resident
+    loop, each step's masks computed while its forward runs: every output equals the sequence's output alone
+    on the numpy backend (host-stepped), and the constrained outputs hold."""
+    from structured_cases import SCHEMAS
+
+    runs = [dict(json_schema=SCHEMAS[0][1], temperature=1.0, seed=1, max_tokens=40),
+            dict(regex=r"(yes|no), [a-z]{2,12}\.", temperature=1.0, seed=2, max_tokens=30),
+            dict(temperature=1.0, seed=3, max_tokens=30)]
+    ref = LLM(tiny_models["tiny-qwen2"], backend="numpy", n_ctx=128)
+    want = [ref.generate("Hi", **kw).token_ids for kw in runs]
+    eng = llm.engine
+    gens = [llm.stream("Hi", **kw) for kw in runs]
+    resident = eng.scheduler.resident_steps
+    for g in gens:
+        list(g)
+    assert [g.result.token_ids for g in gens] == want
+    assert re.fullmatch(r"(yes|no), [a-z]{2,12}\.", gens[1].result.text)
+    assert eng.scheduler.resident_steps - resident >= 5   # drawn with masks on the device, not host-stepped

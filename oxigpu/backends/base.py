@@ -154,10 +154,13 @@ class ResidentDecode(Protocol):
         ...
 
     def decode_batch(self, plan: Plan, contexts: Sequence[Sequence[int]], sampling: Any, n_steps: int,
-                     block_tables: Sequence[Sequence[int]]) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+                     block_tables: Sequence[Sequence[int]], masks: Callable[[], np.ndarray | None] | None = None
+                     ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
         """:meth:`decode_stream` for several sequences at once, one row each on a decode plan of T >= their
         number of rows (``sampling`` a SlotBatch of T slots): ids [step][sequence] a batch at a time, logprob
-        rows [sequence, step, ...] when asked."""
+        rows [sequence, step, ...] when asked. The iterator also has ``stop()``: queue no more steps, but
+        still yield those already queued. ``masks``: constrained slots, one step per batch, each step's
+        masks asked for (uint32 [rows, W]) while its forward runs on the device."""
         ...
 
     def resident_step(self, plan: Plan, sampling: Any, pos: int | None = None

@@ -12,7 +12,7 @@ from ..errors import InvalidParameterError
 from ..runtime.engine import BACKENDS
 from ..tools.bench import run_bench, to_markdown
 from ..tools.compare import DEFAULT_LLAMACPP_ARGS, DEFAULT_ROWS
-from .common import friendly_errors, model_option, verbose_option
+from .common import friendly_errors, model_option, speculative_options, speculative_settings, verbose_option
 
 
 def _ints(text: str, option: str) -> list[int]:
@@ -69,17 +69,38 @@ def _depths(text: str) -> list[int]:
 @click.option("--batch", "batch", default=None,
               help="Batch sizes (1,4,16,64): llama-batched-bench's aggregate S_PP/S_TG/S of B sequences of "
                    "-p prompt and -n generated tokens each, instead of pp/tg.")
+@speculative_options
+@click.option("--prompts", "n_prompts", default=20, show_default=True, type=click.IntRange(1, 20),
+              help="Speculative bench: how many of its 20 code prompts to run.")
+@click.option("--dump-prompts", default=None, type=click.Path(file_okay=False),
+              help="Speculative bench: write the prompts (chat template applied) here as prompt00.txt ... for "
+                   "llama.cpp's tools.")
 @verbose_option
 @friendly_errors
 def bench(model: str | None, n_prompt: int, n_gen: int, depth: str | None, reps: int | None, backend: str,
           n_ctx: int | None, temperature: float, roofline_gbs: float | None, profile: bool, as_json: bool, seed: int,
           llamacpp: str | None, no_llamacpp: bool, rows: str | None, out: str, files: str | None,
-          budget_s: float | None, llamacpp_args: str, batch: str | None, verbose: bool) -> None:
+          budget_s: float | None, llamacpp_args: str, batch: str | None, draft_model: str | None, lookup: bool,
+          draft_max: int | None, draft_min: int | None, spec_ngram: int | None, n_prompts: int,
+          dump_prompts: str | None, verbose: bool) -> None:
     """Measure prompt processing (pp) and generation (tg) tokens/s on random token ids; progress goes to
     stderr, the markdown table (or JSON) to stdout.
 
     With --compare-llamacpp DIR (or --no-llamacpp): the same tests on each of --rows' synthesized files
-    (or -m's file), oxigpu then llama.cpp's llama-bench, side by side with their spreads and ratio."""
+    (or -m's file), oxigpu then llama.cpp's llama-bench, side by side with their spreads and ratio.
+
+    With -md/--model-draft FILE or --lookup: speculative against plain greedy decoding of -n tokens on 20
+    code prompts (tokens/s of each, speed-up, acceptance rate, identical outputs)."""
+    draft, spec = speculative_settings(draft_model, lookup, draft_max, draft_min, spec_ngram)
+    if spec is not None:
+        from ..api import resolve_model_path
+        from ..tools import spec_bench
+        result = spec_bench.run_spec_bench(
+            resolve_model_path(model), resolve_model_path(draft) if draft else None, spec, n_gen=n_gen,
+            backend=backend, n_ctx=n_ctx, n_prompts=n_prompts,
+            dump_prompts=Path(dump_prompts) if dump_prompts else None, log=lambda line: click.echo(line, err=True))
+        click.echo(json.dumps(result, indent=1) if as_json else spec_bench.to_markdown(result).rstrip())
+        return
     if llamacpp or no_llamacpp:
         _compare(model, n_prompt, n_gen, _depths(depth or "0,4096"), reps or 5, backend, n_ctx, temperature,
                  profile, as_json, llamacpp, no_llamacpp, rows, out, files, budget_s, llamacpp_args)

@@ -27,6 +27,8 @@ from .common import (
     read_chat_template,
     sampling_options,
     sampling_params,
+    speculative_options,
+    speculative_settings,
 )
 
 if TYPE_CHECKING:
@@ -43,14 +45,17 @@ def stdin_is_terminal() -> bool:
 @click.option("--system", default=None, help="System prompt.")
 @chat_template_option
 @sampling_options
+@speculative_options
 @load_options
 @friendly_errors
 def chat(system: str | None, chat_template_file: str | None, model: str | None, backend: str, n_ctx: int | None,
-         verbose: bool, **sampling: object) -> None:
+         verbose: bool, draft_model: str | None, lookup: bool, draft_max: int | None, draft_min: int | None,
+         spec_ngram: int | None, **sampling: object) -> None:
     """Chat with a model (history kept, rendered through its chat template)."""
     sampling_params(**sampling)  # type: ignore[arg-type]  (checked before the model loads)
+    draft, spec = speculative_settings(draft_model, lookup, draft_max, draft_min, spec_ngram)
     template = read_chat_template(chat_template_file)
-    llm = load_llm(model, backend, n_ctx, verbose, chat_template=template)
+    llm = load_llm(model, backend, n_ctx, verbose, chat_template=template, draft_model=draft, speculative=spec)
     params = sampling_params(**sampling, model=model_sampling_defaults(llm.model_path))  # type: ignore[arg-type]
     converse(llm, params, system, verbose)
 

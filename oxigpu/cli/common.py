@@ -46,6 +46,59 @@ load_options = _stack(
     verbose_option,
 )
 
+speculative_options = _stack(
+    click.option("-md", "--model-draft", "--draft-model", "draft_model", default=None, metavar="FILE|NAME",
+                 help="Speculative decoding with this draft model (same vocabulary, e.g. a smaller model of the "
+                      "family): it drafts --draft-max tokens, the model verifies them in one step."),
+    click.option("--lookup", is_flag=True,
+                 help="Speculative decoding by prompt lookup: drafts are what followed the last n-gram earlier "
+                      "in the context (no draft model; llama.cpp's --spec-type ngram-simple)."),
+    click.option("--draft-max", "--draft", "--spec-draft-n-max", "draft_max", type=int, default=None,
+                 help="Tokens drafted per speculative round. [default: 5]"),
+    click.option("--draft-min", "--spec-draft-n-min", "draft_min", type=int, default=None,
+                 help="Fewer drafts than this run a plain step instead. [default: 1]"),
+    click.option("--spec-ngram-size-n", "--spec-ngram-simple-size-n", "--lookup-ngram", "spec_ngram", type=int,
+                 default=None,
+                 help="--lookup: the longest n-gram matched (shorter ones down to 1 are tried). [default: 3]"),
+)
+
+
+def speculative_settings(draft_model: str | None, lookup: bool, draft_max: int | None, draft_min: int | None,
+                         spec_ngram: int | None) -> tuple[str | None, dict[str, Any] | None]:
+    """The draft model and the ``speculative=`` of the speculative options, checked before anything loads."""
+    from ..runtime.speculative import SpeculativeConfig
+    if draft_model is not None and lookup:
+        raise InvalidParameterError("--lookup and -md/--model-draft: give one of them")
+    if draft_model is None and not lookup:
+        for name, value in (("--draft-max", draft_max), ("--draft-min", draft_min),
+                            ("--spec-ngram-size-n", spec_ngram)):
+            if value is not None:
+                raise InvalidParameterError(f"{name} needs -md/--model-draft FILE or --lookup")
+        return None, None
+    if draft_model is not None and spec_ngram is not None:
+        raise InvalidParameterError("--spec-ngram-size-n is for --lookup")
+    spec: dict[str, Any] = {"method": "lookup" if lookup else "draft"}
+    for key, value in (("num_tokens", draft_max), ("min_tokens", draft_min), ("ngram", spec_ngram)):
+        if value is not None:
+            spec[key] = value
+    if "ngram" in spec and spec["ngram"] < SpeculativeConfig.ngram_min:
+        raise InvalidParameterError(f"--spec-ngram-size-n must be >= 1, got {spec['ngram']}")
+    if "num_tokens" in spec and "min_tokens" not in spec:
+        spec["min_tokens"] = min(SpeculativeConfig.min_tokens, spec["num_tokens"])
+    SpeculativeConfig(**spec)        # ranges checked now, with the config's messages
+    return draft_model, spec
+
+
+def speculative_line(llm: LLM) -> str | None:
+    """The speculative counters of `llm` as one stderr line (None without speculation)."""
+    st = llm.speculative_stats
+    if st is None:
+        return None
+    return (f"speculative: {st['rounds']} rounds, {st['accepted']}/{st['drafted']} drafts accepted "
+            f"({100 * st['acceptance_rate']:.1f} %), {st['tokens_per_round']:.2f} tokens per round, "
+            f"{st['plain_steps']} plain steps")
+
+
 chat_template_option = click.option(
     "--chat-template", "chat_template_file", default=None, type=click.Path(dir_okay=False), metavar="FILE",
     help="A jinja2 chat template file to use instead of the model's (same sandbox).")
@@ -214,14 +267,26 @@ def friendly_errors(fn: F) -> F:
 
 
 def load_llm(model: str | None, backend: str, n_ctx: int | None, verbose: bool,
-             chat_template: str | None = None) -> LLM:
-    """Resolve the model (default when None) and load it, showing progress on stderr (see progress.py)."""
+             chat_template: str | None = None, draft_model: str | None = None,
+             speculative: Mapping[str, Any] | None = None) -> LLM:
+    """Resolve the model (default when None) and load it, showing progress on stderr (see progress.py);
+    with ``draft_model`` (or ``speculative``) it decodes speculatively."""
     from ..api import LLM
     from .progress import LoadProgress
     path = resolve_model(model)
+    draft = resolve_model(draft_model) if draft_model is not None else None
     with LoadProgress(path.name) as progress:
-        return LLM(path, backend=backend, n_ctx=n_ctx, verbose=verbose, progress=progress,
-                   chat_template=chat_template)
+        llm = LLM(path, backend=backend, n_ctx=n_ctx, verbose=verbose, progress=progress,
+                  chat_template=chat_template)
+    if draft is None and speculative is None:
+        return llm
+    draft_llm = None
+    if draft is not None:
+        with LoadProgress(draft.name) as progress:
+            draft_llm = LLM(draft, backend=llm.backend, n_ctx=llm.n_ctx, verbose=verbose, progress=progress,
+                            max_seqs=1)
+    llm.speculate(draft_llm, speculative)
+    return llm
 
 
 def resolve_model(model: str | None) -> Path:

@@ -20,6 +20,7 @@ import codecs
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -36,6 +37,8 @@ from .kvcache import KV_BLOCK, BlockPool, SeqBlocks, pool_blocks
 from .params import GenerationResult, SamplingParams
 from .sampling import SamplerConfig, pack_batch
 from .scheduler import Request, Scheduler
+from .speculative import Speculator
+from .speculative import check_params as check_speculative
 
 BACKENDS = ("auto", "wgpu", "numpy")
 DEFAULT_N_CTX = 4096
@@ -136,6 +139,8 @@ class Engine:
         report("ready", 5, stages)
         self.scheduler = Scheduler(self)
         self.lock = self.scheduler.lock
+        self.speculator: Speculator | None = None
+        """Speculative decoding (``runtime/speculative.py``), when the LLM was given a draft model or lookup."""
         self.load_s = time.perf_counter() - t0
 
     def _pool_blocks(self, kv_memory: int | None) -> int:
@@ -212,11 +217,12 @@ class Engine:
             plan = self.plan("mixed", self.prefill_chunk, 1 if step.n_seqs == 1 else self.max_seqs)
         return self.backend.run(plan, step)["logits"][:step.n_seqs]
 
-    def resident_stream(self, reqs: Sequence[Request], n_steps: int
-                        ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+    def resident_stream(self, reqs: Sequence[Request], n_steps: int,
+                        masks: Callable[[], np.ndarray | None] | None = None) -> Any:
         """The GPU-resident loop over ``reqs`` in their decode phase, one row each on the decode plan of their
         bucket (their blocks hold every position the steps write): ids a batch at a time ([step][sequence]),
-        with logprob rows when asked ([sequence, step, ...])."""
+        with logprob rows when asked ([sequence, step, ...]); ``masks``: constrained sequences, one step at a
+        time, their masks computed while the forward runs (``ResidentDecode.decode_batch``)."""
         resident = self.backend.resident
         assert resident is not None
         b = self.decode_bucket(len(reqs))
@@ -228,7 +234,7 @@ class Engine:
                            [r.sampler.adjust(c) for r, c in zip(reqs, contexts)] + [None] * pad,
                            [r.sampler.mask() for r in reqs] + [None] * pad, vocab=self.vocab_size)
         return resident.decode_batch(self.plan("decode", b, b), contexts, slots, n_steps,
-                                     [r.blocks.blocks for r in reqs])
+                                     [r.blocks.blocks for r in reqs], masks)
 
     # -- evaluation outside requests ------------------------------------------------------------------------
     def eval(self, tokens: Sequence[int]) -> tuple[np.ndarray, int]:
@@ -315,6 +321,8 @@ class Engine:
             raise InvalidParameterError("logit_bias bans every token (-inf for all of them); nothing can be sampled")
         if seed_offset and params.seed is not None:
             params = params.with_overrides(seed=params.seed + seed_offset)
+        if self.speculator is not None:
+            check_speculative(params)
         constraint = Constraint.from_params(params, self.tokenizer, self.vocab_size)
         sampler = SequenceSampler(params, self.tokenizer, self.n_ctx, constraint)
         text = _TextDecoder(self.tokenizer)

@@ -380,6 +380,15 @@ def _chain(cl: np.ndarray, ids: np.ndarray, cfg: SamplerConfig, l: np.ndarray, c
            ) -> tuple[np.ndarray, np.ndarray, int]:
     """Steps 6-13 over the n finite candidates ``cl`` (logits) / ``ids``: the list as it ends (after
     typical-p's reordering) and the index drawn in it."""
+    cl, ids, t = _truncate(cl, ids, cfg, l, counter)
+    if t <= 0:
+        return cl, ids, 0
+    return cl, ids, _weighted_draw(cl, cl.size, t, u)[0]
+
+
+def _truncate(cl: np.ndarray, ids: np.ndarray, cfg: SamplerConfig, l: np.ndarray, counter: int
+              ) -> tuple[np.ndarray, np.ndarray, np.float32]:
+    """Steps 6-12: the candidates left (logits, ids) and the temperature step 13 draws them at."""
     n = cl.size
     if cfg.top_n_sigma > 0:
         thr = cl[0] - _F32(cfg.top_n_sigma) * _F32(vocab_std(l))
@@ -419,9 +428,31 @@ def _chain(cl: np.ndarray, ids: np.ndarray, cfg: SamplerConfig, l: np.ndarray, c
         norm = scan(terms)[n - 1] / np.log(_F32(n))
         powed = np.exp2(_F32(cfg.dynatemp_exponent) * np.log2(norm)) if norm > 0 else _F32(0)
         t = _F32(lo + (hi - lo) * _F32(powed))
+    return cl, ids, t
+
+
+def distribution(logits: np.ndarray, cfg: SamplerConfig, recent: Sequence[int] = (), counter: int = 0,
+                 mask: np.ndarray | None = None, adjust: Mapping[int, float] | None = None
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    """The distribution :func:`draw` samples from, as (token ids, probabilities in float64): the tokens the
+    chain leaves and their weights at its temperature; one token at probability 1 where the draw is
+    greedy. What speculative decoding compares a draft with (``runtime/speculative.py``). Mirostat's
+    truncation depends on its running state and is not covered (ValueError)."""
+    if cfg.mirostat:
+        raise ValueError("mirostat's distribution depends on its running state")
+    l = processed_logits(logits, cfg, recent, mask, adjust)
+    cand = candidates(l, K_MAX)
+    cl = l[cand]
+    if cl[0] == _NEG_INF:
+        check_drawn(-1, l.size, counter)
+    n = max(1, int(np.count_nonzero(cl > _NEG_INF)))
+    if not np.isfinite(cl[0]) or cfg.greedy:
+        return cand[:1], np.ones(1)
+    cl, ids, t = _truncate(cl[:n], cand[:n], cfg, l, counter)
     if t <= 0:
-        return cl, ids, 0
-    return cl, ids, _weighted_draw(cl, n, t, u)[0]
+        return ids[:1], np.ones(1)
+    w = np.exp((cl.astype(np.float64) - float(cl[0])) / float(t))
+    return ids, w / w.sum()
 
 
 def _mirostat(cl: np.ndarray, cfg: SamplerConfig, mu: np.float32, n_vocab: int, u: float

@@ -31,6 +31,7 @@ serves all of them (``Engine``'s handles do this).
 """
 from __future__ import annotations
 
+import functools
 import itertools
 import threading
 import time
@@ -38,6 +39,8 @@ from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
+
+import numpy as np
 
 from ..backends.base import Step
 from .decoding import SequenceSampler
@@ -117,6 +120,7 @@ class Scheduler:
         self._stream_reqs: list[Request] = []    # its sequences, slot by slot
         self._stream_left = 0                    # its steps not yet read back
         self.steps = 0
+        self.resident_steps = 0                  # steps whose ids came from the GPU-resident loop
         self.preemptions = 0
 
     # -- from any thread ------------------------------------------------------------------------------------
@@ -151,6 +155,7 @@ class Scheduler:
     def make_room(self, seq: SeqBlocks, n_tokens: int) -> None:
         """Blocks for ``n_tokens`` rows in ``seq`` (an evaluation outside the requests), preempting running
         requests, youngest first, while the pool is short. Holding the lock."""
+        self.quiesce()
         while not self.pool.grow(seq, n_tokens):
             if not self.running:
                 raise AssertionError("the pool holds a full context, yet it could not give one")
@@ -161,6 +166,11 @@ class Scheduler:
         """Run one step (or take one batch of the GPU-resident loop); False when there was nothing to do."""
         with self.lock:
             self._take_inbox()
+            if self._settle_stream():
+                self.steps += 1
+                return True
+            if self.engine.speculator is not None and self.engine.speculator.try_step(self):
+                return True       # a speculative round for the lone decoding sequence (runtime/speculative.py)
             if self._resident_ok():
                 return self._resident_step()
             self._drop_stream()
@@ -182,8 +192,6 @@ class Scheduler:
                 self.waiting.append(req)
         for req in [r for r in self.running + self.waiting if r.cancelled]:
             self._finish(req, None)
-        if any(r.cancelled for r in self._stream_reqs):
-            self._drop_stream()
 
     def _schedule(self) -> list[tuple[Request, int]]:
         """The step's sequences and how many rows each evaluates (see the module docstring)."""
@@ -322,8 +330,8 @@ class Scheduler:
             self.running.remove(req)
         if req in self.waiting:
             self.waiting.remove(req)
-        if any(r is req for r in self._stream_reqs):
-            self._drop_stream()
+        if self._stream is not None and any(r is req for r in self._stream_reqs):
+            self._stream.stop()                   # its queued steps still run; the next step takes their ids
         req.released = True
         if req.on_event is not None:
             req.on_event(req)
@@ -339,53 +347,65 @@ class Scheduler:
     # -- the GPU-resident loop ------------------------------------------------------------------------------
     def _resident_ok(self) -> bool:
         """Every running sequence in its decode phase, nothing waiting, on a backend with the loop, each
-        drawing with settings the device sampler keeps (a lone sequence may also have a constraint, whose
-        mask goes up one step at a time)."""
+        drawing with settings the device sampler keeps or under a constraint (whose masks go up a step at a
+        time); a lone sequence may also have a constraint with host state (mirostat, DRY: one step per loop)."""
         if self.engine.backend.resident is None or self.waiting or self._inbox or not self.running:
             return False
         alone = len(self.running) == 1
         return all(r.remaining == 1 and r.generated and not r.cancelled
-                   and (r.sampler.resident or (alone and r.sampler.constraint is not None)) for r in self.running)
+                   and (_streamable(r) or (alone and r.sampler.constraint is not None)) for r in self.running)
 
     def _resident_step(self) -> bool:
         """One batch of the GPU-resident loop over the running sequences (started here when needed)."""
         eng = self.engine
-        if self._stream is not None and self._stream_reqs != self.running:
-            self._drop_stream()
         if self._stream is None:
             reqs = list(self.running)
             n_steps = min(min(r.params.max_tokens - len(r.generated), eng.n_ctx - len(r.tokens) + 1) for r in reqs)
-            if not all(r.sampler.resident for r in reqs):
-                n_steps = 1                   # a constraint's next mask depends on this draw
+            masks = None
+            if not all(_streamable(r) for r in reqs):
+                n_steps = 1                   # host state (mirostat's mu, DRY) depends on this draw
+            elif any(r.sampler.constraint is not None for r in reqs):
+                masks = functools.partial(_masks, reqs, -(-eng.vocab_size // 32))
             # blocks for every position the queued steps write, taken before they are queued
             while n_steps >= 1 and not self._grow_all(reqs, n_steps):
                 n_steps //= 2
             if n_steps < 1:
                 return self._host_step()
-            self._stream = eng.resident_stream(reqs, n_steps)
+            self._stream = eng.resident_stream(reqs, n_steps, masks)
             self._stream_reqs, self._stream_left = reqs, n_steps
-        reqs = self._stream_reqs
+        if self._take_stream():
+            self.steps += 1
+            return True
+        self._drop_stream()
+        return self._host_step()
+
+    def _take_stream(self) -> bool:
+        """Accept the stream's next batch of ids (False when it has none left). Anything that changes the
+        batch (a sequence ends or must evaluate forced tokens) stops it: the batch already queued still
+        comes out at the next step, then the loop restarts or gives way to a host step."""
+        assert self._stream is not None
         ids, rows = next(self._stream, ((), None))
         if not ids:
-            self._drop_stream()
-            return self._host_step()
+            return False
+        reqs, eng = self._stream_reqs, self.engine
+        running = set(self.running)
         self._stream_left -= len(ids)
+        self.resident_steps += len(ids)
         changed = False
         for j, step_ids in enumerate(ids):
             for s, (req, token) in enumerate(zip(reqs, step_ids)):
-                if req.done or req.remaining > 1:
-                    continue                  # ended, or waits to evaluate forced tokens: later ids dropped
+                if req.done or req.remaining > 1 or req not in running:
+                    continue                  # ended, preempted, or waits to evaluate forced tokens: ids dropped
                 req.computed += 1             # the step that drew it evaluated the newest token
                 check_drawn(token, eng.vocab_size, len(req.generated))   # the GPU sampler's -1: nothing drawable
                 req.sampler.accept_row(token, None if rows is None else rows[s, j])
                 self._drawn(req, token)
                 changed |= req.done or req.remaining > 1
         for req in reqs:
-            if not req.done:
+            if not req.done and req in running:
                 self.pool.register(req.blocks, req.tokens, req.computed)
         if changed or self._stream_left <= 0:
-            self._drop_stream()
-        self.steps += 1
+            self._stream.stop()
         return True
 
     def _grow_all(self, reqs: list[Request], n_steps: int) -> bool:
@@ -402,9 +422,30 @@ class Scheduler:
             self.steps += 1
         return bool(batch)
 
+    def _settle_stream(self) -> bool:
+        """When the batch changed under a running loop: take the ids of the batch it already queued (True:
+        that was this step's work), else end it. Holding the lock."""
+        if self._stream is None:
+            return False
+        if not (self._stream.stopped or self._stream_reqs != self.running or not self._resident_ok()):
+            return False
+        self._stream.stop()
+        if self._take_stream():
+            return True
+        self._drop_stream()
+        return False
+
+    def quiesce(self) -> None:
+        """End the GPU-resident loop, its queued ids taken (an evaluation outside the requests is about to
+        write the plans' inputs the loop reads). Holding the lock."""
+        while self._stream is not None:
+            self._stream.stop()
+            if not self._take_stream():
+                self._drop_stream()
+
     def _drop_stream(self) -> None:
-        """Abandon the resident loop: the GPU finishes the batch already queued; its ids are dropped, and the
-        blocks taken ahead for steps that never ran go back."""
+        """Abandon the resident loop: the GPU finishes what is already queued, its ids dropped; the blocks
+        taken ahead for steps that never ran go back."""
         stream, reqs = self._stream, self._stream_reqs
         self._stream, self._stream_reqs = None, []
         if stream is not None:
@@ -412,3 +453,26 @@ class Scheduler:
         for req in reqs:
             if req.blocks.blocks:
                 self.pool.shrink(req.blocks, len(req.tokens))
+
+
+def _streamable(req: Request) -> bool:
+    """Whether ``req`` can stay in a multi-step GPU-resident loop: no host state between its draws but a
+    constraint's mask (mirostat's mu and DRY's penalties are computed on the host)."""
+    sampler = req.sampler
+    return sampler.resident or (sampler.constraint is not None and not sampler.cfg.mirostat
+                                and not sampler.dry.enabled)
+
+
+def _masks(reqs: list[Request], words: int) -> np.ndarray | None:
+    """The constraint masks of ``reqs``' next draws, rows up to the last constrained one (the loop's
+    ``masks`` callback; the others' rows are all ones)."""
+    rows = [r.sampler.mask() if not r.done else None for r in reqs]
+    last = max((i for i, m in enumerate(rows) if m is not None), default=-1)
+    if last < 0:
+        return None
+    out = np.full((last + 1, words), 0xFFFFFFFF, np.uint32)
+    for i, m in enumerate(rows[:last + 1]):
+        if m is not None:
+            m = np.asarray(m, np.uint32).reshape(-1)
+            out[i, :m.size] = m
+    return out

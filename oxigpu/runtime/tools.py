@@ -240,3 +240,196 @@ def parse_tool_calls(text: str, fmt: str = "hermes", names: Sequence[str] = ()) 
 def _call(name: str, arguments: Any) -> ToolCall:
     args = arguments if isinstance(arguments, str) else json.dumps(arguments, ensure_ascii=False)
     return ToolCall(f"call_{secrets.token_hex(12)}", name, args)
+
+
+class _CallScanner:
+    """Reads JSON text a piece at a time and reports the tool calls in it as they are written: each call
+    object at nesting ``depth`` (1: the text is the call; 3: calls in ``{"tool_calls": [...]}``) gives its
+    ``name`` once that string is complete and then its ``arguments`` value's raw text as it grows. A call
+    whose arguments come before its name is reported whole when its object closes."""
+
+    def __init__(self, depth: int):
+        self.depth = depth
+        self.stack: list[str] = []               # "o" / "a" per open container
+        self.expect_key: list[bool] = []
+        self.key: list[str | None] = []          # the last key of each open object
+        self.in_string = self.escape = self.is_key = False
+        self.buf: list[str] = []
+        self.calls: list[dict[str, Any]] = []    # {"name": str | None, "args": str, "open": bool}
+        self.arg: dict[str, Any] | None = None   # the call whose arguments value is being written
+        self.arg_kind = ""                       # "s" string, "c" container, "p" primitive
+        self.done = False                        # the outermost value closed
+
+    def feed(self, text: str) -> None:
+        for ch in text:
+            if self.done:
+                return
+            self._char(ch)
+
+    def _char(self, ch: str) -> None:
+        d = len(self.stack)
+        arg = self.arg
+        if arg is not None and self.arg_kind == "p" and not self.in_string and ch in ",}] \t\r\n":
+            self.arg = arg = None                 # a number / true / false / null ended
+        if arg is not None:
+            arg["args"] += ch
+        if self.in_string:
+            if self.escape:
+                self.escape = False
+                self.buf.append(ch)
+            elif ch == "\\":
+                self.escape = True
+                self.buf.append(ch)
+            elif ch == '"':
+                self.in_string = False
+                self._string_done(json.loads('"' + "".join(self.buf) + '"'))
+            else:
+                self.buf.append(ch)
+            return
+        if ch in " \t\r\n":
+            return
+        if arg is None and d == self.depth and self.stack[-1] == "o" and self.key[-1] == "arguments" \
+                and not self.expect_key[-1] and self.calls and self.calls[-1]["open"] and not self.calls[-1]["args"]:
+            # the arguments value starts here
+            self.arg = arg = self.calls[-1]
+            arg["args"] = ch
+            self.arg_kind = "s" if ch == '"' else "c" if ch in "{[" else "p"
+        if ch == '"':
+            self.in_string, self.buf = True, []
+            self.is_key = bool(self.stack) and self.stack[-1] == "o" and self.expect_key[-1]
+        elif ch in "{[":
+            self.stack.append("o" if ch == "{" else "a")
+            self.expect_key.append(ch == "{")
+            self.key.append(None)
+            if ch == "{" and len(self.stack) == self.depth:
+                self.calls.append({"name": None, "args": "", "open": True})
+        elif ch in "}]":
+            if len(self.stack) == self.depth and ch == "}" and self.calls:
+                self.calls[-1]["open"] = False
+            self.stack.pop()
+            self.expect_key.pop()
+            self.key.pop()
+            if arg is not None and self.arg_kind == "c" and len(self.stack) == self.depth:
+                self.arg = None
+            if not self.stack:
+                self.done = True
+        elif ch == ":" and self.stack:
+            self.expect_key[-1] = False
+        elif ch == "," and self.stack and self.stack[-1] == "o":
+            self.expect_key[-1] = True
+
+    def _string_done(self, value: str) -> None:
+        if self.is_key:
+            self.key[-1] = value
+            return
+        if self.arg is not None and self.arg_kind == "s" and len(self.stack) == self.depth:
+            self.arg = None
+        if len(self.stack) == self.depth and self.key and self.key[-1] == "name" and self.calls \
+                and self.calls[-1]["open"] and self.calls[-1]["name"] is None:
+            self.calls[-1]["name"] = value
+
+
+@dataclass
+class ToolCallDelta:
+    """One piece of a streamed tool call: its first (``id`` and ``name``, arguments "") or a fragment of its
+    arguments' JSON text (``arguments``)."""
+
+    index: int
+    id: str | None = None
+    name: str | None = None
+    arguments: str = ""
+
+
+class ToolCallStream:
+    """A reply's tool calls as the model writes them, for streaming (OpenAI's ``tool_calls`` deltas): the
+    text outside the calls' markup as content, each call's id and name once its name is written, then its
+    arguments' JSON text piece by piece. ``feed`` each text piece, then ``finish`` with the result's parsed
+    calls: calls the stream could not follow (a bare JSON call, arguments before the name) come out whole
+    there. The arguments sent are the model's own JSON text (the non-streamed reply re-serializes it)."""
+
+    def __init__(self, fmt: str):
+        self.fmt = fmt
+        self.text = ""
+        self.pos = 0                             # hermes: text before this was handled
+        self.scanner: _CallScanner | None = _CallScanner(3) if fmt == "generic" else None
+        self.scanners: list[_CallScanner] = []   # hermes: one per <tool_call> block, in order
+        self.sent: list[tuple[str, int]] = []    # per call started: (id, arguments characters sent)
+        self.held = fmt == "generic"             # content kept back (a generic reply, or a bare JSON call)
+        self.content = ""                        # content sent
+
+    def feed(self, piece: str) -> tuple[str, list[ToolCallDelta]]:
+        """(content to send, call deltas to send) after ``piece``."""
+        self.text += piece
+        content = ""
+        if self.fmt == "generic":
+            assert self.scanner is not None
+            self.scanner.feed(piece)
+            return "", self._deltas([self.scanner])
+        if not self.scanners and not self.held and self.text.lstrip()[:1] in ("{", "[", "`"):
+            self.held = True                     # perhaps a bare JSON call: the final parse decides
+        while True:
+            if self.scanners and not self.scanners[-1].done:
+                sc = self.scanners[-1]
+                rest = self.text[self.pos:]
+                sc.feed(rest)
+                self.pos = len(self.text)
+                if not sc.done:
+                    break
+                continue
+            if self.scanners:                    # after a call's JSON: skip to its end tag
+                end = self.text.find("</tool_call>", self.pos)
+                if end < 0 and self.text.find("<tool_call>", self.pos) < 0:
+                    break
+                if end >= 0:
+                    self.pos = end + len("</tool_call>")
+            start = self.text.find("<tool_call>", self.pos)
+            if start < 0:
+                keep = _tag_prefix(self.text, self.pos)
+                if not self.held and not self.scanners:
+                    content += self.text[self.pos:keep]
+                    self.pos = keep
+                break
+            if not self.held and not self.scanners:
+                content += self.text[self.pos:start]
+            self.pos = start + len("<tool_call>")
+            self.scanners.append(_CallScanner(1))
+        if not self.content:
+            content = content.lstrip()           # the parsed reply's text is stripped too
+        self.content += content
+        return content, self._deltas(self.scanners)
+
+    def _deltas(self, scanners: list[_CallScanner]) -> list[ToolCallDelta]:
+        out = []
+        calls = [c for sc in scanners for c in sc.calls]
+        for i, c in enumerate(calls):
+            if c["name"] is None:
+                continue
+            if i == len(self.sent):
+                self.sent.append((f"call_{secrets.token_hex(12)}", 0))
+                out.append(ToolCallDelta(i, self.sent[i][0], c["name"]))
+            if i < len(self.sent):
+                cid, n = self.sent[i]
+                if len(c["args"]) > n:
+                    out.append(ToolCallDelta(i, arguments=c["args"][n:]))
+                    self.sent[i] = (cid, len(c["args"]))
+        return out
+
+    def finish(self, result: GenerationResult) -> tuple[str, list[ToolCallDelta]]:
+        """(content not sent yet, call deltas not sent yet) at the end of the reply (``result``: the reply
+        with its calls parsed, ``ChatPlan.finish``)."""
+        if self.sent:                            # the text besides the calls, less what was sent
+            sent = self.content
+            return (result.text[len(sent):] if result.text.startswith(sent) else ""), []
+        calls = [ToolCallDelta(j, c.id, c.name, c.arguments) for j, c in enumerate(result.tool_calls)]
+        if self.held or self.fmt == "generic":
+            return result.text, calls
+        return self.text[self.pos:] if not result.tool_calls else "", calls
+
+
+def _tag_prefix(text: str, start: int) -> int:
+    """Where a possible beginning of ``<tool_call>`` at the end of ``text`` starts (len(text): none)."""
+    tag = "<tool_call>"
+    for k in range(min(len(tag) - 1, len(text) - start), 0, -1):
+        if text.endswith(tag[:k]):
+            return len(text) - k
+    return len(text)

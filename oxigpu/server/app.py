@@ -37,7 +37,7 @@ from .._version import __version__
 from ..aio import AsyncLLM, ClosedError, NotEmbeddingModelError, QueueFullError, RequestStream, StreamEvent
 from ..errors import ContextLengthError, InvalidParameterError, OxigpuError, TemplateError, TokenizerError
 from ..runtime.params import GenerationResult, SamplingParams, TokenLogprob
-from ..runtime.tools import ChatPlan
+from ..runtime.tools import ChatPlan, ToolCallDelta, ToolCallStream
 from . import protocol as P
 from .metrics import CONTENT_TYPE, Metrics
 
@@ -340,7 +340,7 @@ class _Job:
         self.timeout = config.request_timeout
         self.n = req.n or 1
         self.include_usage = bool(req.stream_options and req.stream_options.include_usage)
-        # with tools the reply's text holds the calls' markup: it is sent once parsed, not piece by piece
+        # with tools the reply's text holds the calls' markup: streams send it parsed (ToolCallStream)
         self.buffered = plan is not None and plan.format != "none"
         vocab = llm.tokenizer.vocab_size
         bias = {int(k): v for k, v in (req.logit_bias or {}).items()}
@@ -509,25 +509,36 @@ class _Job:
             return _data(c.model_dump_json(exclude=usage_null))
 
         results: dict[int, GenerationResult] = {}
-        held: dict[int, list[TokenLogprob]] = {}     # logprobs of a buffered (tools) reply, sent at its end
+        held: dict[int, list[TokenLogprob]] = {}     # logprobs of a tools reply, sent at its end
+        calls = {k: ToolCallStream(self.plan.format) for k in range(len(self.streams))} if self.buffered else {}
+
+        def deltas(ds: list[ToolCallDelta]) -> list[P.ToolCallDelta] | None:
+            return [P.ToolCallDelta(index=d.index, id=d.id, type="function" if d.id else None,
+                                    function=P.FunctionCallDelta(name=d.name, arguments=d.arguments))
+                    for d in ds] or None
+
         async with _sse_errors(self):
             for k in range(len(self.streams)):
                 yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(role="assistant", content=""))])
             async for k, event in self.events():
-                if self.buffered:
+                if self.buffered:       # the calls' markup is parsed as it comes: content and call deltas
                     held.setdefault(k, []).extend(event.logprobs or ())
+                    text, ds = calls[k].feed(event.text) if event.text else ("", [])
+                    if text or ds:
+                        yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(content=text or None,
+                                                                              tool_calls=deltas(ds)))])
                 elif event.text or event.logprobs:
                     yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(content=event.text or None),
                                                    logprobs=_chat_logprobs(event.logprobs))])
                 if event.result is None:
                     continue
                 r = results[k] = self.finish(event.result)
-                if self.buffered and (r.text or r.tool_calls or held.get(k)):
-                    calls = [P.ToolCallDelta(index=j, id=c.id, function=P.FunctionCall(name=c.name,
-                                                                                       arguments=c.arguments))
-                             for j, c in enumerate(r.tool_calls)] or None
-                    yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(content=r.text or None, tool_calls=calls),
-                                                   logprobs=_chat_logprobs(held.get(k)))])
+                if self.buffered:
+                    text, ds = calls[k].finish(r)
+                    if text or ds or held.get(k):
+                        yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(content=text or None,
+                                                                              tool_calls=deltas(ds)),
+                                                       logprobs=_chat_logprobs(held.get(k)))])
                 yield chunk([P.ChatChunkChoice(index=k, delta=P.Delta(), finish_reason=r.finish_reason)])
             if self.include_usage:
                 yield chunk([], self.usage(list(results.values())))

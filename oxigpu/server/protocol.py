@@ -313,8 +313,27 @@ class ChatCompletion(_Response):
     usage: Usage
 
 
-class ToolCallDelta(ToolCall):
+class FunctionCallDelta(_Response):
+    name: str | None = None
+    arguments: str | None = None
+
+    @model_serializer(mode="wrap")
+    def _present_only(self, handler: Any) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
+
+
+class ToolCallDelta(_Response):
+    """A streamed tool call's piece: its first carries id, type and name (arguments ""), later ones only
+    fragments of its arguments, which a client appends (OpenAI's shape)."""
+
     index: int
+    id: str | None = None
+    type: Literal["function"] | None = None
+    function: FunctionCallDelta | None = None
+
+    @model_serializer(mode="wrap")
+    def _present_only(self, handler: Any) -> dict[str, Any]:
+        return {k: v for k, v in handler(self).items() if v is not None}
 
 
 class Delta(_Response):

@@ -22,8 +22,8 @@
 // XQIN: by a dispatch of the entry quantize_x before the GEMV, once (see xpiece); XSTAGE: by each
 // workgroup, once, into workgroup memory (stage_x).
 // Defines: QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
-// GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XSWORDS, XCLAMP, PERSIST, MULTI, XR, NXB, and the
-// generated blocks ACC_DECL, STEP, U2_STEP, ACC_LIST of rows_dot (see ops/matmul.py).
+// GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XSWORDS, XCLAMP, PERSIST, MULTI, XR, NXB, the
+// generated blocks ACC_DECL, STEP, U2_STEP, ACC_LIST of rows_dot and WROWS, DOT0, DOT1 (see ops/matmul.py).
 #include "math.wgsl"
 #include "common/matmul_io.wgsl"
 #include "gemv/common.wgsl"
@@ -276,6 +276,11 @@ fn rows_dot(s: u32, c0: u32, gl: u32, m0: u32) -> Partial {
   return Partial(array<f32, NVA>({{ACC_LIST}}));
 }
 
+// The multi-row integer-dot GEMV's rows_dot, one per slot (generated: ops/matmul.py gemv_wrows_code): each
+// step loads and decodes the R weight rows' pieces once (<piece>_wload) and reduces them against every x
+// row in registers (<piece>_wdot), instead of once per x row; a row's sums keep the single-row order.
+{{WROWS}}
+
 // PERSIST: the host launches fewer workgroups than the D._p1 the rows need, and each takes workgroups g,
 // g + launched, ... in turn: x staged (XSTAGE) once per launched workgroup instead of once per D._p1.
 const PERSIST: bool = {{PERSIST}};
@@ -293,7 +298,7 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   loop {
     let c0 = (g * GPW + grp) * RO;   // the group's first output column in its slot
     var pt: Partial;
-    if (MIXED && s == 1u) { pt = rows_dot(1u, c0, gl, m0); } else { pt = rows_dot(0u, c0, gl, m0); }
+    if (MIXED && s == 1u) { pt = {{DOT1}}(1u, c0, gl, m0); } else { pt = {{DOT0}}(0u, c0, gl, m0); }
     // Never true (the host writes 0): keeps every view of the weights in the auto bind-group layout.
     if (D._p0 == 0xFFFFFFFFu) { pt.acc[0] += f32(W[0] ^ W4[0].x ^ slot1_keep()) + B[0] + NW[0].x; }
     let tq = group_sum(lane, grp, gl, pt.acc);

@@ -3,15 +3,18 @@
 
 For each batch size B: B sequences, each of ``npp`` random prompt tokens (distinct prompts, nothing shared),
 are evaluated into an empty cache in mixed steps of the engine's step rows (prompt processing, PP), then
-``ntg`` decode steps run with one row per sequence (text generation, TG). As in llama-batched-bench, TG feeds
-tokens without sampling them (each step's token is the next random id), so the figures are the model's
-throughput, not the sampler's. Reported per B (llama-batched-bench's columns): PP, TG, B, N_KV = B *
-(npp + ntg), T_PP / S_PP = B * npp / T_PP, T_TG / S_TG = B * ntg / T_TG, T = T_PP + T_TG, S = N_KV / T.
+``ntg`` decode steps run with one row per sequence (text generation, TG). TG runs where serving runs it: on
+a backend with the GPU-resident loop, there (each step's greedy draw, an argmax on the device, feeds the
+next; the host reads the ids a batch of steps at a time), else step by step from the host with the next
+random id as each step's token, as llama-batched-bench feeds them. Reported per B (llama-batched-bench's
+columns): PP, TG, B, N_KV = B * (npp + ntg), T_PP / S_PP = B * npp / T_PP, T_TG / S_TG = B * ntg / T_TG,
+T = T_PP + T_TG, S = N_KV / T.
 Each B runs ``reps`` times after a warm-up of one short run; the median run (by T) is reported.
 
 The engine is built for the largest B: ``max_seqs`` = max(B), a context of npp + ntg tokens and a KV pool of
-exactly max(B) such contexts. Steps go through ``Engine.forward`` on the plans the scheduler uses (decode
-buckets, the mixed plan), so they time what serving many requests runs, less the scheduler's host work.
+exactly max(B) such contexts. Steps go through ``Engine.forward`` and the resident loop on the plans the
+scheduler uses (decode buckets, the mixed plan), so they time what serving many requests runs, less the
+scheduler's per-token host work (detokenizing, stop strings).
 """
 from __future__ import annotations
 
@@ -28,6 +31,7 @@ from ..gguf import GGUFFile
 from ..models import HParams
 from ..runtime.engine import Engine
 from ..runtime.kvcache import KV_BLOCK, SeqBlocks, blocks_for
+from ..runtime.sampling import SamplerConfig, pack_batch
 
 Log = Callable[[str], None]
 
@@ -93,15 +97,33 @@ def _run(engine: Engine, ids: list[list[int]], n_prompt: int, n_gen: int) -> tup
                     done[i] += n
             t_pp = time.perf_counter() - t
             t = time.perf_counter()
-            for j in range(n_gen):
-                pos = n_prompt + j
-                engine.forward(Step.batch([(ids[i][pos:pos + 1], pos, seqs[i].blocks) for i in range(b)]), decode=True)
+            if engine.backend.resident is not None:
+                _tg_resident(engine, [row[:n_prompt + 1] for row in ids], [s.blocks for s in seqs], n_gen)
+            else:
+                for j in range(n_gen):
+                    pos = n_prompt + j
+                    engine.forward(Step.batch([(ids[i][pos:pos + 1], pos, seqs[i].blocks) for i in range(b)]),
+                                   decode=True)
             t_tg = time.perf_counter() - t
         finally:
             for s in seqs:
                 engine.pool.release(s)
             engine.forget()
     return t_pp, t_tg
+
+
+def _tg_resident(engine: Engine, contexts: list[list[int]], tables: list[list[int]], n_gen: int) -> None:
+    """``n_gen`` decode steps of every sequence on the GPU-resident loop (the path the scheduler runs while
+    no sequence joins or leaves): greedy draws feed the next step on the device; the host reads the ids a
+    batch of steps at a time."""
+    b = len(contexts)
+    bucket = engine.decode_bucket(b)
+    cfgs = [SamplerConfig(temperature=0.0)] * bucket
+    slots = pack_batch(cfgs, [len(c) for c in contexts] + [1] * (bucket - b), [0] * bucket, vocab=engine.vocab_size)
+    got = sum(len(ids) for ids, _ in engine.backend.resident.decode_batch(
+        engine.plan("decode", bucket, bucket), contexts, slots, n_gen, tables))
+    if got != n_gen:
+        raise RuntimeError(f"the resident loop ran {got} of {n_gen} steps")
 
 
 def to_markdown(r: dict[str, Any]) -> str:

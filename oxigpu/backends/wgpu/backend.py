@@ -29,7 +29,7 @@ import functools
 import logging
 import math
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
@@ -126,6 +126,8 @@ class _Resident:
     base: Any
     readback: tuple[Any, Any]
     n_sparse: int
+    n_sample: int
+    """Dispatches of the sampler at the end of a variant (a masked step submits them on their own)."""
     sized: tuple[tuple[tuple[int, ...], Any], ...] = ()
     nxt: tuple[list[Dispatch], ...] = ()
     """Per staging slot and step: the next_params dispatch (the step's Params into the uniform, each row's
@@ -473,7 +475,8 @@ class WgpuBackend:
             yield [t[0] for t in ids], None if rows is None else rows[0]
 
     def decode_batch(self, plan: Plan, contexts: Sequence[Sequence[int]], sampling: Any, n_steps: int,
-                     block_tables: Sequence[Sequence[int]]) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+                     block_tables: Sequence[Sequence[int]], masks: Callable[[], np.ndarray | None] | None = None
+                     ) -> DecodeStream:
         """Run up to ``n_steps`` decode steps of ``len(contexts)`` sequences on the device, one row each, with
         no host round trip between steps; yield each batch of steps as its drawn ids ([k][n]: step, then
         sequence) and, when asked, logprob rows ([n, k, 1 + alternatives, 2]).
@@ -486,7 +489,15 @@ class WgpuBackend:
         runtime's numpy twin would. Sequence s's cache holds ``contexts[s][:-1]`` in the blocks of
         ``block_tables[s]``, which must cover every position the steps write (the host takes them before it
         queues the steps). The next batch is queued before a batch is read back, so the GPU never idles on
-        the host; closing the iterator stops it within one batch.
+        the host; closing the iterator stops it within one batch, and its ``stop()`` queues nothing more
+        but still yields the batch already queued (its ids are valid: the GPU runs it anyway).
+
+        ``masks`` (constrained sequences, whose next mask depends on the id just drawn): steps are yielded
+        one at a time, each as two submissions, the forward then the sampler, and step i + 1's forward is
+        queued before step i's id is read (it takes that id on the device). ``masks()`` is called between
+        step i's two submissions for i >= 1 (after the consumer took step i - 1's ids), so the host computes
+        the masks while the GPU runs the forward; it returns uint32 [rows, W] for the first rows' slots
+        (None: unchanged). Step 0 draws with ``sampling.mask``.
         """
         n, T = len(contexts), plan.T
         if not plan.graph.decode or not 1 <= n <= T or len(block_tables) != n:
@@ -525,10 +536,13 @@ class WgpuBackend:
         self.dev.write(res.ring, ring)
         self.dev.write(res.tok[0], last)
         counters = list(sampling.counters[:n]) if sampling.counters else [0] * n
-        return self._stream(res, n, pos0, n_steps, bool(sampling.logprobs), counters)
+        ctl = DecodeStream()
+        gen = self._stream if masks is None else self._stream_masked
+        ctl.gen = gen(res, n, pos0, n_steps, bool(sampling.logprobs), counters, ctl, masks)
+        return ctl
 
-    def _stream(self, res: _Resident, n: int, pos0: list[int], n_steps: int, logprobs: bool, counters: list[int]
-                ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+    def _stream(self, res: _Resident, n: int, pos0: list[int], n_steps: int, logprobs: bool, counters: list[int],
+                ctl: DecodeStream, masks: None) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
         sizes, done = [], 0
         while done < n_steps:   # 2, 4, ... up to resident_batch: the first ids arrive quickly
             sizes.append(min(n_steps - done, min(self.resident_batch, _MAX_BATCH), 2 << len(sizes)))
@@ -537,17 +551,57 @@ class WgpuBackend:
         lock = self.dev.step_lock   # a batch's pass writes the device's shared params buffer
         with lock:
             index = [self._submit(self._encode_batch(res, n, pos0, step, sizes[0], 0, logprobs)), None]
+        queued = 1
         for b, k in enumerate(sizes):
+            if b >= queued:
+                return              # stopped: nothing more was queued
             with lock:
-                if b + 1 < len(sizes):   # queued before this batch is read back: the GPU never waits on the host
-                    index[(b + 1) % 2] = self._submit(
+                if b + 1 < len(sizes) and not ctl.stopped:   # queued before this batch is read back: the GPU
+                    index[(b + 1) % 2] = self._submit(       # never waits on the host
                         self._encode_batch(res, n, pos0, step + k, sizes[b + 1], (b + 1) % 2, logprobs))
+                    queued += 1
                 ids, rows = self._read_tokens(res, n, b % 2, k, index[b % 2], logprobs)
-            if rows is not None:    # the row of slot s's draw with counter c: c % _MAX_BATCH
-                rows = np.stack([rows[s][[(counters[s] + step + j) % _MAX_BATCH for j in range(k)]]
-                                 for s in range(n)])
+            yield ids, _lp_rows(rows, counters, step, k, n)
             step += k
-            yield ids, rows
+
+    def _stream_masked(self, res: _Resident, n: int, pos0: list[int], n_steps: int, logprobs: bool,
+                       counters: list[int], ctl: DecodeStream, masks: Callable[[], np.ndarray | None]
+                       ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+        """:meth:`decode_batch` with ``masks``: step i's forward (queued while step i - 1's id was read), the
+        host's masks for it, its sampler; then step i + 1's forward, then step i's id."""
+        lock = self.dev.step_lock
+        with lock:
+            self._submit(self._encode_step(res, n, pos0, 0, logprobs, forward=True))
+        for step in range(n_steps):
+            with lock:
+                if step:
+                    m = masks()
+                    if m is not None:
+                        self.dev.write(res.mask, np.ascontiguousarray(m, np.uint32))
+                index = self._submit(self._encode_step(res, n, pos0, step, logprobs, forward=False))
+                if step + 1 < n_steps and not ctl.stopped:
+                    self._submit(self._encode_step(res, n, pos0, step + 1, logprobs, forward=True))
+                ids, rows = self._read_tokens(res, n, step % 2, 1, index, logprobs)
+            yield ids, _lp_rows(rows, counters, step, 1, n)
+            if ctl.stopped:
+                return
+
+    def _encode_step(self, res: _Resident, n: int, pos0: list[int], step: int, logprobs: bool, forward: bool
+                     ) -> Any:
+        """One step's forward (its Params from staging buffer ``step % 2``, then the plan's kernels) or its
+        sampler and the copy of its ids (and logprob rows) into readback buffer ``step % 2``."""
+        slot = step % 2
+        ds = res.step(slot, max(pos0) + step)
+        if forward:
+            self.dev.write(self._staging[slot], Params(pos=step, n_tokens=n, n_seqs=n).pack())
+            ds = [res.nxt[slot][0], *ds[:len(ds) - res.n_sample]]
+        else:
+            ds = ds[len(ds) - res.n_sample:]
+        enc = self.dev.device.create_command_encoder()
+        self.dev.encode(enc, ds)
+        if not forward:
+            self._copy_ids(enc, res, n, pos0, step, 1, slot, logprobs)
+        return enc.finish()
 
     def _encode_batch(self, res: _Resident, n: int, pos0: list[int], step0: int, k: int, slot: int,
                       logprobs: bool) -> Any:
@@ -557,19 +611,25 @@ class WgpuBackend:
         sequence's k drawn ids from its ring row (and the logprob rows) into readback buffer ``slot``."""
         params = b"".join(Params(pos=s, n_tokens=n, n_seqs=n).pack().ljust(self._step_stride, b"\0")
                           for s in range(step0, step0 + k))
-        self.dev.queue.write_buffer(self._staging[slot], 0, params)
+        self.dev.write(self._staging[slot], params)
         enc = self.dev.device.create_command_encoder()
         nxt = res.nxt[slot]
         top = max(pos0)
         self.dev.encode(enc, [d for j in range(k)
                               for d in (nxt[j], *res.step((step0 + j) % 2, top + step0 + j))])
+        self._copy_ids(enc, res, n, pos0, step0, k, slot, logprobs)
+        return enc.finish()
+
+    def _copy_ids(self, enc: Any, res: _Resident, n: int, pos0: list[int], step0: int, k: int, slot: int,
+                  logprobs: bool) -> None:
+        """Copy each sequence's ids of steps ``step0 .. step0 + k - 1`` from its ring row (and the logprob
+        rows) into readback buffer ``slot``."""
         cap = self.n_ctx + 1
         for s in range(n):
             enc.copy_buffer_to_buffer(res.ring, (s * cap + pos0[s] + step0 + 1) * 4, res.readback[slot],
                                       s * _MAX_BATCH * 4, k * 4)
         if logprobs:
             enc.copy_buffer_to_buffer(res.lp, 0, res.readback[slot], res.S * _MAX_BATCH * 4, res.lp.size)
-        return enc.finish()
 
     def _submit(self, command_buffer: Any) -> int | None:
         try:
@@ -652,10 +712,40 @@ class WgpuBackend:
                                                                2: self.dev.params_buffer,
                                                                3: loaded.inputs["positions"], 4: base}), (1, 1, 1))
                      for j in range(_MAX_BATCH)] for st in self._staging)
+        n_sample = len(variants[0]) - sum(map(len, loaded.node_dispatches))
         res = _Resident(S, (variants[0], variants[1]), tok, slots, sparse, mask, lp, ring, base, readback, nb,
-                        sized, nxt)
+                        n_sample, sized, nxt)
         self._resident[key] = res
         return res
+
+
+class DecodeStream:
+    """The iterator :meth:`WgpuBackend.decode_batch` returns: batches of ids; ``stop()`` queues no more
+    steps but lets the batch already queued come out; ``close()`` drops it."""
+
+    def __init__(self) -> None:
+        self.stopped = False
+        self.gen: Iterator[tuple[list[list[int]], np.ndarray | None]] = iter(())
+
+    def __iter__(self) -> DecodeStream:
+        return self
+
+    def __next__(self) -> tuple[list[list[int]], np.ndarray | None]:
+        return next(self.gen)
+
+    def stop(self) -> None:
+        self.stopped = True
+
+    def close(self) -> None:
+        self.gen.close()
+
+
+def _lp_rows(rows: np.ndarray | None, counters: list[int], step: int, k: int, n: int) -> np.ndarray | None:
+    """The logprob rows of ``k`` steps from ``step`` ([n, k, ...]) out of the readback's per-slot rows: the
+    row of slot s's draw with counter c is c % _MAX_BATCH."""
+    if rows is None:
+        return None
+    return np.stack([rows[s][[(counters[s] + step + j) % _MAX_BATCH for j in range(k)]] for s in range(n)])
 
 
 def _describe(node: Node, in_types: Sequence[str]) -> str:

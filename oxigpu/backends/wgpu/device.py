@@ -23,6 +23,7 @@ uniform ``P`` (``#include "common/params.wgsl"``) in kernels that need step valu
 """
 from __future__ import annotations
 
+import collections
 import functools
 import os
 import re
@@ -259,6 +260,10 @@ class Device:
         ``LLM``s of the process) share this device and its ``params_buffer``, so one model's step must not
         read another's params, and wgpu's map/poll calls are not made from two threads at once."""
         self._stage_lock = threading.Lock()   # the upload staging buffers (two models loading at once)
+        self.counts: collections.Counter[str] = collections.Counter()
+        """Host<->device traffic by kind ("submit", "write", "read"): what a decode step costs in round trips
+        and uploads, counted here so tests and profiles see every path (the backend calls no queue directly
+        on a step's path)."""
         self.write_params(Params())
 
     # -- description ------------------------------------------------------------------------------
@@ -361,6 +366,7 @@ class Device:
         if raw.size % 4:
             raw = np.concatenate([raw, np.zeros(4 - raw.size % 4, np.uint8)])
         if raw.size:
+            self.counts["write"] += 1
             try:
                 if self.implementation == "dawn" and raw.size >= self.stage_bytes // 8:
                     self._write_staged(buffer, raw, offset)
@@ -402,6 +408,7 @@ class Device:
         count = int(np.prod(shape)) if shape is not None else (buffer.size - offset) // dtype.itemsize
         nbytes = count * dtype.itemsize
         size = (nbytes + 3) // 4 * 4
+        self.counts["read"] += 1
         try:
             raw = np.frombuffer(self.queue.read_buffer(buffer, offset, size), np.uint8)[:nbytes]
         except Exception as e:
@@ -411,6 +418,7 @@ class Device:
 
     def sync(self) -> None:
         """Block until submitted work is done (reads back 16 bytes: on_submitted_work_done is broken)."""
+        self.counts["read"] += 1
         try:
             self.queue.read_buffer(self._sync_buf, 0, 16)
         except Exception as e:
@@ -426,6 +434,7 @@ class Device:
         return self.upload(packed, UNIFORM, label="dims")
 
     def write_params(self, params: Params) -> None:
+        self.counts["write"] += 1
         try:
             self.queue.write_buffer(self.params_buffer, 0, params.pack())
         except Exception as e:
@@ -565,6 +574,7 @@ class Device:
 
     def submit(self, dispatches: Sequence[Dispatch]) -> None:
         """Encode ``dispatches`` in ONE compute pass and submit it (does not wait)."""
+        self.counts["submit"] += 1
         try:
             enc = self.device.create_command_encoder()
             self.encode(enc, dispatches)
@@ -575,6 +585,7 @@ class Device:
     def submit_indexed(self, command_buffer: Any) -> int | None:
         """Submit one command buffer; returns its submission index for :meth:`read_submitted` (None
         where wgpu-native's C API is not reachable)."""
+        self.counts["submit"] += 1
         if self._native is None:   # Dawn: a buffer's map waits for the submissions that used it
             self.queue.submit([command_buffer])
             return None
@@ -591,6 +602,7 @@ class Device:
         batch b+1, and the GPU idled while the host encoded b+2 (a fraction of a millisecond per token).
         Here the map resolves on this thread by polling for ``index`` alone.
         """
+        self.counts["read"] += 1
         if index is None:   # Dawn (submit_indexed gave None): its map waits for this buffer's last use only
             try:
                 buffer.map_sync(1)   # MAP_READ; waits for all submitted work

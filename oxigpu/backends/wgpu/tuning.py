@@ -172,6 +172,12 @@ class GemmTuning:
     kernel's rate on the same shapes is 19-37); F16 weights always do."""
     mma_min_rows: int = 0
     """Chunks of fewer than ``tiled_min_rows`` rows take the matrix units from this many rows (0: never)."""
+    mma_decode: Mapping[str, int] | None = None
+    mma_decode_glu: Mapping[str, int] | None = None
+    """Decode batches (``mma_min_rows`` to ``short_rows`` rows) on the matrix units take this tile and split-k
+    (the GLU epilogue, unsplit, its own) instead of the cost model's, which rates tiles by their prefill
+    throughput: at these sizes the weight staging, not the products, bounds them, and split-k spreads it
+    over more compute units (docs/perf-log.md, "Decode batches")."""
 
 
 # -- attention ------------------------------------------------------------------------------------------
@@ -224,9 +230,13 @@ class Tuning:
     gemv_rows: int = 16
     """Matmuls of at most this many rows (decode batches) run as GEMVs, reading each weight once for
     all rows; more rows take the GEMM."""
-    gemv_acc: int = 8
-    """Most sums a GEMV lane accumulates (R weight rows x XR x rows): the one-row kernels' register
-    budget, so several x rows trade weight rows per group for x rows."""
+    gemv_acc: int = 16
+    """Most sums a GEMV lane accumulates (R weight rows x XR x rows)."""
+    gemv_xr: int = 4
+    gemv_wr: int = 4
+    gemv_wr_u2: int = 2
+    """The integer-dot multi-row GEMV's group: x rows, weight rows (two-piece steps past gemv_xr rows:
+    ``gemv_wr_u2``), as measured over 8 and 16 (docs/perf-log.md, "Decode batches")."""
     gemm: GemmTuning = field(default_factory=GemmTuning)
     decode: DecodeTuning = field(default_factory=DecodeTuning)
     prefill: PrefillTuning = field(default_factory=PrefillTuning)
@@ -237,7 +247,7 @@ _MMA_GEMM = GemmTuning(
     # the 64-row ones. Its rate is an estimate (each staged weight tile serves 32 rows, a quarter of the
     # 128-row tile's), not a measurement: dev/bench_batch.py times it.
     mma_tiles=(*GemmTuning().mma_tiles, (dict(tm=2, tn=8, sn=4), 30.0)),
-    mma_min_rows=17)
+    mma_min_rows=17, mma_decode=dict(tm=4, tn=4, sn=2, splits=8), mma_decode_glu=dict(tm=4, tn=8, sn=4, splits=1))
 
 TUNING: dict[str, Tuning] = {c: Tuning(c, slots=132, gemm=_MMA_GEMM if c == MMA else GemmTuning())
                              for c in DEVICE_CLASSES}

@@ -31,6 +31,18 @@ fn q32_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
   return q32_comb(q, lo, hi, sx);
 }
 
+// The multi-row GEMV's split of qdot: the sub-block loaded once (wload), reduced per x row (wdot).
+alias q32_W = Q32;
+fn q32_wload(s: u32, blk: u32, i: u32) -> Q32 { return q32(blk, i); }
+
+fn q32_wdot(q: Q32, xq: XQ) -> f32 {
+  let lo = idot(q.lo.x, xq.q[0]) + idot(q.lo.y, xq.q[1]) + idot(q.lo.z, xq.q[2]) + idot(q.lo.w, xq.q[3]);
+  let hi = idot(q.hi.x, xq.q[4]) + idot(q.hi.y, xq.q[5]) + idot(q.hi.z, xq.q[6]) + idot(q.hi.w, xq.q[7]);
+  var sx = 0;
+  if (HM == 1u) { sx = xsum(xq, 0u, 8u); }
+  return xq.d * q32_comb(q, f32(lo), f32(hi), f32(sx));
+}
+
 fn q32_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
   let q = q32(blk, i);
   let lo = idot(q.lo.x, xq.q[0]) + idot(q.lo.y, xq.q[1]) + idot(q.lo.z, xq.q[2]) + idot(q.lo.w, xq.q[3]);

@@ -37,6 +37,28 @@ fn q4_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
 
 // As gdot, on int8 x (low nibbles against xq.q[0..QW), high ones against xq.q[QW..2 QW)); the -8
 // offset via the x sum.
+// The multi-row GEMV's split of qdot: the piece's words and scale (wload), reduced per x row (wdot).
+struct q4_0_W { q: array<u32, 4>, d: f32 }
+
+fn q4_0_wload(s: u32, blk: u32, i: u32) -> q4_0_W {
+  const QW = q4_0_QW;
+  let q = blk + 2u + 4u * QW * i;
+  var w: q4_0_W;
+  w.q[0] = lw1(s, q);
+  if (QW > 1u) { w.q[1] = lw1(s, q + 4u); }
+  if (QW > 2u) { w.q[2] = lw1(s, q + 8u); w.q[3] = lw1(s, q + 12u); }
+  w.d = h16(s, blk);
+  return w;
+}
+
+fn q4_0_wdot(w: q4_0_W, xq: XQ) -> f32 {
+  const QW = q4_0_QW;
+  var t = q4_0_idot4(w.q[0], xq.q[0], xq.q[QW]);
+  if (QW > 1u) { t += q4_0_idot4(w.q[1], xq.q[1], xq.q[QW + 1u]); }
+  if (QW > 2u) { t += q4_0_idot4(w.q[2], xq.q[2], xq.q[QW + 2u]) + q4_0_idot4(w.q[3], xq.q[3], xq.q[QW + 3u]); }
+  return w.d * xq.d * f32(t - 8 * xsum(xq, 0u, 2u * QW));
+}
+
 fn q4_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
   const QW = q4_0_QW;
   let q = blk + 2u + 4u * QW * i;

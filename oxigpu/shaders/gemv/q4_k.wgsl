@@ -30,6 +30,22 @@ fn q4_k_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
   return q4_k_comb(s, blk, i, lo, hi, hsum(xs[0] + xs[1] + xs[2] + xs[3]), hsum(xs[4] + xs[5] + xs[6] + xs[7]));
 }
 
+// The piece's weights as the integer dots take them (wload), once for every x row of a multi-row GEMV
+// (wdot); qdot is the two in one.
+struct q4_k_W { lo: vec4<u32>, hi: vec4<u32>, sm: vec4<f32> }
+
+fn q4_k_wload(s: u32, blk: u32, i: u32) -> q4_k_W {
+  let q = q4_k_nib(s, blk, i);
+  return q4_k_W(q[0], q[1], kscales(wq(s, blk >> 4u), i >> 1u));
+}
+
+fn q4_k_wdot(w: q4_k_W, xq: XQ) -> f32 {
+  let lo = f32(idot(w.lo.x, xq.q[0]) + idot(w.lo.y, xq.q[1]) + idot(w.lo.z, xq.q[2]) + idot(w.lo.w, xq.q[3]));
+  let hi = f32(idot(w.hi.x, xq.q[4]) + idot(w.hi.y, xq.q[5]) + idot(w.hi.z, xq.q[6]) + idot(w.hi.w, xq.q[7]));
+  let sm = w.sm;
+  return xq.d * (sm.x * lo - sm.y * f32(xsum(xq, 0u, 4u)) + sm.z * hi - sm.w * f32(xsum(xq, 4u, 4u)));
+}
+
 fn q4_k_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
   let q = q4_k_nib(s, blk, i);
   let lo = idot(q[0].x, xq.q[0]) + idot(q[0].y, xq.q[1]) + idot(q[0].z, xq.q[2]) + idot(q[0].w, xq.q[3]);

@@ -27,6 +27,21 @@ fn q4_k2_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
   return q4_k2_comb(s, blk, i, lo, hi, hsum(xs[0] + xs[1]), hsum(xs[2] + xs[3]));
 }
 
+// The piece's weights as the integer dots take them (wload), once for every x row of a multi-row GEMV
+// (wdot); qdot is the two in one.
+struct q4_k2_W { q: vec4<u32>, sm: vec4<f32> }
+
+fn q4_k2_wload(s: u32, blk: u32, i: u32) -> q4_k2_W {
+  return q4_k2_W(q4_k2_nib(s, blk, i), kscales(wq(s, blk >> 4u), i >> 2u));
+}
+
+fn q4_k2_wdot(w: q4_k2_W, xq: XQ) -> f32 {
+  let lo = f32(idot(w.q.x, xq.q[0]) + idot(w.q.y, xq.q[1]));
+  let hi = f32(idot(w.q.z, xq.q[2]) + idot(w.q.w, xq.q[3]));
+  let sm = w.sm;
+  return xq.d * (sm.x * lo - sm.y * f32(xsum(xq, 0u, 2u)) + sm.z * hi - sm.w * f32(xsum(xq, 2u, 2u)));
+}
+
 fn q4_k2_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
   let q = q4_k2_nib(s, blk, i);
   let lo = idot(q.x, xq.q[0]) + idot(q.y, xq.q[1]);

@@ -41,6 +41,32 @@ fn q5_0_idot4(w: u32, qh: u32, e: u32, xl: u32, xh: u32) -> i32 {
 }
 
 // As gdot, on int8 x; the -16 offset via the x sum.
+// The multi-row GEMV's split of qdot: the piece's 5-bit bytes and scale (wload), reduced per x row (wdot).
+struct q5_0_W { q: array<vec2<u32>, 4>, d: f32 }
+
+fn q5_0_wload(s: u32, blk: u32, i: u32) -> q5_0_W {
+  const QW = q5_0_QW;
+  let qh = lw1(s, blk + 2u);
+  let q = blk + 6u + 4u * QW * i;
+  let e = 4u * QW * i;
+  var w: q5_0_W;
+  w.q[0] = q5_0_bytes(lw1(s, q), qh, e);
+  if (QW > 1u) { w.q[1] = q5_0_bytes(lw1(s, q + 4u), qh, e + 4u); }
+  if (QW > 2u) { w.q[2] = q5_0_bytes(lw1(s, q + 8u), qh, e + 8u); w.q[3] = q5_0_bytes(lw1(s, q + 12u), qh, e + 12u); }
+  w.d = h16(s, blk);
+  return w;
+}
+
+fn q5_0_wdot(w: q5_0_W, xq: XQ) -> f32 {
+  const QW = q5_0_QW;
+  var t = idot(w.q[0].x, xq.q[0]) + idot(w.q[0].y, xq.q[QW]);
+  if (QW > 1u) { t += idot(w.q[1].x, xq.q[1]) + idot(w.q[1].y, xq.q[QW + 1u]); }
+  if (QW > 2u) {
+    t += idot(w.q[2].x, xq.q[2]) + idot(w.q[2].y, xq.q[QW + 2u]) + (idot(w.q[3].x, xq.q[3]) + idot(w.q[3].y, xq.q[QW + 3u]));
+  }
+  return w.d * xq.d * f32(t - 16 * xsum(xq, 0u, 2u * QW));
+}
+
 fn q5_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
   const QW = q5_0_QW;
   let qh = lw1(s, blk + 2u);

@@ -46,6 +46,20 @@ fn q6_k_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
   return dot(p.sc, q6_k_quarters(p.u0, xs[0], xs[2], xs[4], xs[6]) + q6_k_quarters(p.u1, xs[1], xs[3], xs[5], xs[7]));
 }
 
+// The multi-row GEMV's split of qdot (the same expressions): the piece loaded once (wload), reduced per
+// x row (wdot).
+alias q6_k_W = Q6P;
+fn q6_k_wload(s: u32, blk: u32, i: u32) -> Q6P { return q6_k_piece(s, blk, i); }
+
+fn q6_k_wdot(p: Q6P, xq: XQ) -> f32 {
+  var t: vec4<i32>;
+  t.x = idot(p.u0.x, xq.q[0]) + idot(p.u1.x, xq.q[1]) - 32 * xsum(xq, 0u, 2u);
+  t.y = idot(p.u0.y, xq.q[2]) + idot(p.u1.y, xq.q[3]) - 32 * xsum(xq, 2u, 2u);
+  t.z = idot(p.u0.z, xq.q[4]) + idot(p.u1.z, xq.q[5]) - 32 * xsum(xq, 4u, 2u);
+  t.w = idot(p.u0.w, xq.q[6]) + idot(p.u1.w, xq.q[7]) - 32 * xsum(xq, 6u, 2u);
+  return xq.d * dot(p.sc, vec4<f32>(t));
+}
+
 // Quarter t multiplies xq.q[2t] and xq.q[2t + 1]; the -32 offset is 32 times the sum of those x bytes.
 fn q6_k_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
   let p = q6_k_piece(s, blk, i);

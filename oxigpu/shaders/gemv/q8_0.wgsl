@@ -24,6 +24,30 @@ fn q8_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
   return h16(s, blk) * t;
 }
 
+// The piece's words and scale (wload), once for every x row of a multi-row GEMV (wdot); qdot: both.
+struct q8_0_W { q: array<u32, 8>, d: f32 }
+
+fn q8_0_wload(s: u32, blk: u32, i: u32) -> q8_0_W {
+  const QW = q8_0_QW;
+  let q = blk + 2u + 4u * QW * i;
+  var w: q8_0_W;
+  w.q[0] = lw1(s, q);
+  if (QW > 1u) { w.q[1] = lw1(s, q + 4u); }
+  if (QW > 2u) { w.q[2] = lw1(s, q + 8u); w.q[3] = lw1(s, q + 12u); }
+  if (QW > 4u) { w.q[4] = lw1(s, q + 16u); w.q[5] = lw1(s, q + 20u); w.q[6] = lw1(s, q + 24u); w.q[7] = lw1(s, q + 28u); }
+  w.d = h16(s, blk);
+  return w;
+}
+
+fn q8_0_wdot(w: q8_0_W, xq: XQ) -> f32 {
+  const QW = q8_0_QW;
+  var t = idot(w.q[0], xq.q[0]);
+  if (QW > 1u) { t += idot(w.q[1], xq.q[1]); }
+  if (QW > 2u) { t += idot(w.q[2], xq.q[2]) + idot(w.q[3], xq.q[3]); }
+  if (QW > 4u) { t += idot(w.q[4], xq.q[4]) + idot(w.q[5], xq.q[5]) + idot(w.q[6], xq.q[6]) + idot(w.q[7], xq.q[7]); }
+  return w.d * xq.d * f32(t);
+}
+
 fn q8_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
   const QW = q8_0_QW;
   let q = blk + 2u + 4u * QW * i;

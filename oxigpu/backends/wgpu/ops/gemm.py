@@ -208,6 +208,11 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     if short and not short_mma:
         return "gemm_q.wgsl", {}, None
     tile, tflops = mma_tile(m, n, k, cls)
+    decode = g.mma_decode_glu if glu else g.mma_decode
+    if decode and dev.has_mma and g.mma_min_rows <= m <= g.short_rows and qtype in MMA_TYPES and qtype != "F32" \
+            and not override:
+        splits = max(1, min(decode.get("splits", 1), k // g.min_split_k))
+        tile, tflops, short_mma = {**decode, "bk": g.mma_bk, "splits": splits}, g.mma_q8_min_tflops, True
     if glu:
         tile = {**tile, "sn": 4, "tn": max(tile["tn"], 4), "splits": 1}
     # F32 weights keep their f32 GEMMs unless asked (f16 products would round what the file keeps exact)

@@ -154,18 +154,61 @@ def gemv_rows_code(r: int, xr: int, multi: bool) -> dict[str, str]:
             "U2_STEP": "\n".join(ind + x for x in u2), "ACC_LIST": ", ".join(accs)}
 
 
-def gemv_rows_split(cfg: GemvConfig, m: int, glu: bool, acc: int) -> tuple[GemvConfig, int]:
+def gemv_wrows_code(pieces: Sequence[str], r: int, xr: int, u2: bool) -> str:
+    """gemv_q.wgsl's WROWS for the multi-row integer-dot GEMV: ``rows_dot_w<slot>`` per slot's piece. Each
+    step loads the R weight rows' pieces once (``<piece>_wload``; both steps' with U2) and reduces them
+    against each of the XR x rows (``<piece>_wdot``) in the single-row order: a row's sums, bit for bit,
+    those of the row alone (the same lanes, pieces, steps and expressions as ``<piece>_qdot``)."""
+    out = []
+    for sl, pc in enumerate(pieces):
+        rows = [f"a{j * r + k}" for j in range(xr) for k in range(r)]
+        body = [f"fn rows_dot_w{sl}(s: u32, c0: u32, gl: u32, m0: u32) -> Partial {{",
+                "  " + " ".join(f"let w{k} = row_at(s, slot_row(c0, {k}u));" for k in range(r)),
+                "  " + " ".join(f"var {a} = 0.0;" for a in rows),
+                "  " + " ".join(f"var ss{j} = 0.0;" for j in range(xr)),
+                "  let pp = ppb(s);", "  let np = D.k / qk(s) * pp;", "  var p = gl;"]
+        if u2:
+            body += ["  for (; p + TPR < np; p += 2u * TPR) {", "    let q = p + TPR;",
+                     "    let b = p / pp; let i = p % pp; let c = q / pp; let j = q % pp;",
+                     "    let o = b * qb(s); let e = c * qb(s);"]
+            body += [f"    let u{k} = {pc}_wload(s, w{k} + o, i); let v{k} = {pc}_wload(s, w{k} + e, j);"
+                     for k in range(r)]
+            for j in range(xr):
+                body += [f"    {{ let xl = xpiece(s, b, i, p, xr_of(m0, {j}u)); let xm = xpiece(s, c, j, q, "
+                         f"xr_of(m0, {j}u)); ss{j} += xl.ss + xm.ss;"]
+                body += [f"      a{j * r + k} += {pc}_wdot(u{k}, xl.xq) + {pc}_wdot(v{k}, xm.xq);" for k in range(r)]
+                body += ["    }"]
+            body += ["  }"]
+        body += ["  for (; p < np; p += TPR) {", "    let b = p / pp; let i = p % pp; let o = b * qb(s);"]
+        body += [f"    let u{k} = {pc}_wload(s, w{k} + o, i);" for k in range(r)]
+        for j in range(xr):
+            body += [f"    {{ let xl = xpiece(s, b, i, p, xr_of(m0, {j}u)); ss{j} += xl.ss;"]
+            body += [f"      a{j * r + k} += {pc}_wdot(u{k}, xl.xq);" for k in range(r)]
+            body += ["    }"]
+        body += ["  }", f"  return Partial(array<f32, NVA>({', '.join(rows + [f'ss{j}' for j in range(xr)])}));", "}"]
+        out.append("\n".join(body))
+    return "\n\n".join(out)
+
+
+def gemv_rows_split(cfg: GemvConfig, m: int, glu: bool, acc: int, tn: Any = None) -> tuple[GemvConfig, int]:
     """The split of an m-row GEMV from the one-row split ``cfg`` (:func:`gemv_config`) and the x rows per
     group: the same lanes, pieces and steps (so each row's sums are those of the row alone), R reduced so
-    that R x XR accumulators stay within ``acc``; GLU keeps R >= 2 (a gate and an up row). x is
-    quantized once for all rows by the quantize dispatch (the per-workgroup staging holds one row), and
-    no persistent launch."""
+    that R x XR accumulators stay within ``acc``; GLU keeps R >= 2 (a gate and an up row). On integer dots
+    (weights decoded once per group for its x rows) ``Tuning.gemv_xr`` x rows and ``gemv_wr`` weight rows
+    per group (``gemv_wr_u2`` for two-piece steps past gemv_xr rows: their doubled weight registers);
+    float dots keep the one-row R within 8 sums. x is quantized once for all rows by the quantize
+    dispatch (the per-workgroup staging holds one row), and no persistent launch."""
     if m == 1:
         return cfg, 1
     rmin = 2 if glu else 1
-    xr = max(1, min(m, acc // rmin))
-    r = max(rmin, min(cfg.r, acc // xr))
-    return replace(cfg, r=r, xs=False, xq=cfg.q8x, persist=0), xr
+    if cfg.q8x:     # weights decoded once for the group's x rows (gemv_wrows_code): tuning.py's split
+        t = tn or tuning(GPU)
+        xr = min(m, t.gemv_xr)
+        r = max(rmin, min(t.gemv_wr_u2 if cfg.u2 and m > t.gemv_xr else t.gemv_wr, acc // xr))
+        return replace(cfg, r=r, xs=False, xq=True, persist=0), xr
+    xr = max(1, min(m, 8 // rmin))
+    r = max(rmin, min(cfg.r, 8 // xr))
+    return replace(cfg, r=r, xs=False, xq=False, persist=0), xr
 
 
 def gemv_rows(dev: Device, m: int, attrs: dict[str, Any] | None = None) -> bool:
@@ -226,7 +269,7 @@ class Gemv:
         over = dict(attrs.get("gemv", {}))      # tests and benchmarks: override fields of the choice
         piece1 = over.pop("piece1", None)
         xr_over = over.pop("xr", None)
-        cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc)
+        cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc, tuning(cls))
         cfg = replace(cfg, **over)
         if xr_over:
             self.xr = int(xr_over)
@@ -265,6 +308,11 @@ class Gemv:
                    "XSTAGE": cfg.xs, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp, "PERSIST": cfg.persist > 0,
                    "REDUCE": "sg" if dev.has_subgroups else "wg", "MULTI": m > 1, "XR": self.xr,
                    "NXB": -(-m // self.xr), **gemv_rows_code(cfg.r, self.xr, m > 1)}
+        # several x rows on integer dots: each weight piece decoded once for all of them (gemv_wrows_code)
+        wrows = m > 1 and cfg.q8x and all(p in Q8X_PIECES for p in pieces)
+        defines |= {"WROWS": gemv_wrows_code(pieces, cfg.r, self.xr, cfg.u2) if wrows else "",
+                    "DOT0": "rows_dot_w0" if wrows else "rows_dot",
+                    "DOT1": ("rows_dot_w1" if self.mixed else "rows_dot_w0") if wrows else "rows_dot"}
         self.nxb = -(-m // self.xr)
         self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
         if cfg.xq:      # x quantized once per piece by a dispatch (one invocation per piece), then read
