@@ -117,9 +117,11 @@ case "$verb" in
     "$VPY" -m ruff check . || { say "ruff found problems: fix them (many with: $VPY -m ruff check --fix .)"; exit 1; }
     # Two pytest-xdist workers (OXIGPU_TEST_WORKERS; 0 runs in this process): the suite is mostly one-thread
     # work (numpy, lavapipe at LP_NUM_THREADS=1), so two cores run it in about half the time. BLAS gets one
-    # thread per worker (two workers' spinning BLAS threads on two cores slow each other down).
+    # thread per worker (two workers' spinning BLAS threads on two cores slow each other down). A worker is
+    # handed a test or two at a time (--maxschedchunk 1), so the long ones, which conftest.py collects first,
+    # spread over both workers instead of filling the first worker's opening batch.
     workers=${OXIGPU_TEST_WORKERS:-2}
-    par=(); [ "$workers" != 0 ] && par=(-n "$workers")
+    par=(); [ "$workers" != 0 ] && par=(-n "$workers" --maxschedchunk 1)
     [ "$workers" != 0 ] && export OPENBLAS_NUM_THREADS=${OPENBLAS_NUM_THREADS:-1} OMP_NUM_THREADS=${OMP_NUM_THREADS:-1}
     exec "$VPY" -m pytest -q -ra --durations=25 "${par[@]}" "$@"
     ;;
