@@ -9,6 +9,7 @@ chosen expert's weight tile once per 16 pairs. Weights are dequantized with the 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 
 import numpy as np
 
@@ -18,9 +19,9 @@ from ...numpy_ops import moe_gate as moe_gate_ref
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, grid, rng
+from .gemm import GemmKernel, q8_round, q8_tie_free
+from .matmul import Gemv, q8x_round, split_rows
 from .quant_grid import grid_binds
-
-GEMM_TM, GEMM_TN, GEMM_BK = 16, 64, 32      # matmul_id_gemm.wgsl's tile
 
 
 @register
@@ -80,33 +81,73 @@ class MatmulId(OpKernel):
         if K_in % qt.block_size or K_in % 8:
             raise ValueError(f"matmul_id: rows of {K_in} are not whole {qt.name} blocks")
         self.pairs, self.N = self.T * K, N
-        self.grid = grid_binds(self.dev, qt.name)      # the IQ types' lookup table (ops/quant_grid.py)
-        common = {"QUANT": qt.wgsl_file[:-5], "K_IN": K_in, "N": N, "E": E, "KSEL": K,
-                  "XSLOT": int(kx == K * K_in)}
-        self.grouped = self.T > 1 and K_in % GEMM_BK == 0
-        if self.grouped:
-            self.max_tiles = 2 * -(-self.pairs // GEMM_TM) + min(E, self.pairs)   # + the padding's tiles
-            order_at = 1 + 3 * self.max_tiles
-            defs = {**common, "T": self.T, "MAX_TILES": self.max_tiles, "ORDER_AT": order_at}
-            self.route = self.dev.pipeline("matmul_id_gemm.wgsl", "route", defs)
-            self.gemm = self.dev.pipeline("matmul_id_gemm.wgsl", "gemm", defs)
-            self.table = self.dev.create_buffer(4 * (order_at + self.pairs), label="matmul_id.route")
-        else:
-            red = "sg" if self.dev.has_subgroups else "wg"
-            self.rows = 4
-            self.pipe = self.dev.pipeline("matmul_id.wgsl", "main", {**common, "WG": 64, "ROWS": self.rows,
-                                                                     "RED": red})
+        xslot = int(kx == K * K_in)
+        # decode: the experts' GEMV (ops/matmul.py Gemv, gemv_q.wgsl EXPERT) while the pairs are no more
+        # than the experts (few of them share one); more pairs: grouped by expert into row tiles
+        self.gemv = None
+        if self.pairs <= E or K_in % 32:
+            self.gemv = Gemv(self.dev, {}, K_in, [qt.name], [N], False, m=self.pairs, expert=(E, K, xslot))
+            return
+        # prefill: the route dispatch lays the pairs out expert by expert and cuts them into tiles (the
+        # table: R[0] tiles, the order at R[1 ..], the tiles at R[1 + pairs ..]); the dense GEMM's tiled
+        # kernel (ops/gemm.py: matrix units, integer dots or f32) then runs one workgroup row per tile
+        self.x_rows = self.pairs if xslot else self.T
+        tiles_at = 1 + self.pairs
+        io = {"QUANT": qt.name.lower(), "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "HAS_NORM": False,
+              "EPS": f32_lit(0.0)}
+        self.gk = GemmKernel(self.dev, self.x_rows, K_in, N, qt.name, io,
+                             self.attrs.get("gemm"), grouped={"NE": E, "KSEL": K, "XSLOT": xslot, "IDT": tiles_at},
+                             tile_rows=-(-self.pairs // E), rows_per_token=K if xslot else 1)
+        bm = self.gk.tile[0]
+        self.max_tiles = -(-self.pairs // bm) + min(E + 1, self.pairs)   # each run's last tile may be partial
+        self.route = self.dev.pipeline("matmul_id_gemm.wgsl", "route", {
+            "E": E, "KSEL": K, "T": self.T, "BM": bm, "MAX_TILES": self.max_tiles, "TILES_AT": tiles_at})
+        self.table = self.dev.create_buffer(4 * (tiles_at + 3 * self.max_tiles), label="matmul_id tiles")
+        self.row_bytes = qt.row_bytes(K_in)
+        self.ranges = split_rows(E, N * self.row_bytes, self.dev.max_storage_binding, self.dev.storage_align)
+        self.K_in, self.E = K_in, E
+
+    def as_computed(self, case: Case) -> Case:
+        """The case as the chosen kernel rounds it: x to int8 per piece (integer-dot GEMV) or per 32 (integer-dot
+        GEMM, x moved off rounding ties), x and weights to f16 (matrix units); else the case itself."""
+        f16 = lambda a: np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
+        if self.gemv is not None:
+            cfg = self.gemv.cfg
+            return _rounded(case, lambda x: q8x_round(x, cfg.piece, cfg.ppb32)) if cfg.q8x else case
+        if self.gk.q8:
+            return _rounded(case, q8_round)
+        return _rounded(case, f16, f16, 1e-4) if self.gk.mma else case
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         x, w, ids, y = buffers
-        if not self.grouped:
-            bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: x, 2: w, 3: ids, 4: y, **self.grid})
-            return [Dispatch(self.pipe, bg, (-(-self.N // self.rows), self.pairs, 1))]
-        binds = {0: self.dev.params_buffer, 1: x, 2: w, 3: ids, 4: y, 5: self.table}
-        route = self.dev.bind_group(self.route, {k: v for k, v in binds.items() if k in (0, 3, 5)})
-        gemm = self.dev.bind_group(self.gemm, {**{k: v for k, v in binds.items() if k not in (0, 3)}, **self.grid})
-        return [Dispatch(self.route, route, (1, 1, 1)),
-                Dispatch(self.gemm, gemm, (-(-self.N // GEMM_TN), self.max_tiles, 1))]
+        if self.gemv is not None:
+            return self.gemv.encode(x, [w], [None], y, ids=ids)
+        route = self.dev.bind_group(self.route, {0: self.dev.params_buffer, 3: ids, 5: self.table})
+        out = [Dispatch(self.route, route, (1, 1, 1))]
+        wbuf, wbase = (w[0], w[1]) if isinstance(w, tuple) else (w, 0)
+        per_e = self.N * self.row_bytes
+        for i, (e0, ne) in enumerate(self.ranges):
+            dims = self.dev.uniform([self.K_in, self.N, self.N, 0, self.row_bytes, self.x_rows, e0, e0 + ne,
+                                     self.N, 0, 0, 0, 0, 0, 0, 0])
+            if i == 0:
+                pre, xq = self.gk.x_pass(dims, x)
+                out += pre
+            ws = (wbuf, wbase + e0 * per_e, min(-(-ne * per_e // 4) * 4, wbuf.size - wbase - e0 * per_e))
+            out += self.gk.encode({1: dims, 2: x, 3: ws, 4: x, 5: y, 7: x, 15: self.table, **xq}, self.N,
+                                  row_tiles=self.max_tiles)
+        return out
+
+
+def _rounded(case: Case, x_round, w_round=lambda w: w, tol_add: float = 0.0) -> Case:
+    """``case`` with its float64 reference recomputed from x and the dequantized weights as rounded."""
+    x, raw, ids = case.inputs
+    qtype = case.in_types[1]
+
+    def ref():
+        wf = w_round(dequantize(raw.reshape(-1, raw.shape[-1]), qtype)).reshape(*raw.shape[:2], -1)
+        return [matmul_id_ref(np.asarray(x_round(x), np.float64), wf.astype(np.float64), ids,
+                              n_tokens=case.n_tokens)]
+    return replace(case, name=case.name + " (as rounded)", reference=ref, tol=case.tol + tol_add)
 
 
 def _moe_case(name: str, qtype: str, T: int, n_tokens: int, E: int, K: int, N: int, K_in: int,
@@ -116,7 +157,9 @@ def _moe_case(name: str, qtype: str, T: int, n_tokens: int, E: int, K: int, N: i
     ids = np.stack([g.choice(E, K, replace=False) for _ in range(T)]).astype(np.int32)
     if T > 2:
         ids[1] = ids[0]                  # several pairs on one expert, and experts nobody picked
+    # off the int8 rounding ties (as ops/gemm.py q8_tie_free): the integer-dot kernels' x rounds as numpy's
     x = g.standard_normal((T, (K if per_slot else 1) * K_in)).astype(np.float32)
+    x = q8_tie_free(x) if K_in % 32 == 0 else x
 
     def ref():
         wf = dequantize(raw, qtype).reshape(E, N, K_in).astype(np.float64)
