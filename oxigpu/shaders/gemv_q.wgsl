@@ -174,11 +174,11 @@ fn xq_piece(s: u32, p: u32, m: u32) -> XP {
   return XP(xl.xs, xquant(xl.xs, px(s)), xl.ss);
 }
 
-// Call in uniform control flow (a workgroup runs one slot).
-fn stage_x(s: u32, lid: u32) {
+// Call in uniform control flow (a workgroup runs one slot, and one x row m: row 0, or EXPERT's pair's).
+fn stage_x(s: u32, lid: u32, m: u32) {
   let np = n_pieces(s); let n = px(s);
   for (var p = lid; p < np; p += WG) {
-    let x = xq_piece(s, p, 0u);
+    let x = xq_piece(s, p, m);
     let xq = x.xq;
     xst[p] = xq.q[0];
     if (n > 1u) { xst[np + p] = xq.q[1]; }
@@ -298,7 +298,7 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   if (!expert_begin(m0)) { return; }   // EXPERT: another dispatch binds this pair's expert (uniform)
   var s = 0u;
   if (MIXED && g >= slot1_wg0()) { s = 1u; g -= slot1_wg0(); }
-  if (XSTAGE) { if (MIXED && s == 1u) { stage_x(1u, lane.lid); } else { stage_x(0u, lane.lid); } }
+  if (XSTAGE) { if (MIXED && s == 1u) { stage_x(1u, lane.lid, m0); } else { stage_x(0u, lane.lid, m0); } }
   loop {
     let c0 = (g * GPW + grp) * RO;   // the group's first output column in its slot
     var pt: Partial;

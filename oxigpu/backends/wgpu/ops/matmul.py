@@ -268,14 +268,15 @@ class Gemv:
         self.has_bias, self.act = has_bias, act
         self.n_out = n // 2 if act else n
         cls = device_class(dev)
-        cfg = gemv_config(self.qts[0].name, k, n, dev.int8_dots, cls)
+        # the experts' GEMV: split as a weight of all its pairs' rows (its workgroups are the pairs' rows)
+        cfg = gemv_config(self.qts[0].name, k, n * (m if expert else 1), dev.int8_dots, cls)
         over = dict(attrs.get("gemv", {}))      # tests and benchmarks: override fields of the choice
         piece1 = over.pop("piece1", None)
         xr_over = over.pop("xr", None)
-        if expert:      # one x row per group (pairs share no weight rows), x quantized by a dispatch
+        if expert:      # one x row per group (pairs share no weight rows); a workgroup stages its pair's x
             if self.mixed or act or has_bias or has_res or nseg > 1 or norm_eps is not None:
                 raise DeviceError("matmul_id: the experts' GEMV has one weight type and no epilogue")
-            cfg, self.xr = replace(cfg, xs=False, xq=cfg.q8x, persist=0), 1
+            cfg, self.xr = replace(cfg, persist=0), 1
         else:
             cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc, tuning(cls))
         cfg = replace(cfg, **over)
@@ -303,7 +304,8 @@ class Gemv:
                 or (self.mixed and (pieces[1] in ("dq8", "q32") or act or has_res)) \
                 or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)) or ((cfg.xq or cfg.xs) and not cfg.q8x) \
                 or (cfg.xq and cfg.xs) or cfg.persist < 0 or (cfg.persist and self.mixed) \
-                or (m > 1 and (cfg.xs or cfg.persist)) or not 1 <= self.xr <= 8 or cfg.r * self.xr > 16 \
+                or (m > 1 and ((cfg.xs and not expert) or cfg.persist)) or not 1 <= self.xr <= 8 \
+                or cfg.r * self.xr > 16 \
                 or (act and cfg.r < 2):
             raise DeviceError(f"matmul: unsupported GEMV split {cfg} for {m} rows, {self.xr} per group "
                               f"(pieces {pieces})")

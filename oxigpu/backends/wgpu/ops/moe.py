@@ -151,12 +151,14 @@ def _rounded(case: Case, x_round, w_round=lambda w: w, tol_add: float = 0.0) -> 
 
 
 def _moe_case(name: str, qtype: str, T: int, n_tokens: int, E: int, K: int, N: int, K_in: int,
-              per_slot: bool, seed: int) -> Case:
+              per_slot: bool, seed: int, one_expert: bool = False) -> Case:
     g = rng(seed)
     raw = quantize((g.standard_normal((E * N, K_in)) * 0.5).astype(np.float32), qtype)
     ids = np.stack([g.choice(E, K, replace=False) for _ in range(T)]).astype(np.int32)
     if T > 2:
         ids[1] = ids[0]                  # several pairs on one expert, and experts nobody picked
+    if one_expert:
+        ids[:] = np.arange(K, dtype=np.int32) + E - K     # every token the same last K experts
     # off the int8 rounding ties (as ops/gemm.py q8_tie_free): the integer-dot kernels' x rounds as numpy's
     x = g.standard_normal((T, (K if per_slot else 1) * K_in)).astype(np.float32)
     x = q8_tie_free(x) if K_in % 32 == 0 else x
@@ -194,3 +196,13 @@ def _cases() -> Iterable[Case]:
     yield _moe_case("matmul_id GEMM Q6_K T=9 E=16 K=4 N=64 k=256 per-slot x", "Q6_K", 9, 9, 16, 4, 64, 256, True, 5)
     yield _moe_case("matmul_id GEMM Q5_0 T=40 E=64 K=8 N=70 k=96", "Q5_0", 40, 40, 64, 8, 70, 96, False, 6)
     yield _moe_case("matmul_id GEMM F32 T=6 E=3 K=3 N=65 k=64", "F32", 6, 6, 3, 3, 65, 64, False, 7)
+    # the GEMV splits with integer dots where the adapter has them (x staged per workgroup, quantized by a
+    # dispatch, per group), padded tokens' pairs; GEMMs with every pair on one expert over several tiles
+    yield _moe_case("matmul_id GEMV Q4_K T=2 E=4 K=2 N=1536 k=2048", "Q4_K", 2, 2, 4, 2, 1536, 2048, False, 8)
+    yield _moe_case("matmul_id GEMV Q4_K E=8 K=4 N=1024 k=512", "Q4_K", 1, 1, 8, 4, 1024, 512, False, 9)
+    yield _moe_case("matmul_id GEMV Q6_K T=4 n_tokens=3 E=16 K=4 N=64 k=256 per-slot x", "Q6_K", 4, 3, 16, 4, 64,
+                    256, True, 10)
+    yield _moe_case("matmul_id GEMM Q4_K T=150 n_tokens=141 E=4 K=1 N=70 k=256 one expert", "Q4_K", 150, 141, 4, 1,
+                    70, 256, False, 11, one_expert=True)
+    yield _moe_case("matmul_id GEMM Q6_K T=67 E=8 K=2 N=96 k=256 per-slot x one expert pair", "Q6_K", 67, 67, 8, 2,
+                    96, 256, True, 12, one_expert=True)
