@@ -189,7 +189,7 @@ fn put_glu(sg: u32, e: u32, m: u32, n: u32, g: subgroup_matrix_result<f32, 16, 1
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = wid.x * BN;
   let m0 = tile_m0(wid.y, BM);
-  if (tile_skip(m0)) { return; }   // padding rows only, or ID's other tiles (uniform: no barrier skipped)
+  if (tile_skip(wid.y, m0)) { return; }   // padding rows only, or ID's other tiles (uniform: no barrier skipped)
   let sg = lid / 32u;
   let sm = sg % SGM;
   let sn = sg / SGM;
@@ -212,7 +212,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var c32: subgroup_matrix_result<f32, 16, 16>;
   var c33: subgroup_matrix_result<f32, 16, 16>;
   var kr = k_range(wid.z);
-  if (tile_dead()) { kr.y = kr.x; }   // ID's padding pairs: zeros
+  if (tile_dead(wid.y)) { kr.y = kr.x; }   // ID's padding pairs: zeros
   fetch(m0, n0, kr.x, lid);
   for (var k0 = kr.x; k0 < kr.y; k0 += BK) {
     stage(lid);

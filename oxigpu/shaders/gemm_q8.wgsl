@@ -150,7 +150,7 @@ fn fl(c: vec4<f32>, i: vec4<i32>, dx: f32, sx: f32, dw: vec4<f32>, mw: vec4<f32>
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = wid.x * BN;
   let m0 = tile_m0(wid.y, BM);
-  if (tile_skip(m0)) { return; }   // padding rows only, or ID's other tiles (uniform: no barrier skipped)
+  if (tile_skip(wid.y, m0)) { return; }   // padding rows only, or ID's other tiles (uniform: no barrier skipped)
   let ty = tile_ty(lid);
   let tx = tile_tx(lid);
   // c<r>_<b>: row 4 ty + r (r < 4) or 64 + 4 ty + r - 4, columns 4 tx + 64 b ..; named, not an array, so
@@ -166,7 +166,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 
   let kr = k_range(wid.z);
   let kbeg = kr.x;
-  let steps = select((kr.y - kbeg + BK - 1u) / BK, 0u, tile_dead());   // ID's padding pairs: zeros
+  let steps = select((kr.y - kbeg + BK - 1u) / BK, 0u, tile_dead(wid.y));   // ID's padding pairs: zeros
   let loader = NL > 0u && lid >= 256u;
   let l = select(lid, lid - 256u, NL > 0u);    // loading-thread index
   var st: Stage;

@@ -127,7 +127,7 @@ fn put_stage(buf: u32, l: u32, st: Stage) {
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = wid.x * BN;
   let m0 = tile_m0(wid.y, BM);
-  if (tile_skip(m0)) { return; }   // padding rows only, or ID's other tiles (uniform: no barrier skipped)
+  if (tile_skip(wid.y, m0)) { return; }   // padding rows only, or ID's other tiles (uniform: no barrier skipped)
   let ty = tile_ty(lid);
   let tx = tile_tx(lid);
   // c<r>_<b>: row 4 ty + r (r < 4) or 64 + 4 ty + r - 4, columns 4 tx + 64 b ..; named, not an array, so
@@ -143,7 +143,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 
   let kr = k_range(wid.z);
   let kbeg = kr.x;
-  let steps = select((kr.y - kbeg + BK - 1u) / BK, 0u, tile_dead());   // ID's padding pairs: zeros
+  let steps = select((kr.y - kbeg + BK - 1u) / BK, 0u, tile_dead(wid.y));   // ID's padding pairs: zeros
   var pw = V8(vec4<f32>(0.0), vec4<f32>(0.0));
   var px0 = vec4<f32>(0.0);
   var px1 = vec4<f32>(0.0);

@@ -3,8 +3,8 @@
 const ID: bool = false;
 
 fn tile_m0(wy: u32, bm: u32) -> u32 { return wy * bm; }
-fn tile_skip(m0: u32) -> bool { return m0 >= P.n_tokens; }
-fn tile_dead() -> bool { return false; }
+fn tile_skip(wy: u32, m0: u32) -> bool { return m0 >= P.n_tokens; }
+fn tile_dead(wy: u32) -> bool { return false; }
 fn x_live(m: u32) -> bool { return m < D.m && m < P.n_tokens; }
 fn x_src(m: u32) -> u32 { return m; }
 fn out_ok(m: u32) -> bool { return m < D.m; }

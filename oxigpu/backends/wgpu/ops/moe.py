@@ -16,7 +16,7 @@ import numpy as np
 from ....quant import dequantize, get_type, quantize
 from ...numpy_ops import matmul_id as matmul_id_ref
 from ...numpy_ops import moe_gate as moe_gate_ref
-from ..device import Binding, Dispatch
+from ..device import Binding, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, grid, rng
 from .gemm import GemmKernel, q8_round, q8_tie_free
@@ -42,7 +42,7 @@ class MoeGate(OpKernel):
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         logits, ids, w = buffers
         bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: logits, 3: ids, 4: w})
-        return [Dispatch(self.pipe, bg, grid(self.T, 64))]
+        return [Dispatch(self.pipe, bg, workgroups_for(self.T))]     # a workgroup per token row
 
 
 @register
@@ -173,9 +173,11 @@ def _moe_case(name: str, qtype: str, T: int, n_tokens: int, E: int, K: int, N: i
 @check("moe")
 def _cases() -> Iterable[Case]:
     g = rng(41)
-    for T, n, E, K, norm, scale in ((1, 1, 8, 2, True, 1.0), (5, 3, 16, 4, False, 2.5), (7, 7, 128, 8, True, 1.0)):
+    for T, n, E, K, norm, scale in ((1, 1, 8, 2, True, 1.0), (5, 3, 16, 4, False, 2.5), (7, 7, 128, 8, True, 1.0),
+                                    (3, 3, 160, 6, True, 1.0)):
         logits = g.standard_normal((T, E)).astype(np.float32) * 3
         logits[0, 1] = logits[0, 0]       # a tie: the lower id first
+        logits[-1, E - 1] = logits[-1, 3] = logits[-1].max() + 1    # a tie at the top, across lanes
 
         def ref(logits=logits, k=K, norm=norm, scale=scale, n=n):
             ids, w = moe_gate_ref(logits.astype(np.float64), k=k, norm=norm, w_scale=scale, n_tokens=n)
