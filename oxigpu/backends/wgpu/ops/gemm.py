@@ -314,9 +314,11 @@ class GemmKernel:
                  grouped: Mapping[str, Any] | None = None, tile_rows: int = 0, rows_per_token: int = 1):
         self.dev, self.m, self.k, self.qtype = dev, m, k, qtype
         defines = {"GLU": False, "ACT": "silu", "ID": bool(grouped), **(grouped or {}), **defines}
-        if grouped:     # a tiled kernel for tile_rows rows, unsplit (the matrix units where the class takes them)
+        if grouped:     # a tiled kernel for tile_rows rows, unsplit (the matrix units where the class takes them;
+            # their 32-row tile where an expert's tile holds no more: half the 64-row tiles would be padding)
             mma = dev.has_mma and qtype in MMA_TYPES and qtype != "F32"
-            override = {"splits": 1, "mma": mma, **(override or {})}
+            small = {"tm": 2, "tn": 8, "sn": 4} if mma and tile_rows <= 32 else {}
+            override = {"splits": 1, "mma": mma, **small, **(override or {})}
         shader, extra, self.cfg = gemm_shader(dev, tile_rows or m, qtype, n, override, k=k, glu=defines["GLU"])
         if grouped and self.cfg is None:
             raise DeviceError(f"matmul_id: no tiled GEMM for {qtype} rows of {k}")

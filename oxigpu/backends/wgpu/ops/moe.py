@@ -21,7 +21,6 @@ from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, grid, rng
 from .gemm import GemmKernel, q8_round, q8_tie_free
 from .matmul import Gemv, q8x_round, split_rows
-from .quant_grid import grid_binds
 
 
 @register
