@@ -38,6 +38,7 @@ const R: u32 = {{R}}u;      // 1, 2, 4 or 8
 const GPW: u32 = {{GPW}}u;
 const WG: u32 = TPR * GPW;
 const GLU: bool = {{GLU}};
+const EXPERT: bool = {{EXPERT}};
 const RO: u32 = select(R, R / 2u, GLU);   // output columns per group
 const BIAS: bool = {{BIAS}};
 const U2: bool = {{U2}};     // two pieces per loop step
@@ -91,8 +92,14 @@ fn xw(i: u32, v: vec4<f32>) -> vec4<f32> {
 
 fn act(x: f32) -> f32 { return {{ACT}}(x); }
 
-// Weight row of slot j of the group whose first output column is c0.
+// Weight row of slot j of the group whose first output column is c0. EXPERT GLU: the up rows are
+// glu_up() rows after the gate rows (the experts' up weights after all their gate weights), columns past
+// the last clamped to it (the binding ends at the last expert's last up row).
 fn slot_row(c0: u32, j: u32) -> u32 {
+  if (GLU && EXPERT) {
+    let c = min(select(c0 + j - RO, c0 + j, j < RO), D.n - 1u);
+    return select(c + glu_up(), c, j < RO);
+  }
   if (GLU) { return select(c0 + j + D.n - RO, c0 + j, j < RO); }
   return c0 + j;
 }

@@ -3,14 +3,16 @@
 //   id), by KSEL passes over the E logits that each take the next in (value desc, id asc) order (each lane
 //   its share, then a workgroup reduction), so nothing is stored per expert; their probabilities are
 //   renormalized (NORM) and scaled (W_SCALE). Padded rows: id 0, weight 0.
-// sum: y[t, c] = sum_j w[t, j] * x[t, j*N + c], the chosen experts' outputs mixed by their weights.
-// Defines: T (rows), E (experts), KSEL, NORM (0/1), W_SCALE, N (sum: width of one expert's output).
+// sum: y[t, c] = sum_j w[t, j] * x[t, j*N + c], the chosen experts' outputs mixed by their weights (plus
+//   res[t, c] with HAS_RES: moe_sum_add).
+// Defines: T (rows), E (experts), KSEL, NORM (0/1), W_SCALE, N (sum: width of one expert's output), HAS_RES.
 #include "common/params.wgsl"
 
 @group(0) @binding(1) var<storage, read> a: array<f32>;
 @group(0) @binding(2) var<storage, read> b: array<f32>;
 @group(0) @binding(3) var<storage, read_write> ids: array<i32>;
 @group(0) @binding(4) var<storage, read_write> w: array<f32>;
+@group(0) @binding(5) var<storage, read> res: array<f32>;   // sum with HAS_RES (moe_sum_add): the residual
 
 const MIN_SUM: f32 = 6.103515625e-5;   // the least normal f16, as llama.cpp clamps a renormalizing sum
 
@@ -110,5 +112,6 @@ fn sum(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3
   for (var j = 0u; j < {{KSEL}}u; j++) {
     acc += b[t * {{KSEL}}u + j] * a[(t * {{KSEL}}u + j) * {{N}}u + c];
   }
+  if ({{HAS_RES}}) { acc = res[i] + acc; }
   w[i] = acc;
 }

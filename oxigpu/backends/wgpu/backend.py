@@ -228,7 +228,7 @@ class WgpuBackend:
         offset) writes for :meth:`_write`) and for its states not yet allocated."""
         writes: list[tuple[Any, np.ndarray, int]] = []
         for node in plan.nodes:
-            if node.op in ("matmul_multi", "matmul_glu"):
+            if node.op in ("matmul_multi", "matmul_glu", "matmul_id_glu"):
                 self._allocate_joined(node, writes)
         for v in plan.weights:
             if v.tensor not in self._weights:
@@ -259,9 +259,9 @@ class WgpuBackend:
         return list(zip(plan.nodes, self._loaded(plan).node_dispatches))
 
     def _allocate_joined(self, node: Node, writes: list[tuple[Any, np.ndarray, int]]) -> None:
-        """A ``matmul_multi``'s (or ``matmul_glu``'s) weights of one type back to back in one buffer (their
-        biases likewise), so its kernel runs them as one dispatch; skipped for weights already uploaded or
-        over one binding."""
+        """A ``matmul_multi``'s (``matmul_glu``'s, ``matmul_id_glu``'s) weights of one type back to back in one
+        buffer (their biases likewise), so its kernel runs them as one dispatch; skipped for weights already
+        uploaded or over one binding."""
         ws = args(node, "w") or args(node, "w_gate") + args(node, "w_up")
         bs = args(node, "bias")
         for t in dict.fromkeys(w.ggml_type for w in ws):

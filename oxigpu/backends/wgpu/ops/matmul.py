@@ -253,7 +253,8 @@ class Gemv:
     the x rows per group.
     ``expert`` = (n_expert, ksel, xslot): matmul_id's decode (gemv_q.wgsl EXPERT): the m output rows are
     (token, slot) pairs, each with its own expert's ``rows`` rows (the weight holds n_expert of them) and
-    the one-row split (no weight row is shared by two pairs); :meth:`encode` takes the ids.
+    the one-row split (no weight row is shared by two pairs); :meth:`encode` takes the ids. With ``act``
+    (matmul_id_glu) ``rows`` is gate + up rows and the weight all experts' gate rows, then their up rows.
     """
 
     def __init__(self, dev: Device, attrs: dict[str, Any], k: int, types: Sequence[str], rows: Sequence[int],
@@ -274,8 +275,8 @@ class Gemv:
         piece1 = over.pop("piece1", None)
         xr_over = over.pop("xr", None)
         if expert:      # one x row per group (pairs share no weight rows); a workgroup stages its pair's x
-            if self.mixed or act or has_bias or has_res or nseg > 1 or norm_eps is not None:
-                raise DeviceError("matmul_id: the experts' GEMV has one weight type and no epilogue")
+            if self.mixed or has_bias or has_res or nseg > 1 or norm_eps is not None:
+                raise DeviceError("matmul_id: the experts' GEMV has one weight type and no epilogue but GLU")
             cfg, self.xr = replace(cfg, persist=0), 1
         else:
             cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc, tuning(cls))
@@ -331,7 +332,12 @@ class Gemv:
             self.xq_pipe = dev.pipeline("gemv_q.wgsl", "quantize_x", defines)
             self.xq_buf = dev.create_buffer(4 * x_rows * sum(xq_words(p, cfg.ppb32, k) for p in pieces),
                                             label="gemv int8 x")
-        if expert:      # whole experts per binding: ranges of experts, one dispatch each
+        if expert and act:      # all gate weights, then all up weights: one binding
+            if expert[0] * n * self.row_bytes[0] > dev.max_storage_binding:
+                raise DeviceError(f"matmul_id_glu: {expert[0] * n * self.row_bytes[0]} B of weights exceed one "
+                                  "storage binding")
+            self.ranges = [(0, expert[0] * n)]
+        elif expert:      # whole experts per binding: ranges of experts, one dispatch each
             per = split_rows(expert[0], n * self.row_bytes[0], dev.max_storage_binding, dev.storage_align)
             self.ranges = [(e0 * n, ne * n) for e0, ne in per]
         elif self.mixed:
@@ -369,12 +375,15 @@ class Gemv:
             wbuf, wbase = _span(ws[0])
             w = _word_span(wbuf, wbase + row0 * self.row_bytes[0], rows * self.row_bytes[0])
             ex: dict[int, Binding] = {}
-            if self.expert:     # rows of one expert per group; the range's experts row0 / n ..
+            if self.expert:     # groups of one expert's rows; the range's experts row0 / n .. (GLU: all)
                 n_e, ksel, xslot = self.expert
                 n = self.n_out
-                ex = {16: self.dev.uniform([row0 // n, (row0 + rows) // n, ksel, xslot, n_e, 0, 0, 0])}
-                row0, rows = 0, n
-            n_wg = -(-(rows // 2 if self.act else rows) // per_wg)
+                e0, e1 = (0, n_e) if self.act else (row0 // n, (row0 + rows) // n)
+                ex = {16: self.dev.uniform([e0, e1, ksel, xslot, n_e, 0, 0, 0])}
+                row0, rows = 0, ((n_e + 1) * n if self.act else n)    # rows: the clamp's bound only
+                n_wg = -(-n // per_wg)
+            else:
+                n_wg = -(-(rows // 2 if self.act else rows) // per_wg)
             dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes[0], self.m, 0, n_wg,
                                      *seg_end, *pad, *seg_y, *pad])
             xin = x
