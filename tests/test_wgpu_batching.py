@@ -162,3 +162,28 @@ def test_constrained_sequences_batched_on_the_resident_loop_equal_numpy(tiny_mod
     assert [g.result.token_ids for g in gens] == want
     assert re.fullmatch(r"(yes|no), [a-z]{2,12}\.", gens[1].result.text)
     assert eng.scheduler.resident_steps - resident >= 5   # drawn with masks on the device, not host-stepped
+
+
+def test_forced_tokens_stay_on_the_resident_loop(tiny_models, llm, monkeypatch):
+    """The tokens a JSON schema forces (keys, punctuation) are drawn on the GPU-resident loop under
+    one-token masks, the whole run queued before its ids are read back: after the prompt (and the forced
+    tokens right after the first draw) no host step runs, the device is read once per free draw, not per
+    token, and the output equals the numpy backend's host-stepped one."""
+    from structured_cases import SCHEMAS
+
+    kw = dict(json_schema=SCHEMAS[0][1], temperature=1.0, seed=1, max_tokens=40)
+    want = LLM(tiny_models["tiny-qwen2"], backend="numpy", n_ctx=128).generate("Hi", **kw).token_ids
+    eng = llm.engine
+    gen = llm.stream("Hi", **kw)
+    sampler, forced = gen.request.sampler, []
+    take = sampler.forced_tokens
+    monkeypatch.setattr(sampler, "forced_tokens", lambda: forced.extend(f := take()) or f)
+    host = []
+    run = eng.scheduler._run
+    monkeypatch.setattr(eng.scheduler, "_run", lambda batch: host.append(batch) or run(batch))
+    before = dict(eng.backend.dev.counts)
+    list(gen)
+    reads = eng.backend.dev.counts["read"] - before.get("read", 0)
+    assert gen.result.token_ids == want
+    assert len(host) <= 2 and len(forced) >= 5
+    assert reads <= len(want) - len(forced) + 2, (reads, len(want), len(forced))

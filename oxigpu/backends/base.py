@@ -159,8 +159,10 @@ class ResidentDecode(Protocol):
         """:meth:`decode_stream` for several sequences at once, one row each on a decode plan of T >= their
         number of rows (``sampling`` a SlotBatch of T slots): ids [step][sequence] a batch at a time, logprob
         rows [sequence, step, ...] when asked. The iterator also has ``stop()``: queue no more steps, but
-        still yield those already queued. ``masks``: constrained slots, one step per batch, each step's
-        masks asked for (uint32 [rows, W]) while its forward runs on the device."""
+        still yield those already queued. ``masks``: constrained slots, each step's masks asked for (uint32
+        [rows, W], or [k, rows, W] for a run of k steps whose draws are all known to the host: a constraint's
+        forced tokens under one-token masks, then the draw after them; read back at once) while its forward
+        runs on the device."""
         ...
 
     def resident_step(self, plan: Plan, sampling: Any, pos: int | None = None

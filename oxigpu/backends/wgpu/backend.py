@@ -568,39 +568,60 @@ class WgpuBackend:
                        counters: list[int], ctl: DecodeStream, masks: Callable[[], np.ndarray | None]
                        ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
         """:meth:`decode_batch` with ``masks``: step i's forward (queued while step i - 1's id was read), the
-        host's masks for it, its sampler; then step i + 1's forward, then step i's id."""
+        host's masks for it, its sampler; then step i + 1's forward, then step i's id.
+
+        ``masks()`` may give the masks of a run of k steps ([k, rows, W]: a constraint's forced tokens, each
+        drawn under a one-token mask, then the mask of the draw after them): the run's steps are queued back
+        to back, each mask written between two submissions (the queue applies a write after the work
+        submitted before it), and their k ids are read back at once."""
         lock = self.dev.step_lock
         with lock:
             self._submit(self._encode_step(res, n, pos0, 0, logprobs, forward=True))
-        for step in range(n_steps):
+        step = run = 0
+        while step < n_steps:
             with lock:
-                if step:
-                    m = masks()
+                m = masks() if step else None
+                if m is not None and m.ndim == 2:
+                    m = m[None]
+                k = 1 if m is None else max(1, min(m.shape[0], n_steps - step, _MAX_BATCH))
+                for j in range(k):
                     if m is not None:
-                        self.dev.write(res.mask, np.ascontiguousarray(m, np.uint32))
-                index = self._submit(self._encode_step(res, n, pos0, step, logprobs, forward=False))
-                if step + 1 < n_steps and not ctl.stopped:
-                    self._submit(self._encode_step(res, n, pos0, step + 1, logprobs, forward=True))
-                ids, rows = self._read_tokens(res, n, step % 2, 1, index, logprobs)
-            yield ids, _lp_rows(rows, counters, step, 1, n)
+                        self.dev.write(res.mask, np.ascontiguousarray(m[j], np.uint32))
+                    enc = self.dev.device.create_command_encoder()
+                    self.dev.encode(enc, self._step_dispatches(res, n, pos0, step + j, forward=False))
+                    if j + 1 < k:     # a forced step's id is read with the run's: its next forward goes along
+                        self.dev.encode(enc, self._step_dispatches(res, n, pos0, step + j + 1, forward=True))
+                        self._submit(enc.finish())
+                        continue
+                    self._copy_ids(enc, res, n, pos0, step, k, run % 2, logprobs)
+                    index = self._submit(enc.finish())
+                if step + k < n_steps and not ctl.stopped:
+                    self._submit(self._encode_step(res, n, pos0, step + k, logprobs, forward=True))
+                ids, rows = self._read_tokens(res, n, run % 2, k, index, logprobs)
+            yield ids, _lp_rows(rows, counters, step, k, n)
+            step, run = step + k, run + 1
             if ctl.stopped:
                 return
 
-    def _encode_step(self, res: _Resident, n: int, pos0: list[int], step: int, logprobs: bool, forward: bool
-                     ) -> Any:
-        """One step's forward (its Params from staging buffer ``step % 2``, then the plan's kernels) or its
-        sampler and the copy of its ids (and logprob rows) into readback buffer ``step % 2``."""
+    def _step_dispatches(self, res: _Resident, n: int, pos0: list[int], step: int, forward: bool
+                         ) -> list[Dispatch]:
+        """One step's forward (its Params written to staging buffer ``step % 2``, copied in by its first
+        dispatch, then the plan's kernels) or its sampler."""
         slot = step % 2
         ds = res.step(slot, max(pos0) + step)
         if forward:
             self.dev.write(self._staging[slot], Params(pos=step, n_tokens=n, n_seqs=n).pack())
-            ds = [res.nxt[slot][0], *ds[:len(ds) - res.n_sample]]
-        else:
-            ds = ds[len(ds) - res.n_sample:]
+            return [res.nxt[slot][0], *ds[:len(ds) - res.n_sample]]
+        return ds[len(ds) - res.n_sample:]
+
+    def _encode_step(self, res: _Resident, n: int, pos0: list[int], step: int, logprobs: bool, forward: bool
+                     ) -> Any:
+        """One step's forward or its sampler and the copy of its ids (and logprob rows) into readback buffer
+        ``step % 2``, as a command buffer."""
         enc = self.dev.device.create_command_encoder()
-        self.dev.encode(enc, ds)
+        self.dev.encode(enc, self._step_dispatches(res, n, pos0, step, forward))
         if not forward:
-            self._copy_ids(enc, res, n, pos0, step, 1, slot, logprobs)
+            self._copy_ids(enc, res, n, pos0, step, 1, step % 2, logprobs)
         return enc.finish()
 
     def _encode_batch(self, res: _Resident, n: int, pos0: list[int], step0: int, k: int, slot: int,
