@@ -165,6 +165,13 @@ class ResidentDecode(Protocol):
         runs on the device."""
         ...
 
+    def run_sampled(self, plan: Plan, step: Any, sampling: Any, contexts: Sequence[Sequence[int] | None]
+                    ) -> tuple[list[int], np.ndarray | None]:
+        """A host step of ``plan`` followed by the GPU sampler on its logits rows (``sampling``: a SlotBatch of
+        its S rows; ``contexts[s]``: sequence s's tokens, None where it draws nothing): the drawn ids and
+        logprob rows when asked, never the logits."""
+        ...
+
     def resident_step(self, plan: Plan, sampling: Any, pos: int | None = None
                       ) -> list[tuple[Node | None, list[Any]]]:
         """One resident step as encoded: each node's dispatches, then (None, the sampler's)."""

@@ -275,12 +275,22 @@ class Scheduler:
         eng = self.engine
         seqs = [(req.tokens[req.computed:req.computed + n], req.computed, req.blocks.blocks) for req, n in batch]
         decode = all(n == 1 and req.remaining == 1 for req, n in batch)
-        logits = eng.forward(Step.batch(seqs), decode)
+        step = Step.batch(seqs)
+        draws = [req if req.computed + n == len(req.tokens) else None for req, n in batch]
+        drawn = eng.forward_sampled(step, decode, draws)     # the GPU sampler: ids read back, not logits
+        logits = eng.forward(step, decode) if drawn is None else None
         for slot, (req, n) in enumerate(batch):
             req.computed += n
             self.pool.register(req.blocks, req.tokens, req.computed)
-            if req.computed == len(req.tokens):
+            if draws[slot] is None:
+                continue
+            if drawn is None:
                 self._drawn(req, req.sampler.draw(logits[slot], req.tokens))
+                continue
+            ids, rows = drawn
+            token = check_drawn(ids[slot], eng.vocab_size, len(req.generated))
+            req.sampler.accept_row(token, None if rows is None else rows[slot])
+            self._drawn(req, token)
 
     def _drawn(self, req: Request, token: int) -> None:
         """``token`` was drawn for ``req``; then the tokens its constraint forces are taken without a forward
