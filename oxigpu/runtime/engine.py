@@ -310,6 +310,16 @@ class Engine:
                 self.pool.release(seq)
         return iter(out)
 
+    def __del__(self) -> None:
+        # the GPU-resident loop's generator holds the backend (its buffers) from a live frame: end it, so a
+        # dropped model frees its device memory now, not at some later cycle collection
+        scheduler = self.__dict__.get("scheduler")
+        if scheduler is not None:
+            try:
+                scheduler._drop_stream()
+            except Exception:           # noqa: BLE001  (interpreter shutdown: modules may be half gone)
+                pass
+
     def forget(self) -> None:
         """Empty the prefix cache (blocks no sequence holds go back to the free list): the next evaluation
         of any tokens starts from nothing."""

@@ -35,6 +35,7 @@ import functools
 import itertools
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..backends.base import Step
+from ..errors import OxigpuError
 from .decoding import SequenceSampler
 from .kvcache import KV_BLOCK, SeqBlocks
 from .params import FinishReason, GenerationResult, SamplingParams, Timings
@@ -109,7 +111,9 @@ class Scheduler:
     """Admission, batching, preemption and cancellation over one engine (see the module docstring)."""
 
     def __init__(self, engine: Engine):
-        self.engine = engine
+        # the engine owns its scheduler: a weak reference back, so a dropped LLM frees its weights and device
+        # buffers at once instead of waiting for the cycle collector (which large arrays rarely trigger)
+        self._engine = weakref.ref(engine)
         self.pool = engine.pool
         self.lock = threading.RLock()
         self._inbox: deque[Request] = deque()
@@ -125,6 +129,13 @@ class Scheduler:
         self.preemptions = 0
 
     # -- from any thread ------------------------------------------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        engine = self._engine()
+        if engine is None:
+            raise OxigpuError("the engine of this scheduler is gone (its LLM was closed or dropped)")
+        return engine
+
     def submit(self, req: Request) -> Request:
         req.arrival = next(self._arrivals)
         req.t_submit = time.perf_counter()
