@@ -135,6 +135,11 @@ def test_every_quant_type_passes_tint(dev, tmp_path, monkeypatch):
     i8 = [("matmul_id", [(T, k), (128, n, k), (T, 8)], ["f32", t, "i32"], {}, f"{t}-int8")
           for t in ("Q4_K", "Q6_K") for T in (1, 4, 64) for k, n in ((2048, 768), (768, 2048))]
     i8 += [("matmul_id", [(6, 256), (4, 24, 256), (6, 2)], ["f32", t, "i32"], {}, f"{t}-int8") for t in Q8_TYPES]
+    # the experts' gate+up GEMV with the GLU epilogue (64 experts: both within one binding here) and the
+    # moe_sum_add pass, float and integer dots
+    i8 += [("matmul_id_glu", [(1, 2048), (64, 768, 2048), (64, 768, 2048), (1, 8)], ["f32", "Q4_K", "Q4_K", "i32"],
+            {"act": "silu"}, f"glu{sfx}") for sfx in ("", "-int8")]
+    i8.append(("moe_sum_add", [(4, 8 * 64), (4, 8), (4, 64)], ["f32"] * 3, {}, "moe"))
     sources: dict[str, str] = {}
     for op, shapes, types, attrs, label in builds + i8:
         cls = KERNELS[op]

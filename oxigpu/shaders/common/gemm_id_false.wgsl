@@ -1,6 +1,7 @@
 // The prefill GEMMs' rows when they are not the experts' grouped GEMM (ID false): the workgroup's row tile
 // wid.y covers x rows and output rows m0 = BM wid.y ..; row tiles wholly past n_tokens return at once.
 const ID: bool = false;
+const w_base: u32 = 0u;   // the first byte of the weights' rows in W (a constant: nothing to add)
 
 fn tile_m0(wy: u32, bm: u32) -> u32 { return wy * bm; }
 fn tile_skip(wy: u32, m0: u32) -> bool { return m0 >= P.n_tokens; }

@@ -11,6 +11,7 @@
 const ID: bool = true;
 @group(0) @binding(15) var<storage, read> RT: array<u32>;
 
+var<private> w_base: u32 = 0u;   // the first byte of the tile's expert in W
 var<private> id_e: u32;
 var<private> id_first: u32;
 var<private> id_count: u32;

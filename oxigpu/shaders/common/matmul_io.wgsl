@@ -22,9 +22,6 @@ struct Dims {
 @group(0) @binding(5) var<storage, read_write> Y: array<f32>;
 @group(0) @binding(7) var<storage, read> RES: array<f32>;
 
-// The experts' grouped GEMM: the first byte of its tile's expert in W (common/gemm_id_true.wgsl); else 0.
-var<private> w_base: u32 = 0u;
-
 const HAS_BIAS: bool = {{HAS_BIAS}};
 const HAS_RES: bool = {{HAS_RES}};   // matmul_add: y += res[m, col] (one segment only)
 const NSEG: u32 = {{NSEG}}u;
