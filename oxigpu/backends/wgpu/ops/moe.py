@@ -122,7 +122,8 @@ class _Experts:
         return _rounded(case, f16, f16, 1e-4) if self.gk.mma else case
 
     def encode(self, x: Binding, w: Binding, ids: Binding, y: Binding, route: bool = True) -> list[Dispatch]:
-        """The dispatches writing y; ``route`` False: the table is this step's already (the same ids)."""
+        """The dispatches writing y; ``route`` False: the table and the GEMM's x pass are this step's already
+        (the same ids and x, the dispatch before)."""
         if self.gemv is not None:
             return self.gemv.encode(x, [w], [None], y, ids=ids)
         out = []
@@ -136,7 +137,7 @@ class _Experts:
                                      self.N, 0, 0, 0, 0, 0, 0, 0])
             if i == 0:
                 pre, xq = self.gk.x_pass(dims, x)
-                out += pre
+                out += pre if route else []
             ws = (wbuf, wbase + e0 * per_e, min(-(-ne * per_e // 4) * 4, wbuf.size - wbase - e0 * per_e))
             out += self.gk.encode({1: dims, 2: x, 3: ws, 4: x, 5: y, 7: x, 15: self.table, **xq}, self.N,
                                   row_tiles=self.max_tiles)
