@@ -14,6 +14,7 @@ from dataclasses import replace
 import numpy as np
 
 from ....quant import dequantize, get_type, quantize
+from ....quant.samples import random_blocks
 from ...numpy_ops import matmul_id as matmul_id_ref
 from ...numpy_ops import moe_gate as moe_gate_ref
 from ..device import Binding, Dispatch, workgroups_for
@@ -249,7 +250,10 @@ def moe_glu_case(qtype: str, T: int, n_tokens: int, E: int, K: int, N: int, K_in
 def _moe_case(name: str, qtype: str, T: int, n_tokens: int, E: int, K: int, N: int, K_in: int,
               per_slot: bool, seed: int, one_expert: bool = False) -> Case:
     g = rng(seed)
-    raw = quantize((g.standard_normal((E * N, K_in)) * 0.5).astype(np.float32), qtype)
+    if E * N * K_in > 1 << 22:      # large: random blocks (normal scales), not the slow quantizer
+        raw = random_blocks(qtype, E * N, K_in, g)
+    else:
+        raw = quantize((g.standard_normal((E * N, K_in)) * 0.5).astype(np.float32), qtype)
     ids = np.stack([g.choice(E, K, replace=False) for _ in range(T)]).astype(np.int32)
     if T > 2:
         ids[1] = ids[0]                  # several pairs on one expert, and experts nobody picked
