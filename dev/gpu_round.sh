@@ -2,6 +2,7 @@
 # The round's measurements on the GPU machine, oxigpu and llama.cpp in the same call on the same synthetic
 # files, in two phases that each fit a 10-minute call on a warm machine (the llama.cpp build and the files
 # in /tmp survive between back-to-back calls). After `source .gpu/bootstrap.sh`, from the project root:
+#   OUT=$OUT bash dev/gpu_round.sh profile  # single stream's kernel families, old tree (OLD) beside the new
 #   OUT=$OUT bash dev/gpu_round.sh batch    # single stream before/after (OLD=tree of the old commit), batched
 #                                          # throughput beside llama-batched-bench
 #   OUT=$OUT bash dev/gpu_round.sh serve    # HTTP load test vs bench --batch 64; constrained vs free decoding
@@ -9,7 +10,7 @@
 #                                          # 64 sequences of 4,096 tokens at once on the 8B (dev/fit_sequences.py)
 # Every step has its own time limit and logs under $OUT; a step that fails says so and the next one runs.
 set -uo pipefail
-PHASE=${1:?batch or serve}
+PHASE=${1:?profile, batch or serve}
 OUT=${OUT:-/tmp/gpu-round}
 F=/tmp/cmp
 B=/tmp/llamacpp/build/bin
@@ -23,6 +24,14 @@ synth() { [ -f $F/$1-Q4_K_M.gguf ] || python3 -m oxigpu synth "$1" --type Q4_K_M
 bash .gpu/llamacpp.sh start llama-bench llama-batched-bench llama-completion llama-quantize
 
 case $PHASE in
+profile)
+  # where single stream lost against the old tree: each kernel family's share of a prefill chunk and a
+  # decode step, both trees on the same file
+  synth qwen2.5-0.5b
+  step profile-old 120 bash -c "cd $OLD && PYTHONPATH=\$PWD:/tmp/site python3 -m oxigpu bench -m $F/qwen2.5-0.5b-Q4_K_M.gguf -p 512 -n 128 -r 2 --backend wgpu --profile"
+  step profile-new 120 python3 -m oxigpu bench -m $F/qwen2.5-0.5b-Q4_K_M.gguf -p 512 -n 128 -r 2 --backend wgpu --profile
+  grep -v "^loading" "$OUT/profile-old.log"; echo; grep -v "^loading" "$OUT/profile-new.log"
+  ;;
 batch)
   for s in qwen2.5-0.5b llama-3.2-1b llama-3.1-8b; do synth $s; done
   # single stream, the old tree then the new one, alternated twice, same file

@@ -102,7 +102,7 @@ def test_tint_check_can_fail(tmp_path):
     assert list(errors) == ["bad.wgsl"] and "subgroups" in errors["bad.wgsl"]
 
 
-def test_every_quant_type_passes_tint(dev, tmp_path):
+def test_every_quant_type_passes_tint(dev, tmp_path, monkeypatch):
     """Every weight type's kernels, as Dawn would build them: the GEMV (float dots, and integer dots where
     the type has an integer piece), the short GEMM, the tiled one (float and integer dots), the embedding
     gather, the experts' GEMV and grouped GEMM (matmul_id) and add_rows; the kernels are only constructed
@@ -130,9 +130,20 @@ def test_every_quant_type_passes_tint(dev, tmp_path):
     for t in TYPES:       # experts of 256 elements: one token (per-pair GEMV), six (grouped GEMM); add_rows
         builds += [("matmul_id", [(T, 256), (4, 24, 256), (T, 2)], ["f32", t, "i32"], {}, t) for T in (1, 6)]
         builds.append(("add_rows", [(4, 256), (8, 256)], ["f32", t], {"row": 1}, t))
+    # experts on integer dots (the GEMV's staged and dispatched x, the grouped GEMM's gemm_q8), at a
+    # qwen3moe-like width (128 experts of 768 rows, 8 a token) and small
+    i8 = [("matmul_id", [(T, k), (128, n, k), (T, 8)], ["f32", t, "i32"], {}, f"{t}-int8")
+          for t in ("Q4_K", "Q6_K") for T in (1, 4, 64) for k, n in ((2048, 768), (768, 2048))]
+    i8 += [("matmul_id", [(6, 256), (4, 24, 256), (6, 2)], ["f32", t, "i32"], {}, f"{t}-int8") for t in Q8_TYPES]
+    # the experts' gate+up GEMV with the GLU epilogue (64 experts: both within one binding here) and the
+    # moe_sum_add pass, float and integer dots
+    i8 += [("matmul_id_glu", [(1, 2048), (64, 768, 2048), (64, 768, 2048), (1, 8)], ["f32", "Q4_K", "Q4_K", "i32"],
+            {"act": "silu"}, f"glu{sfx}") for sfx in ("", "-int8")]
+    i8.append(("moe_sum_add", [(4, 8 * 64), (4, 8), (4, 64)], ["f32"] * 3, {}, "moe"))
     sources: dict[str, str] = {}
-    for op, shapes, types, attrs, label in builds:
+    for op, shapes, types, attrs, label in builds + i8:
         cls = KERNELS[op]
+        monkeypatch.setenv("OXIGPU_INT8_DOTS", "1" if label.endswith("-int8") else "0")
         with dev.recording() as rec:
             cls(dev, attrs, shapes, types, cls.output_shapes(shapes, attrs))
         for file, _, defines in rec:

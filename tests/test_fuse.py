@@ -102,6 +102,52 @@ def test_fused_logits_equal_unfused_on_numpy(synth_files, shape):
         assert np.isfinite(a).all() and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
 
 
+MOE_SHAPES = ["tiny-qwen3moe", "tiny-mixtral", "tiny-olmoe"]
+
+
+@pytest.fixture(scope="module")
+def moe_files(tmp_path_factory):
+    from oxigpu.synth import synthesize
+    d = tmp_path_factory.mktemp("synth_moe")
+    return {s: synthesize(s, d / f"{s}.gguf", ftype="Q4_K_M", seed=3, workers=1).path for s in MOE_SHAPES}
+
+
+@pytest.mark.parametrize("shape", MOE_SHAPES)
+def test_moe_fusions_and_logits_on_numpy(moe_files, shape):
+    """The experts' gate/up + glu become matmul_id_glu and the mix + residual add moe_sum_add, in decode and
+    prefill graphs; chunked prefill then decode gives the unfused graph's logits on the numpy backend."""
+    model = GGUFFile(moe_files[shape])
+    for T in (1, 8):
+        ops = _ops(build_graph(model, None, T, N_CTX))
+        assert ops.count("matmul_id_glu") == 1 and ops.count("matmul_id") == 1 and "glu" not in ops
+        assert ops.count("moe_sum_add") == 1 and "moe_sum" not in ops
+    vocab = len(model.metadata["tokenizer.ggml.tokens"])
+    toks = np.random.default_rng(6).integers(0, vocab, 12).astype(np.int32)
+    logits = []
+    for fuse in (False, True):
+        pre = compile(build_graph(model, None, 8, N_CTX, "all", fuse=fuse))
+        dec = compile(build_graph(model, None, 1, N_CTX, "last", fuse=fuse))
+        nb = NumpyBackend(model, N_CTX)
+        out = [nb.run(pre, Step.single(toks[:5], 0))["logits"][:5]]
+        out += [nb.run(dec, Step.single(toks[p:p + 1], p))["logits"] for p in range(5, 12)]
+        logits.append(out)
+    for a, b in zip(*logits):
+        assert np.isfinite(a).all() and np.abs(a - b).max() <= 1e-5 * np.abs(a).max()
+
+
+def test_moe_numpy_references_are_the_compositions():
+    rng = np.random.default_rng(1)
+    T, E, K, n, k = 5, 6, 2, 16, 24
+    x = rng.standard_normal((T, k), np.float32)
+    wg, wu = (rng.standard_normal((E, n, k), np.float32) for _ in range(2))
+    ids = np.stack([rng.choice(E, K, replace=False) for _ in range(T)]).astype(np.int32)
+    g, u = (numpy_ops.matmul_id(x, w, ids, n_tokens=4) for w in (wg, wu))
+    assert np.array_equal(numpy_ops.matmul_id_glu(x, wg, wu, ids, n_tokens=4, act="silu"),
+                          numpy_ops.glu(g, u, act="silu"))
+    y, w, res = rng.standard_normal((T, K * n), np.float32), rng.random((T, K), np.float32), g[:, :n]
+    assert np.array_equal(numpy_ops.moe_sum_add(y, w, res), res + numpy_ops.moe_sum(y, w))
+
+
 def test_numpy_references_are_the_compositions():
     rng = np.random.default_rng(0)
     x, res = rng.standard_normal((3, 40), np.float32), rng.standard_normal((3, 24), np.float32)

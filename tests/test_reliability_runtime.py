@@ -423,3 +423,24 @@ def test_cross_backend_agreement_is_measured(tiny_models):
     print(f"\ncross-backend agreement: {same}/{len(prompts)} sampled sequences identical, "
           f"{len(prompts) - near_ties}/{len(prompts)} greedy identical (the rest at near-ties)")
     assert same >= len(prompts) * 2 // 3
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_dropped_llm_frees_its_engine_and_backend_without_the_cycle_collector(tiny_models, backend):
+    """Dropping the last reference to an LLM frees its engine and backend (weights, KV pool, device buffers)
+    at once: the scheduler holds its engine weakly and the GPU-resident loop ends with the engine. The cycle
+    collector is off meanwhile, so nothing here waits for it (large arrays rarely trigger it: processes that
+    load models one after another grew by whole models)."""
+    import gc
+    import weakref
+    llm = LLM(tiny_models["tiny-qwen2"], backend=backend, n_ctx=64)
+    llm.generate("hello", max_tokens=4)
+    list(llm.stream("hi", max_tokens=3))
+    llm.generate(["a", "b"], max_tokens=3)
+    refs = [weakref.ref(x) for x in (llm, llm.engine, llm.engine.backend, llm.engine.scheduler)]
+    gc.disable()
+    try:
+        del llm
+        assert [r() is None for r in refs] == [True] * len(refs)
+    finally:
+        gc.enable()

@@ -162,3 +162,53 @@ def test_constrained_sequences_batched_on_the_resident_loop_equal_numpy(tiny_mod
     assert [g.result.token_ids for g in gens] == want
     assert re.fullmatch(r"(yes|no), [a-z]{2,12}\.", gens[1].result.text)
     assert eng.scheduler.resident_steps - resident >= 5   # drawn with masks on the device, not host-stepped
+
+
+def test_host_steps_draw_with_the_gpu_sampler(tiny_models, llm, monkeypatch):
+    """Steps the host runs (prompts joining decoding sequences, the first draw after a prompt) draw with the
+    GPU sampler in the same queue and read back only the ids: no [S, vocab] logits (``Engine.forward`` is
+    not called while a sequence draws), and every output equals the sequence alone on the numpy backend
+    (penalties, a logit bias, logprobs, a constraint, a join mid-generation)."""
+    runs = [dict(temperature=0.8, seed=5, max_tokens=12, repeat_penalty=1.3, logit_bias={7: 2.0}),
+            dict(temperature=1.0, seed=6, max_tokens=10, logprobs=True, top_logprobs=3),
+            dict(regex=r"(yes|no), [a-z]{2,12}\.", temperature=1.0, seed=2, max_tokens=30)]
+    ref = LLM(tiny_models["tiny-qwen2"], backend="numpy", n_ctx=128)
+    want = [ref.generate(p, **kw) for p, kw in zip(PROMPTS, runs)]
+    eng = llm.engine
+    logits_steps = []
+    forward = eng.forward
+    monkeypatch.setattr(eng, "forward", lambda step, decode: logits_steps.append(step) or forward(step, decode))
+    first = llm.stream(PROMPTS[0], **runs[0])
+    next(iter(first))                                   # decoding when the others join
+    gens = [first] + [llm.stream(p, **kw) for p, kw in zip(PROMPTS[1:], runs[1:])]
+    for g in gens:
+        list(g)
+    assert [g.result.token_ids for g in gens] == [w.token_ids for w in want]
+    assert [x.logprob for x in gens[1].result.logprobs] == pytest.approx([x.logprob for x in want[1].logprobs],
+                                                                         abs=1e-3)
+    assert not logits_steps
+
+
+def test_forced_tokens_stay_on_the_resident_loop(tiny_models, llm, monkeypatch):
+    """The tokens a JSON schema forces (keys, punctuation) are drawn on the GPU-resident loop under
+    one-token masks, the whole run queued before its ids are read back: after the prompt (and the forced
+    tokens right after the first draw) no host step runs, the device is read once per free draw, not per
+    token, and the output equals the numpy backend's host-stepped one."""
+    from structured_cases import SCHEMAS
+
+    kw = dict(json_schema=SCHEMAS[0][1], temperature=1.0, seed=1, max_tokens=40)
+    want = LLM(tiny_models["tiny-qwen2"], backend="numpy", n_ctx=128).generate("Hi", **kw).token_ids
+    eng = llm.engine
+    gen = llm.stream("Hi", **kw)
+    sampler, forced = gen.request.sampler, []
+    take = sampler.forced_tokens
+    monkeypatch.setattr(sampler, "forced_tokens", lambda: forced.extend(f := take()) or f)
+    host = []
+    run = eng.scheduler._run
+    monkeypatch.setattr(eng.scheduler, "_run", lambda batch: host.append(batch) or run(batch))
+    before = dict(eng.backend.dev.counts)
+    list(gen)
+    reads = eng.backend.dev.counts["read"] - before.get("read", 0)
+    assert gen.result.token_ids == want
+    assert len(host) <= 2 and len(forced) >= 5
+    assert reads <= len(want) - len(forced) + 2, (reads, len(want), len(forced))

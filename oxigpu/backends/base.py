@@ -159,8 +159,17 @@ class ResidentDecode(Protocol):
         """:meth:`decode_stream` for several sequences at once, one row each on a decode plan of T >= their
         number of rows (``sampling`` a SlotBatch of T slots): ids [step][sequence] a batch at a time, logprob
         rows [sequence, step, ...] when asked. The iterator also has ``stop()``: queue no more steps, but
-        still yield those already queued. ``masks``: constrained slots, one step per batch, each step's
-        masks asked for (uint32 [rows, W]) while its forward runs on the device."""
+        still yield those already queued. ``masks``: constrained slots, each step's masks asked for (uint32
+        [rows, W], or [k, rows, W] for a run of k steps whose draws are all known to the host: a constraint's
+        forced tokens under one-token masks, then the draw after them; read back at once) while its forward
+        runs on the device."""
+        ...
+
+    def run_sampled(self, plan: Plan, step: Any, sampling: Any, contexts: Sequence[Sequence[int] | None]
+                    ) -> tuple[list[int], np.ndarray | None]:
+        """A host step of ``plan`` followed by the GPU sampler on its logits rows (``sampling``: a SlotBatch of
+        its S rows; ``contexts[s]``: sequence s's tokens, None where it draws nothing): the drawn ids and
+        logprob rows when asked, never the logits."""
         ...
 
     def resident_step(self, plan: Plan, sampling: Any, pos: int | None = None

@@ -325,6 +325,17 @@ def moe_sum(y: np.ndarray, w: np.ndarray) -> np.ndarray:
     return np.einsum("tjn,tj->tn", y.reshape(T, K, -1), w).astype(F32, copy=False)
 
 
+def moe_sum_add(y: np.ndarray, w: np.ndarray, res: np.ndarray) -> np.ndarray:
+    """``res + moe_sum(y, w)`` (fused: the mixed experts' output added to the residual)."""
+    return (res + moe_sum(y, w)).astype(F32, copy=False)
+
+
+def matmul_id_glu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, ids: np.ndarray, *, n_tokens: int,
+                  act: str) -> np.ndarray:
+    """``glu(matmul_id(x, w_gate, ids), matmul_id(x, w_up, ids))`` (fused: the experts' gate, up and GLU)."""
+    return glu(matmul_id(x, w_gate, ids, n_tokens=n_tokens), matmul_id(x, w_up, ids, n_tokens=n_tokens), act=act)
+
+
 def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, *, eps: float) -> np.ndarray:
     """``(x - mean) / sqrt(var + eps) * w + b`` over each row (two passes, as ggml_norm)."""
     c = x - x.mean(axis=1, keepdims=True, dtype=F32)

@@ -12,7 +12,11 @@ the numpy backend:
   storing act(x Wg) * (x Wu) (a GEMV; in prefill the matrix-unit GEMM's epilogue, or two GEMMs and the
   glu where that kernel is not there);
 - ``matmul_add``: ``add(r, matmul(h, W))`` becomes a matmul with the residual added in its epilogue
-  (attn_output, ffn_down; where a block's post-norm sits between them, nothing is fused);
+  (attn_output, ffn_down; where a block's post-norm sits between them, nothing is fused); likewise
+  ``moe_sum_add``: ``add(r, moe_sum(y, w))``, the experts' mix added to the residual in one pass;
+- ``matmul_id_glu``: the experts' gate and up ``matmul_id`` of one x, ids and weight type followed by
+  ``glu`` become one node (decode: one GEMV over both weights, stored back to back, with the GLU in its
+  epilogue; prefill: one routing for both grouped GEMMs);
 - norm prologue: an ``rms_norm`` over whole rows read only by a ``matmul_multi`` or ``matmul_glu``
   moves into it (attr ``norm_eps``, the norm weight as its last input): each GEMV workgroup recomputes
   the row's sum of squares, cheap for d <= 4096; in prefill the matrix-unit GEMM's x pass normalizes
@@ -35,7 +39,7 @@ from .ir import Graph, Node, Value, arg, args
 
 def fuse(graph: Graph) -> Graph:
     """Apply every pattern in order of value; returns ``graph`` with its node list rewritten."""
-    nodes = _norm_prologue(graph, _glu_epilogue(graph, _multi_matmul(graph, graph.nodes)))
+    nodes = _norm_prologue(graph, _glu_epilogue(graph, _multi_matmul(graph, _expert_glu(graph, graph.nodes))))
     nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
     graph.nodes = _rope_kv_attention(graph, nodes) if graph.decode else nodes
     return graph
@@ -112,6 +116,19 @@ def _glu_epilogue(n: Node, view: _View) -> _Fused | None:
                 f"{mm.name}+{n.name}"), (mm,)
 
 
+@_pattern("glu")
+def _expert_glu(n: Node, view: _View) -> _Fused | None:
+    """``glu(gate, up)`` of two ``matmul_id`` of one x, one ids and one weight type, read by nothing else ->
+    ``matmul_id_glu`` at the glu."""
+    g, u = view.made_by(arg(n, "gate"), "matmul_id"), view.made_by(arg(n, "up"), "matmul_id")
+    if g is None or u is None or g is u or arg(g, "x") is not arg(u, "x") or arg(g, "ids") is not arg(u, "ids") \
+            or arg(g, "w").ggml_type != arg(u, "w").ggml_type or arg(g, "w").shape != arg(u, "w").shape \
+            or not (view.single_use(g.outputs[0]) and view.single_use(u.outputs[0])):
+        return None
+    return Node("matmul_id_glu", (arg(g, "x"), arg(g, "w"), arg(u, "w"), arg(g, "ids")), n.outputs, dict(n.attrs),
+                f"{g.name}+{u.name}+{n.name}"), (g, u)
+
+
 @_pattern("matmul_multi", "matmul_glu")
 def _norm_prologue(n: Node, view: _View) -> _Fused | None:
     """``rms_norm`` (whole rows) whose output only a ``matmul_multi``/``matmul_glu`` reads (as x) -> that
@@ -126,12 +143,17 @@ def _norm_prologue(n: Node, view: _View) -> _Fused | None:
 
 @_pattern("add")
 def _residual_epilogue(n: Node, view: _View) -> _Fused | None:
-    """``add(r, matmul(h, W))`` whose matmul output feeds only that add -> ``matmul_add`` at the add."""
+    """``add(r, matmul(h, W))`` whose matmul output feeds only that add -> ``matmul_add`` at the add (and
+    ``add(r, moe_sum(y, w))`` -> ``moe_sum_add``)."""
     for mm_val, res in ((n.inputs[1], n.inputs[0]), (n.inputs[0], n.inputs[1])):
         mm = view.made_by(mm_val, "matmul")
         if mm is not None and view.single_use(mm_val):
             return Node("matmul_add", (arg(mm, "x"), arg(mm, "w"), res, *args(mm, "bias")), n.outputs, {},
                         f"{mm.name}+{n.name}"), (mm,)
+        ms = view.made_by(mm_val, "moe_sum")
+        if ms is not None and view.single_use(mm_val) and res.shape == mm_val.shape:
+            return Node("moe_sum_add", (arg(ms, "y"), arg(ms, "w"), res), n.outputs, {},
+                        f"{ms.name}+{n.name}"), (ms,)
     return None
 
 

@@ -107,6 +107,10 @@ matmul_glu         x[R, k], W_gate[n, k], W_up[n, k] -> [R, n]    act; glu(matmu
                                                                   quant type)
 (prologue)         matmul_multi / matmul_glu with attr norm_eps   x replaced by rms_norm(x, w_norm,
                    take one more input, w_norm[k], last           norm_eps) (whole-row norm)
+moe_sum_add        y[T, K*n], w[T, K], res[T, n] -> [T, n]        (none) add(res, moe_sum(y, w))
+matmul_id_glu      x[T, k], W_gate[E, n, k], W_up[E, n, k],       act; glu(matmul_id(x, W_gate, ids),
+                   ids i32[T, K] -> [T, K*n]                      matmul_id(x, W_up, ids)) (both weights
+                                                                  of one quant type)
 rope_kv_store      q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv], K, V     n_head, n_head_kv, block_size and
                    (state), positions, row_seq, block_table       rope's other attrs; kv_store(rope(k,
                    (, freq_factors) -> [T, H*D]                   positions), v, K, V, positions, row_seq,
@@ -213,6 +217,8 @@ OPS: dict[str, OpSpec] = {
     "moe_gate": OpSpec((_s("logits", "act"),)),
     "matmul_id": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("ids", "ids"))),
     "moe_sum": OpSpec((_s("y", "act"), _s("w", "act"))),
+    "moe_sum_add": OpSpec((_s("y", "act"), _s("w", "act"), _s("res", "act"))),
+    "matmul_id_glu": OpSpec((_s("x", "act"), _s("w_gate", "matrix"), _s("w_up", "matrix"), _s("ids", "ids"))),
     "layer_norm": OpSpec((_s("x", "act"), _s("w", "vec"), _s("b", "vec"))),
     "add_rows": OpSpec((_s("x", "act"), _s("table", "table"), _s("positions", "ids", optional=True))),
     "attention_self": OpSpec((_s("q", "act"), _s("k", "act"), _s("v", "act"))),

@@ -217,6 +217,39 @@ class Engine:
             plan = self.plan("mixed", self.prefill_chunk, 1 if step.n_seqs == 1 else self.max_seqs)
         return self.backend.run(plan, step)["logits"][:step.n_seqs]
 
+    def forward_sampled(self, step: Step, decode: bool, reqs: Sequence[Request | None]
+                        ) -> tuple[list[int], np.ndarray | None] | None:
+        """:meth:`forward`, with each sequence of ``reqs`` (None: a row that draws nothing, mid-prompt)
+        drawing its next token with the GPU sampler in the same queue: the ids ([n_seqs]; and logprob rows
+        when asked), not the [n_seqs, vocab] logits, cross the bus. None where the backend has no GPU
+        sampler or a sequence draws with host state the device does not keep (mirostat's mu): the caller
+        then draws from :meth:`forward`'s logits. Same tokens either way (the numpy twin and the GPU sampler
+        agree: tests/test_sampling.py)."""
+        resident = self.backend.resident
+        run = getattr(resident, "run_sampled", None)
+        if run is None or any(r is not None and r.sampler.cfg.mirostat for r in reqs):
+            return None
+        if decode:
+            b = self.decode_bucket(step.n_seqs)
+            plan = self.plan("decode", b, b)
+        else:
+            plan = self.plan("mixed", self.prefill_chunk, 1 if step.n_seqs == 1 else self.max_seqs)
+        S = plan.outputs["logits"].shape[0]
+        pad = S - len(reqs)
+        live = [r for r in reqs if r is not None]
+        if not live:
+            return None
+        contexts = [r.tokens if r is not None else None for r in reqs]
+        slots = pack_batch([r.sampler.cfg if r is not None else SamplerConfig() for r in reqs]
+                           + [SamplerConfig()] * pad,
+                           [len(r.tokens) if r is not None else 1 for r in reqs] + [1] * pad,
+                           [r.sampler.counter if r is not None else 0 for r in reqs] + [0] * pad,
+                           [r.sampler.mu if r is not None else 0.0 for r in reqs] + [0.0] * pad,
+                           [r.sampler.adjust(r.tokens) if r is not None else None for r in reqs] + [None] * pad,
+                           [r.sampler.mask() if r is not None else None for r in reqs] + [None] * pad,
+                           vocab=self.vocab_size)
+        return run(plan, step, slots, contexts)
+
     def resident_stream(self, reqs: Sequence[Request], n_steps: int,
                         masks: Callable[[], np.ndarray | None] | None = None) -> Any:
         """The GPU-resident loop over ``reqs`` in their decode phase, one row each on the decode plan of their
@@ -276,6 +309,16 @@ class Engine:
             finally:
                 self.pool.release(seq)
         return iter(out)
+
+    def __del__(self) -> None:
+        # the GPU-resident loop's generator holds the backend (its buffers) from a live frame: end it, so a
+        # dropped model frees its device memory now, not at some later cycle collection
+        scheduler = self.__dict__.get("scheduler")
+        if scheduler is not None:
+            try:
+                scheduler._drop_stream()
+            except Exception:           # noqa: BLE001  (interpreter shutdown: modules may be half gone)
+                pass
 
     def forget(self) -> None:
         """Empty the prefix cache (blocks no sequence holds go back to the free list): the next evaluation

@@ -35,6 +35,7 @@ import functools
 import itertools
 import threading
 import time
+import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -43,6 +44,7 @@ from typing import TYPE_CHECKING
 import numpy as np
 
 from ..backends.base import Step
+from ..errors import OxigpuError
 from .decoding import SequenceSampler
 from .kvcache import KV_BLOCK, SeqBlocks
 from .params import FinishReason, GenerationResult, SamplingParams, Timings
@@ -109,7 +111,9 @@ class Scheduler:
     """Admission, batching, preemption and cancellation over one engine (see the module docstring)."""
 
     def __init__(self, engine: Engine):
-        self.engine = engine
+        # the engine owns its scheduler: a weak reference back, so a dropped LLM frees its weights and device
+        # buffers at once instead of waiting for the cycle collector (which large arrays rarely trigger)
+        self._engine = weakref.ref(engine)
         self.pool = engine.pool
         self.lock = threading.RLock()
         self._inbox: deque[Request] = deque()
@@ -119,11 +123,19 @@ class Scheduler:
         self._stream: Iterator | None = None     # the GPU-resident loop, when running
         self._stream_reqs: list[Request] = []    # its sequences, slot by slot
         self._stream_left = 0                    # its steps not yet read back
+        self._stream_masked = False              # it draws constrained sequences a run of steps at a time
         self.steps = 0
         self.resident_steps = 0                  # steps whose ids came from the GPU-resident loop
         self.preemptions = 0
 
     # -- from any thread ------------------------------------------------------------------------------------
+    @property
+    def engine(self) -> Engine:
+        engine = self._engine()
+        if engine is None:
+            raise OxigpuError("the engine of this scheduler is gone (its LLM was closed or dropped)")
+        return engine
+
     def submit(self, req: Request) -> Request:
         req.arrival = next(self._arrivals)
         req.t_submit = time.perf_counter()
@@ -171,7 +183,7 @@ class Scheduler:
                 return True
             if self.engine.speculator is not None and self.engine.speculator.try_step(self):
                 return True       # a speculative round for the lone decoding sequence (runtime/speculative.py)
-            if self._resident_ok():
+            if self._resident_ok(live=self._stream is not None):
                 return self._resident_step()
             self._drop_stream()
             batch = self._schedule()
@@ -274,12 +286,22 @@ class Scheduler:
         eng = self.engine
         seqs = [(req.tokens[req.computed:req.computed + n], req.computed, req.blocks.blocks) for req, n in batch]
         decode = all(n == 1 and req.remaining == 1 for req, n in batch)
-        logits = eng.forward(Step.batch(seqs), decode)
+        step = Step.batch(seqs)
+        draws = [req if req.computed + n == len(req.tokens) else None for req, n in batch]
+        drawn = eng.forward_sampled(step, decode, draws)     # the GPU sampler: ids read back, not logits
+        logits = eng.forward(step, decode) if drawn is None else None
         for slot, (req, n) in enumerate(batch):
             req.computed += n
             self.pool.register(req.blocks, req.tokens, req.computed)
-            if req.computed == len(req.tokens):
+            if draws[slot] is None:
+                continue
+            if drawn is None:
                 self._drawn(req, req.sampler.draw(logits[slot], req.tokens))
+                continue
+            ids, rows = drawn
+            token = check_drawn(ids[slot], eng.vocab_size, len(req.generated))
+            req.sampler.accept_row(token, None if rows is None else rows[slot])
+            self._drawn(req, token)
 
     def _drawn(self, req: Request, token: int) -> None:
         """``token`` was drawn for ``req``; then the tokens its constraint forces are taken without a forward
@@ -345,15 +367,26 @@ class Scheduler:
                        queue_s=start - req.t_submit, preemptions=req.preemptions)
 
     # -- the GPU-resident loop ------------------------------------------------------------------------------
-    def _resident_ok(self) -> bool:
+    def _resident_ok(self, live: bool = False) -> bool:
         """Every running sequence in its decode phase, nothing waiting, on a backend with the loop, each
         drawing with settings the device sampler keeps or under a constraint (whose masks go up a step at a
-        time); a lone sequence may also have a constraint with host state (mirostat, DRY: one step per loop)."""
+        time); a lone sequence may also have a constraint with host state (mirostat, DRY: one step per loop).
+        ``live``: for the loop already running, where a constrained sequence may also have forced tokens
+        still to evaluate (the loop takes them as steps drawn under one-token masks)."""
         if self.engine.backend.resident is None or self.waiting or self._inbox or not self.running:
             return False
         alone = len(self.running) == 1
-        return all(r.remaining == 1 and r.generated and not r.cancelled
+        return all((r.remaining == 1 or (live and self._forced_ok(r))) and r.generated and not r.cancelled
                    and (_streamable(r) or (alone and r.sampler.constraint is not None)) for r in self.running)
+
+    def _forced_ok(self, req: Request) -> bool:
+        """Whether the running loop can evaluate ``req``'s forced tokens (those accepted, not yet computed)
+        as its next steps: a loop that draws constrained sequences under masks, in it, and none of those
+        tokens banned by a logit bias (a one-token mask on a banned token leaves nothing to draw)."""
+        if not (self._stream_masked and req in self._stream_reqs):
+            return False
+        bias = req.params.logit_bias
+        return not bias or all(bias.get(t, 0.0) != -np.inf for t in req.tokens[req.computed + 1:])
 
     def _resident_step(self) -> bool:
         """One batch of the GPU-resident loop over the running sequences (started here when needed)."""
@@ -365,14 +398,14 @@ class Scheduler:
             if not all(_streamable(r) for r in reqs):
                 n_steps = 1                   # host state (mirostat's mu, DRY) depends on this draw
             elif any(r.sampler.constraint is not None for r in reqs):
-                masks = functools.partial(_masks, reqs, -(-eng.vocab_size // 32))
+                masks = functools.partial(_masks, reqs, -(-eng.vocab_size // 32), n_steps)
             # blocks for every position the queued steps write, taken before they are queued
             while n_steps >= 1 and not self._grow_all(reqs, n_steps):
                 n_steps //= 2
             if n_steps < 1:
                 return self._host_step()
             self._stream = eng.resident_stream(reqs, n_steps, masks)
-            self._stream_reqs, self._stream_left = reqs, n_steps
+            self._stream_reqs, self._stream_left, self._stream_masked = reqs, n_steps, masks is not None
         if self._take_stream():
             self.steps += 1
             return True
@@ -380,9 +413,12 @@ class Scheduler:
         return self._host_step()
 
     def _take_stream(self) -> bool:
-        """Accept the stream's next batch of ids (False when it has none left). Anything that changes the
-        batch (a sequence ends or must evaluate forced tokens) stops it: the batch already queued still
-        comes out at the next step, then the loop restarts or gives way to a host step."""
+        """Accept the stream's next batch of ids (False when it has none left). A constrained sequence's
+        forced tokens are accepted with the draw before them; the loop then evaluates them as its next
+        steps (drawn under one-token masks: ``_masks``), whose ids are checked, not accepted again. Anything
+        that changes the batch (a sequence ends; forced tokens a loop cannot take) stops it: the batch
+        already queued still comes out at the next step, then the loop restarts or gives way to a host
+        step."""
         assert self._stream is not None
         ids, rows = next(self._stream, ((), None))
         if not ids:
@@ -394,13 +430,18 @@ class Scheduler:
         changed = False
         for j, step_ids in enumerate(ids):
             for s, (req, token) in enumerate(zip(reqs, step_ids)):
-                if req.done or req.remaining > 1 or req not in running:
+                if req.done or req not in running or (req.remaining > 1 and not self._stream_masked):
                     continue                  # ended, preempted, or waits to evaluate forced tokens: ids dropped
                 req.computed += 1             # the step that drew it evaluated the newest token
+                if req.remaining > 0:         # it drew the next forced token, accepted already
+                    if token != req.tokens[req.computed]:
+                        raise RuntimeError(f"the GPU-resident loop drew {token} under the one-token mask of "
+                                           f"forced token {req.tokens[req.computed]}")
+                    continue
                 check_drawn(token, eng.vocab_size, len(req.generated))   # the GPU sampler's -1: nothing drawable
                 req.sampler.accept_row(token, None if rows is None else rows[s, j])
                 self._drawn(req, token)
-                changed |= req.done or req.remaining > 1
+                changed |= req.done or (req.remaining > 1 and not self._forced_ok(req))
         for req in reqs:
             if not req.done and req in running:
                 self.pool.register(req.blocks, req.tokens, req.computed)
@@ -427,7 +468,7 @@ class Scheduler:
         that was this step's work), else end it. Holding the lock."""
         if self._stream is None:
             return False
-        if not (self._stream.stopped or self._stream_reqs != self.running or not self._resident_ok()):
+        if not (self._stream.stopped or self._stream_reqs != self.running or not self._resident_ok(live=True)):
             return False
         self._stream.stop()
         if self._take_stream():
@@ -447,7 +488,7 @@ class Scheduler:
         """Abandon the resident loop: the GPU finishes what is already queued, its ids dropped; the blocks
         taken ahead for steps that never ran go back."""
         stream, reqs = self._stream, self._stream_reqs
-        self._stream, self._stream_reqs = None, []
+        self._stream, self._stream_reqs, self._stream_masked = None, [], False
         if stream is not None:
             stream.close()
         for req in reqs:
@@ -463,16 +504,24 @@ def _streamable(req: Request) -> bool:
                                 and not sampler.dry.enabled)
 
 
-def _masks(reqs: list[Request], words: int) -> np.ndarray | None:
-    """The constraint masks of ``reqs``' next draws, rows up to the last constrained one (the loop's
-    ``masks`` callback; the others' rows are all ones)."""
-    rows = [r.sampler.mask() if not r.done else None for r in reqs]
-    last = max((i for i, m in enumerate(rows) if m is not None), default=-1)
-    if last < 0:
+def _masks(reqs: list[Request], words: int, limit: int) -> np.ndarray | None:
+    """The constraint masks of ``reqs``' next draws (the loop's ``masks`` callback), rows up to the last
+    constrained one (the others' rows are all ones): uint32 [k, rows, W] for a run of k steps. A sequence
+    with m forced tokens still to evaluate (accepted with the draw before them) draws them under one-token
+    masks, then under its constraint's mask; k is the shortest such run among the constrained sequences
+    (at most ``limit``), so every draw of the run has its mask now and none is read back before the run's
+    last. Only the draws after the forced tokens compute a constraint mask."""
+    live = [(i, r) for i, r in enumerate(reqs) if not r.done and r.sampler.constraint is not None]
+    if not live:
         return None
-    out = np.full((last + 1, words), 0xFFFFFFFF, np.uint32)
-    for i, m in enumerate(rows[:last + 1]):
-        if m is not None:
-            m = np.asarray(m, np.uint32).reshape(-1)
-            out[i, :m.size] = m
+    k = max(1, min(limit, *(r.remaining for _, r in live)))   # remaining = 1 (the newest token) + forced
+    out = np.full((k, live[-1][0] + 1, words), 0xFFFFFFFF, np.uint32)
+    for i, r in live:
+        forced = r.tokens[r.computed + 1:r.computed + 1 + k]
+        for j, t in enumerate(forced):
+            out[j, i] = 0
+            out[j, i, t >> 5] = np.uint32(1 << (t & 31))
+        if len(forced) < k:
+            m = np.asarray(r.sampler.mask(), np.uint32).reshape(-1)
+            out[len(forced), i, :m.size] = m
     return out

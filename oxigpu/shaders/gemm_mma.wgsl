@@ -14,7 +14,8 @@
 // Workgroup: SGM x SGN subgroups of 32 lanes (NVIDIA's size; gemm.py takes this kernel only there), tile
 // BM x BN = 16 FM SGM x 16 TNB SGN. Tint wants subgroup-matrix offsets uniform over the workgroup; here they
 // are uniform per subgroup, which is what the hardware needs, so that check is switched off below.
-// Rows at or past the step's n_tokens read as zero; row tiles wholly past it return at once. Split-k
+// Rows at or past the step's n_tokens read as zero; row tiles wholly past it return at once. ID: matmul_id's
+// grouped GEMM over experts (common/gemm_id_true.wgsl: rows gathered per tile, each tile its expert's weights). Split-k
 // (SPLITS > 1, common/split_k.wgsl): workgroup z covers k_range(z) and writes partial sums.
 // GLU (matmul_glu, TNB 4, unsplit): W holds D.n gate rows then D.n up rows; each subgroup's 64 tile
 // columns are 32 gate rows and the matching up rows (wrow), and it stores ACT(x Wg) * (x Wu) for its 32
@@ -25,6 +26,7 @@ enable chromium_experimental_subgroup_matrix;
 #include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
 #include "common/split_k.wgsl"
+#include "common/gemm_id_{{ID}}.wgsl"
 #include "math.wgsl"
 
 const SGM: u32 = {{SGM}}u;
@@ -95,7 +97,13 @@ fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
   let m = m0 + lid / XPR;
   let k = k0 + 2u * (lid % XPR);
   let x0 = (m * D.k + k) / 2u;
-  if (m0 + BM <= mlim && k0 + BK <= D.k) {
+  if (ID) {   // the tile's pairs' rows, gathered (m0 is 0)
+    for (var i = 0u; i < XPL; i++) {
+      let mm = m + XRS * i;
+      xr[i] = 0u;
+      if (x_live(mm) && k < D.k) { xr[i] = XH[(x_src(mm) * D.k + k) / 2u]; }
+    }
+  } else if (m0 + BM <= mlim && k0 + BK <= D.k) {
     for (var i = 0u; i < XPL; i++) { xr[i] = XH[x0 + XRS * i * (D.k / 2u)]; }
   } else {
     for (var i = 0u; i < XPL; i++) {
@@ -155,7 +163,7 @@ fn put_block(z: u32, sg: u32, e: u32, m: u32, n: u32, c: subgroup_matrix_result<
       for (var t = 0u; t < 8u; t++) {
         let mm = m + (t * 32u + e) / 16u;
         let nn = n + e % 16u;
-        if (mm < D.m && nn < D.rows) { put_y(z, mm, nn, v[t]); }
+        if (out_ok(mm) && nn < D.rows) { put_y(z, out_row(mm), nn, v[t]); }
       }
     }
   }
@@ -180,8 +188,8 @@ fn put_glu(sg: u32, e: u32, m: u32, n: u32, g: subgroup_matrix_result<f32, 16, 1
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = wid.x * BN;
-  let m0 = wid.y * BM;
-  if (m0 >= P.n_tokens) { return; }   // padding rows only (uniform per workgroup: no barrier skipped)
+  let m0 = tile_m0(wid.y, BM);
+  if (tile_skip(wid.y, m0)) { return; }   // padding rows only, or ID's other tiles (uniform: no barrier skipped)
   let sg = lid / 32u;
   let sm = sg % SGM;
   let sn = sg / SGM;
@@ -203,7 +211,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var c31: subgroup_matrix_result<f32, 16, 16>;
   var c32: subgroup_matrix_result<f32, 16, 16>;
   var c33: subgroup_matrix_result<f32, 16, 16>;
-  let kr = k_range(wid.z);
+  var kr = k_range(wid.z);
+  if (tile_dead(wid.y)) { kr.y = kr.x; }   // ID's padding pairs: zeros
   fetch(m0, n0, kr.x, lid);
   for (var k0 = kr.x; k0 < kr.y; k0 += BK) {
     stage(lid);

@@ -16,7 +16,7 @@
 // with <= 127 weights), with no int-to-float conversion.
 //
 // Rows at or past the step's n_tokens read as zero (their x was not quantized); row tiles wholly past it
-// return at once. Split-k: common/split_k.wgsl.
+// return at once. Split-k: common/split_k.wgsl. ID: matmul_id's grouped GEMM over experts (common/gemm_id_true.wgsl).
 #include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
 #include "common/gemm_tile.wgsl"
@@ -71,13 +71,13 @@ fn put_w(buf: u32, u: u32, q: Q32) {
 }
 
 // Whether row m of x is real (not past the chunk or the step's tokens).
-fn x_row(m: u32) -> bool { return m < D.m && m < P.n_tokens; }
+fn x_row(m: u32) -> bool { return x_live(m); }
 
 // x vec4 u of the step at (m0, k0): row m0 + u % BM, 16 int8 from k0 + 16 (u / BM).
 fn load_x(m0: u32, k0: u32, u: u32) -> vec4<u32> {
   let m = m0 + u % BM;
   let c = k0 / 16u + u / BM;
-  if (x_row(m) && c < D.k / 16u) { return XQB[m * (D.k / 16u) + c]; }
+  if (x_row(m) && c < D.k / 16u) { return XQB[x_src(m) * (D.k / 16u) + c]; }
   return vec4<u32>(0u);
 }
 
@@ -91,7 +91,7 @@ fn put_x(buf: u32, u: u32, v: vec4<u32>) {
 fn load_d(m0: u32, k0: u32, u: u32) -> vec2<f32> {
   let m = m0 + u % BM;
   let j = k0 / 32u + u / BM;
-  if (x_row(m) && j < D.k / 32u) { return XDB[m * (D.k / 32u) + j]; }
+  if (x_row(m) && j < D.k / 32u) { return XDB[x_src(m) * (D.k / 32u) + j]; }
   return vec2<f32>(0.0);
 }
 
@@ -149,8 +149,8 @@ fn fl(c: vec4<f32>, i: vec4<i32>, dx: f32, sx: f32, dw: vec4<f32>, mw: vec4<f32>
 @compute @workgroup_size(256u + NL)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = wid.x * BN;
-  let m0 = wid.y * BM;
-  if (m0 >= P.n_tokens) { return; }   // padding rows only (uniform per workgroup: no barrier skipped)
+  let m0 = tile_m0(wid.y, BM);
+  if (tile_skip(wid.y, m0)) { return; }   // padding rows only, or ID's other tiles (uniform: no barrier skipped)
   let ty = tile_ty(lid);
   let tx = tile_tx(lid);
   // c<r>_<b>: row 4 ty + r (r < 4) or 64 + 4 ty + r - 4, columns 4 tx + 64 b ..; named, not an array, so
@@ -166,7 +166,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 
   let kr = k_range(wid.z);
   let kbeg = kr.x;
-  let steps = (kr.y - kbeg + BK - 1u) / BK;
+  let steps = select((kr.y - kbeg + BK - 1u) / BK, 0u, tile_dead(wid.y));   // ID's padding pairs: zeros
   let loader = NL > 0u && lid >= 256u;
   let l = select(lid, lid - 256u, NL > 0u);    // loading-thread index
   var st: Stage;

@@ -21,7 +21,8 @@
 // into registers: NL = 0, kept for adapters allowing only 256 invocations, where the FMA loop and the
 // load / dequantize / store work add up instead of overlapping).
 //
-// Split-k (SPLITS > 1, for outputs too narrow to fill the GPU): common/split_k.wgsl.
+// Split-k (SPLITS > 1, for outputs too narrow to fill the GPU): common/split_k.wgsl. ID: matmul_id's grouped
+// GEMM over experts (common/gemm_id_true.wgsl).
 //
 // Row tiles at or past the step's n_tokens (P) return at once: a short prompt in a 512-row prefill plan
 // costs its own rows, not the plan's (the rows past n_tokens are padding, which nothing reads).
@@ -63,7 +64,7 @@ fn load_w(n0: u32, k0: u32, c: u32) -> V8 {
   let n = n0 + c / LW;
   let wc = k0 / 8u + c % LW;
   if (n < D.rows && wc < D.k / 8u) {
-    return dq8(n * D.row_bytes + (wc / CPB) * QB, wc % CPB);
+    return dq8(w_base + n * D.row_bytes + (wc / CPB) * QB, wc % CPB);
   }
   return V8(vec4<f32>(0.0), vec4<f32>(0.0));
 }
@@ -83,7 +84,7 @@ fn put_w(buf: u32, c: u32, v: V8) {
 fn load_x(m0: u32, k0: u32, c: u32) -> vec4<f32> {
   let m = m0 + c / LX;
   let k4 = k0 / 4u + c % LX;
-  if (m < D.m && k4 < D.k / 4u) { return X[m * (D.k / 4u) + k4]; }
+  if (select(m < D.m, x_live(m), ID) && k4 < D.k / 4u) { return X[x_src(m) * (D.k / 4u) + k4]; }
   return vec4<f32>(0.0);
 }
 
@@ -125,8 +126,8 @@ fn put_stage(buf: u32, l: u32, st: Stage) {
 @compute @workgroup_size(256u + NL)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let n0 = wid.x * BN;
-  let m0 = wid.y * BM;
-  if (m0 >= P.n_tokens) { return; }   // padding rows only (uniform per workgroup: no barrier skipped)
+  let m0 = tile_m0(wid.y, BM);
+  if (tile_skip(wid.y, m0)) { return; }   // padding rows only, or ID's other tiles (uniform: no barrier skipped)
   let ty = tile_ty(lid);
   let tx = tile_tx(lid);
   // c<r>_<b>: row 4 ty + r (r < 4) or 64 + 4 ty + r - 4, columns 4 tx + 64 b ..; named, not an array, so
@@ -142,7 +143,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 
   let kr = k_range(wid.z);
   let kbeg = kr.x;
-  let steps = (kr.y - kbeg + BK - 1u) / BK;
+  let steps = select((kr.y - kbeg + BK - 1u) / BK, 0u, tile_dead(wid.y));   // ID's padding pairs: zeros
   var pw = V8(vec4<f32>(0.0), vec4<f32>(0.0));
   var px0 = vec4<f32>(0.0);
   var px1 = vec4<f32>(0.0);

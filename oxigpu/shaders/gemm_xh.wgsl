@@ -35,7 +35,7 @@ fn put(m: u32, c: u32, s: f32) {
 @compute @workgroup_size(WG)
 fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>) {
   let m = wid.y;
-  if (m >= D.m || m >= P.n_tokens) { return; }   // uniform per workgroup
+  if (m >= D.m || m >= P.n_tokens * {{RPT}}u) { return; }   // uniform per workgroup (RPT: rows per token)
   if (!HAS_NORM) {
     let c = wid.x * WG + lane.lid;
     if (c < D.k / 8u) { put(m, c, 1.0); }

@@ -21,12 +21,15 @@
 // Q8X: x is quantized to int8 per piece and the rows are reduced by integer dots (gemv/q8x_true.wgsl);
 // XQIN: by a dispatch of the entry quantize_x before the GEMV, once (see xpiece); XSTAGE: by each
 // workgroup, once, into workgroup memory (stage_x).
-// Defines: QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
+// EXPERT (matmul_id's decode): output row m is a (token, expert) pair with its own weights and x row
+// (gemv/expert_true.wgsl).
+// Defines: EXPERT, QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
 // GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XSWORDS, XCLAMP, PERSIST, MULTI, XR, NXB, the
 // generated blocks ACC_DECL, STEP, U2_STEP, ACC_LIST of rows_dot and WROWS, DOT0, DOT1 (see ops/matmul.py).
 #include "math.wgsl"
 #include "common/matmul_io.wgsl"
 #include "gemv/common.wgsl"
+#include "gemv/expert_{{EXPERT}}.wgsl"
 #include "gemv/{{PIECE0}}.wgsl"
 #include "gemv/{{PIECE1}}.wgsl"
 
@@ -35,6 +38,7 @@ const R: u32 = {{R}}u;      // 1, 2, 4 or 8
 const GPW: u32 = {{GPW}}u;
 const WG: u32 = TPR * GPW;
 const GLU: bool = {{GLU}};
+const EXPERT: bool = {{EXPERT}};
 const RO: u32 = select(R, R / 2u, GLU);   // output columns per group
 const BIAS: bool = {{BIAS}};
 const U2: bool = {{U2}};     // two pieces per loop step
@@ -88,8 +92,14 @@ fn xw(i: u32, v: vec4<f32>) -> vec4<f32> {
 
 fn act(x: f32) -> f32 { return {{ACT}}(x); }
 
-// Weight row of slot j of the group whose first output column is c0.
+// Weight row of slot j of the group whose first output column is c0. EXPERT GLU: the up rows are
+// glu_up() rows after the gate rows (the experts' up weights after all their gate weights), columns past
+// the last clamped to it (the binding ends at the last expert's last up row).
 fn slot_row(c0: u32, j: u32) -> u32 {
+  if (GLU && EXPERT) {
+    let c = min(select(c0 + j - RO, c0 + j, j < RO), D.n - 1u);
+    return select(c + glu_up(), c, j < RO);
+  }
   if (GLU) { return select(c0 + j + D.n - RO, c0 + j, j < RO); }
   return c0 + j;
 }
@@ -108,7 +118,7 @@ fn xv(i: u32) -> vec4<f32> {
 }
 
 // The first vec4 of x row m (MULTI; row 0 otherwise).
-fn xrow(m: u32) -> u32 { return select(0u, m * (D.k >> 2u), MULTI); }
+fn xrow(m: u32) -> u32 { return select(0u, x_of(m) * (D.k >> 2u), MULTI); }
 
 fn xload(s: u32, e: u32, i: u32, m: u32) -> XL {
   var r: XL;
@@ -148,7 +158,7 @@ const XQIN: bool = {{XQIN}};
 fn n_pieces(s: u32) -> u32 { return D.k / qk(s) * ppb(s); }
 fn xq_at(s: u32) -> u32 { return select((px(0u) + 2u) * n_pieces(0u), 0u, s == 0u); }
 fn xq_row() -> u32 { return xq_at(1u) + select(0u, (px(1u) + 2u) * n_pieces(1u), MIXED); }
-fn xq_base(m: u32) -> u32 { return select(0u, m * xq_row(), MULTI); }
+fn xq_base(m: u32) -> u32 { return select(0u, x_of(m) * xq_row(), MULTI); }
 fn xword(w: u32) -> u32 { return bitcast<u32>(X[w >> 2u][w & 3u]); }
 
 // XSTAGE: each workgroup quantizes x itself, once, into workgroup memory (stage_x, before its groups
@@ -171,11 +181,11 @@ fn xq_piece(s: u32, p: u32, m: u32) -> XP {
   return XP(xl.xs, xquant(xl.xs, px(s)), xl.ss);
 }
 
-// Call in uniform control flow (a workgroup runs one slot).
-fn stage_x(s: u32, lid: u32) {
+// Call in uniform control flow (a workgroup runs one slot, and one x row m: row 0, or EXPERT's pair's).
+fn stage_x(s: u32, lid: u32, m: u32) {
   let np = n_pieces(s); let n = px(s);
   for (var p = lid; p < np; p += WG) {
-    let x = xq_piece(s, p, 0u);
+    let x = xq_piece(s, p, m);
     let xq = x.xq;
     xst[p] = xq.q[0];
     if (n > 1u) { xst[np + p] = xq.q[1]; }
@@ -232,12 +242,12 @@ fn quantize_x(@builtin(global_invocation_id) gid: vec3<u32>, @builtin(num_workgr
   let per_row = n0 + select(0u, n_pieces(1u), MIXED);
   var g = gid.x + gid.y * nwg.x * 64u;
   var m = 0u;
-  if (MULTI) { m = g / per_row; g = g % per_row; if (m >= D.m) { return; } }
+  if (MULTI) { m = g / per_row; g = g % per_row; if (m >= x_rows()) { return; } }
   if (D._p0 == 0xFFFFFFFFu) { XQO[0] = bitcast<u32>(NW[0].x); }   // never (keeps NW in the layout)
   if (g < n0) { quantize_piece(0u, g, m); } else if (MIXED && g < per_row) { quantize_piece(1u, g - n0, m); }
 }
 
-fn row_at(s: u32, r: u32) -> u32 { return min(r, rows_of(s) - 1u) * row_bytes(s); }
+fn row_at(s: u32, r: u32) -> u32 { return expert_base() + min(r, rows_of(s) - 1u) * row_bytes(s); }
 
 // Lane gl's partial sums of the R rows of slot s whose first output column is c0, for x rows m0 ..
 // m0 + XR - 1 (the last block's rows past D.m repeat row D.m - 1 and are not stored), and of x^2
@@ -292,9 +302,10 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   var g = wid.y * nwg.x + wid.x;
   var m0 = 0u;
   if (MULTI) { m0 = g % NXB * XR; g /= NXB; }
+  if (!expert_begin(m0)) { return; }   // EXPERT: another dispatch binds this pair's expert (uniform)
   var s = 0u;
   if (MIXED && g >= slot1_wg0()) { s = 1u; g -= slot1_wg0(); }
-  if (XSTAGE) { if (MIXED && s == 1u) { stage_x(1u, lane.lid); } else { stage_x(0u, lane.lid); } }
+  if (XSTAGE) { if (MIXED && s == 1u) { stage_x(1u, lane.lid, m0); } else { stage_x(0u, lane.lid, m0); } }
   loop {
     let c0 = (g * GPW + grp) * RO;   // the group's first output column in its slot
     var pt: Partial;
@@ -311,12 +322,12 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
       let xj = gl / RO; let c = gl % RO;
       if (gl < RO * XR && c0 + c < D.n && m0 + xj < D.m) {
         let tb = grp * NA + xj * R + c;
-        store(m0 + xj, c0 + c, act(tot[tb]) * tot[tb + RO]);
+        store(m0 + xj, c0 + c, select(0.0, act(tot[tb]) * tot[tb + RO], expert_live(m0 + xj)));
       }
     } else {
       let xj = gl / R; let r = gl % R;
       if (gl < NA && c0 + r < rows_of(s) && m0 + xj < D.m) {
-        store(m0 + xj, first_col(s) + c0 + r, t + bias(s, c0 + r));
+        store(m0 + xj, first_col(s) + c0 + r, select(0.0, t + bias(s, c0 + r), expert_live(m0 + xj)));
       }
     }
     g += nwg.x * nwg.y;

@@ -9,7 +9,12 @@ next; the host reads the ids a batch of steps at a time), else step by step from
 random id as each step's token, as llama-batched-bench feeds them. Reported per B (llama-batched-bench's
 columns): PP, TG, B, N_KV = B * (npp + ntg), T_PP / S_PP = B * npp / T_PP, T_TG / S_TG = B * ntg / T_TG,
 T = T_PP + T_TG, S = N_KV / T.
-Each B runs ``reps`` times after a warm-up of one short run; the median run (by T) is reported.
+Each B runs ``reps`` times after a warm-up of one whole run (as llama-batched-bench warms up): every plan of
+that B (the mixed plans of its prompt steps, its decode bucket and resident loop, the attention grids of every
+position) is built and has run once before the clock starts, and Python's cyclic garbage collector is
+collected before and paused during the timed runs (building plans leaves many objects behind, and a full
+collection inside a timed step would be charged to it). The median run (by T) is reported, with its first
+prompt step's time (``t_pp_first``: a B whose S_PP dips shows there whether one step took it).
 
 The engine is built for the largest B: ``max_seqs`` = max(B), a context of npp + ntg tokens and a KV pool of
 exactly max(B) such contexts. Steps go through ``Engine.forward`` and the resident loop on the plans the
@@ -18,6 +23,7 @@ scheduler's per-token host work (detokenizing, stop strings).
 """
 from __future__ import annotations
 
+import gc
 import time
 from collections.abc import Callable, Sequence
 from pathlib import Path
@@ -60,20 +66,33 @@ def run_batched_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int
     rows = []
     for b in batches:
         ids = rng.integers(0, engine.vocab_size, (b, n_ctx)).tolist()
-        _run(engine, ids, n_prompt, min(n_gen, 4))                 # warm-up: every plan of this B built
-        runs = [_run(engine, ids, n_prompt, n_gen) for _ in range(reps)]
-        t_pp, t_tg = sorted(runs, key=sum)[len(runs) // 2]
+        _run(engine, ids, n_prompt, n_gen)                         # warm-up: every plan of this B built and run
+        runs = _timed(lambda ids=ids: [_run(engine, ids, n_prompt, n_gen) for _ in range(reps)])
+        t_pp, t_tg, t_first = sorted(runs, key=lambda r: r[0] + r[1])[len(runs) // 2]
         row = {"pp": n_prompt, "tg": n_gen, "b": b, "n_kv": b * n_ctx, "t_pp": t_pp, "s_pp": b * n_prompt / t_pp,
                "t_tg": t_tg, "s_tg": b * n_gen / t_tg, "t": t_pp + t_tg, "s": b * n_ctx / (t_pp + t_tg),
-               "runs": [list(r) for r in runs]}
+               "t_pp_first": t_first, "runs": [list(r) for r in runs]}
         rows.append(row)
         say(f"B={b}: S_PP {row['s_pp']:,.1f} t/s, S_TG {row['s_tg']:,.1f} t/s, S {row['s']:,.1f} t/s")
     return {"model": str(model_path), "backend": engine.backend_name, "n_prompt": n_prompt, "n_gen": n_gen,
             "reps": reps, "step_rows": engine.step_rows, "rows": rows}
 
 
-def _run(engine: Engine, ids: list[list[int]], n_prompt: int, n_gen: int) -> tuple[float, float]:
-    """One PP + TG run of len(ids) sequences; (T_PP, T_TG) in seconds. Blocks are freed after."""
+def _timed(fn: Callable[[], Any]) -> Any:
+    """``fn()`` with the cyclic garbage collector collected first and paused while it runs."""
+    gc.collect()
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        return fn()
+    finally:
+        if was:
+            gc.enable()
+
+
+def _run(engine: Engine, ids: list[list[int]], n_prompt: int, n_gen: int) -> tuple[float, float, float]:
+    """One PP + TG run of len(ids) sequences; (T_PP, T_TG, the first PP step's time) in seconds. Blocks are
+    freed after."""
     b = len(ids)
     seqs = [SeqBlocks() for _ in range(b)]
     with engine.lock:
@@ -83,6 +102,7 @@ def _run(engine: Engine, ids: list[list[int]], n_prompt: int, n_gen: int) -> tup
                 if not engine.pool.grow(s, n_prompt + n_gen):
                     raise InvalidParameterError("the KV pool cannot hold the batch")   # sized for it above
             t = time.perf_counter()
+            t_first = None
             done = [0] * b
             while min(done) < n_prompt:           # prompts in mixed steps of the engine's step rows
                 budget, chunks = engine.step_rows, []
@@ -93,6 +113,8 @@ def _run(engine: Engine, ids: list[list[int]], n_prompt: int, n_gen: int) -> tup
                         budget -= take
                 step = Step.batch([(ids[i][p:p + n], p, seqs[i].blocks) for i, p, n in chunks])
                 engine.forward(step, decode=False)
+                if t_first is None:
+                    t_first = time.perf_counter() - t
                 for i, _, n in chunks:
                     done[i] += n
             t_pp = time.perf_counter() - t
@@ -109,7 +131,7 @@ def _run(engine: Engine, ids: list[list[int]], n_prompt: int, n_gen: int) -> tup
             for s in seqs:
                 engine.pool.release(s)
             engine.forget()
-    return t_pp, t_tg
+    return t_pp, t_tg, t_first or 0.0
 
 
 def _tg_resident(engine: Engine, contexts: list[list[int]], tables: list[list[int]], n_gen: int) -> None:

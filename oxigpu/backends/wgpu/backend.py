@@ -228,7 +228,7 @@ class WgpuBackend:
         offset) writes for :meth:`_write`) and for its states not yet allocated."""
         writes: list[tuple[Any, np.ndarray, int]] = []
         for node in plan.nodes:
-            if node.op in ("matmul_multi", "matmul_glu"):
+            if node.op in ("matmul_multi", "matmul_glu", "matmul_id_glu"):
                 self._allocate_joined(node, writes)
         for v in plan.weights:
             if v.tensor not in self._weights:
@@ -259,9 +259,9 @@ class WgpuBackend:
         return list(zip(plan.nodes, self._loaded(plan).node_dispatches))
 
     def _allocate_joined(self, node: Node, writes: list[tuple[Any, np.ndarray, int]]) -> None:
-        """A ``matmul_multi``'s (or ``matmul_glu``'s) weights of one type back to back in one buffer (their
-        biases likewise), so its kernel runs them as one dispatch; skipped for weights already uploaded or
-        over one binding."""
+        """A ``matmul_multi``'s (``matmul_glu``'s, ``matmul_id_glu``'s) weights of one type back to back in one
+        buffer (their biases likewise), so its kernel runs them as one dispatch; skipped for weights already
+        uploaded or over one binding."""
         ws = args(node, "w") or args(node, "w_gate") + args(node, "w_up")
         bs = args(node, "bias")
         for t in dict.fromkeys(w.ggml_type for w in ws):
@@ -568,39 +568,60 @@ class WgpuBackend:
                        counters: list[int], ctl: DecodeStream, masks: Callable[[], np.ndarray | None]
                        ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
         """:meth:`decode_batch` with ``masks``: step i's forward (queued while step i - 1's id was read), the
-        host's masks for it, its sampler; then step i + 1's forward, then step i's id."""
+        host's masks for it, its sampler; then step i + 1's forward, then step i's id.
+
+        ``masks()`` may give the masks of a run of k steps ([k, rows, W]: a constraint's forced tokens, each
+        drawn under a one-token mask, then the mask of the draw after them): the run's steps are queued back
+        to back, each mask written between two submissions (the queue applies a write after the work
+        submitted before it), and their k ids are read back at once."""
         lock = self.dev.step_lock
         with lock:
             self._submit(self._encode_step(res, n, pos0, 0, logprobs, forward=True))
-        for step in range(n_steps):
+        step = run = 0
+        while step < n_steps:
             with lock:
-                if step:
-                    m = masks()
+                m = masks() if step else None
+                if m is not None and m.ndim == 2:
+                    m = m[None]
+                k = 1 if m is None else max(1, min(m.shape[0], n_steps - step, _MAX_BATCH))
+                for j in range(k):
                     if m is not None:
-                        self.dev.write(res.mask, np.ascontiguousarray(m, np.uint32))
-                index = self._submit(self._encode_step(res, n, pos0, step, logprobs, forward=False))
-                if step + 1 < n_steps and not ctl.stopped:
-                    self._submit(self._encode_step(res, n, pos0, step + 1, logprobs, forward=True))
-                ids, rows = self._read_tokens(res, n, step % 2, 1, index, logprobs)
-            yield ids, _lp_rows(rows, counters, step, 1, n)
+                        self.dev.write(res.mask, np.ascontiguousarray(m[j], np.uint32))
+                    enc = self.dev.device.create_command_encoder()
+                    self.dev.encode(enc, self._step_dispatches(res, n, pos0, step + j, forward=False))
+                    if j + 1 < k:     # a forced step's id is read with the run's: its next forward goes along
+                        self.dev.encode(enc, self._step_dispatches(res, n, pos0, step + j + 1, forward=True))
+                        self._submit(enc.finish())
+                        continue
+                    self._copy_ids(enc, res, n, pos0, step, k, run % 2, logprobs)
+                    index = self._submit(enc.finish())
+                if step + k < n_steps and not ctl.stopped:
+                    self._submit(self._encode_step(res, n, pos0, step + k, logprobs, forward=True))
+                ids, rows = self._read_tokens(res, n, run % 2, k, index, logprobs)
+            yield ids, _lp_rows(rows, counters, step, k, n)
+            step, run = step + k, run + 1
             if ctl.stopped:
                 return
 
-    def _encode_step(self, res: _Resident, n: int, pos0: list[int], step: int, logprobs: bool, forward: bool
-                     ) -> Any:
-        """One step's forward (its Params from staging buffer ``step % 2``, then the plan's kernels) or its
-        sampler and the copy of its ids (and logprob rows) into readback buffer ``step % 2``."""
+    def _step_dispatches(self, res: _Resident, n: int, pos0: list[int], step: int, forward: bool
+                         ) -> list[Dispatch]:
+        """One step's forward (its Params written to staging buffer ``step % 2``, copied in by its first
+        dispatch, then the plan's kernels) or its sampler."""
         slot = step % 2
         ds = res.step(slot, max(pos0) + step)
         if forward:
             self.dev.write(self._staging[slot], Params(pos=step, n_tokens=n, n_seqs=n).pack())
-            ds = [res.nxt[slot][0], *ds[:len(ds) - res.n_sample]]
-        else:
-            ds = ds[len(ds) - res.n_sample:]
+            return [res.nxt[slot][0], *ds[:len(ds) - res.n_sample]]
+        return ds[len(ds) - res.n_sample:]
+
+    def _encode_step(self, res: _Resident, n: int, pos0: list[int], step: int, logprobs: bool, forward: bool
+                     ) -> Any:
+        """One step's forward or its sampler and the copy of its ids (and logprob rows) into readback buffer
+        ``step % 2``, as a command buffer."""
         enc = self.dev.device.create_command_encoder()
-        self.dev.encode(enc, ds)
+        self.dev.encode(enc, self._step_dispatches(res, n, pos0, step, forward))
         if not forward:
-            self._copy_ids(enc, res, n, pos0, step, 1, slot, logprobs)
+            self._copy_ids(enc, res, n, pos0, step, 1, step % 2, logprobs)
         return enc.finish()
 
     def _encode_batch(self, res: _Resident, n: int, pos0: list[int], step0: int, k: int, slot: int,
@@ -657,39 +678,19 @@ class WgpuBackend:
         kind of sampler): up to its number of sparse entries, rounded up to a power of two; ``greedy`` takes
         the sampler that only finds the best token (3 dispatches instead of 5 on a 152k vocabulary, no
         sorts)."""
-        n_sparse = sampling.sparse.shape[1]
-        nb = max(16, 1 << math.ceil(math.log2(max(1, n_sparse))))
-        greedy = bool(sampling.greedy)
+        nb, greedy = _sparse_slots(sampling), bool(sampling.greedy)
         key = (plan.key, nb, greedy)
         if key in self._resident:
             return self._resident[key]
         loaded = self._loaded(plan)
         logits = plan.outputs["logits"]
         tokens = plan.inputs["tokens"]
-        S, V = logits.shape
-        spec = dict(sampling.spec)
-        n_lp = int(spec["n_logprobs"])
         if not self._staging:
             a = self.dev.storage_align
             self._step_stride = -(-Params.NBYTES // a) * a
             self._staging = [self.dev.create_buffer(_MAX_BATCH * self._step_stride, label=f"params staging {i}")
                              for i in range(2)]
-        cap = self.n_ctx + 1
-        tok = (self.dev.create_buffer(4 * S, label="tokens 0"), self.dev.create_buffer(4 * S, label="tokens 1"))
-        words = sampling.slots.shape[1]
-        slots = self.dev.create_buffer(4 * words * S, label="sampler slots")
-        sparse = self.dev.create_buffer(8 * nb * S, label="sampler sparse")
-        W = -(-V // 32)
-        mask = self.dev.upload(np.full((S, W), -1, np.int32), label="sampler mask")
-        lp = self.dev.create_buffer(S * _MAX_BATCH * (1 + n_lp) * 8, label="sampler logprobs")
-        ring = self.dev.create_buffer(4 * S * cap, label="token ring")
-        base = self.dev.create_buffer(4 * S, label="first positions")
-        readback = tuple(self.dev.create_buffer(S * _MAX_BATCH * 4 + lp.size, _READBACK, f"token readback {i}")
-                         for i in range(2))
-        sampler = KERNELS["sample"](self.dev, {**spec, "greedy": greedy},
-                                    [(S, V), (S, words), (S, cap), (S, nb, 2), (S, W),
-                                     (S, _MAX_BATCH, 1 + n_lp, 2)],
-                                    ["f32", "i32", "i32", "i32", "i32", "i32"], [(S,)])
+        S, tok, slots, sparse, mask, lp, ring, base, readback, sampler = self._sampler(plan, sampling, nb, greedy)
         variants = []
         for i in range(2):
             ds = []
@@ -718,6 +719,86 @@ class WgpuBackend:
         self._resident[key] = res
         return res
 
+    def _sampler(self, plan: Plan, sampling: Any, nb: int, greedy: bool) -> tuple:
+        """The sampler kernel for ``plan``'s logits ([S, V]) and its buffers: S, the two token buffers, slots,
+        sparse entries, masks, logprob rows, the history ring, first positions, the two readbacks, kernel."""
+        S, V = plan.outputs["logits"].shape
+        spec = dict(sampling.spec)
+        n_lp = int(spec["n_logprobs"])
+        cap = self.n_ctx + 1
+        tok = (self.dev.create_buffer(4 * S, label="tokens 0"), self.dev.create_buffer(4 * S, label="tokens 1"))
+        words = sampling.slots.shape[1]
+        slots = self.dev.create_buffer(4 * words * S, label="sampler slots")
+        sparse = self.dev.create_buffer(8 * nb * S, label="sampler sparse")
+        W = -(-V // 32)
+        mask = self.dev.upload(np.full((S, W), -1, np.int32), label="sampler mask")
+        lp = self.dev.create_buffer(S * _MAX_BATCH * (1 + n_lp) * 8, label="sampler logprobs")
+        ring = self.dev.create_buffer(4 * S * cap, label="token ring")
+        base = self.dev.create_buffer(4 * S, label="first positions")
+        readback = tuple(self.dev.create_buffer(S * _MAX_BATCH * 4 + lp.size, _READBACK, f"token readback {i}")
+                         for i in range(2))
+        sampler = KERNELS["sample"](self.dev, {**spec, "greedy": greedy},
+                                    [(S, V), (S, words), (S, cap), (S, nb, 2), (S, W),
+                                     (S, _MAX_BATCH, 1 + n_lp, 2)],
+                                    ["f32", "i32", "i32", "i32", "i32", "i32"], [(S,)])
+        return S, tok, slots, sparse, mask, lp, ring, base, readback, sampler
+
+    def _sampled_for(self, plan: Plan, sampling: Any) -> _Resident:
+        """The sampler after a host step of ``plan`` (any plan with logits [S, V]; built once per kind of
+        sampler): its dispatches read the plan's logits and write the ids into ``tok[1]`` and the ring."""
+        nb, greedy = _sparse_slots(sampling), bool(sampling.greedy)
+        key = (plan.key, nb, greedy, "sampled")
+        if key in self._resident:
+            return self._resident[key]
+        loaded = self._loaded(plan)
+        S, tok, slots, sparse, mask, lp, ring, base, readback, sampler = self._sampler(plan, sampling, nb, greedy)
+        ds = sampler.encode([loaded.bindings[plan.outputs["logits"]], slots, ring, sparse, mask, lp, tok[1]])
+        res = _Resident(S, (ds, ds), tok, slots, sparse, mask, lp, ring, base, readback, nb, len(ds))
+        self._resident[key] = res
+        return res
+
+    def run_sampled(self, plan: Plan, step: Step, sampling: Any, contexts: Sequence[Sequence[int] | None]
+                    ) -> tuple[list[int], np.ndarray | None]:
+        """:meth:`run`, then the GPU sampler on the logits rows in the same queue: only the drawn ids cross the
+        bus ([n_seqs]; and logprob rows [n_seqs, 1 + alternatives, 2] when asked), not [n_seqs, vocab] logits.
+
+        ``sampling``: the runtime's ``SlotBatch`` of the plan's S logits rows (row s: sequence s of the step,
+        history length ``len(contexts[s])``); ``contexts[s]``: sequence s's tokens, its newest evaluated by
+        this step (None: a row that draws nothing, its id meaningless). The ring gets the window the
+        penalties read only where a slot has them."""
+        res = self._sampled_for(plan, sampling)
+        n = step.n_seqs
+        if sampling.slots.shape[0] != res.S or len(contexts) != n:
+            raise InvalidParameterError(f"the sampler's batch has {sampling.slots.shape[0]} slots for {n} "
+                                        f"sequences, the plan {res.S} logits rows")
+        padded = step.padded_inputs(plan, self.n_ctx)
+        loaded = self._loaded(plan)
+        cap = self.n_ctx + 1
+        pos0 = [len(c) - 1 if c else 0 for c in contexts]
+        logprobs = bool(sampling.logprobs)
+        with self.dev.step_lock:
+            for name, host in padded.items():
+                self.dev.write(loaded.inputs[name], host)
+            self.dev.write_params(Params(pos=int(step.positions[0]), n_tokens=step.n_tokens, n_seqs=n))
+            sparse = np.zeros((res.S, res.n_sparse, 2), np.uint32)
+            sparse[:, :sampling.sparse.shape[1]] = sampling.sparse
+            self.dev.write(res.slots, np.ascontiguousarray(sampling.slots, np.uint32))
+            self.dev.write(res.sparse, sparse)
+            if sampling.mask is not None:
+                self.dev.write(res.mask, np.ascontiguousarray(sampling.mask, np.uint32))
+            for s, (c, w) in enumerate(zip(contexts, _penalty_windows(sampling, n))):
+                if c and w:           # the window the penalties read, at its positions (cap > any position)
+                    w = min(w, len(c))
+                    self.dev.write(res.ring, np.asarray(c[-w:], np.int32), 4 * (s * cap + len(c) - w))
+            self._submit_step(loaded, pieces=step.n_tokens > 1)
+            enc = self.dev.device.create_command_encoder()
+            self.dev.encode(enc, res.variants[0])
+            self._copy_ids(enc, res, n, pos0, 0, 1, 0, logprobs)
+            index = self._submit(enc.finish())
+            ids, rows = self._read_tokens(res, n, 0, 1, index, logprobs)
+        lp = _lp_rows(rows, list(sampling.counters[:n]) or [0] * n, 0, 1, n)
+        return ids[0], None if lp is None else lp[:, 0]
+
 
 class DecodeStream:
     """The iterator :meth:`WgpuBackend.decode_batch` returns: batches of ids; ``stop()`` queues no more
@@ -738,6 +819,23 @@ class DecodeStream:
 
     def close(self) -> None:
         self.gen.close()
+
+
+def _sparse_slots(sampling: Any) -> int:
+    """Sparse entries per slot of the sampler kernel for ``sampling``: its own, rounded up to a power of two
+    (at least 16)."""
+    return max(16, 1 << math.ceil(math.log2(max(1, sampling.sparse.shape[1]))))
+
+
+def _penalty_windows(sampling: Any, n: int) -> list[int]:
+    """Tokens of history the penalties of each of the first ``n`` slots read (0: no penalties)."""
+    from ...runtime.sampling import slot_value
+    out = []
+    for row in sampling.slots[:n]:
+        on = (slot_value(row, "repeat_penalty") != 1.0 or slot_value(row, "presence_penalty") != 0.0
+              or slot_value(row, "frequency_penalty") != 0.0)
+        out.append(int(slot_value(row, "penalty_last_n")) if on else 0)
+    return out
 
 
 def _lp_rows(rows: np.ndarray | None, counters: list[int], step: int, k: int, n: int) -> np.ndarray | None:

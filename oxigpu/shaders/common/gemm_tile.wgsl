@@ -9,13 +9,15 @@ fn tile_ty(lid: u32) -> u32 { return (lid / 64u) * 4u + (lid % 32u) / 8u; }
 fn tile_tx(lid: u32) -> u32 { return ((lid / 32u) % 2u) * 8u + lid % 8u; }
 
 #include "common/split_k.wgsl"
+#include "common/gemm_id_{{ID}}.wgsl"
 
-// Row m's outputs at columns n + (0..3) (v0) and n + 64 + (0..3) (v1, TN 8 only).
+// Tile row m's outputs (output row out_row(m)) at columns n + (0..3) (v0) and n + 64 + (0..3) (v1, TN 8 only).
 fn store_row(z: u32, m: u32, n: u32, v0: vec4<f32>, v1: vec4<f32>) {
-  if (m >= D.m) { return; }
+  if (!out_ok(m)) { return; }
+  let mo = out_row(m);
   for (var j = 0u; j < 4u; j++) {
-    if (n + j < D.rows) { put_y(z, m, n + j, v0[j]); }
-    if (TN == 8u && n + 64u + j < D.rows) { put_y(z, m, n + 64u + j, v1[j]); }
+    if (n + j < D.rows) { put_y(z, mo, n + j, v0[j]); }
+    if (TN == 8u && n + 64u + j < D.rows) { put_y(z, mo, n + 64u + j, v1[j]); }
   }
 }
 

@@ -13,7 +13,7 @@ fn w_load(n: u32, j: u32) -> V8 {
 
 // w_load inside W (fetch's tiles wholly inside it): unchecked.
 fn w_fast(n: u32, j: u32) -> V8 {
-  return dq8(n * D.row_bytes + (j / (QK / 8u)) * QB, j % (QK / 8u));
+  return dq8(w_base + n * D.row_bytes + (j / (QK / 8u)) * QB, j % (QK / 8u));
 }
 
 fn w_put(o: u32, v: V8) {

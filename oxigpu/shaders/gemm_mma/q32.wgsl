@@ -12,7 +12,7 @@ fn w_load(n: u32, j: u32) -> Q32 {
 
 // w_load inside W (fetch's tiles wholly inside it): unchecked.
 fn w_fast(n: u32, j: u32) -> Q32 {
-  return q32(n * D.row_bytes + (j / (QK / 32u)) * QB, j % (QK / 32u));
+  return q32(w_base + n * D.row_bytes + (j / (QK / 32u)) * QB, j % (QK / 32u));
 }
 
 // 16 int8 (one vec4 of q32) times the scale s, minus the min mn, as 16 halves at ws[o..].

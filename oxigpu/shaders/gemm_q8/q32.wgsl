@@ -29,7 +29,7 @@ fn s8(v: vec4<u32>, off: u32) -> vec4<u32> {
 // 32-block j of weight row n of this chunk; zero past the rows or past k.
 fn q32_at(n: u32, j: u32) -> Q32 {
   if (n < D.rows && j < D.k / 32u) {
-    return q32(n * D.row_bytes + (j / (QK / 32u)) * QB, j % (QK / 32u));
+    return q32(w_base + n * D.row_bytes + (j / (QK / 32u)) * QB, j % (QK / 32u));
   }
   return Q32(vec4<u32>(0u), vec4<u32>(0u), 0.0, 0.0);
 }

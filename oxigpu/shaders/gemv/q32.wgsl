@@ -3,6 +3,7 @@
 // dots (qdot) in the GEMV too. Used for the types without a specialized piece file (Q4_1, Q5_1, Q3_K,
 // Q5_K, the IQ and TQ types). The loader reads W, so this piece serves slot 0 only (as dq8 does).
 #include "gemm_q8/q32.wgsl"
+const w_base: u32 = 0u;   // q32_at's row base (the GEMMs' common/gemm_id_*.wgsl; this piece reads rows by byte)
 #include "gemm_q8/{{QUANT}}.wgsl"
 const q32_QK: u32 = QK;
 const q32_QB: u32 = QB;

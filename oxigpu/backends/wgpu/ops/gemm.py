@@ -303,13 +303,25 @@ class GemmKernel:
 
     ``override``: TileConfig fields (plus ``f16``: True puts F16 weights in f16 tiles) replacing the
     choice, which also forces the tiled kernel below TILED_MIN_ROWS (tests, benchmarks).
+
+    ``grouped``: matmul_id's grouped GEMM over experts (common/gemm_id_true.wgsl's defines NE, IDO, KSEL,
+    XSLOT; ops/moe.py): m is x's rows, ``tile_rows`` the pairs an expert's tile is expected to hold (the
+    tile is picked for that many rows), unsplit; one of the three tiled kernels, never gemm_q.wgsl.
     """
 
     def __init__(self, dev: Device, m: int, k: int, n: int, qtype: str, defines: Mapping[str, Any],
-                 override: Mapping[str, Any] | None = None, norm_eps: float | None = None):
+                 override: Mapping[str, Any] | None = None, norm_eps: float | None = None,
+                 grouped: Mapping[str, Any] | None = None, tile_rows: int = 0, rows_per_token: int = 1):
         self.dev, self.m, self.k, self.qtype = dev, m, k, qtype
-        defines = {"GLU": False, "ACT": "silu", **defines}
-        shader, extra, self.cfg = gemm_shader(dev, m, qtype, n, override, k=k, glu=defines["GLU"])
+        defines = {"GLU": False, "ACT": "silu", "ID": bool(grouped), **(grouped or {}), **defines}
+        if grouped:     # a tiled kernel for tile_rows rows, unsplit (the matrix units where the class takes them;
+            # their 32-row tile where an expert's tile holds no more: half the 64-row tiles would be padding)
+            mma = dev.has_mma and qtype in MMA_TYPES and qtype != "F32"
+            small = {"tm": 2, "tn": 8, "sn": 4} if mma and tile_rows <= 32 else {}
+            override = {"splits": 1, "mma": mma, **small, **(override or {})}
+        shader, extra, self.cfg = gemm_shader(dev, tile_rows or m, qtype, n, override, k=k, glu=defines["GLU"])
+        if grouped and self.cfg is None:
+            raise DeviceError(f"matmul_id: no tiled GEMM for {qtype} rows of {k}")
         self.tile = self.cfg.tile if self.cfg else (GEMM_BM, GEMM_BN)
         self.splits = self.cfg.splits if self.cfg else 1
         self.q8 = bool(self.cfg and self.cfg.q8)
@@ -319,7 +331,7 @@ class GemmKernel:
                        if self.splits > 1 else None)
         # the matrix-unit kernel's x pass applies the RMS norm of a norm prologue (one workgroup per row)
         self.norm_xpass = self.mma and norm_eps is not None
-        io = {"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1}
+        io = {"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "RPT": rows_per_token}
         xh = {**io, "WG": 256 if self.norm_xpass else 64, "HAS_NORM": self.norm_xpass,
               "EPS": f32_lit(norm_eps or 0.0), "RED": "sg" if dev.has_subgroups else "wg"}
         self.xpass = (dev.pipeline("gemm_xq.wgsl", defines=io) if self.q8 else
@@ -346,11 +358,14 @@ class GemmKernel:
         bg = self.dev.bind_group(self.xpass, binds)
         return [Dispatch(self.xpass, bg, (1 if self.norm_xpass else -(-self.k // per_group), self.m, 1))], xb
 
-    def encode(self, binds: Mapping[int, Binding], rows: int) -> list[Dispatch]:
+    def encode(self, binds: Mapping[int, Binding], rows: int, row_tiles: int = 0) -> list[Dispatch]:
         """Dispatches for one weight row range: ``binds`` as matmul_io.wgsl declares them (1 dims, 2 x,
         3 W, 4 bias, 5 y, 7 res; the integer-dot and matrix-unit kernels read x through :meth:`x_pass`'s 6
-        (and 8) instead of 2), ``rows`` the range's weight rows."""
+        (and 8) instead of 2), ``rows`` the range's weight rows; ``row_tiles``: the grouped GEMM's tiles
+        (the grid's rows of workgroups, one per tile of the table at binding 15)."""
         grid = gemm_grid(self.tile, self.m, rows, self.splits)
+        if row_tiles:
+            grid = (grid[0], row_tiles, 1)
         binds = {PARAMS_BINDING: self.dev.params_buffer, **binds,   # n_tokens: padding row tiles exit
                  **grid_binds(self.dev, self.qtype)}
         if self.q8 or self.mma:

@@ -251,12 +251,16 @@ class Gemv:
     (dq8) can only be slot 0: :meth:`mixable` says whether a pair fits.
     ``m`` > 1 rows of x (decode batches): :func:`gemv_rows_split`; the ``gemv`` attr's ``xr`` overrides
     the x rows per group.
+    ``expert`` = (n_expert, ksel, xslot): matmul_id's decode (gemv_q.wgsl EXPERT): the m output rows are
+    (token, slot) pairs, each with its own expert's ``rows`` rows (the weight holds n_expert of them) and
+    the one-row split (no weight row is shared by two pairs); :meth:`encode` takes the ids. With ``act``
+    (matmul_id_glu) ``rows`` is gate + up rows and the weight all experts' gate rows, then their up rows.
     """
 
     def __init__(self, dev: Device, attrs: dict[str, Any], k: int, types: Sequence[str], rows: Sequence[int],
                  has_bias: bool, has_res: bool = False, nseg: int = 1, act: str | None = None,
-                 norm_eps: float | None = None, m: int = 1):
-        self.dev, self.k, self.m = dev, k, m
+                 norm_eps: float | None = None, m: int = 1, expert: tuple[int, int, int] | None = None):
+        self.dev, self.k, self.m, self.expert = dev, k, m, expert
         self.qts = [get_type(t) for t in types]
         self.rows = list(rows)
         self.mixed = len(types) == 2
@@ -265,11 +269,17 @@ class Gemv:
         self.has_bias, self.act = has_bias, act
         self.n_out = n // 2 if act else n
         cls = device_class(dev)
-        cfg = gemv_config(self.qts[0].name, k, n, dev.int8_dots, cls)
+        # the experts' GEMV: split as a weight of all its pairs' rows (its workgroups are the pairs' rows)
+        cfg = gemv_config(self.qts[0].name, k, n * (m if expert else 1), dev.int8_dots, cls)
         over = dict(attrs.get("gemv", {}))      # tests and benchmarks: override fields of the choice
         piece1 = over.pop("piece1", None)
         xr_over = over.pop("xr", None)
-        cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc, tuning(cls))
+        if expert:      # one x row per group (pairs share no weight rows); a workgroup stages its pair's x
+            if self.mixed or has_bias or has_res or nseg > 1 or norm_eps is not None:
+                raise DeviceError("matmul_id: the experts' GEMV has one weight type and no epilogue but GLU")
+            cfg, self.xr = replace(cfg, persist=0), 1
+        else:
+            cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc, tuning(cls))
         cfg = replace(cfg, **over)
         if xr_over:
             self.xr = int(xr_over)
@@ -295,7 +305,8 @@ class Gemv:
                 or (self.mixed and (pieces[1] in ("dq8", "q32") or act or has_res)) \
                 or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)) or ((cfg.xq or cfg.xs) and not cfg.q8x) \
                 or (cfg.xq and cfg.xs) or cfg.persist < 0 or (cfg.persist and self.mixed) \
-                or (m > 1 and (cfg.xs or cfg.persist)) or not 1 <= self.xr <= 8 or cfg.r * self.xr > 16 \
+                or (m > 1 and ((cfg.xs and not expert) or cfg.persist)) or not 1 <= self.xr <= 8 \
+                or cfg.r * self.xr > 16 \
                 or (act and cfg.r < 2):
             raise DeviceError(f"matmul: unsupported GEMV split {cfg} for {m} rows, {self.xr} per group "
                               f"(pieces {pieces})")
@@ -307,7 +318,7 @@ class Gemv:
                    "PPB32": cfg.ppb32, "MAGIC": cfg.magic, "U2": cfg.u2, "Q8X": cfg.q8x, "XQIN": cfg.xq,
                    "XSTAGE": cfg.xs, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp, "PERSIST": cfg.persist > 0,
                    "REDUCE": "sg" if dev.has_subgroups else "wg", "MULTI": m > 1, "XR": self.xr,
-                   "NXB": -(-m // self.xr), **gemv_rows_code(cfg.r, self.xr, m > 1)}
+                   "NXB": -(-m // self.xr), "EXPERT": bool(expert), **gemv_rows_code(cfg.r, self.xr, m > 1)}
         # several x rows on integer dots: each weight piece decoded once for all of them (gemv_wrows_code)
         wrows = m > 1 and cfg.q8x and all(p in Q8X_PIECES for p in pieces)
         defines |= {"WROWS": gemv_wrows_code(pieces, cfg.r, self.xr, cfg.u2) if wrows else "",
@@ -315,12 +326,21 @@ class Gemv:
                     "DOT1": ("rows_dot_w1" if self.mixed else "rows_dot_w0") if wrows else "rows_dot"}
         self.nxb = -(-m // self.xr)
         self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
+        x_rows = m // expert[1] if expert and not expert[2] else m
         if cfg.xq:      # x quantized once per piece by a dispatch (one invocation per piece), then read
-            self.xq_pieces = m * sum(k // piece_elems(p, cfg.ppb32) for p in pieces)
+            self.xq_pieces = x_rows * sum(k // piece_elems(p, cfg.ppb32) for p in pieces)
             self.xq_pipe = dev.pipeline("gemv_q.wgsl", "quantize_x", defines)
-            self.xq_buf = dev.create_buffer(4 * m * sum(xq_words(p, cfg.ppb32, k) for p in pieces),
+            self.xq_buf = dev.create_buffer(4 * x_rows * sum(xq_words(p, cfg.ppb32, k) for p in pieces),
                                             label="gemv int8 x")
-        if self.mixed:
+        if expert and act:      # all gate weights, then all up weights: one binding
+            if expert[0] * n * self.row_bytes[0] > dev.max_storage_binding:
+                raise DeviceError(f"matmul_id_glu: {expert[0] * n * self.row_bytes[0]} B of weights exceed one "
+                                  "storage binding")
+            self.ranges = [(0, expert[0] * n)]
+        elif expert:      # whole experts per binding: ranges of experts, one dispatch each
+            per = split_rows(expert[0], n * self.row_bytes[0], dev.max_storage_binding, dev.storage_align)
+            self.ranges = [(e0 * n, ne * n) for e0, ne in per]
+        elif self.mixed:
             self.ranges = [(0, n)]
         else:
             self.ranges = split_rows(n, self.row_bytes[0], dev.max_storage_binding, dev.storage_align)
@@ -341,9 +361,10 @@ class Gemv:
 
     def encode(self, x: Binding, ws: Sequence[Binding], bs: Sequence[Binding | None], y: Binding,
                res: Binding | None = None, seg_end: Sequence[int] = (), seg_y: Sequence[int] = (),
-               nw: Binding | None = None) -> list[Dispatch]:
+               nw: Binding | None = None, ids: Binding | None = None) -> list[Dispatch]:
         """Dispatches writing y (one weight binding per slot, and its bias or None); ``seg_end``/``seg_y``:
-        segment end columns and element offsets in y; ``nw``: the norm weights (``norm_eps``)."""
+        segment end columns and element offsets in y; ``nw``: the norm weights (``norm_eps``); ``ids``:
+        the experts' GEMV's expert per pair."""
         seg_end = list(seg_end) or [self.n_out]
         seg_y = list(seg_y) or [0]
         pad = [0] * (4 - len(seg_end))
@@ -353,17 +374,28 @@ class Gemv:
         for row0, rows in self.ranges:
             wbuf, wbase = _span(ws[0])
             w = _word_span(wbuf, wbase + row0 * self.row_bytes[0], rows * self.row_bytes[0])
-            n_wg = -(-(rows // 2 if self.act else rows) // per_wg)
+            ex: dict[int, Binding] = {}
+            if self.expert:     # groups of one expert's rows; the range's experts row0 / n .. (GLU: all)
+                n_e, ksel, xslot = self.expert
+                n = self.n_out
+                e0, e1 = (0, n_e) if self.act else (row0 // n, (row0 + rows) // n)
+                ex = {16: self.dev.uniform([e0, e1, ksel, xslot, n_e, 0, 0, 0])}
+                row0, rows = 0, ((n_e + 1) * n if self.act else n)    # rows: the clamp's bound only
+                n_wg = -(-n // per_wg)
+            else:
+                n_wg = -(-(rows // 2 if self.act else rows) // per_wg)
             dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes[0], self.m, 0, n_wg,
                                      *seg_end, *pad, *seg_y, *pad])
             xin = x
             if self.cfg.xq:
                 if not out:
-                    qbg = self.dev.bind_group(self.xq_pipe, {1: dims, 2: x, 8: nw or x, 13: self.xq_buf})
+                    qbg = self.dev.bind_group(self.xq_pipe, {1: dims, 2: x, 8: nw or x, 13: self.xq_buf, **ex})
                     out.append(Dispatch(self.xq_pipe, qbg, _grid64(self.xq_pieces)))
                 xin = self.xq_buf
             binds = {1: dims, 2: xin, 3: w, 4: bs[0] or x, 5: y, 6: w, 7: res or x, 8: nw or x,
                      **grid_binds(self.dev, self.qts[0].name)}
+            if self.expert:
+                binds |= {**ex, 0: self.dev.params_buffer, 15: ids}
             if self.cfg.persist:
                 n_wg = min(n_wg, self.cfg.persist)
             if self.mixed:

@@ -1,0 +1,62 @@
+"""The experts' kernels (matmul_id) where the experts' weights exceed one storage binding: bound as ranges
+of whole experts, one dispatch each, every pair computed by the dispatch that binds its expert."""
+from __future__ import annotations
+
+import pytest
+
+from oxigpu.backends.wgpu.kernel import prepare
+from oxigpu.backends.wgpu.ops.moe import _moe_case
+from oxigpu.tools.kernels import run_case
+
+pytestmark = pytest.mark.gpu
+
+
+@pytest.mark.parametrize("T,n_tokens,per_slot", [(1, 1, False), (4, 3, True), (12, 10, False), (9, 9, True)])
+def test_matmul_id_over_expert_ranges(dev, T, n_tokens, per_slot):
+    """8 experts of 64 Q4_K rows (9216 B each) under a 30000 B binding limit: 3 ranges (3, 3 and 2
+    experts). One token and four (the GEMV: pairs <= experts, padded pairs stored as zeros), 12 and 9
+    (the grouped GEMM: the padding's pseudo-expert tiles in the first range's dispatch only)."""
+    case = _moe_case(f"ranges T={T}", "Q4_K", T, n_tokens, 8, 2, 64, 256, per_slot, seed=20 + T)
+    with dev.binding_limit(30000):
+        res = run_case("moe", case, dev)
+        p = prepare(case.op, case.inputs, case.attrs, case.in_types, dev)
+    k = p.kernel.ex
+    assert len(k.gemv.ranges if k.gemv is not None else k.ranges) == 3
+    assert res.ok, (res.error, res.tol, res.note)
+
+
+@pytest.mark.parametrize("T,n_tokens,N,int8", [(1, 1, 96, False), (4, 3, 130, False), (1, 1, 1024, True)])
+def test_matmul_id_glu_over_joined_weights(dev, monkeypatch, T, n_tokens, N, int8):
+    """The experts' gate and up weights back to back in one buffer (as the backend stores a matmul_id_glu's):
+    one experts' GEMV with the GLU in its epilogue (integer dots where asked: x rounded as the reference
+    rounds it), padded tokens' pairs stored as zeros; against float64."""
+    import numpy as np
+
+    from oxigpu.backends.wgpu.device import Params
+    from oxigpu.backends.wgpu.kernel import KERNELS, case_error, load_kernels
+    from oxigpu.backends.wgpu.ops.moe import moe_glu_case
+    monkeypatch.setenv("OXIGPU_INT8_DOTS", "1" if int8 else "0")
+    load_kernels()
+    case = moe_glu_case("Q4_K", T, n_tokens, 8, 4 if int8 else 2, N, 512, "silu", seed=30 + T)
+    x, wg, wu, ids = case.inputs
+    shapes = [a.shape for a in (x,)] + [(8, N, 512)] * 2 + [ids.shape]
+    cls = KERNELS["matmul_id_glu"]
+    k = cls(dev, case.attrs, shapes, case.in_types, cls.output_shapes(shapes, case.attrs))
+    joined = dev.create_buffer(wg.nbytes + wu.nbytes, label="gate+up")
+    dev.write(joined, wg, 0)
+    dev.write(joined, wu, wg.nbytes)
+    bufs = [dev.create_buffer(a.nbytes, label="in") for a in (x, ids)]
+    for b, a in zip(bufs, (x, ids)):
+        dev.write(b, a, 0)
+    out_shape = cls.output_shapes(shapes, case.attrs)[0]
+    y = dev.create_buffer(4 * int(np.prod(out_shape)), label="y")
+    dev.write(y, np.full(out_shape, np.nan, np.float32), 0)
+    ds = k.encode([bufs[0], (joined, 0, wg.nbytes), (joined, wg.nbytes, wu.nbytes), bufs[1], y])
+    assert k.used_fused and len(ds) == (2 if int8 and k.fused.cfg.xq else 1)
+    assert k.fused.cfg.q8x == int8
+    dev.write_params(Params(pos=0, n_tokens=n_tokens, n_seqs=1))
+    dev.submit(ds)
+    got = dev.read(y, np.float32, out_shape)
+    case = k.as_computed(case)
+    err, tol = case_error(case, [got], case.reference())
+    assert err <= tol, (err, tol)
