@@ -172,6 +172,11 @@ class ResidentDecode(Protocol):
         logprob rows when asked, never the logits."""
         ...
 
+    def prepare_sampled(self, plan: Plan, sampling: Any) -> None:
+        """Build :meth:`run_sampled`'s sampler for ``plan`` and this kind of settings now, not on a request's
+        time (a server's warm-up; the buffers it holds are built once per plan and kind)."""
+        ...
+
     def resident_step(self, plan: Plan, sampling: Any, pos: int | None = None
                       ) -> list[tuple[Node | None, list[Any]]]:
         """One resident step as encoded: each node's dispatches, then (None, the sampler's)."""

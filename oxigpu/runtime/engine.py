@@ -191,18 +191,27 @@ class Engine:
         mixed plan of ``max_seqs``), and with ``params`` the GPU-resident loop's sampler for that kind of
         settings on each bucket, instead of on first use: a server does it before taking requests, so no
         request waits for a compile."""
+        resident = self.backend.resident
+        cfg = sampler_config(params, self.n_ctx, params.seed or 0) if params is not None else None
+
+        def slots(S: int) -> Any:
+            return pack_batch([cfg] * S, [1] * S, [0] * S, vocab=self.vocab_size)
+        plans = []
         b = 1
         while True:
             plan = self.plan("decode", b, b)
-            resident = self.backend.resident
-            if params is not None and resident is not None:
-                cfg = sampler_config(params, self.n_ctx, params.seed or 0)
-                resident.resident_step(plan, pack_batch([cfg] * b, [1] * b, [0] * b, vocab=self.vocab_size))
+            plans.append(plan)
+            if cfg is not None and resident is not None:
+                resident.resident_step(plan, slots(b))
             if b >= self.max_seqs:
                 break
             b = self.decode_bucket(b + 1)
+        plans.append(self.plan("mixed", self.prefill_chunk, 1))
         if self.max_seqs > 1:
-            self.plan("mixed", self.prefill_chunk, self.max_seqs)
+            plans.append(self.plan("mixed", self.prefill_chunk, self.max_seqs))
+        if cfg is not None and resident is not None:      # host steps draw on the GPU too (run_sampled)
+            for plan in plans:
+                resident.prepare_sampled(plan, slots(plan.outputs["logits"].shape[0]))
 
     def decode_bucket(self, n_seqs: int) -> int:
         """The decode plan size for ``n_seqs`` sequences: the next power of two, at most ``max_seqs``."""

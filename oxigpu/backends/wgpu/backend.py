@@ -757,6 +757,9 @@ class WgpuBackend:
         self._resident[key] = res
         return res
 
+    def prepare_sampled(self, plan: Plan, sampling: Any) -> None:
+        self._sampled_for(plan, sampling)
+
     def run_sampled(self, plan: Plan, step: Step, sampling: Any, contexts: Sequence[Sequence[int] | None]
                     ) -> tuple[list[int], np.ndarray | None]:
         """:meth:`run`, then the GPU sampler on the logits rows in the same queue: only the drawn ids cross the
