@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oxigpu import LLM  # noqa: E402
 from oxigpu.gguf import GGUFFile  # noqa: E402
 from oxigpu.models import HParams  # noqa: E402
-from oxigpu.runtime.kvcache import KV_BLOCK  # noqa: E402
+from oxigpu.runtime.kvcache import KV_BLOCK, block_bytes, blocks_for  # noqa: E402
 
 
 def main() -> None:
@@ -37,9 +37,8 @@ def main() -> None:
     a = ap.parse_args()
     a.gen = a.gen or a.ctx // 4
     hp = HParams.from_gguf(GGUFFile(a.model))
-    per_token = hp.n_layer * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)      # f16 K and V rows
     # S x C tokens and a block of headroom per sequence (the resident loop takes blocks a few steps ahead)
-    kv_memory = a.seqs * (a.ctx + KV_BLOCK) * per_token
+    kv_memory = blocks_for(a.seqs * (a.ctx + KV_BLOCK)) * block_bytes(hp)
     t = time.perf_counter()
     llm = LLM(a.model, backend="wgpu", n_ctx=a.ctx, max_seqs=a.seqs, kv_memory=kv_memory)
     eng = llm.engine

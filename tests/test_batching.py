@@ -16,7 +16,7 @@ import pytest
 from oxigpu import LLM
 from oxigpu.backends.base import Step
 from oxigpu.runtime.engine import Engine
-from oxigpu.runtime.kvcache import KV_BLOCK, SeqBlocks
+from oxigpu.runtime.kvcache import KV_BLOCK, SeqBlocks, block_bytes
 
 GREEDY = {"temperature": 0.0, "max_tokens": 24}
 PROMPTS = ["Once upon a time", "The quick brown fox jumps over the lazy dog and then",
@@ -90,7 +90,7 @@ def test_a_workload_larger_than_the_pool_completes_through_preemption(tiny_model
     path = tiny_models["tiny-qwen2"]
     hp_llm = LLM(path, backend="numpy", n_ctx=128)
     hp = hp_llm.engine.hparams
-    per_block = hp.n_layer * KV_BLOCK * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)
+    per_block = block_bytes(hp)
     small = LLM(path, backend="numpy", n_ctx=128, max_seqs=4, kv_memory=8 * per_block)
     assert small.engine.pool.n_blocks == 8
     prompts = [f"{i} " + "tell me a story about the sea and the sky " * 2 for i in range(8)]
@@ -223,7 +223,7 @@ def test_wgpu_batches_equal_each_alone_resident_and_preempted(dev, tiny_models):
     assert max(abs(a.logprob - b.logprob) for x, y in zip(alone, together)
                for a, b in zip(x.logprobs, y.logprobs)) < 1e-4
     hp = llm.engine.hparams
-    per_block = hp.n_layer * KV_BLOCK * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)
+    per_block = block_bytes(hp)
     small = LLM(path, backend="wgpu", n_ctx=128, max_seqs=4, kv_memory=4 * per_block)
     long = [p * 3 for p in prompts]
     greedy = dict(temperature=0.0, max_tokens=40)

@@ -16,7 +16,7 @@ import pytest
 
 from oxigpu import LLM
 from oxigpu.backends.base import Step
-from oxigpu.runtime.kvcache import KV_BLOCK, SeqBlocks
+from oxigpu.runtime.kvcache import KV_BLOCK, SeqBlocks, block_bytes
 
 pytestmark = pytest.mark.gpu
 
@@ -83,7 +83,7 @@ def test_preemption_through_scattered_blocks(tiny_models):
     path = tiny_models["tiny-qwen2"]
     big = LLM(path, backend="wgpu", n_ctx=128)
     hp = big.engine.hparams
-    per_block = hp.n_layer * KV_BLOCK * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)
+    per_block = block_bytes(hp)
     small = LLM(path, backend="wgpu", n_ctx=128, max_seqs=4, kv_memory=8 * per_block)
     assert small.engine.pool.n_blocks == 8
     prompts = [f"{i} " + "tell me a story about the sea and the sky " * 2 for i in range(6)]

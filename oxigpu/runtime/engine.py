@@ -33,7 +33,7 @@ from ..models import HParams, build_graph
 from ..tokenizer import Tokenizer
 from .constraints import Constraint
 from .decoding import SequenceSampler, sampler_config
-from .kvcache import KV_BLOCK, BlockPool, SeqBlocks, pool_blocks
+from .kvcache import KV_BLOCK, BlockPool, SeqBlocks, block_bytes, pool_blocks
 from .params import GenerationResult, SamplingParams
 from .sampling import SamplerConfig, pack_batch
 from .scheduler import Request, Scheduler
@@ -146,7 +146,7 @@ class Engine:
     def _pool_blocks(self, kv_memory: int | None) -> int:
         hp = self.hparams
         row = 2 * hp.n_head_kv * max(hp.head_dim, hp.head_dim_v)           # bytes of a K or V row, f16
-        per_block = hp.n_layer * KV_BLOCK * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)
+        per_block = block_bytes(hp)
         rows = self.backend.max_cache_rows(row)
         seqs = self.max_seqs if self.backend.paged else 1
         return pool_blocks(per_block, self.n_ctx, seqs, kv_memory, self.backend.kv_budget(),

@@ -31,6 +31,12 @@ from ..errors import InvalidParameterError, OutOfMemoryError
 from ..graph.ir import KV_BLOCK
 
 
+def block_bytes(hp) -> int:
+    """Bytes of one KV block over all layers (f16 K and V rows of ``hp``'s KV heads): what ``kv_memory``
+    budgets are counted in."""
+    return hp.n_layer * KV_BLOCK * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)
+
+
 def blocks_for(n_tokens: int) -> int:
     """Blocks that hold ``n_tokens`` rows."""
     return -(-n_tokens // KV_BLOCK)

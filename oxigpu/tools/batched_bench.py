@@ -36,7 +36,7 @@ from ..errors import InvalidParameterError
 from ..gguf import GGUFFile
 from ..models import HParams
 from ..runtime.engine import Engine
-from ..runtime.kvcache import KV_BLOCK, SeqBlocks, blocks_for
+from ..runtime.kvcache import SeqBlocks, block_bytes, blocks_for
 from ..runtime.sampling import SamplerConfig, pack_batch
 
 Log = Callable[[str], None]
@@ -54,7 +54,7 @@ def run_batched_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int
     n_ctx = n_prompt + n_gen
     t0 = time.perf_counter()
     hp = HParams.from_gguf(GGUFFile(model_path))
-    per_block = hp.n_layer * KV_BLOCK * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)
+    per_block = block_bytes(hp)
     engine = Engine(model_path, backend=backend, n_ctx=n_ctx, max_seqs=batches[-1],
                     kv_memory=batches[-1] * blocks_for(n_ctx) * per_block)
     if engine.max_seqs < batches[-1]:
