@@ -5,7 +5,8 @@ streamed completion of a distinct prompt of about --prompt-tokens tokens, genera
 tokens (ignore_eos). Per level: wall time, aggregate generation tokens/s (completion tokens / wall; prompts'
 prefill included), where N equals C the generation rate while all C decode at once (the phase a batched
 bench's S_TG times), time to first token and inter-token latency p50/p99 as the client sees them (chunk
-arrival times; ITL is the gap between chunks divided by the tokens they carry), and the server's own histograms (from /metrics).
+arrival times; ITL is the gap between chunks divided by the tokens they carry),
+and the server's own histograms (from /metrics).
 
     python dev/load_server.py -m model.gguf --backend wgpu --max-seqs 64 --concurrency 1,8,32,64 --requests 64
     python dev/load_server.py --url http://127.0.0.1:8080/v1 --concurrency 1,8 --requests 16   # a running server
