@@ -10,7 +10,8 @@ const q8_0_W64: u32 = 17u;   // words per 64 values: two blocks
 fn q8_0_at(e: u32) -> vec3<u32> {
   let sb = 34u * (e / 32u);
   let qb = sb + 2u + e % 32u;
-  return vec3<u32>(sb / 4u, qb / 4u, qb / 4u + 1u);
+  // odd blocks' quants are word-aligned: their second word is never read (nor past the row's end)
+  return vec3<u32>(sb / 4u, qb / 4u, qb / 4u + select(1u, 0u, (e / 32u) % 2u == 1u));
 }
 
 fn q8_0_get4(ws: u32, w0: u32, w1: u32, e: u32) -> vec4<f32> {

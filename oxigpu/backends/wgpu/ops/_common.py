@@ -52,12 +52,6 @@ def kv_defines(types: tuple[str, str], widths: tuple[int, int]) -> dict:
             "KROW": kvq.row_bytes(types[0], widths[0]) // 4, "VROW": kvq.row_bytes(types[1], widths[1]) // 4}
 
 
-def check_f16_caches(op: str, types: list[str], widths: tuple[int, ...]) -> None:
-    """The K/V cache inputs a kernel reads or writes: f16 (two halves per u32: shaders/common/half.wgsl),
-    rows of an even number of values."""
-    if types != ["f16", "f16"] or any(w % 2 for w in widths):
-        raise ValueError(f"{op}: the K/V caches must be f16 with rows of even widths, got {types}, widths {widths}")
-
 
 def paged_defines(paged: bool, attrs: dict, block_table: tuple[int, ...] | None, cache_rows: int,
                   bindings: tuple[int, int, int]) -> dict:
