@@ -181,24 +181,34 @@ def test_engine_numpy_and_wgpu_agree(dev, tiny_models):
     for backend in ("numpy", "wgpu"):
         llm = LLM(path, backend=backend, n_ctx=128, max_seqs=2, cache_type_k="q8_0", cache_type_v="q4_0")
         assert llm._engine.cache_types == ("q8_0", "q4_0")
-        r = llm.generate("The quick brown fox", max_tokens=12, temperature=0, ignore_eos=True)
-        outs.append(r.token_ids if hasattr(r, "token_ids") else r.text)
+        r = llm.generate("The quick brown fox", max_tokens=12, temperature=0)
+        outs.append(list(r.token_ids))
         del llm
     assert outs[0] == outs[1]
 
 
-def test_perplexity_cost(gemma3_path):
-    """A real model's perplexity on a real text: q8_0 K/V within 1 % of f16 (llama.cpp reports ~0.1 %;
-    measured here +0.2 % on 6000 characters of the README), q4_0 within 40 % (+19 % measured: q4_0 K is
-    the costly half)."""
+def _ppl(path, kinds, n_chars=800):
     from pathlib import Path
 
     from oxigpu import LLM
-    text = (Path(__file__).parents[1] / "README.md").read_text()[:1500]
-    ppl = {}
-    for kind in ("f16", "q8_0", "q4_0"):
-        llm = LLM(gemma3_path, backend="numpy", n_ctx=256, cache_type_k=kind, cache_type_v=kind)
-        ppl[kind] = llm.perplexity(text)
+    text = (Path(__file__).parents[1] / "README.md").read_text()[:n_chars]
+    out = {}
+    for kind in kinds:
+        llm = LLM(path, backend="numpy", n_ctx=256, cache_type_k=kind, cache_type_v=kind)
+        out[kind] = llm.perplexity(text)
         del llm
+    return out
+
+
+def test_perplexity_q8_0(gemma3_path):
+    """A real model's perplexity on a real text (~220 tokens): a q8_0 K/V cache within 1 % of f16
+    (llama.cpp reports ~0.1 %; docs/perf-log.md has longer texts)."""
+    ppl = _ppl(gemma3_path, ("f16", "q8_0"))
     assert abs(ppl["q8_0"] / ppl["f16"] - 1) < 0.01, ppl
+
+
+@pytest.mark.full
+def test_perplexity_q4_0(gemma3_path):
+    """q4_0 K/V costs more (its K half most: docs/perf-log.md): within 40 % of f16 here."""
+    ppl = _ppl(gemma3_path, ("f16", "q4_0"))
     assert ppl["q4_0"] / ppl["f16"] - 1 < 0.4, ppl
