@@ -212,3 +212,21 @@ def test_perplexity_q4_0(gemma3_path):
     """q4_0 K/V costs more (its K half most: docs/perf-log.md): within 40 % of f16 here."""
     ppl = _ppl(gemma3_path, ("f16", "q4_0"))
     assert ppl["q4_0"] / ppl["f16"] - 1 < 0.4, ppl
+
+
+def test_bench_pp_and_tg_at_depth_with_quantized_cache(tiny_models):
+    """`oxigpu bench -ctk q8_0 -ctv q8_0 -d 0,64`: pp and tg at each depth (llama-bench's pp512 @ d32768),
+    the cache types in the result and the table."""
+    from click.testing import CliRunner
+
+    from oxigpu.cli.main import cli
+    res = CliRunner().invoke(cli, ["bench", "-m", tiny_models["tiny-llama"], "--backend", "numpy", "-p", "16",
+                                   "-n", "4", "-d", "0,64", "-r", "1", "-ctk", "q8_0", "-ctv", "q8_0", "--json"])
+    assert res.exit_code == 0, res.output
+    import json
+    r = json.loads(res.stdout)
+    assert r["cache_types"] == ["q8_0", "q8_0"] and r["n_ctx"] >= 64 + 16
+    assert [p["depth"] for p in r["pp_depths"]] == [0, 64] and r["pp"]["depth"] == 0
+    assert all(p["tokens_per_s"] > 0 for p in r["pp_depths"]) and [t["depth"] for t in r["tg"]] == [0, 64]
+    bad = CliRunner().invoke(cli, ["bench", "-m", tiny_models["tiny-llama"], "-ctk", "q5_1"])
+    assert bad.exit_code != 0 and "'f16', 'q8_0', 'q4_0'" in bad.output
