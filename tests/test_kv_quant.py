@@ -230,3 +230,30 @@ def test_bench_pp_and_tg_at_depth_with_quantized_cache(tiny_models):
     assert all(p["tokens_per_s"] > 0 for p in r["pp_depths"]) and [t["depth"] for t in r["tg"]] == [0, 64]
     bad = CliRunner().invoke(cli, ["bench", "-m", tiny_models["tiny-llama"], "-ctk", "q5_1"])
     assert bad.exit_code != 0 and "'f16', 'q8_0', 'q4_0'" in bad.output
+
+
+@pytest.mark.slow
+def test_quantized_cache_pipelines_pass_tint(dev, tmp_path, monkeypatch):
+    """The kernels of quantized caches as Dawn gets them (its WGSL compiler, Tint, is stricter than naga):
+    the stores, the FMA prefill and the decode attention. (The matrix-unit attention needs an adapter with
+    subgroup matrices, which Dawn's Null backend lacks: tests/test_kernel_attention.py on the H100.)"""
+    pytest.importorskip("wgpudawn")
+    from test_dawn_tint import _tint_errors
+
+    from oxigpu.backends.wgpu import device as devmod
+
+    sources: dict[str, str] = {}
+    build = devmod.Device.pipeline
+
+    def record(self, file, entry="main", defines=None):
+        sources.setdefault(self.shader_source(file, defines, implementation="dawn"), f"{len(sources):03d}-{file}")
+        return build(self, file, entry, defines)
+    monkeypatch.setattr(devmod.Device, "pipeline", record)
+    test_store_matches_numpy(dev, "q8_0", "q4_0", True)
+    test_store_matches_numpy(dev, "q4_0", "f16", False)
+    test_attention_over_quantized_caches(dev, "q4_0", "q8_0", 64, 8, 2, {})
+    test_attention_over_quantized_caches(dev, "q8_0", "f16", 128, 4, 4, {"n_split": 4, "split_chunk": 32})
+    for src, name in sources.items():
+        (tmp_path / f"{name.replace('/', '_')}.wgsl").write_text(src)
+    assert len(sources) >= 4
+    assert _tint_errors(tmp_path) == {}
