@@ -257,3 +257,27 @@ def test_quantized_cache_pipelines_pass_tint(dev, tmp_path, monkeypatch):
         (tmp_path / f"{name.replace('/', '_')}.wgsl").write_text(src)
     assert len(sources) >= 4
     assert _tint_errors(tmp_path) == {}
+
+
+@pytest.mark.parametrize("ctk,ctv,D", [("q8_0", "q8_0", 64), ("q4_0", "q8_0", 128), ("f16", "q4_0", 128)])
+def test_matrix_unit_attention_over_quantized_caches(dev, ctk, ctv, D):
+    """attention_mma.wgsl (Dawn's subgroup matrices; skipped elsewhere) dequantizes into its staged f16 tile:
+    within the f16 kernel's tolerance (2e-3 of max |ref|: q, P and the dequantized values rounded to f16)."""
+    if not dev.has_mma:
+        pytest.skip("no subgroup matrices on this adapter (the H100 under Dawn has them)")
+    from oxigpu.backends.wgpu.kernel import run_op
+    from oxigpu.backends.wgpu.ops._common import Batch
+    b = Batch([(0, 40, 200), (1, 500, 60), (2, 3, 1)], 3, 24, 80, pad=4, seed=3)
+    H, Hkv = 8, 2
+    g = np.random.default_rng(D)
+    q = g.standard_normal((b.T, H * D)).astype(np.float32)
+    ck = _cache(ctk, (g.standard_normal((b.rows, Hkv * D)) * 2).astype(np.float32))
+    cv = _cache(ctv, g.standard_normal((b.rows, Hkv * D)).astype(np.float32))
+    attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=D ** -0.5, block_size=b.block,
+                 prefill_mma=True)
+    got = run_op("attention", [q, ck, cv, *b.inputs()], attrs, n_tokens=b.n_tokens,
+                 in_types=["f32", ctk, ctv, "i32", "i32", "i32"], n_seqs=b.n_seqs)[0]
+    want = _paged_attention_ref(q, _values(ctk, ck, Hkv * D), _values(ctv, cv, Hkv * D), b, H, Hkv, D, D,
+                                D ** -0.5)
+    n = b.n_tokens
+    assert np.abs(got[:n] - want[:n]).max() <= 2e-3 * np.abs(want[:n]).max()
