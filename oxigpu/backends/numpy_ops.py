@@ -136,9 +136,10 @@ def rope(x: np.ndarray, positions: np.ndarray, freq_factors: np.ndarray | None =
 
 
 def cache_kind(cache: np.ndarray, width: int) -> str:
-    """The KV-cache type of a state array: float16 rows, else ggml blocks as uint8 (quant/kvcache.py), told
-    apart by their bytes per row."""
-    if cache.dtype == np.float16:
+    """The KV-cache type of a state array: float rows hold values ("f16": the backends' float16; a float32
+    cache, as some checks pass, stores unrounded), uint8 rows ggml blocks (quant/kvcache.py), told apart by
+    their bytes per row."""
+    if cache.dtype.kind == "f":
         return "f16"
     for kind in kvq.KV_TYPES[1:]:
         if cache.shape[1] == kvq.row_bytes(kind, width):
