@@ -121,6 +121,10 @@ def test_moe_fusions_and_logits_on_numpy(moe_files, shape):
         ops = _ops(build_graph(model, None, T, N_CTX))
         assert ops.count("matmul_id_glu") == 1 and ops.count("matmul_id") == 1 and "glu" not in ops
         assert ops.count("moe_sum_add") == 1 and "moe_sum" not in ops
+        # decode: the FFN's norm, router and gate are one moe_route; prefill keeps the three
+        assert ops.count("moe_route") == (T == 1) and ops.count("moe_gate") == (T == 8)
+        assert ops.count("matmul") == (T == 8)
+    assert "moe_route" in _ops(build_graph(model, None, 4, N_CTX, S=4))       # a decode bucket of 4
     vocab = len(model.metadata["tokenizer.ggml.tokens"])
     toks = np.random.default_rng(6).integers(0, vocab, 12).astype(np.int32)
     logits = []
@@ -146,6 +150,11 @@ def test_moe_numpy_references_are_the_compositions():
                           numpy_ops.glu(g, u, act="silu"))
     y, w, res = rng.standard_normal((T, K * n), np.float32), rng.random((T, K), np.float32), g[:, :n]
     assert np.array_equal(numpy_ops.moe_sum_add(y, w, res), res + numpy_ops.moe_sum(y, w))
+    wr, nw = rng.standard_normal((E, k), np.float32), rng.standard_normal(k, np.float32)
+    h, ids, w = numpy_ops.moe_route(x, wr, nw, eps=1e-6, k=K, norm=True, w_scale=2.0, n_tokens=4)
+    want_h = numpy_ops.rms_norm(x, nw, eps=1e-6, group=k)
+    want = numpy_ops.moe_gate(numpy_ops.matmul(want_h, wr, n_tokens=4), k=K, norm=True, w_scale=2.0, n_tokens=4)
+    assert np.array_equal(h, want_h) and np.array_equal(ids, want[0]) and np.array_equal(w, want[1])
 
 
 def test_numpy_references_are_the_compositions():

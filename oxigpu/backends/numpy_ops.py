@@ -336,6 +336,13 @@ def matmul_id_glu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, ids: np.n
     return glu(matmul_id(x, w_gate, ids, n_tokens=n_tokens), matmul_id(x, w_up, ids, n_tokens=n_tokens), act=act)
 
 
+def moe_route(x: np.ndarray, w: np.ndarray, norm_w: np.ndarray, *, eps: float, k: int, norm: bool,
+              w_scale: float = 1.0, n_tokens: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``h = rms_norm(x, norm_w)`` and ``moe_gate(matmul(h, w))`` (fused: the FFN's norm, router and gate)."""
+    h = rms_norm(x, norm_w, eps=eps, group=x.shape[1])
+    return (h, *moe_gate(matmul(h, w, n_tokens=n_tokens), k=k, norm=norm, w_scale=w_scale, n_tokens=n_tokens))
+
+
 def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, *, eps: float) -> np.ndarray:
     """``(x - mean) / sqrt(var + eps) * w + b`` over each row (two passes, as ggml_norm)."""
     c = x - x.mean(axis=1, keepdims=True, dtype=F32)

@@ -21,6 +21,9 @@ the numpy backend:
   moves into it (attr ``norm_eps``, the norm weight as its last input): each GEMV workgroup recomputes
   the row's sum of squares, cheap for d <= 4096; in prefill the matrix-unit GEMM's x pass normalizes
   each row as it rounds it to f16 (elsewhere the norm runs first, into a scratch);
+- ``moe_route`` (decode graphs): the mixture-of-experts FFN's ``rms_norm``, its router ``matmul`` (F32 or
+  F16 weights) and ``moe_gate`` become one node (one dispatch: the router GEMV's workgroups normalize x
+  themselves, the first stores the normed row for the experts, the last to finish picks the experts);
 - ``rope_kv_store``: ``rope(q)``, ``rope(k)`` and the ``kv_store`` of that k become one node (one
   dispatch rotates q, rotates k straight into the cache and copies v);
 - ``rope_kv_attention`` (decode graphs: one row per sequence): that ``rope_kv_store`` and the
@@ -39,7 +42,8 @@ from .ir import Graph, Node, Value, arg, args
 
 def fuse(graph: Graph) -> Graph:
     """Apply every pattern in order of value; returns ``graph`` with its node list rewritten."""
-    nodes = _norm_prologue(graph, _glu_epilogue(graph, _multi_matmul(graph, _expert_glu(graph, graph.nodes))))
+    nodes = _moe_route(graph, graph.nodes) if graph.decode else graph.nodes
+    nodes = _norm_prologue(graph, _glu_epilogue(graph, _multi_matmul(graph, _expert_glu(graph, nodes))))
     nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
     graph.nodes = _rope_kv_attention(graph, nodes) if graph.decode else nodes
     return graph
@@ -127,6 +131,29 @@ def _expert_glu(n: Node, view: _View) -> _Fused | None:
         return None
     return Node("matmul_id_glu", (arg(g, "x"), arg(g, "w"), arg(u, "w"), arg(g, "ids")), n.outputs, dict(n.attrs),
                 f"{g.name}+{u.name}+{n.name}"), (g, u)
+
+
+ROUTER_TYPES = (0, 1)
+"""Router weight ggml types (F32, F16) ``moe_route``'s kernel reads (llama.cpp never quantizes a router)."""
+
+
+@_pattern("rms_norm")
+def _moe_route(n: Node, view: _View) -> _Fused | None:
+    """``rms_norm`` (whole rows, width a multiple of 8) whose output one bias-free router ``matmul`` reads,
+    its logits read only by a ``moe_gate`` -> ``moe_route`` at the norm (the normed row stays an output: the
+    experts read it)."""
+    h, x = n.outputs[0], arg(n, "x")
+    routers = [m for m in view.readers[h] if m.op == "matmul" and arg(m, "x") is h and arg(m, "bias") is None]
+    if n.attrs["group"] != x.shape[1] or x.shape[1] % 8 or len(routers) != 1:
+        return None
+    r = routers[0]
+    logits = r.outputs[0]
+    if arg(r, "w").ggml_type not in ROUTER_TYPES or not view.single_use(logits) \
+            or view.readers[logits][0].op != "moe_gate":
+        return None
+    gate = view.readers[logits][0]
+    return Node("moe_route", (x, arg(r, "w"), arg(n, "w")), (h, *gate.outputs), {"eps": n.attrs["eps"], **gate.attrs},
+                f"{n.name}+{r.name}+{gate.name}"), (r, gate)
 
 
 @_pattern("matmul_multi", "matmul_glu")

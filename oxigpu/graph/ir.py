@@ -111,6 +111,10 @@ moe_sum_add        y[T, K*n], w[T, K], res[T, n] -> [T, n]        (none) add(res
 matmul_id_glu      x[T, k], W_gate[E, n, k], W_up[E, n, k],       act; glu(matmul_id(x, W_gate, ids),
                    ids i32[T, K] -> [T, K*n]                      matmul_id(x, W_up, ids)) (both weights
                                                                   of one quant type)
+moe_route          x[T, d], W_router[E, d], w_norm[d]             eps, k, norm, w_scale; h = rms_norm(x,
+                   -> h[T, d], ids i32[T, K], w[T, K]             w_norm, eps), then moe_gate(matmul(h,
+                                                                  W_router)) (decode graphs: the norm,
+                                                                  router and gate in one dispatch)
 rope_kv_store      q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv], K, V     n_head, n_head_kv, block_size and
                    (state), positions, row_seq, block_table       rope's other attrs; kv_store(rope(k,
                    (, freq_factors) -> [T, H*D]                   positions), v, K, V, positions, row_seq,
@@ -219,6 +223,7 @@ OPS: dict[str, OpSpec] = {
     "moe_sum": OpSpec((_s("y", "act"), _s("w", "act"))),
     "moe_sum_add": OpSpec((_s("y", "act"), _s("w", "act"), _s("res", "act"))),
     "matmul_id_glu": OpSpec((_s("x", "act"), _s("w_gate", "matrix"), _s("w_up", "matrix"), _s("ids", "ids"))),
+    "moe_route": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("norm_w", "vec"))),
     "layer_norm": OpSpec((_s("x", "act"), _s("w", "vec"), _s("b", "vec"))),
     "add_rows": OpSpec((_s("x", "act"), _s("table", "table"), _s("positions", "ids", optional=True))),
     "attention_self": OpSpec((_s("q", "act"), _s("k", "act"), _s("v", "act"))),
