@@ -211,12 +211,18 @@ def attention(q: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, positions
 
 def rope_kv_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray,
                       positions: np.ndarray, row_seq: np.ndarray, block_table: np.ndarray,
-                      freq_factors: np.ndarray | None = None, *, n_head: int, n_head_kv: int, head_dim: int,
+                      *extra: np.ndarray, n_head: int, n_head_kv: int, head_dim: int,
                       n_rot: int, base: float, neox: bool, freq_scale: float = 1.0, v_head_dim: int,
                       scale: float, window: int = 0, softcap: float = 0.0, block_size: int,
-                      n_tokens: int) -> np.ndarray:
+                      n_tokens: int, qk_norm_eps: float | None = None) -> np.ndarray:
     """``attention(rope_kv_store(q, k, v, ...), cache_k, cache_v, ...)``: a decode layer's rope, cache write
-    and attention as one op (the caches are written in place)."""
+    and attention as one op (the caches are written in place). ``extra``: freq_factors if given, then with
+    ``qk_norm_eps`` the per-head norm weights of q and k (q, k = their rms_norm first)."""
+    if qk_norm_eps is not None:
+        *extra, q_norm, k_norm = extra
+        q = rms_norm(q, q_norm, eps=qk_norm_eps, group=head_dim)
+        k = rms_norm(k, k_norm, eps=qk_norm_eps, group=head_dim)
+    freq_factors = extra[0] if extra else None
     paged = (positions, row_seq, block_table)
     qr = rope_kv_store(q, k, v, cache_k, cache_v, *paged, freq_factors, n_head=n_head, n_head_kv=n_head_kv,
                        head_dim=head_dim, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale,

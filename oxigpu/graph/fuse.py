@@ -28,7 +28,8 @@ the numpy backend:
   dispatch rotates q, rotates k straight into the cache and copies v);
 - ``rope_kv_attention`` (decode graphs: one row per sequence): that ``rope_kv_store`` and the
   ``attention`` reading its q become one node (the decode attention kernel rotates q and the step's key
-  itself and writes the cache rows), so a decode layer is 5 dispatches. Mixed and teacher-forcing graphs
+  itself and writes the cache rows; per-head q/k RMS norms too, as weights before the rotation and one
+  scale after it), so a decode layer is 5 dispatches. Mixed and teacher-forcing graphs
   keep the two: there a query row needs the keys of the rows before it in the chunk, so the keys must be
   in the cache first.
 """
@@ -212,7 +213,8 @@ def _rope_kv_store(n: Node, view: _View) -> _Fused | None:
 def _rope_kv_attention(n: Node, view: _View) -> _Fused | None:
     """``attention(rope_kv_store(q, k, v, K, V, ...), K, V, ...)`` whose rotated q feeds nothing else ->
     ``rope_kv_attention`` at the attention (decode graphs only: one row per sequence, so no query needs
-    another row's key of this step first)."""
+    another row's key of this step first). Per-head ``rms_norm`` of q and k read only by it move in too
+    (attr ``qk_norm_eps``, their weights last)."""
     q = arg(n, "q")
     rkv = view.made_by(q, "rope_kv_store")
     same = ("cache_k", "cache_v", "positions", "row_seq", "block_table")
@@ -220,5 +222,12 @@ def _rope_kv_attention(n: Node, view: _View) -> _Fused | None:
             or not view.single_use(q) \
             or any(rkv.attrs[a] != n.attrs[a] for a in ("n_head", "n_head_kv", "head_dim")):
         return None
-    return Node("rope_kv_attention", rkv.inputs, n.outputs, {**rkv.attrs, **n.attrs},
-                f"{rkv.name}+{n.name}"), (rkv,)
+    ins, attrs, name, absorbed = rkv.inputs, {**rkv.attrs, **n.attrs}, f"{rkv.name}+{n.name}", [rkv]
+    norms = [view.made_by(arg(rkv, s), "rms_norm") for s in ("q", "k")]
+    if all(m is not None and m.attrs["group"] == n.attrs["head_dim"] and view.single_use(m.outputs[0])
+           for m in norms) and norms[0].attrs["eps"] == norms[1].attrs["eps"] and n.attrs["head_dim"] % 4 == 0:
+        qn, kn = norms
+        ins = (arg(qn, "x"), arg(kn, "x"), *ins[2:], arg(qn, "w"), arg(kn, "w"))
+        attrs["qk_norm_eps"] = qn.attrs["eps"]
+        name, absorbed = f"{qn.name}+{kn.name}+{name}", [*norms, rkv]
+    return Node("rope_kv_attention", ins, n.outputs, attrs, name), absorbed

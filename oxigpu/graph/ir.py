@@ -125,6 +125,9 @@ rope_kv_attention  as rope_kv_store -> [T, H*Dv]                  rope_kv_store'
                                                                   (decode graphs only: one row per
                                                                   sequence, so no row needs another
                                                                   row's keys of this step first)
+(q/k norms)         rope_kv_attention with attr qk_norm_eps takes   q and k replaced by rms_norm(q, q_norm,
+                   two more inputs, q_norm[D], k_norm[D], last     eps, group=D), likewise k (qwen3's
+                                                                  per-head norms)
 =================  =============================================  =======================================
 
 ``sample`` is in :data:`OPS` too, though no graph holds it: the wgpu backend's GPU-resident decode appends
@@ -209,7 +212,8 @@ OPS: dict[str, OpSpec] = {
     "matmul_glu": OpSpec((_s("x", "act"), _s("w_gate", "matrix"), _s("w_up", "matrix"),
                           _s("norm_w", "vec", optional=True, when="norm_eps"))),
     "rope_kv_store": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF)),
-    "rope_kv_attention": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF)),
+    "rope_kv_attention": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF, _s("q_norm", "vec", optional=True, when="qk_norm_eps"),
+                                 _s("k_norm", "vec", optional=True, when="qk_norm_eps"))),
     "sample": OpSpec((_s("logits", "act"), _s("slots", "ids", writes=True), _s("history", "ids", writes=True),
                       _s("sparse", "ids"), _s("mask", "ids"), _s("logprobs", "ids", writes=True)), graph=False),
     # row n_tokens - 1 of x: what the wgpu backend runs a one-slot gather_rows as until its kernels
