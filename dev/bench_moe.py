@@ -1,5 +1,5 @@
 """Mixture-of-experts node benchmark: one MoE FFN's expert products (matmul_id gate, up, down), routing
-(moe_gate) and mixing (moe_sum) at a given shape, for decode (T = 1) and a prefill chunk.
+(moe_gate; in decode also moe_route: norm, router and gate) and mixing (moe_sum) at a given shape, for decode (T = 1) and a prefill chunk.
 
     python3 dev/bench_moe.py [--experts 128] [--used 8] [--hidden 2048] [--ff 768] [--types Q4_K,Q4_K,Q6_K]
                              [--tokens 1,512] [--reps 5] [--json OUT]
@@ -25,6 +25,7 @@ if not os.environ.get("PYTHONPATH"):    # else the tree on PYTHONPATH (comparing
 
 from oxigpu.backends.wgpu.device import Device  # noqa: E402
 from oxigpu.backends.wgpu.kernel import prepare  # noqa: E402
+from oxigpu.graph.ir import OPS  # noqa: E402
 from oxigpu.quant import get_type  # noqa: E402
 
 
@@ -78,6 +79,11 @@ def main() -> None:
                  ("matmul_id up", [x, ws["up"][0], ids], ["f32", tu, "i32"], {}, ws["up"][0]),
                  ("matmul_id down", [h, ws["down"][0], ids], ["f32", td, "i32"], {}, ws["down"][0]),
                  ("moe_sum", [y, w], ["f32", "f32"], {}, 0)]
+        if T <= 64 and "moe_route" in OPS:   # decode: the FFN's norm + F32 router + gate in one dispatch
+            router = g.standard_normal((E, d)).astype(np.float32).view(np.uint8)
+            nw = np.ones(d, np.float32)
+            nodes.insert(0, ("moe_route", [x, router, nw], ["f32", "F32", "f32"],
+                             {"eps": 1e-6, "k": K, "norm": True, "w_scale": 1.0}, 0))
         for name, ins, types, attrs, wt in nodes:
             r = _node(dev, name.split()[0], ins, types, attrs, T, a.reps)
             mb = 0.0 if isinstance(wt, int) else chosen * wt[0].nbytes / 1e6

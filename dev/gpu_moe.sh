@@ -4,8 +4,9 @@
 # before the MoE rework, e.g. `mkdir -p .wt/old && git archive <main before the merge> oxigpu | tar -x -C
 # .wt/old`; its steps are skipped if absent):
 #   OUT=$OUT bash dev/gpu_moe.sh check   # correctness on the GPU's paths (integer dots, matrix units, Dawn):
-#                                       # the MoE kernel checks, the dense matmul checks (their GEMMs gained the
-#                                       # grouped mode), the MoE tests; the MoE nodes old and new (bench_moe.py)
+#                                       # the MoE kernel checks (moe_route: norm + router + gate), the decode
+#                                       # attention with q/k norms, the dense matmul checks, the MoE tests; the
+#                                       # MoE nodes old and new (bench_moe.py)
 #   OUT=$OUT bash dev/gpu_moe.sh bench   # tg128/pp512 beside llama-bench on the same file (24 of 48 layers),
 #                                       # a --profile of the new tree, a dense single-stream guard (old, new)
 set -uo pipefail
@@ -26,6 +27,7 @@ case $PHASE in
 check)
 step kernels-moe 120 python3 -m oxigpu kernels --filter matmul_id
 step kernels-moe-all 120 python3 -m oxigpu kernels --filter moe
+step kernels-rope-attn 180 python3 -m oxigpu kernels --filter rope_kv_attention   # q/k norms fused in
 step kernels-matmul 240 python3 -m oxigpu kernels --filter matmul
 step tests-moe 240 python3 -m pytest -q -x tests/test_kernel_moe.py tests/test_kernel_models.py \
   "tests/test_architectures.py::test_wgpu_matches_numpy[tiny-qwen3moe]" tests/test_fuse.py -k "moe or matmul_id or qwen3moe"
