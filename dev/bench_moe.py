@@ -1,5 +1,6 @@
 """Mixture-of-experts node benchmark: one MoE FFN's expert products (matmul_id gate, up, down), routing
-(moe_gate; in decode also moe_route: norm, router and gate) and mixing (moe_sum) at a given shape, for decode (T = 1) and a prefill chunk.
+(moe_gate; in decode also moe_route: norm, router and gate) and mixing (moe_sum) at a given shape, for
+decode (T = 1) and a prefill chunk.
 
     python3 dev/bench_moe.py [--experts 128] [--used 8] [--hidden 2048] [--ff 768] [--types Q4_K,Q4_K,Q6_K]
                              [--tokens 1,512] [--reps 5] [--json OUT]
