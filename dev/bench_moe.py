@@ -80,6 +80,9 @@ def main() -> None:
                  ("matmul_id up", [x, ws["up"][0], ids], ["f32", tu, "i32"], {}, ws["up"][0]),
                  ("matmul_id down", [h, ws["down"][0], ids], ["f32", td, "i32"], {}, ws["down"][0]),
                  ("moe_sum", [y, w], ["f32", "f32"], {}, 0)]
+        if T <= 64 and dev.int8_dots:   # A/B: the down GEMV's x staged per workgroup instead of a dispatch
+            nodes.insert(4, ("matmul_id down xs", [h, ws["down"][0], ids], ["f32", td, "i32"],
+                             {"gemv": {"q8x": True, "xq": False, "xs": True}}, ws["down"][0]))
         if T <= 64 and "moe_route" in OPS:   # decode: the FFN's norm + F32 router + gate in one dispatch
             router = g.standard_normal((E, d)).astype(np.float32).view(np.uint8)
             nw = np.ones(d, np.float32)

@@ -139,7 +139,9 @@ class _Experts:
         xslot = int(kx == K * K_in)
         self.gemv = None
         if self.pairs <= E or K_in % 32:
-            self.gemv = Gemv(dev, {}, K_in, [qt.name], [N], False, m=self.pairs, expert=(E, K, xslot))
+            # attrs["gemv"]: benchmarks override the split as for a dense GEMV (dev/bench_moe.py's xs variant)
+            self.gemv = Gemv(dev, {k: v for k, v in attrs.items() if k == "gemv"}, K_in, [qt.name], [N], False,
+                             m=self.pairs, expert=(E, K, xslot))
             return
         self.x_rows = self.pairs if xslot else T
         tiles_at = 1 + self.pairs
