@@ -59,16 +59,16 @@ fn gate_row(t: u32, lid: u32) {
     ex[e] = exp(v - m);
   }
   workgroupBarrier();
-  if (lid < K) {
-    var s = 0.0;
-    for (var j = 0u; j < E; j++) { s += ex[j]; }
-    var total = 0.0;
-    for (var j = 0u; j < K; j++) { total += ex[sel[j]] / s; }
-    var k = {{W_SCALE}};
-    if ({{NORM}}u == 1u) { k = k / max(total, MIN_SUM); }
-    let e = sel[lid];
-    ids[out + lid] = i32(e);
-    w[out + lid] = ex[e] / s * k;
+  var s = 0.0;
+  for (var j = 0u; j < E; j++) { s += ex[j]; }
+  var total = 0.0;
+  for (var j = 0u; j < K; j++) { total += ex[sel[j]] / s; }
+  var k = {{W_SCALE}};
+  if ({{NORM}}u == 1u) { k = k / max(total, MIN_SUM); }
+  for (var j = lid; j < K; j += WG) {
+    let e = sel[j];
+    ids[out + j] = i32(e);
+    w[out + j] = ex[e] / s * k;
   }
 }
 
