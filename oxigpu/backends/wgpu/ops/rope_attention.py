@@ -152,24 +152,31 @@ def _bench() -> Iterable[Case]:
 
 def paged_rope_kv_attention_case(name: str, b: Batch, H: int, Hkv: int, D: int, *, dv: int = 0, n_rot: int = 0,
                                  neox: bool = True, base: float = 10000.0, with_ff: bool = False, window: int = 0,
-                                 softcap: float = 0.0, seed: int = 0, **tuning_attrs) -> Case:
+                                 softcap: float = 0.0, qk_norm: bool = False, seed: int = 0, **tuning_attrs) -> Case:
     """A decode batch: one row per sequence (``b``: one-row runs), each at its own position; the cache row
     of each row's own key is NaN (written by the kernel, never read), rows no sequence holds are 8.
     Expected: the output, then both pools with those rows = rope(k), v rounded to f16 (every other row
     unchanged)."""
     dv, n_rot = dv or D, n_rot or D
     g = rng(seed)
-    q = g.standard_normal((b.T, H * D)).astype(np.float32)
-    k = (g.standard_normal((b.T, Hkv * D)) * 2).astype(np.float32)
+    q0 = g.standard_normal((b.T, H * D)).astype(np.float32)
+    k0 = (g.standard_normal((b.T, Hkv * D)) * 2).astype(np.float32)
     v = g.standard_normal((b.T, Hkv * dv)).astype(np.float32)
-    q[b.n_tokens:] = np.nan
+    q0[b.n_tokens:] = np.nan
     ck, cv = paged_caches(b, g, Hkv * D, Hkv * dv, own=True, poison=8.0)
     ff = np.where(np.arange(n_rot // 2) < n_rot // 4, 1.0, 8.0).astype(np.float32) if with_ff else None
     attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=1.0,
                  v_head_dim=dv, scale=1.0 / math.sqrt(D), window=window, softcap=softcap, block_size=b.block,
                  **tuning_attrs)
+    norms = [(g.standard_normal(D) * 0.3 + 1).astype(np.float32) for _ in range(2)] if qk_norm else []
+    if qk_norm:
+        attrs["qk_norm_eps"] = 1e-6
 
     def ref():
+        q, k = q0, k0
+        if qk_norm:     # per-head RMS norms in float64 first
+            q, k = ((x.astype(np.float64).reshape(b.T, -1, D) / np.sqrt((x.astype(np.float64).reshape(b.T, -1, D) ** 2)
+                     .mean(-1, keepdims=True) + 1e-6) * w).reshape(b.T, -1) for x, w in zip((q0, k0), norms))
         ra = dict(head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=1.0, pos=b.positions, ff=ff)
         ck2, cv2 = ck.astype(np.float64), cv.astype(np.float64)
         kr = rope_reference(k, Hkv, **ra).astype(np.float16)
@@ -178,9 +185,9 @@ def paged_rope_kv_attention_case(name: str, b: Batch, H: int, Hkv: int, D: int, 
             ck2[r], cv2[r] = kr[t], v[t].astype(np.float16)
         out = paged_reference(rope_reference(q, H, **ra), ck2, cv2, b, **attrs)
         return [out, ck2, cv2]
-    tail = [ff] if with_ff else []
-    return Case("rope_kv_attention", name, [q, k, v, ck, cv, *b.inputs(), *tail],
-                ["f32"] * 3 + ["f16"] * 2 + ["i32"] * 3 + ["f32"] * with_ff, ref, (2e-5, HALF_STEP, 0.0),
+    tail = ([ff] if with_ff else []) + norms
+    return Case("rope_kv_attention", name, [q0, k0, v, ck, cv, *b.inputs(), *tail],
+                ["f32"] * 3 + ["f16"] * 2 + ["i32"] * 3 + ["f32"] * len(tail), ref, (2e-5, HALF_STEP, 0.0),
                 attrs=attrs, n_tokens=b.n_tokens, n_seqs=b.n_seqs)
 
 
@@ -202,3 +209,6 @@ def _paged_cases() -> Iterable[Case]:
             base=1e6, window=50, softcap=30.0, seed=5)
     yield c("3/3 D4 normal (team = 1 lane)", B([(0, 69, 1), (1, 0, 1), (2, 32, 1)], 3, 4, 20, seed=5), 3, 3, 4,
             neox=False, seed=6)
+    yield c("qwen3 q/k norm 16/2 D128 neox ff, slots out of order, 1 padding row",
+            B([(1, 40, 1), (0, 0, 1), (2, 95, 1)], 3, 8, 40, pad=1, seed=6), 16, 2, 128, base=1e6, with_ff=True,
+            qk_norm=True, seed=7)
