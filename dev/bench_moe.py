@@ -6,9 +6,11 @@ decode (T = 1) and a prefill chunk.
                              [--tokens 1,512] [--reps 5] [--json OUT]
 
 Per node: dispatches, workgroups, the weight bytes the chosen experts hold (each read once is the floor),
-and seconds per run (Device.time: wall time of repeated copies in one submit; on lavapipe the figures
-are only relative). Weights are random bytes (their values do not change the work); routing ids are
-drawn per token without repeats, as a router's top-k. Runs against whichever oxigpu is on PYTHONPATH,
+seconds per run (Device.time: wall time of repeated copies in one submit, host overhead included; on
+lavapipe the figures are only relative) and, where the device has timestamps, GPU microseconds per copy of
+50 in one pass (each copy waits for the one before, as nodes do in a step). Weights are random bytes
+(their values do not change the work); routing ids are drawn per token without repeats, as a router's
+top-k. Runs against whichever oxigpu is on PYTHONPATH,
 so two trees compare on one machine (``PYTHONPATH=<tree> python3 dev/bench_moe.py``).
 """
 from __future__ import annotations
@@ -44,7 +46,11 @@ def _node(dev: Device, op: str, inputs, types, attrs, n_tokens: int, reps: int) 
     dev.write_params(Params(pos=0, n_tokens=n_tokens, n_seqs=1))
     wgs = sum(int(np.prod(d.workgroups)) for d in p.dispatches)
     secs = dev.time(p.dispatches, repeat=reps)
-    return {"dispatches": len(p.dispatches), "workgroups": wgs, "seconds": secs}
+    gpu = None
+    if dev.has_timestamps:     # GPU time of 50 copies in one pass (as in a step: each waits for the one before)
+        dev.time_passes([p.dispatches])
+        gpu = dev.time_passes([list(p.dispatches) * 50])[0] / 50
+    return {"dispatches": len(p.dispatches), "workgroups": wgs, "seconds": secs, "gpu_seconds": gpu}
 
 
 def main() -> None:
@@ -66,7 +72,7 @@ def main() -> None:
           "down": (_raw(td, E * d, f, g).reshape(E, d, -1), td)}
     out = []
     print(f"device: {dev.adapter.info['device']}")
-    print("T     node                   dispatches  workgroups  chosen-weight MB  ms")
+    print("T     node                   dispatches  workgroups  chosen-weight MB  ms     GPU us/copy")
     for T in (int(t) for t in a.tokens.split(",")):
         ids = np.stack([g.choice(E, K, replace=False) for _ in range(T)]).astype(np.int32)
         chosen = len(np.unique(ids))
@@ -89,8 +95,16 @@ def main() -> None:
         if T <= 64 and "moe_route" in OPS:   # decode: the FFN's norm + F32 router + gate in one dispatch
             router = g.standard_normal((E, d)).astype(np.float32).view(np.uint8)
             nw = np.ones(d, np.float32)
-            nodes.insert(0, ("moe_route", [x, router, nw], ["f32", "F32", "f32"],
-                             {"eps": 1e-6, "k": K, "norm": True, "w_scale": 1.0}, 0))
+            ra = {"eps": 1e-6, "k": K, "norm": True, "w_scale": 1.0}
+            nodes.insert(0, ("moe_route", [x, router, nw], ["f32", "F32", "f32"], ra, 0))
+            # rows per workgroup (workgroups a token: E / rpw), and without the gate (the norm + router alone)
+            for rpw in (1, 2, 4, 8):
+                for gate in (1, 0):
+                    nodes.insert(1, (f"moe_route rpw{rpw}{'' if gate else ' nogate'}", [x, router, nw],
+                                     ["f32", "F32", "f32"], ra | {"route": {"rpw": rpw, "gate": gate}}, 0))
+            for rpw in (2, 4):      # 256 lanes a workgroup
+                nodes.insert(1, (f"moe_route rpw{rpw} wg256", [x, router, nw], ["f32", "F32", "f32"],
+                                 ra | {"route": {"rpw": rpw, "wg": 256}}, 0))
         for name, ins, types, attrs, wt in nodes:
             try:
                 r = _node(dev, name.split()[0], ins, types, attrs, T, a.reps)
@@ -100,8 +114,9 @@ def main() -> None:
             mb = 0.0 if isinstance(wt, int) else chosen * wt[0].nbytes / 1e6
             r.update(tokens=T, node=name, chosen_mb=mb)
             out.append(r)
+            gpu = "" if r["gpu_seconds"] is None else f"{r['gpu_seconds'] * 1e6:10.2f}"
             print(f"{T:<5} {name:<22} {r['dispatches']:>10}  {r['workgroups']:>10}  {mb:>16.1f}  "
-                  f"{r['seconds'] * 1e3:.3f}", flush=True)
+                  f"{r['seconds'] * 1e3:.3f}  {gpu}", flush=True)
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))
 

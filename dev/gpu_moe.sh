@@ -10,8 +10,8 @@
 #   OUT=$OUT bash dev/gpu_moe.sh bench   # tg128/pp512 beside llama-bench on the same file (24 of 48 layers),
 #                                       # a --profile of the new tree, a dense single-stream guard (old, new)
 #   OUT=$OUT bash dev/gpu_moe.sh quick   # one short call: the MoE and rope_kv_attention kernel checks, the
-#                                       # decode MoE nodes (down GEMV split variants), tg128/pp512 beside
-#                                       # llama-bench and the --profile
+#                                       # decode MoE nodes (routing and down GEMV variants; OLD's too),
+#                                       # tg128/pp512 beside llama-bench and the --profile
 set -uo pipefail
 PHASE=${1:?check, bench or quick}
 OUT=${OUT:-/tmp/gpu-moe}
@@ -54,6 +54,8 @@ step kernels-moe-all 120 python3 -m oxigpu kernels --filter moe
 step kernels-rope-attn 180 python3 -m oxigpu kernels --filter rope_kv_attention
 step nodes-new 120 python3 dev/bench_moe.py --tokens 1 --json "$OUT/nodes-new.json"
 cat "$OUT/nodes-new.log"
+[ -d "$OLD/oxigpu" ] && step nodes-old 120 env PYTHONPATH="$(cd "$OLD" && pwd)" python3 dev/bench_moe.py --tokens 1 \
+  --json "$OUT/nodes-old.json" && cat "$OUT/nodes-old.log"
 step compare-moe 300 python3 -m oxigpu bench --compare-llamacpp $B --files $F -d 0 -r 3 --backend wgpu \
   --rows qwen3moe-30b-a3b:Q4_K_M --out "$OUT/compare-moe"
 cat "$OUT/compare-moe/table.md" 2>/dev/null

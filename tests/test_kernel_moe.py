@@ -93,3 +93,23 @@ def test_moe_route_twice_in_one_pass(dev, E, K, d):
         got = [dev.read(b, np.float32, s) for b, s in zip(out, k.out_shapes)]
         err, tol = case_error(case, got, case.reference())
         assert err <= tol, (case.name, err, tol)
+
+
+@pytest.mark.parametrize("rpw,wg,subgroups", [(1, None, True), (2, 256, True), (8, None, True), (2, None, False)])
+def test_moe_route_splits(dev, monkeypatch, rpw, wg, subgroups):
+    """The fused norm + router + gate with 1, 2 or 8 router rows a workgroup (128, 64 or 16 workgroups a
+    token, the counter's last one gating), 256 lanes for 128 experts, and the shared-memory reductions
+    where subgroups are missing (the gate's reductions too)."""
+    from dataclasses import replace
+
+    from oxigpu.backends.wgpu.device import Device
+    from oxigpu.backends.wgpu.ops.moe import moe_route_case
+    if not subgroups:
+        monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    case = moe_route_case("F32", 2, 2, 128, 8, 512, True, 1.0, seed=rpw)
+    over = {"rpw": rpw} | ({"wg": wg} if wg else {})
+    case = replace(case, attrs=case.attrs | {"route": over})
+    p = prepare(case.op, case.inputs, case.attrs, case.in_types, dev)
+    assert p.kernel.groups == 2 * -(-128 // rpw)
+    res = run_case("moe", case, dev)
+    assert res.ok, (res.error, res.tol, res.note)

@@ -8,7 +8,7 @@
 // The gate ranks each expert against all E logits in workgroup memory (a lane per expert): two barriers,
 // where a serial top-k needs a workgroup reduction per pick.
 // Defines: T, E, KSEL, NORM (0/1), W_SCALE, WG, RED (sg | wg); route: D (row width, a multiple of 8), RPW,
-//   EPS, WF16 (router weights F16: 1, F32: 0).
+//   EPS, WF16 (router weights F16: 1, F32: 0), GATE (0: no gate, for timing the rest).
 #include "common/params.wgsl"
 
 const WG: u32 = {{WG}}u;
@@ -21,6 +21,7 @@ const D: u32 = {{D}}u;
 const NCH: u32 = D / 8u;                      // 8-element chunks per row
 const NCPL: u32 = (NCH + WG - 1u) / WG;       // chunks per lane
 const WF16: bool = {{WF16}}u == 1u;
+const GATE: bool = {{GATE}}u == 1u;
 const MIN_SUM: f32 = 6.103515625e-5;   // the least normal f16, as llama.cpp clamps a renormalizing sum
 #include "common/reduce_{{RED}}.wgsl"
 
@@ -33,53 +34,70 @@ const MIN_SUM: f32 = 6.103515625e-5;   // the least normal f16, as llama.cpp cla
 @group(0) @binding(7) var<storage, read_write> lg: array<f32>;
 @group(0) @binding(8) var<storage, read_write> counters: array<atomic<u32>>;
 
-var<workgroup> lv: array<f32, E>;
+const E4: u32 = (E + 3u) / 4u;
+var<workgroup> lv: array<vec4<f32>, E4>;   // the logits, 4 a word (one shared load per 4 compares); pad -inf
 var<workgroup> ex: array<f32, E>;
 var<workgroup> sel: array<u32, K>;     // zero-initialized: an id in range whatever the logits (NaN)
 var<workgroup> tot: array<f32, ROWS>;
 var<workgroup> last_w: u32;
 
-// ids/w of token t from its logits in lv (stored, then a barrier); uniform control flow.
-fn gate_row(t: u32, lid: u32) {
+fn put_logit(e: u32, v: f32) { lv[e / 4u][e % 4u] = v; }
+
+// The last word's slots past E: -inf, below every logit (with lower ids first at ties, never chosen).
+fn pad_logits(lid: u32) {
+  if (lid < 4u * E4 - E) { put_logit(E + lid, bitcast<f32>(0xff800000u)); }
+}
+
+// ids/w of token t from its logits in lv (stored, then a barrier); uniform control flow. Each lane ranks
+// its experts against all E logits (4 per shared load) and takes the row's max on the way; the softmax's
+// sum and the chosen experts' share are one workgroup reduction, not serial loops over E.
+fn gate_row(t: u32, lane: Lane) {
+  let lid = lane.lid;
   let out = t * K;
   if (t >= P.n_tokens) {             // uniform per workgroup
     for (var j = lid; j < K; j += WG) { ids[out + j] = 0; w[out + j] = 0.0; }
     return;
   }
+  var acc: array<f32, ROWS>;          // [0]: sum of exp over the lane's experts, [1]: over its chosen ones
+  for (var i = 0u; i < ROWS; i++) { acc[i] = 0.0; }
   for (var e = lid; e < E; e += WG) {
-    let v = lv[e];
-    var m = v;
-    var r = 0u;                        // experts before e in (value desc, id asc) order
-    for (var j = 0u; j < E; j++) {
-      let u = lv[j];
+    let v = lv[e / 4u][e % 4u];
+    let vv = vec4<f32>(v);
+    let ev = vec4<u32>(e);
+    var m = vv;
+    var r = vec4<u32>(0u);            // experts before e in (value desc, id asc) order
+    for (var q = 0u; q < E4; q++) {
+      let u = lv[q];
       m = max(m, u);
-      r += select(0u, 1u, u > v || (u == v && j < e));
+      let j = vec4<u32>(4u * q) + vec4<u32>(0u, 1u, 2u, 3u);
+      r += select(vec4<u32>(0u), vec4<u32>(1u), (u > vv) | ((u == vv) & (j < ev)));
     }
-    if (r < K) { sel[r] = e; }
-    ex[e] = exp(v - m);
+    let rank = r.x + r.y + r.z + r.w;
+    let p = exp(v - max(max(m.x, m.y), max(m.z, m.w)));
+    ex[e] = p;
+    acc[0] += p;
+    if (rank < K) { sel[rank] = e; acc[1] += p; }
   }
+  let s = sum_rows(lane, acc);        // its barrier also publishes ex and sel
+  if (lid < 2u) { tot[lid] = s; }
   workgroupBarrier();
-  var s = 0.0;
-  for (var j = 0u; j < E; j++) { s += ex[j]; }
-  var total = 0.0;
-  for (var j = 0u; j < K; j++) { total += ex[sel[j]] / s; }
   var k = {{W_SCALE}};
-  if ({{NORM}}u == 1u) { k = k / max(total, MIN_SUM); }
+  if ({{NORM}}u == 1u) { k = k / max(tot[1] / tot[0], MIN_SUM); }
   for (var j = lid; j < K; j += WG) {
     let e = sel[j];
     ids[out + j] = i32(e);
-    w[out + j] = ex[e] / s * k;
+    w[out + j] = ex[e] / tot[0] * k;
   }
 }
 
 @compute @workgroup_size({{WG}})
-fn gate(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
-        @builtin(local_invocation_index) lid: u32) {
+fn gate(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let t = wid.y * nwg.x + wid.x;
   if (t >= {{T}}u) { return; }       // uniform per workgroup
-  for (var e = lid; e < E; e += WG) { lv[e] = lg[t * E + e]; }
+  for (var e = lane.lid; e < E; e += WG) { put_logit(e, lg[t * E + e]); }
+  pad_logits(lane.lid);
   workgroupBarrier();
-  gate_row(t, lid);
+  gate_row(t, lane);
 }
 
 // Router row e's dot over chunk c (8 elements) with xg (x * g of that chunk).
@@ -130,10 +148,15 @@ fn route(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
       }
     }
   }
+  if (!GATE) {                           // benchmarks: the norm and router alone (lg holds the logits)
+    if (lid >= 1u && lid < ROWS && r0 + lid - 1u < E) { lg[t * E + r0 + lid - 1u] = tot[lid] * inv; }
+    return;
+  }
   if (WPT == 1u) {                       // one workgroup holds every logit: no counter
-    if (lid >= 1u && lid < ROWS && lid - 1u < E) { lv[lid - 1u] = tot[lid] * inv; }
+    if (lid >= 1u && lid < ROWS && lid - 1u < E) { put_logit(lid - 1u, tot[lid] * inv); }
+    pad_logits(lid);
     workgroupBarrier();
-    gate_row(t, lid);
+    gate_row(t, lane);
     return;
   }
   if (lid >= 1u && lid < ROWS && r0 + lid - 1u < E) { lg[t * E + r0 + lid - 1u] = tot[lid] * inv; }
@@ -141,8 +164,9 @@ fn route(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
   if (lid == 0u) { last_w = atomicAdd(&counters[t], 1u); }
   if (workgroupUniformLoad(&last_w) != WPT - 1u) { return; }
   storageBarrier();
-  for (var e = lid; e < E; e += WG) { lv[e] = lg[t * E + e]; }
+  for (var e = lid; e < E; e += WG) { put_logit(e, lg[t * E + e]); }
+  pad_logits(lid);
   workgroupBarrier();
-  gate_row(t, lid);
+  gate_row(t, lane);
   if (lid == 0u) { atomicStore(&counters[t], 0u); }
 }

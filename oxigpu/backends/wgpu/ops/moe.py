@@ -36,7 +36,7 @@ def _route_defines(dev, T: int, E: int, attrs: dict, **route) -> dict:
     wg = 64 if E <= 64 else 128 if E <= 128 else 256
     return {"T": T, "E": E, "KSEL": attrs["k"], "NORM": int(bool(attrs["norm"])), "WG": wg,
             "W_SCALE": f32_lit(attrs.get("w_scale", 1.0)), "RED": "sg" if dev.has_subgroups else "wg",
-            "D": 8, "RPW": 1, "EPS": f32_lit(0.0), "WF16": 0} | route
+            "D": 8, "RPW": 1, "EPS": f32_lit(0.0), "WF16": 0, "GATE": 1} | route
 
 
 @register
@@ -78,11 +78,15 @@ class MoeRoute(OpKernel):
         (self.T, d), (E, _) = self.in_shapes[0], self.in_shapes[1]
         if d % 8 or self.in_types[1] not in ("F32", "F16"):
             raise ValueError(f"moe_route: rows of {d} ({self.in_types[1]}): needs F32/F16 and a multiple of 8")
-        rpw = max(1, min(8, E // 32))
+        # attrs["route"]: benchmarks override the rows per workgroup (rpw), the lanes (wg) or leave the gate
+        # out (gate: 0)
+        over = self.attrs.get("route", {})
+        rpw = over.get("rpw", max(1, min(8, E // 32)))
         self.groups = self.T * -(-E // rpw)
         self.pipe = self.dev.pipeline("moe_route.wgsl", "route", _route_defines(
             self.dev, self.T, E, self.attrs, D=d, RPW=rpw, EPS=f32_lit(self.attrs["eps"]),
-            WF16=int(self.in_types[1] == "F16")))
+            WF16=int(self.in_types[1] == "F16"), GATE=over.get("gate", 1), **{k.upper(): over[k] for k in over
+                                                                               if k == "wg"}))
         self.logits = self.dev.create_buffer(4 * self.T * E, label="moe_route logits")
         self.counters = self.dev.create_buffer(4 * self.T, label="moe_route counters")   # zero-filled
 
