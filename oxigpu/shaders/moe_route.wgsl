@@ -35,7 +35,7 @@ const MIN_SUM: f32 = 6.103515625e-5;   // the least normal f16, as llama.cpp cla
 @group(0) @binding(8) var<storage, read_write> counters: array<atomic<u32>>;
 
 const E4: u32 = (E + 3u) / 4u;
-var<workgroup> lv: array<vec4<f32>, E4>;   // the logits, 4 a word (one shared load per 4 compares); pad -inf
+var<workgroup> lv: array<vec4<f32>, E4>;   // the logits, 4 a word (one shared load per 4 compares)
 var<workgroup> ex: array<f32, E>;
 var<workgroup> sel: array<u32, K>;     // zero-initialized: an id in range whatever the logits (NaN)
 var<workgroup> tot: array<f32, ROWS>;
@@ -43,9 +43,15 @@ var<workgroup> last_w: u32;
 
 fn put_logit(e: u32, v: f32) { lv[e / 4u][e % 4u] = v; }
 
-// The last word's slots past E: -inf, below every logit (with lower ids first at ties, never chosen).
-fn pad_logits(lid: u32) {
-  if (lid < 4u * E4 - E) { put_logit(E + lid, bitcast<f32>(0xff800000u)); }
+// Word q's share of the rank of logit v (expert e: vv, ev its splats) and of the row's max (m), its
+// slots j < E only where LAST (E % 4: the word's tail is not logits).
+fn rank_word(q: u32, vv: vec4<f32>, ev: vec4<u32>, m: ptr<function, vec4<f32>>, r: ptr<function, vec4<u32>>,
+             last: bool) {
+  let j = vec4<u32>(4u * q) + vec4<u32>(0u, 1u, 2u, 3u);
+  var u = lv[q];
+  if (last) { u = select(vv, u, j < vec4<u32>(E)); }    // v itself: not above v, not before e
+  *m = max(*m, u);
+  *r += select(vec4<u32>(0u), vec4<u32>(1u), (u > vv) | ((u == vv) & (j < ev)));
 }
 
 // ids/w of token t from its logits in lv (stored, then a barrier); uniform control flow. Each lane ranks
@@ -66,12 +72,8 @@ fn gate_row(t: u32, lane: Lane) {
     let ev = vec4<u32>(e);
     var m = vv;
     var r = vec4<u32>(0u);            // experts before e in (value desc, id asc) order
-    for (var q = 0u; q < E4; q++) {
-      let u = lv[q];
-      m = max(m, u);
-      let j = vec4<u32>(4u * q) + vec4<u32>(0u, 1u, 2u, 3u);
-      r += select(vec4<u32>(0u), vec4<u32>(1u), (u > vv) | ((u == vv) & (j < ev)));
-    }
+    for (var q = 0u; q < E / 4u; q++) { rank_word(q, vv, ev, &m, &r, false); }
+    if (E % 4u != 0u) { rank_word(E / 4u, vv, ev, &m, &r, true); }
     let rank = r.x + r.y + r.z + r.w;
     let p = exp(v - max(max(m.x, m.y), max(m.z, m.w)));
     ex[e] = p;
@@ -95,7 +97,6 @@ fn gate(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let t = wid.y * nwg.x + wid.x;
   if (t >= {{T}}u) { return; }       // uniform per workgroup
   for (var e = lane.lid; e < E; e += WG) { put_logit(e, lg[t * E + e]); }
-  pad_logits(lane.lid);
   workgroupBarrier();
   gate_row(t, lane);
 }
@@ -154,7 +155,6 @@ fn route(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
   }
   if (WPT == 1u) {                       // one workgroup holds every logit: no counter
     if (lid >= 1u && lid < ROWS && lid - 1u < E) { put_logit(lid - 1u, tot[lid] * inv); }
-    pad_logits(lid);
     workgroupBarrier();
     gate_row(t, lane);
     return;
@@ -165,7 +165,6 @@ fn route(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgro
   if (workgroupUniformLoad(&last_w) != WPT - 1u) { return; }
   storageBarrier();
   for (var e = lid; e < E; e += WG) { put_logit(e, lg[t * E + e]); }
-  pad_logits(lid);
   workgroupBarrier();
   gate_row(t, lane);
   if (lid == 0u) { atomicStore(&counters[t], 0u); }

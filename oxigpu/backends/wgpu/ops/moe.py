@@ -351,7 +351,8 @@ def _cases() -> Iterable[Case]:
     g = rng(41)
     for T, n, E, K, norm, scale in ((1, 1, 8, 2, True, 1.0), (5, 3, 16, 4, False, 2.5), (7, 7, 128, 8, True, 1.0),
                                     (3, 3, 160, 6, True, 1.0), (2, 2, 600, 8, True, 1.0),
-                                    (2, 1, 300, 300, False, 1.0)):     # every expert chosen: more picks than lanes
+                                    (2, 1, 300, 300, False, 1.0),      # every expert chosen: more picks than lanes
+                                    (2, 2, 61, 5, True, 1.0)):         # E % 4: a tie in the last, partial word
         logits = g.standard_normal((T, E)).astype(np.float32) * 3
         logits[0, 1] = logits[0, 0]       # a tie: the lower id first
         logits[-1, E - 1] = logits[-1, 3] = logits[-1].max() + 1    # a tie at the top, across lanes
@@ -367,7 +368,8 @@ def _cases() -> Iterable[Case]:
     for T, n, E, K, d, qtype, norm, scale in ((1, 1, 128, 8, 2048, "F32", True, 1.0),
                                               (3, 2, 8, 2, 256, "F16", False, 2.5),
                                               (2, 2, 100, 6, 64, "F32", True, 1.0),
-                                              (2, 1, 300, 8, 136, "F16", True, 0.5)):
+                                              (2, 1, 300, 8, 136, "F16", True, 0.5),
+                                              (1, 1, 37, 37, 64, "F32", False, 1.0)):   # E % 4, all chosen
         yield moe_route_case(qtype, T, n, E, K, d, norm, scale, seed=E + T)
     y = g.standard_normal((3, 4 * 100)).astype(np.float32)
     w = g.random((3, 4)).astype(np.float32)
