@@ -113,3 +113,25 @@ def test_moe_route_splits(dev, monkeypatch, rpw, wg, subgroups):
     assert p.kernel.groups == 2 * -(-128 // rpw)
     res = run_case("moe", case, dev)
     assert res.ok, (res.error, res.tol, res.note)
+
+
+@pytest.mark.parametrize("over", [{"q8x": True, "xq": True}, {"q8x": True, "xq": True, "r": 4, "u2": True},
+                                  {"r": 2}])
+def test_matmul_id_sum_add_splits(dev, monkeypatch, over):
+    """The experts' GEMV with the weighted sum and the residual in its epilogue on integer dots (x quantized
+    by a dispatch; 4 rows a group, two pieces a step) and float dots with 2 rows a group: one token of 8
+    experts of 2048 rows and one of them padded beside, against float64 (x rounded as the kernel rounds)."""
+    from dataclasses import replace
+
+    from oxigpu.backends.wgpu.kernel import load_kernels
+    from oxigpu.backends.wgpu.ops.moe import moe_sum_add_case
+    monkeypatch.setenv("OXIGPU_INT8_DOTS", "1")
+    load_kernels()
+    for T, n in ((1, 1), (2, 1)):
+        case = moe_sum_add_case("Q6_K", T, n, 16, 8, 2048, 768, seed=40 + T)
+        case = replace(case, attrs={"gemv": over})
+        p = prepare(case.op, case.inputs, case.attrs, case.in_types, dev)
+        cfg = p.kernel.fused.cfg
+        assert cfg.gpw == 8 and cfg.q8x == over.get("q8x", cfg.q8x) and len(p.dispatches) == 1 + cfg.xq
+        res = run_case("moe", case, dev)
+        assert res.ok, (T, res.error, res.tol, res.note)

@@ -359,6 +359,13 @@ def moe_sum_add(y: np.ndarray, w: np.ndarray, res: np.ndarray) -> np.ndarray:
     return (res + moe_sum(y, w)).astype(F32, copy=False)
 
 
+def matmul_id_sum_add(x: np.ndarray, w: np.ndarray, ids: np.ndarray, weights: np.ndarray, res: np.ndarray, *,
+                      n_tokens: int) -> np.ndarray:
+    """``moe_sum_add(matmul_id(x, w, ids), weights, res)`` (fused: the experts' down products, mixed and added
+    to the residual)."""
+    return moe_sum_add(matmul_id(x, w, ids, n_tokens=n_tokens), weights, res)
+
+
 def matmul_id_glu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, ids: np.ndarray, *, n_tokens: int,
                   act: str) -> np.ndarray:
     """``glu(matmul_id(x, w_gate, ids), matmul_id(x, w_up, ids))`` (fused: the experts' gate, up and GLU)."""

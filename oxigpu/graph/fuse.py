@@ -14,6 +14,8 @@ the numpy backend:
 - ``matmul_add``: ``add(r, matmul(h, W))`` becomes a matmul with the residual added in its epilogue
   (attn_output, ffn_down; where a block's post-norm sits between them, nothing is fused); likewise
   ``moe_sum_add``: ``add(r, moe_sum(y, w))``, the experts' mix added to the residual in one pass;
+  in decode graphs the experts' ``matmul_id`` before it joins it (``matmul_id_sum_add``: the experts' GEMV
+  sums a token's pairs in its epilogue);
 - ``matmul_id_glu``: the experts' gate and up ``matmul_id`` of one x, ids and weight type followed by
   ``glu`` become one node (decode: one GEMV over both weights, stored back to back, with the GLU in its
   epilogue; prefill: one routing for both grouped GEMMs);
@@ -46,6 +48,7 @@ def fuse(graph: Graph) -> Graph:
     nodes = _moe_route(graph, graph.nodes) if graph.decode else graph.nodes
     nodes = _norm_prologue(graph, _glu_epilogue(graph, _multi_matmul(graph, _expert_glu(graph, nodes))))
     nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
+    nodes = _expert_sum(graph, nodes) if graph.decode else nodes
     graph.nodes = _rope_kv_attention(graph, nodes) if graph.decode else nodes
     return graph
 
@@ -183,6 +186,17 @@ def _residual_epilogue(n: Node, view: _View) -> _Fused | None:
             return Node("moe_sum_add", (arg(ms, "y"), arg(ms, "w"), res), n.outputs, {},
                         f"{ms.name}+{n.name}"), (ms,)
     return None
+
+
+@_pattern("moe_sum_add")
+def _expert_sum(n: Node, view: _View) -> _Fused | None:
+    """``moe_sum_add(matmul_id(x, W, ids), w, r)`` whose experts' outputs feed only that sum ->
+    ``matmul_id_sum_add`` at the sum."""
+    mm = view.made_by(arg(n, "y"), "matmul_id")
+    if mm is None or not view.single_use(mm.outputs[0]):
+        return None
+    return Node("matmul_id_sum_add", (*mm.inputs, arg(n, "w"), arg(n, "res")), n.outputs, {},
+                f"{mm.name}+{n.name}"), (mm,)
 
 
 _ROPE_ATTRS = ("head_dim", "n_rot", "base", "neox", "freq_scale")

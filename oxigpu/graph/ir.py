@@ -110,6 +110,9 @@ matmul_glu         x[R, k], W_gate[n, k], W_up[n, k] -> [R, n]    act; glu(matmu
 (prologue)         matmul_multi / matmul_glu with attr norm_eps   x replaced by rms_norm(x, w_norm,
                    take one more input, w_norm[k], last           norm_eps) (whole-row norm)
 moe_sum_add        y[T, K*n], w[T, K], res[T, n] -> [T, n]        (none) add(res, moe_sum(y, w))
+matmul_id_sum_add  x[T, K*k], W[E, n, k], ids i32[T, K],          (none) moe_sum_add(matmul_id(x, W, ids),
+                   weights[T, K], res[T, n] -> [T, n]             weights, res) (decode graphs: the mix
+                                                                  in the experts' GEMV epilogue)
 matmul_id_glu      x[T, k], W_gate[E, n, k], W_up[E, n, k],       act; glu(matmul_id(x, W_gate, ids),
                    ids i32[T, K] -> [T, K*n]                      matmul_id(x, W_up, ids)) (both weights
                                                                   of one quant type)
@@ -230,6 +233,8 @@ OPS: dict[str, OpSpec] = {
     "matmul_id": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("ids", "ids"))),
     "moe_sum": OpSpec((_s("y", "act"), _s("w", "act"))),
     "moe_sum_add": OpSpec((_s("y", "act"), _s("w", "act"), _s("res", "act"))),
+    "matmul_id_sum_add": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("ids", "ids"), _s("weights", "act"),
+                                 _s("res", "act"))),
     "matmul_id_glu": OpSpec((_s("x", "act"), _s("w_gate", "matrix"), _s("w_up", "matrix"), _s("ids", "ids"))),
     "moe_route": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("norm_w", "vec"))),
     "layer_norm": OpSpec((_s("x", "act"), _s("w", "vec"), _s("b", "vec"))),

@@ -22,8 +22,10 @@
 // XQIN: by a dispatch of the entry quantize_x before the GEMV, once (see xpiece); XSTAGE: by each
 // workgroup, once, into workgroup memory (stage_x).
 // EXPERT (matmul_id's decode): output row m is a (token, expert) pair with its own weights and x row
-// (gemv/expert_true.wgsl).
-// Defines: EXPERT, QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
+// (gemv/expert_true.wgsl). SUMK (matmul_id_sum_add): a workgroup's GPW groups are one token's GPW = KSEL
+// pairs over the same R columns, and it stores the pairs' sum weighted by B[pair] (the router's weights),
+// plus the residual (HAS_RES): the experts' mix in the GEMV's epilogue, not a dispatch of its own.
+// Defines: EXPERT, SUMK, QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
 // GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XSWORDS, XCLAMP, PERSIST, MULTI, XR, NXB, the
 // generated blocks ACC_DECL, STEP, U2_STEP, ACC_LIST of rows_dot and WROWS, DOT0, DOT1 (see ops/matmul.py).
 #include "math.wgsl"
@@ -39,6 +41,7 @@ const GPW: u32 = {{GPW}}u;
 const WG: u32 = TPR * GPW;
 const GLU: bool = {{GLU}};
 const EXPERT: bool = {{EXPERT}};
+const SUMK: bool = {{SUMK}};
 const RO: u32 = select(R, R / 2u, GLU);   // output columns per group
 const BIAS: bool = {{BIAS}};
 const U2: bool = {{U2}};     // two pieces per loop step
@@ -301,22 +304,33 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let gl = lane.lid % TPR;
   var g = wid.y * nwg.x + wid.x;
   var m0 = 0u;
-  if (MULTI) { m0 = g % NXB * XR; g /= NXB; }
+  if (SUMK) { m0 = g % NXB * GPW; g /= NXB; }   // the token's first pair (NXB: tokens)
+  else if (MULTI) { m0 = g % NXB * XR; g /= NXB; }
   if (!expert_begin(m0)) { return; }   // EXPERT: another dispatch binds this pair's expert (uniform)
+  var mp = m0;                         // the group's x row (its pair's, SUMK)
+  if (SUMK) { mp = m0 + grp; _ = expert_begin(mp); }   // one binding holds every expert (no return)
   var s = 0u;
   if (MIXED && g >= slot1_wg0()) { s = 1u; g -= slot1_wg0(); }
   if (XSTAGE) { if (MIXED && s == 1u) { stage_x(1u, lane.lid, m0); } else { stage_x(0u, lane.lid, m0); } }
   loop {
-    let c0 = (g * GPW + grp) * RO;   // the group's first output column in its slot
+    let c0 = select((g * GPW + grp) * RO, g * RO, SUMK);   // the group's first output column in its slot
     var pt: Partial;
-    if (MIXED && s == 1u) { pt = {{DOT1}}(1u, c0, gl, m0); } else { pt = {{DOT0}}(0u, c0, gl, m0); }
+    if (MIXED && s == 1u) { pt = {{DOT1}}(1u, c0, gl, mp); } else { pt = {{DOT0}}(0u, c0, gl, mp); }
     // Never true (the host writes 0): keeps every view of the weights in the auto bind-group layout.
     if (D._p0 == 0xFFFFFFFFu) { pt.acc[0] += f32(W[0] ^ W4[0].x ^ slot1_keep()) + B[0] + NW[0].x; }
     let tq = group_sum(lane, grp, gl, pt.acc);
     var t = tq.x;
     if (HAS_NORM) { t *= 1.0 / sqrt(tq.y / f32(D.k) + EPS); }
     // lane gl < NA holds weight row gl % R of x row m0 + gl / R
-    if (GLU) {
+    if (SUMK) {      // XR = 1: lane gl < R holds column c0 + gl of pair mp
+      if (gl < R) { tot[grp * NA + gl] = select(0.0, t * B[mp], expert_live(mp)); }
+      workgroupBarrier();
+      if (grp == 0u && gl < R && c0 + gl < D.n) {
+        var y = 0.0;
+        for (var j = 0u; j < GPW; j++) { y += tot[j * NA + gl]; }   // in slot order, as moe_sum adds
+        store(m0 / GPW, c0 + gl, y);
+      }
+    } else if (GLU) {
       if (gl < NA) { tot[grp * NA + gl] = t; }
       workgroupBarrier();
       let xj = gl / RO; let c = gl % RO;

@@ -255,12 +255,16 @@ class Gemv:
     (token, slot) pairs, each with its own expert's ``rows`` rows (the weight holds n_expert of them) and
     the one-row split (no weight row is shared by two pairs); :meth:`encode` takes the ids. With ``act``
     (matmul_id_glu) ``rows`` is gate + up rows and the weight all experts' gate rows, then their up rows.
+    ``sumk`` (with ``expert``, ``has_res``; matmul_id_sum_add): a workgroup computes one token's ksel pairs
+    over the same columns and stores their sum weighted by the bias binding (the router's weights) plus
+    the residual: y is [tokens, rows] (gemv_q.wgsl SUMK). One binding must hold every expert.
     """
 
     def __init__(self, dev: Device, attrs: dict[str, Any], k: int, types: Sequence[str], rows: Sequence[int],
                  has_bias: bool, has_res: bool = False, nseg: int = 1, act: str | None = None,
-                 norm_eps: float | None = None, m: int = 1, expert: tuple[int, int, int] | None = None):
-        self.dev, self.k, self.m, self.expert = dev, k, m, expert
+                 norm_eps: float | None = None, m: int = 1, expert: tuple[int, int, int] | None = None,
+                 sumk: bool = False):
+        self.dev, self.k, self.m, self.expert, self.sumk = dev, k, m, expert, sumk
         self.qts = [get_type(t) for t in types]
         self.rows = list(rows)
         self.mixed = len(types) == 2
@@ -275,9 +279,16 @@ class Gemv:
         piece1 = over.pop("piece1", None)
         xr_over = over.pop("xr", None)
         if expert:      # one x row per group (pairs share no weight rows); a workgroup stages its pair's x
-            if self.mixed or has_bias or has_res or nseg > 1 or norm_eps is not None:
-                raise DeviceError("matmul_id: the experts' GEMV has one weight type and no epilogue but GLU")
+            if self.mixed or has_bias or has_res != sumk or nseg > 1 or norm_eps is not None or (sumk and act):
+                raise DeviceError("matmul_id: the experts' GEMV has one weight type and no epilogue but GLU "
+                                  "or the weighted sum")
             cfg, self.xr = replace(cfg, persist=0), 1
+            if sumk:    # a group per pair of the token, each on the same columns; x quantized by a dispatch
+                ksel = expert[1]
+                if m % ksel or ksel > 64:
+                    raise DeviceError(f"matmul_id_sum_add: {ksel} experts a token over {m} pairs")
+                cfg = replace(cfg, gpw=ksel, tpr=min(cfg.tpr, 1 << (256 // ksel).bit_length() - 1), xs=False,
+                              xq=cfg.q8x)
         else:
             cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc, tuning(cls))
         cfg = replace(cfg, **over)
@@ -305,6 +316,7 @@ class Gemv:
                 or (self.mixed and (pieces[1] in ("dq8", "q32") or act or has_res)) \
                 or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)) or ((cfg.xq or cfg.xs) and not cfg.q8x) \
                 or (cfg.xq and cfg.xs) or cfg.persist < 0 or (cfg.persist and self.mixed) \
+                or (sumk and (cfg.gpw != expert[1] or cfg.xs or cfg.persist)) \
                 or (m > 1 and ((cfg.xs and not expert) or cfg.persist)) or not 1 <= self.xr <= 8 \
                 or cfg.r * self.xr > 16 \
                 or (act and cfg.r < 2):
@@ -318,13 +330,14 @@ class Gemv:
                    "PPB32": cfg.ppb32, "MAGIC": cfg.magic, "U2": cfg.u2, "Q8X": cfg.q8x, "XQIN": cfg.xq,
                    "XSTAGE": cfg.xs, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp, "PERSIST": cfg.persist > 0,
                    "REDUCE": "sg" if dev.has_subgroups else "wg", "MULTI": m > 1, "XR": self.xr,
-                   "NXB": -(-m // self.xr), "EXPERT": bool(expert), **gemv_rows_code(cfg.r, self.xr, m > 1)}
+                   "NXB": m // expert[1] if sumk else -(-m // self.xr), "EXPERT": bool(expert), "SUMK": sumk,
+                   **gemv_rows_code(cfg.r, self.xr, m > 1)}
         # several x rows on integer dots: each weight piece decoded once for all of them (gemv_wrows_code)
         wrows = m > 1 and cfg.q8x and all(p in Q8X_PIECES for p in pieces)
         defines |= {"WROWS": gemv_wrows_code(pieces, cfg.r, self.xr, cfg.u2) if wrows else "",
                     "DOT0": "rows_dot_w0" if wrows else "rows_dot",
                     "DOT1": ("rows_dot_w1" if self.mixed else "rows_dot_w0") if wrows else "rows_dot"}
-        self.nxb = -(-m // self.xr)
+        self.nxb = defines["NXB"]
         self.pipe = dev.pipeline("gemv_q.wgsl", defines=defines)
         x_rows = m // expert[1] if expert and not expert[2] else m
         if cfg.xq:      # x quantized once per piece by a dispatch (one invocation per piece), then read
@@ -340,6 +353,9 @@ class Gemv:
         elif expert:      # whole experts per binding: ranges of experts, one dispatch each
             per = split_rows(expert[0], n * self.row_bytes[0], dev.max_storage_binding, dev.storage_align)
             self.ranges = [(e0 * n, ne * n) for e0, ne in per]
+            if sumk and len(per) > 1:
+                raise DeviceError(f"matmul_id_sum_add: {expert[0] * n * self.row_bytes[0]} B of experts exceed "
+                                  "one storage binding")
         elif self.mixed:
             self.ranges = [(0, n)]
         else:
@@ -369,7 +385,7 @@ class Gemv:
         seg_y = list(seg_y) or [0]
         pad = [0] * (4 - len(seg_end))
         ro = self.cfg.r // 2 if self.act else self.cfg.r
-        per_wg = ro * self.cfg.gpw
+        per_wg = ro if self.sumk else ro * self.cfg.gpw     # sumk: the groups share their columns
         out = []
         for row0, rows in self.ranges:
             wbuf, wbase = _span(ws[0])

@@ -17,7 +17,7 @@ from ....quant import dequantize, get_type, quantize
 from ....quant.samples import random_blocks
 from ...numpy_ops import matmul_id as matmul_id_ref
 from ...numpy_ops import moe_gate as moe_gate_ref
-from ..device import Binding, Dispatch, workgroups_for
+from ..device import Binding, DeviceError, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, check, register
 from ._common import f32_lit, grid, rng
 from .elementwise import Glu
@@ -220,6 +220,49 @@ class MatmulId(OpKernel):
 
 
 @register
+class MatmulIdSumAdd(OpKernel):
+    """``matmul_id_sum_add``: res + the token's experts' products weighted by the router. Decode (the
+    experts' GEMV, every expert in one binding): one GEMV whose workgroups each take a token's KSEL pairs
+    over the same columns and store their weighted sum plus the residual (gemv_q.wgsl SUMK); otherwise the
+    experts' products into a scratch buffer, then ``moe_sum_add``."""
+
+    op = "matmul_id_sum_add"
+
+    @classmethod
+    def output_shapes(cls, in_shapes, attrs):
+        return [(in_shapes[0][0], in_shapes[1][1])]
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        (T, kx), (E, N, K_in), (_, K) = self.in_shapes[0], self.in_shapes[1], self.in_shapes[2]
+        self.fused = None
+        if T * K <= E and K_in % 32 == 0:
+            try:
+                self.fused = Gemv(self.dev, {k: v for k, v in self.attrs.items() if k == "gemv"}, K_in,
+                                  [self.in_types[1]], [N], False, has_res=True, m=T * K,
+                                  expert=(E, K, int(kx == K * K_in)), sumk=True)
+            except DeviceError:    # more experts than one binding holds, or too many a token: two passes
+                self.fused = None
+        if self.fused is None:
+            self.ex = _Experts(self.dev, self.attrs, T, kx, E, N, K_in, K, self.in_types[1])
+            self.mix = MoeSumAdd(self.dev, {}, [(T, K * N), (T, K), (T, N)], ["f32"] * 3, [(T, N)])
+            self.nbytes = 4 * T * K * N
+
+    def as_computed(self, case: Case) -> Case:
+        if self.fused is not None:
+            cfg = self.fused.cfg
+            return _rounded(case, lambda x: q8x_round(x, cfg.piece, cfg.ppb32)) if cfg.q8x else case
+        return self.ex.rounded(case)
+
+    def encode(self, buffers: list[Binding]) -> list[Dispatch]:
+        x, w, ids, mix, res, out = buffers
+        if self.fused is not None:
+            return self.fused.encode(x, [w], [mix], out, res=res, ids=ids)
+        y = (scratch_buffer(self.dev, self.nbytes, "moe experts"), 0, self.nbytes)
+        return self.ex.encode(x, w, ids, y) + self.mix.encode([y, mix, res, out])
+
+
+@register
 class MatmulIdGlu(OpKernel):
     """``matmul_id_glu``: act(x Wg[e]) * (x Wu[e]) per (token, slot) pair. Decode, where the backend stored
     the up weights right after the gate weights (one binding): one experts' GEMV over both with the GLU in
@@ -273,15 +316,46 @@ class MatmulIdGlu(OpKernel):
 def _rounded(case: Case, x_round, w_round=lambda w: w, tol_add: float = 0.0) -> Case:
     """``case`` (matmul_id or matmul_id_glu) with its float64 reference recomputed from x and the dequantized
     weights as rounded."""
-    x, *raws, ids = case.inputs
+    sums = case.op == "matmul_id_sum_add"
+    x, *raws, ids = case.inputs[:3] if sums else case.inputs
     qtype = case.in_types[1]
 
     def ref():
         xr = np.asarray(x_round(x), np.float64)
         ys = [matmul_id_ref(xr, w_round(dequantize(raw.reshape(-1, raw.shape[-1]), qtype)).reshape(*raw.shape[:2], -1)
                             .astype(np.float64), ids, n_tokens=case.n_tokens) for raw in raws]
+        if sums:
+            return [_mix64(ys[0], *case.inputs[3:])]
         return [glu64(*ys, case.attrs["act"])] if case.op == "matmul_id_glu" else ys
     return replace(case, name=case.name + " (as rounded)", reference=ref, tol=case.tol + tol_add)
+
+
+def _mix64(y: np.ndarray, w: np.ndarray, res: np.ndarray) -> np.ndarray:
+    """res + the K blocks of each row of y weighted by w, in float64."""
+    T, K = w.shape
+    return res.astype(np.float64) + np.einsum("tjn,tj->tn", y.reshape(T, K, -1), w.astype(np.float64))
+
+
+def moe_sum_add_case(qtype: str, T: int, n_tokens: int, E: int, K: int, N: int, K_in: int, seed: int) -> Case:
+    """A ``matmul_id_sum_add`` check: the experts' down products (one x block per chosen expert) of ``qtype``
+    mixed by random weights and added to a residual; float64 reference (padded tokens: the residual, their
+    weights zero as the gate stores them)."""
+    g = rng(seed)
+    raw = quantize((g.standard_normal((E * N, K_in)) * 0.5).astype(np.float32), qtype)
+    ids = np.stack([g.choice(E, K, replace=False) for _ in range(T)]).astype(np.int32)
+    x = g.standard_normal((T, K * K_in)).astype(np.float32)
+    x = q8_tie_free(x) if K_in % 32 == 0 else x
+    w = g.random((T, K)).astype(np.float32)
+    w[n_tokens:] = 0
+    res = g.standard_normal((T, N)).astype(np.float32)
+
+    def ref():
+        y = matmul_id_ref(x.astype(np.float64), dequantize(raw, qtype).reshape(E, N, K_in).astype(np.float64), ids,
+                          n_tokens=n_tokens)
+        return [_mix64(y, w, res)]
+    return Case("matmul_id_sum_add", f"matmul_id_sum_add {qtype} T={T} n_tokens={n_tokens} E={E} K={K} N={N} "
+                f"k={K_in}", [x, raw.reshape(E, N, -1), ids, w, res], ["f32", qtype, "i32", "f32", "f32"], ref, 2e-5,
+                n_tokens=n_tokens)
 
 
 def moe_glu_case(qtype: str, T: int, n_tokens: int, E: int, K: int, N: int, K_in: int, act: str, seed: int) -> Case:
@@ -378,6 +452,12 @@ def _cases() -> Iterable[Case]:
     r = g.standard_normal((3, 100)).astype(np.float32)
     yield Case("moe_sum_add", "moe_sum_add T=3 K=4 n=100", [y, w, r], ["f32"] * 3,
                lambda: [r + np.einsum("tjn,tj->tn", y.astype(np.float64).reshape(3, 4, 100), w)], 1e-6)
+    # the experts' down products mixed into the residual: the GEMV's weighted-sum epilogue (one token; three
+    # of which one padded; six experts a token, its groups narrower), the grouped GEMM and moe_sum_add
+    yield moe_sum_add_case("Q6_K", 1, 1, 16, 8, 96, 256, 15)
+    yield moe_sum_add_case("Q4_K", 3, 2, 16, 4, 130, 512, 16)
+    yield moe_sum_add_case("Q8_0", 1, 1, 8, 6, 64, 96, 17)
+    yield moe_sum_add_case("Q4_K", 20, 17, 8, 2, 64, 256, 18)
     # gate, up and GLU of the experts (separate weight inputs: the two products and the glu)
     yield moe_glu_case("Q4_K", 1, 1, 8, 2, 96, 256, "silu", 13)
     yield moe_glu_case("Q4_K", 20, 17, 8, 2, 130, 512, "gelu_tanh", 14)
