@@ -92,6 +92,13 @@ def main() -> None:
                               ("r4g8xs", {"r": 4, "gpw": 8, "xq": False, "xs": True})):
                 nodes.insert(4, (f"matmul_id down {tag}", [h, ws["down"][0], ids], ["f32", td, "i32"],
                                  {"gemv": {"q8x": True, "tpr": 32, **over}}, ws["down"][0]))
+        if T <= 64 and "matmul_id_sum_add" in OPS:   # the down GEMV with the mix + residual in its epilogue
+            res = g.standard_normal((T, d)).astype(np.float32)
+            for tag, over in (("", None), (" r1", 1), (" r2", 2), (" r4", 4)):   # rows a group (integer dots)
+                attrs = {"gemv": {"q8x": True, "xq": True, "r": over}} if over and dev.int8_dots else {}
+                if over is None or attrs:
+                    nodes.insert(4, (f"matmul_id_sum_add{tag}", [h, ws["down"][0], ids, w, res],
+                                     ["f32", td, "i32", "f32", "f32"], attrs, ws["down"][0]))
         if T <= 64 and "moe_route" in OPS:   # decode: the FFN's norm + F32 router + gate in one dispatch
             router = g.standard_normal((E, d)).astype(np.float32).view(np.uint8)
             nw = np.ones(d, np.float32)

@@ -119,12 +119,14 @@ def moe_files(tmp_path_factory):
 @pytest.mark.parametrize("shape", MOE_SHAPES)
 def test_moe_fusions_and_logits_on_numpy(moe_files, shape):
     """The experts' gate/up + glu become matmul_id_glu and the mix + residual add moe_sum_add, in decode and
-    prefill graphs; chunked prefill then decode gives the unfused graph's logits on the numpy backend."""
+    prefill graphs (decode: with the down matmul_id, matmul_id_sum_add); chunked prefill then decode gives
+    the unfused graph's logits on the numpy backend."""
     model = GGUFFile(moe_files[shape])
     for T in (1, 8):
         ops = _ops(build_graph(model, None, T, N_CTX))
-        assert ops.count("matmul_id_glu") == 1 and ops.count("matmul_id") == 1 and "glu" not in ops
-        assert ops.count("moe_sum_add") == 1 and "moe_sum" not in ops
+        assert ops.count("matmul_id_glu") == 1 and ops.count("matmul_id") == (T == 8) and "glu" not in ops
+        assert ops.count("moe_sum_add") == (T == 8) and ops.count("matmul_id_sum_add") == (T == 1)
+        assert "moe_sum" not in ops
         # decode: the FFN's norm, router and gate are one moe_route; prefill keeps the three
         assert ops.count("moe_route") == (T == 1) and ops.count("moe_gate") == (T == 8)
         assert ops.count("matmul") == (T == 8)
@@ -154,6 +156,9 @@ def test_moe_numpy_references_are_the_compositions():
                           numpy_ops.glu(g, u, act="silu"))
     y, w, res = rng.standard_normal((T, K * n), np.float32), rng.random((T, K), np.float32), g[:, :n]
     assert np.array_equal(numpy_ops.moe_sum_add(y, w, res), res + numpy_ops.moe_sum(y, w))
+    xs = rng.standard_normal((T, K * k), np.float32)
+    assert np.array_equal(numpy_ops.matmul_id_sum_add(xs, wg, ids, w, res, n_tokens=4),
+                          numpy_ops.moe_sum_add(numpy_ops.matmul_id(xs, wg, ids, n_tokens=4), w, res))
     wr, nw = rng.standard_normal((E, k), np.float32), rng.standard_normal(k, np.float32)
     h, ids, w = numpy_ops.moe_route(x, wr, nw, eps=1e-6, k=K, norm=True, w_scale=2.0, n_tokens=4)
     want_h = numpy_ops.rms_norm(x, nw, eps=1e-6, group=k)
