@@ -78,11 +78,12 @@ def gemv_variants(m: int) -> list[tuple[str, dict]]:
 
 def mma_variants(m: int, node: str) -> list[tuple[str, dict]]:
     out = [("default", {})]
-    tiles = {"32x128": dict(tm=2, tn=8, sn=4), "64x64": dict(tm=4, tn=4, sn=2), "64x128": dict(tm=4, tn=8, sn=4)}
+    tiles = {"32x128": dict(tm=2, tn=8, sn=4), "64x64": dict(tm=4, tn=4, sn=2), "64x128": dict(tm=4, tn=8, sn=4),
+             "64x64n4": dict(tm=4, tn=4, sn=4), "32x64": dict(tm=2, tn=4, sn=2)}
     for name, t in tiles.items():
-        if node == "glu" and t["sn"] != 4:
-            continue
-        for s in ((1,) if node == "glu" else (1, 2, 4, 8)):
+        for s in (1, 2, 4, 8):
+            if node == "glu" and s == 1 and t["sn"] != 4:
+                continue    # the unsplit GLU epilogue pairs 4 blocks along n
             out.append((f"{name}s{s}", {"gemm": {"mma": True, **t, "splits": s}}))
     return out
 

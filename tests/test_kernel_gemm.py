@@ -345,9 +345,15 @@ def test_glu_joined(dev, t, act, m, k, n, norm):
     matrix units one GEMM whose epilogue pairs each subgroup's gate and up blocks (and the x pass), against
     its twin; elsewhere two GEMMs and the glu kernel, against float64 (or the integer-dot twin). Partial
     tiles in m and n; the last rows past n_tokens. With ``norm``, the RMS norm in the prologue."""
+    _glu_joined(dev, t, act, m, k, n, norm)
+
+
+def _glu_joined(dev, t: str, act: str, m: int, k: int, n: int, norm: bool, gemm: dict | None = None) -> None:
     case = matmul_glu_case(t, k, n, act, norm, seed=7, m=m)
+    if gemm is not None:
+        case = replace(case, attrs={**case.attrs, "gemm": gemm})
     x, wg, wu, *nw = case.inputs
-    mma = glu_gemm(dev, m, t, 2 * n, k)
+    mma = glu_gemm(dev, m, t, 2 * n, k, gemm)
     if mma:
         case = mma_gemm_case(case)
     elif _uses(case, dev, None, "q8"):
@@ -358,12 +364,51 @@ def test_glu_joined(dev, t, act, m, k, n, norm):
                            [(m, n)])
     ds = kern.encode([dev.upload(case.inputs[0]), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes),
                       *map(dev.upload, nw), y])
-    assert not mma or len(ds) == 2                         # the x pass and the GEMM
+    if mma:     # the x pass and the GEMM (split-k: and the reduction, which pairs gate and up)
+        splits = gemm_shader(dev, m, t, 2 * n, gemm, k, glu=True)[2].splits
+        assert len(ds) == 2 + (splits > 1)
     live = m - 3                                          # the last rows are padding: never written
     dev.write_params(Params(pos=0, n_tokens=live))
     dev.submit(ds)
     got = dev.read(y, np.float32, (m, n))
     assert rel_error(got[:live], case.reference()[0][:live]) <= case.tol
+
+
+@pytest.mark.parametrize("t,act,m,k,n,norm,gemm", [
+    ("Q4_K", "silu", 40, 1024, 130, True, {"mma": True, "tm": 4, "tn": 4, "sn": 2, "splits": 3}),
+    ("Q6_K", "gelu_tanh", 64, 768, 96, False, {"mma": True, "tm": 2, "tn": 8, "sn": 4, "splits": 2}),
+    ("F16", "silu", 17, 512, 200, False, {"mma": True, "tm": 4, "tn": 8, "sn": 4, "splits": 4}),
+    ("Q4_K", "silu", 33, 2048, 300, True, None),       # a decode batch's default tile and split
+    ("Q8_0", "silu", 64, 1024, 64, False, None)])
+def test_mma_glu_split_k(dev, t, act, m, k, n, norm, gemm):
+    """matmul_glu split-k on the matrix units: the tiles run over the gate and up rows as a plain GEMM's,
+    the reduction pass adds the partial sums and pairs act(gate) * up; against the twin, partial tiles,
+    the last rows past n_tokens."""
+    _needs_mma(dev)
+    _glu_joined(dev, t, act, m, k, n, norm, gemm)
+
+
+@pytest.mark.parametrize("act", ["silu", "gelu_tanh"])
+def test_glu_reduce_pass(dev, act):
+    """gemm_reduce.wgsl under GLU alone (lavapipe runs it; the matrix-unit GEMM that feeds it runs only
+    where subgroup matrices are): partial sums [splits][m][2n] of n gate then n up columns, added in
+    order and paired as act(gate) * up, against float64; rows past n_tokens untouched."""
+    from oxigpu.backends.wgpu.device import PARAMS_BINDING, Dispatch
+    from oxigpu.backends.wgpu.ops.matmul import glu64
+    splits, m, n, live = 3, 5, 300, 3
+    ps = np.random.default_rng(3).standard_normal((splits, m, 2 * n)).astype(np.float32)
+    pipe = dev.pipeline("gemm_reduce.wgsl", defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1,
+                                                      "SPLITS": splits, "GLU": True, "ACT": act})
+    dims = dev.uniform([64, n, 2 * n, 0, 128, m, 0, 0, n, 0, 0, 0, 0, 0, 0, 0])
+    y = dev.upload(np.full((m, n), np.nan, np.float32))
+    ps_buf = dev.upload(ps)     # bias and residual are not read: any buffer but y
+    bg = dev.bind_group(pipe, {PARAMS_BINDING: dev.params_buffer, 1: dims, 4: ps_buf, 5: y, 7: ps_buf, 6: ps_buf})
+    dev.write_params(Params(pos=0, n_tokens=live))
+    dev.submit([Dispatch(pipe, bg, (-(-n // 256), m, 1))])
+    got = dev.read(y, np.float32, (m, n))
+    sums = ps.astype(np.float64).sum(axis=0)
+    want = glu64(sums[:, :n], sums[:, n:], act)
+    assert rel_error(got[:live], want[:live]) <= 1e-6 and np.isnan(got[live:]).all()
 
 
 @pytest.mark.parametrize("t", ["Q4_K", "F16", "Q8_0"])

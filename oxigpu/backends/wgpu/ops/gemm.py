@@ -193,8 +193,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     True puts F16 weights in f16 tiles where the adapter has shader-f16.
 
     ``glu`` (matmul_glu: n gate rows then up rows, ``act(x Wg) * (x Wu)`` stored): only the matrix-unit
-    kernel has that epilogue, with 4 blocks along n per subgroup (2 gate, 2 up) and unsplit; a DeviceError
-    where it is not the kernel (:func:`glu_gemm`).
+    kernel pairs them: unsplit in its epilogue, with 4 blocks along n per subgroup (2 gate, 2 up); split-k in
+    the reduction pass, any tile; a DeviceError where it is not the kernel (:func:`glu_gemm`).
     """
     override = dict(override or {})
     f16_tiles = override.pop("f16", False)
@@ -208,13 +208,15 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     if short and not short_mma:
         return "gemm_q.wgsl", {}, None
     tile, tflops = mma_tile(m, n, k, cls)
+    if glu:     # prefill chunks: the GLU in the epilogue, unsplit (decode batches may split: below)
+        tile = {**tile, "splits": 1}
     decode = g.mma_decode_glu if glu else g.mma_decode
     if decode and dev.has_mma and g.mma_min_rows <= m <= g.short_rows and qtype in MMA_TYPES and qtype != "F32" \
             and not override:
         splits = max(1, min(decode.get("splits", 1), k // g.min_split_k))
         tile, tflops, short_mma = {**decode, "bk": g.mma_bk, "splits": splits}, g.mma_q8_min_tflops, True
-    if glu:
-        tile = {**tile, "sn": 4, "tn": max(tile["tn"], 4), "splits": 1}
+    if glu and tile["splits"] == 1:     # the epilogue's GLU pairs 2 gate and 2 up blocks of a subgroup
+        tile = {**tile, "sn": 4, "tn": max(tile["tn"], 4)}
     # F32 weights keep their f32 GEMMs unless asked (f16 products would round what the file keeps exact)
     fast = short_mma or qtype == "F16" or (qtype in MMA_TYPES and qtype != "F32" and tflops >= g.mma_q8_min_tflops)
     if override.get("mma", dev.has_mma and fast and not override):
@@ -223,8 +225,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
                 or cfg.sn not in (2, 4) or cfg.tn not in (cfg.sn, 2 * cfg.sn, 4 * cfg.sn) \
                 or cfg.bk not in (32, 64) or not 1 <= cfg.splits <= 8 or 2 * cfg.tm * cfg.bk % (32 * cfg.subgroups):
             raise DeviceError(f"matmul: no matrix-unit GEMM for {qtype} with tile {cfg}")
-        if glu and (cfg.sn != 4 or cfg.splits != 1):
-            raise DeviceError(f"matmul: the GLU epilogue needs 4 blocks along n and no split-k, not {cfg}")
+        if glu and cfg.sn != 4 and cfg.splits == 1:
+            raise DeviceError(f"matmul: the unsplit GLU epilogue needs 4 blocks along n, not {cfg}")
         # 64 k per step (half the barriers) where it fits, else 32
         cfg = _fit_limits(dev, cfg, m, n, TileConfig.smem_bytes, None if "bk" in override else {"bk": 32})
         return ("gemm_mma.wgsl", {"SGM": cfg.tm // cfg.fm, "SGN": cfg.tn // cfg.sn, "FM": cfg.fm, "TNB": cfg.sn,
@@ -329,6 +331,7 @@ class GemmKernel:
         self.pipe = dev.pipeline(shader, defines={**defines, **extra})
         self.reduce = (dev.pipeline("gemm_reduce.wgsl", defines={**defines, "SPLITS": self.splits})
                        if self.splits > 1 else None)
+        self.glu = bool(defines["GLU"])
         # the matrix-unit kernel's x pass applies the RMS norm of a norm prologue (one workgroup per row)
         self.norm_xpass = self.mma and norm_eps is not None
         io = {"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "RPT": rows_per_token}
@@ -376,4 +379,5 @@ class GemmKernel:
         part = (scratch_buffer(self.dev, nbytes, "split-k"), 0, nbytes)
         gemm = Dispatch(self.pipe, self.dev.bind_group(self.pipe, {**binds, 5: part}), grid)
         red = {i: binds[i] for i in (PARAMS_BINDING, 1, 4, 5, 7)} | {6: part}
-        return [gemm, Dispatch(self.reduce, self.dev.bind_group(self.reduce, red), (-(-rows // 256), self.m, 1))]
+        outs = rows // 2 if self.glu else rows      # GLU: one output per gate and up row pair
+        return [gemm, Dispatch(self.reduce, self.dev.bind_group(self.reduce, red), (-(-outs // 256), self.m, 1))]
