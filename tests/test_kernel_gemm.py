@@ -79,13 +79,20 @@ def _uses(case, dev, gemm: dict | None, kind: str) -> bool:
     return all(c is not None and getattr(c, kind) for c in cfgs)
 
 
+def _half(case, dev, gemm: dict | None) -> list[str]:
+    """The weight types ``case``'s matrix-unit GEMMs stage through their f16-arithmetic loaders."""
+    m, k = case.inputs[0].shape
+    return [t for w, t in zip(case.inputs[1:], case.in_types[1:])
+            if t != "f32" and gemm_shader(dev, m, t, w.shape[0], gemm, k)[2].half]
+
+
 def _run(case, dev, gemm: dict | None = None) -> None:
     """Runs ``case`` against float64; on the integer-dot or matrix-unit kernel against its twin
     (``q8_gemm_case``, ``mma_gemm_case``)."""
     if _uses(case, dev, gemm, "q8"):
         case = q8_gemm_case(case)
     elif _uses(case, dev, gemm, "mma"):
-        case = mma_gemm_case(case)
+        case = mma_gemm_case(case, _half(case, dev, gemm))
     err = _err(case, dev, gemm)
     assert err <= case.tol, f"{case.name} {gemm}: rel. error {err:.3g} > {case.tol:.3g}"
 
@@ -294,6 +301,31 @@ def test_mma_every_type_and_tile(dev, t, tile):
          {"mma": True, **MMA_TILES[tile]})
 
 
+@pytest.mark.parametrize("t", ["Q4_K", "Q6_K"])
+@pytest.mark.parametrize("tile", [0, 1, 6, 7, 10])
+def test_mma_half_loaders(dev, t, tile):
+    """The K-quant loaders that dequantize in f16 arithmetic (gemm_mma/<type>h.wgsl) against their twin
+    (ops/gemm.py half_dequant): partial tiles, split-k, 32 and 64 k per step; on the matrix units only."""
+    _needs_mma(dev)
+    _run(matmul_case(t, 150, _k(t), 203, bias=tile % 2 == 0, seed=140 + tile), dev,
+         {"mma": True, "half": True, **MMA_TILES[tile]})
+
+
+@pytest.mark.parametrize("t", ["Q4_K", "Q6_K"])
+def test_half_dequant_twin(t):
+    """half_dequant (the f16-arithmetic loaders' twin) is the file's weights with f16 sub-block factors and
+    one f16 rounding per weight: within 2^-10 of max |w| per row of numpy's f32 dequantization (a wrong
+    element, scale or min moves it by far more), and not equal to it (the factors' rounding shows)."""
+    from oxigpu.backends.wgpu.ops.gemm import half_dequant
+    from oxigpu.quant import dequantize, quantize
+    x = np.random.default_rng(5).standard_normal((7, 512)).astype(np.float32)
+    w = quantize(x, get_type(t))
+    a, b = dequantize(w, get_type(t)).astype(np.float64), half_dequant(w, t)
+    assert a.shape == b.shape == x.shape
+    err = np.abs(a - b).max(axis=1) / np.abs(a).max(axis=1)
+    assert err.max() < 2.0 ** -10 and (a != b.astype(np.float32)).any()
+
+
 def test_mma_epilogues(dev):
     """Residual, multi-output segments with biases, and a binding split, on the matrix units."""
     _needs_mma(dev)
@@ -355,7 +387,7 @@ def _glu_joined(dev, t: str, act: str, m: int, k: int, n: int, norm: bool, gemm:
     x, wg, wu, *nw = case.inputs
     mma = glu_gemm(dev, m, t, 2 * n, k, gemm)
     if mma:
-        case = mma_gemm_case(case)
+        case = mma_gemm_case(case, [t] if gemm_shader(dev, m, t, 2 * n, gemm, k, glu=True)[2].half else [])
     elif _uses(case, dev, None, "q8"):
         case = q8_gemm_case(case)
     wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))

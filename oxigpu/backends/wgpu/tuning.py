@@ -170,6 +170,8 @@ class GemmTuning:
     mma_q8_min_tflops: float = 30.0
     """Quantized weights take the matrix units where ``mma_tile`` expects at least this (the integer-dot
     kernel's rate on the same shapes is 19-37); F16 weights always do."""
+    mma_half_types: tuple[str, ...] = ()
+    """Weight types the matrix-unit kernel dequantizes in f16 arithmetic (ops/gemm.py ``HALF_TYPES``)."""
     mma_min_rows: int = 0
     """Chunks of fewer than ``tiled_min_rows`` rows take the matrix units from this many rows (0: never)."""
     mma_decode: Mapping[str, int] | None = None

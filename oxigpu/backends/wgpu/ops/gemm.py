@@ -20,6 +20,9 @@ from typing import Any
 import numpy as np
 
 from ....errors import DeviceError
+from ....quant import get_type
+from ....quant._bits import bit_planes, f16_field
+from ....quant.kquants import k4_scales
 from ..device import PARAMS_BINDING, Binding, Device, Dispatch
 from ..tuning import GPU, Tuning, device_class, tuning
 from ._common import f32_lit
@@ -42,6 +45,36 @@ Q8_MINS = ("Q4_K", "Q5_K", "Q4_1", "Q5_1")
 MMA_TYPES = (*Q8_TYPES, "F16", "F32", "BF16", "Q2_K")
 """Weight types the matrix-unit GEMM (``gemm_mma.wgsl``) stages: through their gemm_q8 snippet, F16 as it
 is, the rest through their dq8 snippet (``gemm_mma/dq8.wgsl``): every type (F32 only on request)."""
+
+
+HALF_TYPES = ("Q4_K", "Q6_K")
+"""Types with a matrix-unit loader dequantizing in f16 arithmetic (``gemm_mma/<type>h.wgsl``)."""
+
+
+def half_dequant(w: np.ndarray, qtype: str) -> np.ndarray:
+    """float64 of the weights as ``gemm_mma/<type>h.wgsl`` stages them in f16: the sub-block factors
+    rounded to f16 (Q4_K: d sc and 8 d sc - dmin m, the latter from f32; Q6_K: d sc per 16), then each
+    weight rounded once from the exact (q - 8) d sc + (8 d sc - dmin m), or (q - 32) d sc (the shader's
+    f16 fused multiply-add; where a driver splits it, a weight may land one f16 step away, well inside
+    the twin's tolerance). ``w``: rows of blocks (uint8)."""
+    qt = get_type(qtype)
+    b = np.ascontiguousarray(w).view(np.uint8).reshape(-1, qt.type_size)
+    n = b.shape[0]
+    f16 = lambda a: np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
+    if qtype == "Q4_K":
+        sc, mn = k4_scales(b[:, 4:16])
+        d32 = f16_field(b, 0) * sc.astype(np.float32)
+        d, c = f16(d32), f16(np.float32(8) * d32 - f16_field(b, 2) * mn.astype(np.float32))
+        q = bit_planes(b[:, 16:].reshape(n, 4, 32), 4).reshape(n, 8, 32).astype(np.float64) - 8
+        out = q * d[:, :, None] + c[:, :, None]
+    elif qtype == "Q6_K":
+        q = bit_planes(b[:, :128].reshape(n, 2, 64), 4).reshape(n, 2, 4, 32)
+        q = (q | (bit_planes(b[:, 128:192].reshape(n, 2, 32), 2) << np.uint8(4))).astype(np.float64) - 32
+        s = f16(f16_field(b, 208) * b[:, 192:208].view(np.int8).astype(np.float32))
+        out = q.reshape(n, 16, 16) * s[:, :, None]
+    else:
+        raise DeviceError(f"matmul: no half-precision matrix-unit loader for {qtype}")
+    return out.astype(np.float16).astype(np.float64).reshape(*w.shape[:-1], -1)
 
 
 def _reduce_s(t: Tuning, m: int, n: int, splits: int) -> float:
@@ -111,7 +144,8 @@ class TileConfig:
     (``gemm_q8.wgsl``), whose steps are ``nb`` 32-element blocks (BK = 32 nb; ``bk`` unused). ``mma``: the
     matrix-unit kernel (``gemm_mma.wgsl``): a grid of tm / fm x tn / sn subgroups, each with fm x sn
     blocks of 16 x 16 (the same 16 tm x 16 tn tile; fm and sn 2 or 4), ``bk`` 32 or 64 k per step
-    (``loaders`` and ``nb`` unused)."""
+    (``loaders`` and ``nb`` unused); ``half``: its ``HALF_TYPES`` weights dequantized in f16 arithmetic
+    (``gemm_mma/<type>h.wgsl``; the twin: :func:`half_dequant`)."""
 
     tm: int = 8
     tn: int = 8
@@ -123,6 +157,7 @@ class TileConfig:
     mma: bool = False
     sn: int = 2
     fm: int = 2
+    half: bool = False
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -220,7 +255,9 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     # F32 weights keep their f32 GEMMs unless asked (f16 products would round what the file keeps exact)
     fast = short_mma or qtype == "F16" or (qtype in MMA_TYPES and qtype != "F32" and tflops >= g.mma_q8_min_tflops)
     if override.get("mma", dev.has_mma and fast and not override):
-        cfg = TileConfig(**{**tile, "mma": True, **override})
+        cfg = TileConfig(**{**tile, "mma": True, "half": qtype in g.mma_half_types, **override})
+        if cfg.half and qtype not in HALF_TYPES:
+            cfg = replace(cfg, half=False)     # asked for every type (tests, sweeps): where a loader has it
         if qtype not in MMA_TYPES or cfg.fm not in (2, 4) or cfg.tm not in (cfg.fm, 2 * cfg.fm, 4 * cfg.fm) \
                 or cfg.sn not in (2, 4) or cfg.tn not in (cfg.sn, 2 * cfg.sn, 4 * cfg.sn) \
                 or cfg.bk not in (32, 64) or not 1 <= cfg.splits <= 8 or 2 * cfg.tm * cfg.bk % (32 * cfg.subgroups):
@@ -232,7 +269,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
         return ("gemm_mma.wgsl", {"SGM": cfg.tm // cfg.fm, "SGN": cfg.tn // cfg.sn, "FM": cfg.fm, "TNB": cfg.sn,
                                   "BK": cfg.bk,
                                   "SPLITS": cfg.splits,
-                                  "WLOAD": "f16" if qtype == "F16" else "q32" if qtype in Q8_TYPES else "dq8"}, cfg)
+                                  "WLOAD": "f16" if qtype == "F16" else f"{qtype.lower()}h" if cfg.half
+                                  else "q32" if qtype in Q8_TYPES else "dq8"}, cfg)
     if glu:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM")
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)

@@ -22,7 +22,7 @@ from ..kernel import Case, OpKernel, Shape, check, register
 from ..tuning import GPU, device_class, tuning
 from ._common import f32_lit
 from .elementwise import Glu
-from .gemm import Q8_TYPES, GemmKernel, gemm_shader, glu_gemm, q8_round, q8_tie_free, scratch_buffer
+from .gemm import Q8_TYPES, GemmKernel, gemm_shader, glu_gemm, half_dequant, q8_round, q8_tie_free, scratch_buffer
 from .norm import RmsNorm
 from .quant_grid import grid_binds, has_grid
 
@@ -487,7 +487,9 @@ def computed_case(dev: Device, case: Case, attrs: dict[str, Any] | None = None) 
     n_w = _n_weights(case)
     cfgs = [gemm_shader(dev, m, t, w.shape[0], attrs.get("gemm"), k)[2]
             for w, t in zip(case.inputs[1:1 + n_w], case.in_types[1:1 + n_w])]
-    return mma_gemm_case(case) if all(c is not None and c.mma for c in cfgs) else case
+    if not all(c is not None and c.mma for c in cfgs):
+        return case
+    return mma_gemm_case(case, [t for c, t in zip(cfgs, case.in_types[1:]) if c.half])
 
 
 class _MatmulFamily(OpKernel):
@@ -732,13 +734,14 @@ def glu64(g: np.ndarray, u: np.ndarray, act: str) -> np.ndarray:
 
 
 def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callable | None = None,
-             w_round: Callable = lambda w: w, norm_first: bool = False) -> Case:
+             w_round: Callable = lambda w: w, norm_first: bool = False, deq: Callable | None = None) -> Case:
     """A GEMV ``case`` (matmul, matmul_add, matmul_multi, matmul_glu; norm prologue or not) with its
     reference recomputed from :func:`q8x_round`'s x, one piece per weight: what the q8x GEMV computes, to
     be run with ``{"gemv": {"q8x": True, ...}}`` at the f32 tolerance. ``x_round(x, piece)`` replaces
     q8x_round (the integer-dot GEMM: ops/gemm.py ``q8_round``); ``w_round`` rounds the dequantized
     weights (the matrix-unit GEMM: to f16); ``norm_first``: x is rounded after the norm (the matrix-unit
-    GEMM's x pass), not multiplied by the row's 1 / rms after the products (the GEMV)."""
+    GEMM's x pass), not multiplied by the row's 1 / rms after the products (the GEMV); ``deq(w, type)``
+    replaces both dequantization and ``w_round``."""
     x, n_w = case.inputs[0], len(pieces)
     ws = case.inputs[1:1 + n_w] if case.op != "matmul_add" else case.inputs[1:2]
     types = case.in_types[1:1 + len(ws)]
@@ -751,8 +754,8 @@ def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callabl
 
     def reference() -> list[np.ndarray]:
         rnd = x_round or (lambda v, p: q8x_round(v, p, ppb32))
-        ys = [rs * rnd(xw, p) @ w_round(dequantize(w, get_type(t))).astype(np.float64).T
-              for p, w, t in zip(pieces, ws, types)]
+        dq = deq or (lambda w, t: w_round(dequantize(w, get_type(t))))
+        ys = [rs * rnd(xw, p) @ dq(w, t).astype(np.float64).T for p, w, t in zip(pieces, ws, types)]
         if case.op == "matmul_glu":
             return [glu64(*ys, case.attrs["act"])]
         if case.op == "matmul_add":
@@ -772,15 +775,18 @@ def q8_gemm_case(case: Case) -> Case:
     case = replace(case, inputs=[q8_tie_free(case.inputs[0]), *case.inputs[1:]])
     return q8x_case(case, [""] * _n_weights(case), x_round=lambda x, p: q8_round(x))
 
-def mma_gemm_case(case: Case) -> Case:
+def mma_gemm_case(case: Case, half: Sequence[str] = ()) -> Case:
     """A GEMM ``case`` (matmul, matmul_add, matmul_multi, matmul_glu) as the matrix-unit GEMM (``gemm_mma.wgsl``)
     computes it: x and the dequantized weights rounded to f16, their products (exact in f32) summed in
-    f32; to be run with ``{"gemm": {"mma": True}}``. Tolerance: the f32 bound plus 1e-4 for weights whose
+    f32; to be run with ``{"gemm": {"mma": True}}``. Weights of the types in ``half`` as the f16-arithmetic
+    loaders stage them (ops/gemm.py ``half_dequant``). Tolerance: the f32 bound plus 1e-4 for weights whose
     f32 dequantization differs from numpy's in the last bit at an f16 rounding tie (one such weight moves
     an output by ~1.5e-5 of max |ref| at these sizes; a wrong scale, element or row moves it by ~1)."""
     f16 = lambda a: np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
-    twin = q8x_case(case, [""] * _n_weights(case), x_round=lambda x, p: f16(x), w_round=f16, norm_first=True)
-    return replace(twin, name=case.name + " f16 products", tol=case.tol + 1e-4)
+    deq = lambda w, t: half_dequant(w, t) if t in half else f16(dequantize(w, get_type(t)))
+    twin = q8x_case(case, [""] * _n_weights(case), x_round=lambda x, p: f16(x), deq=deq, norm_first=True)
+    return replace(twin, name=case.name + " f16 products" + (" (half loaders)" if half else ""),
+                   tol=case.tol + 1e-4)
 
 
 @check("matmul")
