@@ -233,6 +233,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     """
     override = dict(override or {})
     f16_tiles = override.pop("f16", False)
+    half = override.pop("half", None)       # not a tile choice: the default tile takes it too
     cls = device_class(dev)
     g = tuning(cls).gemm
     short = m < g.tiled_min_rows and not override
@@ -255,7 +256,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     # F32 weights keep their f32 GEMMs unless asked (f16 products would round what the file keeps exact)
     fast = short_mma or qtype == "F16" or (qtype in MMA_TYPES and qtype != "F32" and tflops >= g.mma_q8_min_tflops)
     if override.get("mma", dev.has_mma and fast and not override):
-        cfg = TileConfig(**{**tile, "mma": True, "half": qtype in g.mma_half_types, **override})
+        cfg = TileConfig(**{**tile, "mma": True, "half": qtype in g.mma_half_types if half is None else half,
+                            **override})
         if cfg.half and qtype not in HALF_TYPES:
             cfg = replace(cfg, half=False)     # asked for every type (tests, sweeps): where a loader has it
         if qtype not in MMA_TYPES or cfg.fm not in (2, 4) or cfg.tm not in (cfg.fm, 2 * cfg.fm, 4 * cfg.fm) \
