@@ -366,6 +366,29 @@ def test_mma_choice(dev, monkeypatch):
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[0] != "gemm_mma.wgsl"
 
 
+def test_mma_decode_choice(monkeypatch):
+    """Decode batches (mma_min_rows to short_rows rows) on a device with the matrix units take the first
+    matching GemmTuning.mma_decode rule (GLU rules for the GLU; splits capped at k / min_split_k), also
+    with only ``half`` asked; fewer rows the short GEMM, more the prefill cost model's tile."""
+    from oxigpu.backends.wgpu import tuning as tn
+    mma = tn.DeviceTraits(has_mma=True)
+    rules = (tn.DecodeTile(dict(tm=2, tn=8, sn=4, splits=4), glu=True, m=(17, 32)),
+             tn.DecodeTile(dict(tm=4, tn=4, sn=2, splits=2), glu=True),
+             tn.DecodeTile(dict(tm=4, tn=4, sn=2, splits=8), n=(0, 8191)),
+             tn.DecodeTile(dict(tm=4, tn=8, sn=4, splits=1)))
+    monkeypatch.setitem(tn.TUNING, tn.MMA, replace(tn.TUNING[tn.MMA], gemm=replace(tn.TUNING[tn.MMA].gemm,
+                                                                                    mma_decode=rules)))
+    g = tn.TUNING[tn.MMA].gemm
+    shape = lambda c: (c.tm, c.tn, c.sn, c.splits)
+    assert shape(gemm_shader(mma, 20, "Q4_K", 28672, None, 4096, glu=True)[2]) == (2, 8, 4, 4)
+    assert shape(gemm_shader(mma, 64, "Q4_K", 28672, None, 4096, glu=True)[2]) == (4, 4, 2, 2)
+    assert shape(gemm_shader(mma, 64, "Q6_K", 4096, {"half": True}, 14336)[2]) == (4, 4, 2, 8)
+    assert shape(gemm_shader(mma, 40, "Q4_K", 4096, None, 1024)[2]) == (4, 4, 2, 1024 // g.min_split_k)
+    assert shape(gemm_shader(mma, 40, "Q4_K", 16384, None, 4096)[2]) == (4, 8, 4, 1)
+    assert gemm_shader(mma, 8, "Q4_K", 4096, None, 4096)[0] == "gemm_q.wgsl"
+    assert gemm_shader(mma, 512, "Q4_K", 28672, None, 4096, glu=True)[2].splits == 1     # prefill: epilogue
+
+
 @pytest.mark.parametrize("t,act,m,k,n,norm", [("F16", "silu", 150, 224, 203, False),
                                               ("Q4_K", "gelu_tanh", 70, 512, 96, False),
                                               ("Q8_0", "silu", 40, 640, 33, False),

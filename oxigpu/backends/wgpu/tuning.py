@@ -174,12 +174,29 @@ class GemmTuning:
     """Weight types the matrix-unit kernel dequantizes in f16 arithmetic (ops/gemm.py ``HALF_TYPES``)."""
     mma_min_rows: int = 0
     """Chunks of fewer than ``tiled_min_rows`` rows take the matrix units from this many rows (0: never)."""
-    mma_decode: Mapping[str, int] | None = None
-    mma_decode_glu: Mapping[str, int] | None = None
-    """Decode batches (``mma_min_rows`` to ``short_rows`` rows) on the matrix units take this tile and split-k
-    (the GLU epilogue, unsplit, its own) instead of the cost model's, which rates tiles by their prefill
-    throughput: at these sizes the weight staging, not the products, bounds them, and split-k spreads it
-    over more compute units (docs/perf-log.md, "Decode batches")."""
+    mma_decode: tuple[DecodeTile, ...] = ()
+    """Decode batches (``mma_min_rows`` to ``short_rows`` rows) on the matrix units take the first matching
+    rule's tile and split-k instead of the cost model's, which rates tiles by their prefill throughput: at
+    these sizes the weight staging, not the products, bounds them, and split-k spreads it over more compute
+    units (docs/perf-log.md, "Decode batches")."""
+
+
+@dataclass(frozen=True)
+class DecodeTile:
+    """A decode-batch tile rule (``GemmTuning.mma_decode``): GEMMs of m rows in ``m``, n weight rows (gate
+    and up together for the GLU) in ``n`` and k in ``k`` (inclusive ranges), the GLU ones (``glu`` True),
+    the others (False) or both (None), take ``tile`` (TileConfig fields, ``splits`` capped so that each
+    split keeps ``min_split_k``)."""
+
+    tile: Mapping[str, int]
+    glu: bool | None = None
+    m: tuple[int, int] = (0, INF)
+    n: tuple[int, int] = (0, INF)
+    k: tuple[int, int] = (0, INF)
+
+    def matches(self, m: int, n: int, k: int, glu: bool) -> bool:
+        return ((self.glu is None or self.glu == glu) and self.m[0] <= m <= self.m[1] and self.n[0] <= n <= self.n[1]
+                and self.k[0] <= k <= self.k[1])
 
 
 # -- attention ------------------------------------------------------------------------------------------
@@ -249,7 +266,8 @@ _MMA_GEMM = GemmTuning(
     # the 64-row ones. Its rate is an estimate (each staged weight tile serves 32 rows, a quarter of the
     # 128-row tile's), not a measurement: dev/bench_batch.py times it.
     mma_tiles=(*GemmTuning().mma_tiles, (dict(tm=2, tn=8, sn=4), 30.0)),
-    mma_min_rows=17, mma_decode=dict(tm=4, tn=4, sn=2, splits=8), mma_decode_glu=dict(tm=4, tn=8, sn=4, splits=1))
+    mma_min_rows=17, mma_decode=(DecodeTile(dict(tm=4, tn=8, sn=4, splits=1), glu=True),
+                                 DecodeTile(dict(tm=4, tn=4, sn=2, splits=8))))
 
 TUNING: dict[str, Tuning] = {c: Tuning(c, slots=132, gemm=_MMA_GEMM if c == MMA else GemmTuning())
                              for c in DEVICE_CLASSES}

@@ -246,7 +246,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     tile, tflops = mma_tile(m, n, k, cls)
     if glu:     # prefill chunks: the GLU in the epilogue, unsplit (decode batches may split: below)
         tile = {**tile, "splits": 1}
-    decode = g.mma_decode_glu if glu else g.mma_decode
+    decode = next((r.tile for r in g.mma_decode if r.matches(m, n, k, glu)), None)
     if decode and dev.has_mma and g.mma_min_rows <= m <= g.short_rows and qtype in MMA_TYPES and qtype != "F32" \
             and not override:
         splits = max(1, min(decode.get("splits", 1), k // g.min_split_k))
