@@ -311,6 +311,43 @@ def test_mma_half_loaders(dev, t, tile):
          {"mma": True, "half": True, **MMA_TILES[tile]})
 
 
+@pytest.mark.parametrize("t,wload", [("Q4_K", "q4_kh"), ("Q6_K", "q6_kh"), ("Q4_K", "q32"), ("Q6_K", "q32"),
+                                     ("Q8_0", "q32"), ("Q2_K", "dq8"), ("F16", "f16")])
+def test_mma_weight_loaders(dev, t, wload):
+    """The matrix-unit GEMM's weight loaders (gemm_mma/<wload>.wgsl) alone, through gemm_mma_units.wgsl
+    (which lavapipe runs: no subgroup matrices needed): each row's staged halves against the twin's weights
+    (ops/gemm.py half_dequant for the f16-arithmetic ones, numpy's dequantization rounded to f16 for the
+    rest): each weight within one f16 step of its 32-block's largest (lavapipe splits the f16 multiply-add,
+    rounding the product where the twin rounds once: ~13 % of Q4_K's weights land a step of the product's
+    size away; a wrong element or scale moves one by a sixteenth of the block's range or more), the f32
+    loaders equal for all but a few weights (ties)."""
+    from oxigpu.backends.wgpu.device import Dispatch
+    from oxigpu.backends.wgpu.ops.gemm import W16_BINDING, half_dequant
+    from oxigpu.quant import dequantize, quantize
+    if not dev.has_f16:
+        pytest.skip("needs shader-f16")
+    n, k = 5, 1024
+    x = np.random.default_rng(11).standard_normal((n, k)).astype(np.float32) * 0.05
+    x[1] += 0.03      # rows whose mins matter
+    w = quantize(x, get_type(t)) if t != "F16" else x.astype(np.float16)
+    want = half_dequant(w, t) if wload.endswith("h") else \
+        dequantize(w, get_type(t)).astype(np.float16).astype(np.float64)
+    row_bytes = get_type(t).row_bytes(k)
+    pipe = dev.pipeline("gemm_mma_units.wgsl", defines={"KMAX": k, "WLOAD": wload, "QUANT": t.lower(),
+                                                         "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
+    wbuf = dev.upload(np.ascontiguousarray(w).view(np.uint8).reshape(-1))
+    y = dev.upload(np.full((n, k), np.nan, np.float32))
+    binds = {1: dev.uniform([k, n, n, 0, row_bytes, 1, 0, 0] + [0] * 8), 3: wbuf, 5: y}
+    if wload == "q4_kh":      # read only as 16-byte words (GemmKernel.encode binds it so)
+        binds[W16_BINDING] = binds.pop(3)
+    dev.submit([Dispatch(pipe, dev.bind_group(pipe, binds), (n, 1, 1))])
+    got = dev.read(y, np.float32, (n, k)).astype(np.float64)
+    big = np.repeat(np.abs(want).reshape(n, -1, 32).max(axis=2), 32, axis=1)
+    step = np.spacing(big.astype(np.float16)).astype(np.float64)
+    assert (np.abs(got - want) <= step).all() and np.abs(want).max() > 0.05
+    assert wload.endswith("h") or (got != want).mean() < 0.01
+
+
 @pytest.mark.parametrize("t", ["Q4_K", "Q6_K"])
 def test_half_dequant_twin(t):
     """half_dequant (the f16-arithmetic loaders' twin) is the file's weights with f16 sub-block factors and

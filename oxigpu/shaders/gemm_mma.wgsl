@@ -64,6 +64,9 @@ var<private> wr: array<WBlock, WPL>;
 
 fn act(v: f32) -> f32 { return {{ACT}}(v); }
 
+// A word's two halves (the loaders' reinterpretation; gemm_mma_units.wgsl has naga's form).
+fn h2(u: u32) -> vec2<f16> { return bitcast<vec2<f16>>(u); }
+
 // GLU: the output column of a lane's unit i, tile row r = r0 + RS i (r0 = lid / UPR < RS; n0: the tile's
 // first row), and whether the row is an up row. Each subgroup column r / 64 of the tile covers 32 output
 // columns from n0 / 2: gate rows, then the matching up rows. With RS a divisor of 32, r0 only moves the row

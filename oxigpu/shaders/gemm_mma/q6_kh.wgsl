@@ -47,8 +47,8 @@ fn w_fast(n: u32, j: u32) -> QH {
 
 // The 4 weights of value word w (one 6-bit value a byte) at ws[o..o + 4], times s.
 fn put4(o: u32, w: u32, s: vec2<f16>) {
-  let a = (bitcast<vec2<f16>>((w & 0x00FF00FFu) | 0x64006400u) - vec2<f16>(1056.0)) * s;
-  let b = (bitcast<vec2<f16>>(((w >> 8u) & 0x00FF00FFu) | 0x64006400u) - vec2<f16>(1056.0)) * s;
+  let a = (h2((w & 0x00FF00FFu) | 0x64006400u) - vec2<f16>(1056.0)) * s;
+  let b = (h2(((w >> 8u) & 0x00FF00FFu) | 0x64006400u) - vec2<f16>(1056.0)) * s;
   ws[o] = a.x; ws[o + 1u] = b.x; ws[o + 2u] = a.y; ws[o + 3u] = b.y;
 }
 

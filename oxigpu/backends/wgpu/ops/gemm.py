@@ -49,6 +49,8 @@ is, the rest through their dq8 snippet (``gemm_mma/dq8.wgsl``): every type (F32 
 
 HALF_TYPES = ("Q4_K", "Q6_K")
 """Types with a matrix-unit loader dequantizing in f16 arithmetic (``gemm_mma/<type>h.wgsl``)."""
+W16_BINDING = 12
+"""The weights bound a second time as 16-byte words (gemm_mma/q4_kh.wgsl: its blocks are 16-byte multiples)."""
 
 
 def half_dequant(w: np.ndarray, qtype: str) -> np.ndarray:
@@ -372,6 +374,7 @@ class GemmKernel:
         self.reduce = (dev.pipeline("gemm_reduce.wgsl", defines={**defines, "SPLITS": self.splits})
                        if self.splits > 1 else None)
         self.glu = bool(defines["GLU"])
+        self.w16 = bool(self.cfg and self.cfg.mma and self.cfg.half and qtype == "Q4_K")
         # the matrix-unit kernel's x pass applies the RMS norm of a norm prologue (one workgroup per row)
         self.norm_xpass = self.mma and norm_eps is not None
         io = {"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "RPT": rows_per_token}
@@ -413,6 +416,8 @@ class GemmKernel:
                  **grid_binds(self.dev, self.qtype)}
         if self.q8 or self.mma:
             binds = {i: b for i, b in binds.items() if i != 2}
+        if self.w16:    # the loader reads W only as 16-byte words
+            binds[W16_BINDING] = binds.pop(3)
         if self.splits == 1:
             return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid)]
         nbytes = 4 * self.splits * self.m * rows
