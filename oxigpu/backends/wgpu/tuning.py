@@ -266,7 +266,12 @@ _MMA_GEMM = GemmTuning(
     # the 64-row ones. Its rate is an estimate (each staged weight tile serves 32 rows, a quarter of the
     # 128-row tile's), not a measurement: dev/bench_batch.py times it.
     mma_tiles=(*GemmTuning().mma_tiles, (dict(tm=2, tn=8, sn=4), 30.0)),
-    mma_min_rows=17, mma_decode=(DecodeTile(dict(tm=4, tn=8, sn=4, splits=1), glu=True),
+    # decode batches' tiles (docs/perf-log.md, "Decode batches, round 2"): the GLU split 4 ways (its gate
+    # and up sums paired in the reduction) in 32 x 64 tiles up to 32 rows, 64 x 64 past; 64 x 64 split 4
+    # ways for outputs of <= 4096 columns, 8 ways for wider ones
+    mma_min_rows=17, mma_decode=(DecodeTile(dict(tm=2, tn=4, sn=2, splits=4), glu=True, m=(0, 32)),
+                                 DecodeTile(dict(tm=4, tn=4, sn=2, splits=4), glu=True),
+                                 DecodeTile(dict(tm=4, tn=4, sn=2, splits=4), n=(0, 4096)),
                                  DecodeTile(dict(tm=4, tn=4, sn=2, splits=8))))
 
 TUNING: dict[str, Tuning] = {c: Tuning(c, slots=132, gemm=_MMA_GEMM if c == MMA else GemmTuning())
