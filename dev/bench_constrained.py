@@ -84,7 +84,8 @@ def llama_cpp(binary: Path, path: Path, n: int, reps: int) -> dict:
             cmd = [str(binary), "-m", str(path), "-p", PROMPT, "-n", str(n if mode == "free" else 600),
                    "--temp", "0.8", "--seed", str(i), "-ngl", "99", "-no-cnv", "-c", "2048"]
             cmd += ["--json-schema", json.dumps(SCHEMA)] if mode == "json_schema" else ["--ignore-eos"]
-            p = subprocess.run(cmd, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=300)
+            p = subprocess.run(cmd, capture_output=True, text=True, errors="replace",   # its output: any bytes
+                               stdin=subprocess.DEVNULL, timeout=300)
             m = [x for x in _EVAL.finditer(p.stderr + p.stdout)]
             if not m:
                 raise RuntimeError(f"no eval line from {' '.join(cmd[:3])}: {(p.stderr or p.stdout)[-800:]}")

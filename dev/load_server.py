@@ -2,9 +2,11 @@
 
 At each concurrency level, N requests run with exactly C in flight (a new one starts as one ends); each is a
 streamed completion of a distinct prompt of about --prompt-tokens tokens, generating exactly --max-tokens
-tokens (ignore_eos). Per level: wall time, aggregate generation tokens/s (completion tokens / wall), time to
-first token and inter-token latency p50/p99 as the client sees them (chunk arrival times; ITL is the gap
-between chunks divided by the tokens they carry), and the server's own histograms (from /metrics).
+tokens (ignore_eos). Per level: wall time, aggregate generation tokens/s (completion tokens / wall; prompts'
+prefill included), where N equals C the generation rate while all C decode at once (the phase a batched
+bench's S_TG times), time to first token and inter-token latency p50/p99 as the client sees them (chunk
+arrival times; ITL is the gap between chunks divided by the tokens they carry),
+and the server's own histograms (from /metrics).
 
     python dev/load_server.py -m model.gguf --backend wgpu --max-seqs 64 --concurrency 1,8,32,64 --requests 64
     python dev/load_server.py --url http://127.0.0.1:8080/v1 --concurrency 1,8 --requests 16   # a running server
@@ -75,7 +77,22 @@ async def one(client: AsyncOpenAI, model: str, prompt: str, max_tokens: int) -> 
     # tokens per chunk is about tokens / chunks; spread each gap over them
     per_chunk = max(1.0, (tokens - 1) / max(1, len(gaps)))
     return {"ttft": times[0] - t0 if times else float("nan"), "itl": [g / per_chunk for g in gaps],
-            "tokens": tokens, "s": time.perf_counter() - t0}
+            "tokens": tokens, "s": time.perf_counter() - t0, "times": times,
+            "per_chunk": tokens / len(times) if times else 0.0}
+
+
+def decode_rate(results: list[dict]) -> tuple[float, float]:
+    """Tokens/s while every request of the level is decoding, from the latest first token to the earliest
+    last token (the phase llama-batched-bench's S_TG and `oxigpu bench --batch`'s S_TG time: all sequences
+    generating, none prefilling), and that window's length; (nan, 0) where the requests never overlapped."""
+    if not results or any(not r["times"] for r in results):
+        return float("nan"), 0.0
+    lo = max(r["times"][0] for r in results)
+    hi = min(r["times"][-1] for r in results)
+    if hi <= lo:
+        return float("nan"), 0.0
+    n = sum(r["per_chunk"] * sum(1 for t in r["times"] if lo < t <= hi) for r in results)
+    return n / (hi - lo), hi - lo
 
 
 async def level(url: str, key: str | None, model: str, concurrency: int, n: int, prompt_tokens: int,
@@ -102,11 +119,12 @@ async def level(url: str, key: str | None, model: str, concurrency: int, n: int,
     ttft = [r["ttft"] for r in results]
     itl = [g for r in results for g in r["itl"]]
     tokens = sum(r["tokens"] for r in results)
+    rate, window = decode_rate(results) if n == concurrency else (float("nan"), 0.0)
     ttft_h = "oxigpu_time_to_first_token_seconds"
     itl_h = "oxigpu_inter_token_latency_seconds"
     return {"concurrency": concurrency, "requests": n, "ok": len(results), "errors": len(errors),
             "first_error": errors[0] if errors else None, "wall_s": wall, "tokens": tokens,
-            "tok_per_s": tokens / wall if wall > 0 else 0.0,
+            "tok_per_s": tokens / wall if wall > 0 else 0.0, "decode_tok_per_s": rate, "decode_window_s": window,
             "ttft_p50": quantile(ttft, 0.5), "ttft_p99": quantile(ttft, 0.99),
             "itl_p50": quantile(itl, 0.5), "itl_p99": quantile(itl, 0.99),
             "itl_mean": statistics.fmean(itl) if itl else float("nan"),
@@ -170,11 +188,12 @@ def main() -> None:
                 proc.kill()
     print(f"\nprompt ~{args.prompt_tokens} tokens, {args.max_tokens} generated per request, "
           f"{args.requests} requests per level\n")
-    print("| clients | ok/err | wall s | gen tok/s | TTFT p50 / p99 ms | ITL p50 / p99 ms "
-          "| server ITL p50 / p99 <= ms |")
-    print("|---:|---:|---:|---:|---:|---:|---:|")
+    print("| clients | ok/err | wall s | gen tok/s | all decoding, tok/s (window s) | TTFT p50 / p99 ms "
+          "| ITL p50 / p99 ms | server ITL p50 / p99 <= ms |")
+    print("|---:|---:|---:|---:|---:|---:|---:|---:|")
     for r in rows:
         print(f"| {r['concurrency']} | {r['ok']}/{r['errors']} | {r['wall_s']:.1f} | {r['tok_per_s']:.1f} | "
+              f"{r['decode_tok_per_s']:.1f} ({r['decode_window_s']:.2f}) | "
               f"{r['ttft_p50'] * 1e3:.0f} / {r['ttft_p99'] * 1e3:.0f} | {r['itl_p50'] * 1e3:.1f} / "
               f"{r['itl_p99'] * 1e3:.1f} | {r['server_itl_p50_le'] * 1e3:g} / {r['server_itl_p99_le'] * 1e3:g} |")
     if any(r["first_error"] for r in rows):

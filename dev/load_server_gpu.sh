@@ -20,4 +20,18 @@ if "$PY" -m oxigpu bench --help | grep -q -- '--batch'; then
   "$PY" -m oxigpu bench -m "$MODEL" --backend wgpu --batch 64 -p 128 -n "$MAX_TOKENS" | tee "$OUT/bench_batch64.txt"
 else
   echo "oxigpu bench has no --batch yet: no engine figure to compare with" | tee "$OUT/bench_batch64.txt"
+  exit 0
 fi
+# HTTP at 64 clients against the engine alone on the same workload: the all-decoding phase against bench's
+# S_TG, and generated tokens over the whole wall time (prefill included) against bench's B*TG / T
+"$PY" - "$OUT" <<'PYEOF'
+import json, sys
+out = sys.argv[1]
+http = next(r for r in json.load(open(f"{out}/load.json")) if r["concurrency"] == 64)
+row = [l for l in open(f"{out}/bench_batch64.txt") if l.startswith("|") and l.split("|")[3].strip() == "64"][-1]
+c = [x.strip() for x in row.strip().strip("|").split("|")]
+tg, b, s_tg, t = int(c[1]), int(c[2]), float(c[7]), float(c[8])
+print(f"\n64 clients through HTTP vs `oxigpu bench --batch 64`: all decoding {http['decode_tok_per_s']:,.0f} vs "
+      f"S_TG {s_tg:,.0f} tok/s ({http['decode_tok_per_s'] / s_tg:.2f}x); whole run {http['tok_per_s']:,.0f} vs "
+      f"{b * tg / t:,.0f} generated tok/s ({http['tok_per_s'] / (b * tg / t):.2f}x)")
+PYEOF

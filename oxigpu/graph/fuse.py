@@ -185,8 +185,11 @@ def _rope_kv_store(n: Node, view: _View) -> _Fused | None:
 def _rope_kv_attention(n: Node, view: _View) -> _Fused | None:
     """``attention(rope_kv_store(q, k, v, K, V, ...), K, V, ...)`` whose rotated q feeds nothing else ->
     ``rope_kv_attention`` at the attention (decode graphs only: one row per sequence, so no query needs
-    another row's key of this step first)."""
+    another row's key of this step first). f16 caches only: the fused kernel counts the step's own key from
+    registers, rounded as the cache stores it, which a block-quantized cache cannot do per value."""
     q = arg(n, "q")
+    if any(arg(n, s).dtype != "f16" for s in ("cache_k", "cache_v")):
+        return None
     rkv = view.made_by(q, "rope_kv_store")
     same = ("cache_k", "cache_v", "positions", "row_seq", "block_table")
     if rkv is None or any(arg(rkv, s) is not arg(n, s) for s in same) \

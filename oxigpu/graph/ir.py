@@ -21,7 +21,9 @@ Conventions that keep backends simple:
   lives at physical row ``phys(s, j) = block_table[s, j // KV_BLOCK] * KV_BLOCK + j % KV_BLOCK`` (attr
   ``block_size`` == KV_BLOCK on the ops that read or write the cache). It is stored as ``f16`` (llama.cpp's
   default cache type, half the bytes attention reads): values are rounded to nearest even when written,
-  and ops compute in f32.
+  and ops compute in f32. A state's dtype may instead be ``q8_0`` or ``q4_0`` (llama.cpp's ``-ctk/-ctv``):
+  each row stored as ggml's blocks of that type, quantized when written and dequantized when read
+  (``oxigpu/quant/kvcache.py``); its shape stays ``[rows, width]`` in values.
 
 Graph kinds: a *decode* graph (``Graph.decode``) has one row per sequence, row t in slot t (T == S; the
 runtime sets ``row_seq[t] = out_rows[t] = t``), so it returns ``logits [S, vocab]`` without a gather; a
@@ -131,8 +133,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..quant import kvcache as kvq
+
 Kind = Literal["input", "weight", "state", "temp", "output"]
-DType = Literal["f32", "i32", "f16"]
+DType = Literal["f32", "i32", "f16", "q8_0", "q4_0"]
 
 STEP_PARAMS = ("n_tokens", "n_seqs")
 """Per-step scalars every backend provides: valid rows, valid sequence slots."""
@@ -293,6 +297,8 @@ class Value:
 
     @property
     def nbytes(self) -> int:
+        if self.dtype in ("q8_0", "q4_0"):
+            return self.shape[0] * kvq.row_bytes(self.dtype, self.shape[1])
         n = 2 if self.dtype == "f16" else 4
         for s in self.shape:
             n *= s
@@ -351,9 +357,11 @@ class Graph:
         self.weights[tensor] = v
         return v
 
-    def state(self, name: str, shape: tuple[int, ...]) -> Value:
-        """A KV cache: f16 (see the module docstring)."""
-        v = self._value(name, shape, "f16", "state")
+    def state(self, name: str, shape: tuple[int, ...], dtype: DType = "f16") -> Value:
+        """A KV cache: f16, q8_0 or q4_0 (see the module docstring)."""
+        _check(dtype in kvq.KV_TYPES, f"state {name!r}: KV cache types are {kvq.KV_TYPES}, not {dtype!r}")
+        kvq.check_width(dtype, shape[1])
+        v = self._value(name, shape, dtype, "state")
         self.states[name] = v
         return v
 

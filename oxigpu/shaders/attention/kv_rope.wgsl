@@ -8,8 +8,8 @@
 // Defines: common/rope.wgsl's (its table at binding 10).
 #include "common/rope.wgsl"
 
-@group(0) @binding(2) var<storage, read_write> cache_k: array<vec2<u32>>;
-@group(0) @binding(3) var<storage, read_write> cache_v: array<vec2<u32>>;
+@group(0) @binding(2) var<storage, read_write> cache_k: array<KW>;   // f16 caches only (KVQ false)
+@group(0) @binding(3) var<storage, read_write> cache_v: array<KW>;
 @group(0) @binding(7) var<storage, read> k: array<vec4<f32>>;
 @group(0) @binding(8) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(9) var<storage, read> ff: array<f32>;
