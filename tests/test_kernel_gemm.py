@@ -383,7 +383,9 @@ def test_mma_choice(dev, monkeypatch):
     grid = lambda d: (d["SGM"], d["SGN"], d["TNB"], d["BK"], d["SPLITS"], d["WLOAD"])
     shader, defines, cfg = gemm_shader(dev, 512, "F16", 28672, None, 4096)                     # 8B gate+up
     assert shader == "gemm_mma.wgsl" and grid(defines) == (4, 2, 4, 64, 1, "f16")
-    assert grid(gemm_shader(dev, 512, "Q4_K", 2048, None, 2048)[1]) == (4, 2, 4, 64, 2, "q32")   # 1B o: 64 tiles
+    from oxigpu.backends.wgpu.tuning import tuning
+    q4 = "q4_kh" if "Q4_K" in tuning(dev).gemm.mma_half_types else "q32"    # the class's loader for Q4_K
+    assert grid(gemm_shader(dev, 512, "Q4_K", 2048, None, 2048)[1]) == (4, 2, 4, 64, 2, q4)     # 1B o: 64 tiles
     assert grid(gemm_shader(dev, 512, "Q4_K", 896, None, 4864)[1])[4] > 1                        # Qwen down
     assert grid(gemm_shader(dev, 64, "F16", 28672, None, 4096)[1])[:3] == (2, 2, 2)              # 64 rows
     assert gemm_shader(dev, 512, "Q4_K", 128, None, 1024)[0] != "gemm_mma.wgsl"                # 1 column tile

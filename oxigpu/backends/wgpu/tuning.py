@@ -269,6 +269,9 @@ _MMA_GEMM = GemmTuning(
     # decode batches' tiles (docs/perf-log.md, "Decode batches, round 2"): the GLU split 4 ways (its gate
     # and up sums paired in the reduction) in 32 x 64 tiles up to 32 rows, 64 x 64 past; 64 x 64 split 4
     # ways for outputs of <= 4096 columns, 8 ways for wider ones
+    # Q4_K / Q6_K staged through the f16-arithmetic loaders (16-byte loads for Q4_K): faster at every size
+    # measured, prefill included (docs/perf-log.md, "Decode batches, round 2")
+    mma_half_types=("Q4_K", "Q6_K"),
     mma_min_rows=17, mma_decode=(DecodeTile(dict(tm=2, tn=4, sn=2, splits=4), glu=True, m=(0, 32)),
                                  DecodeTile(dict(tm=4, tn=4, sn=2, splits=4), glu=True),
                                  DecodeTile(dict(tm=4, tn=4, sn=2, splits=4), n=(0, 4096)),

@@ -362,7 +362,9 @@ class GemmKernel:
             # their 32-row tile where an expert's tile holds no more: half the 64-row tiles would be padding)
             mma = dev.has_mma and qtype in MMA_TYPES and qtype != "F32"
             small = {"tm": 2, "tn": 8, "sn": 4} if mma and tile_rows <= 32 else {}
-            override = {"splits": 1, "mma": mma, **small, **(override or {})}
+            # the q32 loaders (ops/moe.py's twin rounds the float weights to f16; the f16-arithmetic ones
+            # are unmeasured there)
+            override = {"splits": 1, "mma": mma, "half": False, **small, **(override or {})}
         shader, extra, self.cfg = gemm_shader(dev, tile_rows or m, qtype, n, override, k=k, glu=defines["GLU"])
         if grouped and self.cfg is None:
             raise DeviceError(f"matmul_id: no tiled GEMM for {qtype} rows of {k}")
