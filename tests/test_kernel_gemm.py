@@ -338,8 +338,8 @@ def test_mma_weight_loaders(dev, t, wload):
     wbuf = dev.upload(np.ascontiguousarray(w).view(np.uint8).reshape(-1))
     y = dev.upload(np.full((n, k), np.nan, np.float32))
     binds = {1: dev.uniform([k, n, n, 0, row_bytes, 1, 0, 0] + [0] * 8), 3: wbuf, 5: y}
-    if wload == "q4_kh":      # read only as 16-byte words (GemmKernel.encode binds it so)
-        binds[W16_BINDING] = binds.pop(3)
+    if wload.endswith("h"):   # 16-byte words; Q4_K's reads W only so (GemmKernel.encode binds them so)
+        binds[W16_BINDING] = binds.pop(3) if t == "Q4_K" else binds[3]
     dev.submit([Dispatch(pipe, dev.bind_group(pipe, binds), (n, 1, 1))])
     got = dev.read(y, np.float32, (n, k)).astype(np.float64)
     big = np.repeat(np.abs(want).reshape(n, -1, 32).max(axis=2), 32, axis=1)

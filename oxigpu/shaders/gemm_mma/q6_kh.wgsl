@@ -1,20 +1,42 @@
 // gemm_mma.wgsl's weight units for Q6_K dequantized in half precision (TileConfig.half): each 32-block's
 // 6-bit values become halves by their bits (0x6400 | q is 1024 + q, exact; minus 1056: q - 32, exact),
 // then one f16 multiply each by the 16 elements' scale rounded to f16 (vec2: two weights an instruction),
-// without the q32 loader's int -> f32 -> f16 conversions per weight. The numpy twin: ops/gemm.py
-// half_dequant.
+// without the q32 loader's int -> f32 -> f16 conversions per weight. The 32 bytes of low bits and of high
+// bits are each read as three 16-byte words (W4: W bound again, ops/gemm.py W16_BINDING) and shifted into
+// place (Q6_K blocks are 2-byte aligned), where 32-bit reads took ten, each touching 32 rows. The numpy
+// twin: ops/gemm.py half_dequant.
 #include "quant/q6_k.wgsl"
+
+@group(0) @binding(12) var<storage, read> W4: array<vec4<u32>>;
 
 const WU: u32 = 32u;     // halves per weight unit: one 32-block
 struct QH { lo: vec4<u32>, hi: vec4<u32>, s: vec2<f16> }   // 6-bit value bytes, f16(d sc) of each 16
 alias WBlock = QH;
 
-// The 16 bytes at the 2-aligned byte b of W (blocks of 210 bytes: neighbouring rows differ in alignment).
-fn lw16h(b: u32) -> vec4<u32> {
-  let w = b >> 2u;
-  let a = vec4<u32>(W[w], W[w + 1u], W[w + 2u], W[w + 3u]);
-  let c = vec4<u32>(a.yzw, W[w + 4u]);
-  return select(a, (a >> vec4<u32>(16u)) | (c << vec4<u32>(16u)), (b & 2u) != 0u);
+// Words s..s + 3 of the eight words a, b (s in 0..4).
+fn wsel(a: vec4<u32>, b: vec4<u32>, s: u32) -> vec4<u32> {
+  var r = a;
+  if (s == 1u) { r = vec4<u32>(a.yzw, b.x); }
+  if (s == 2u) { r = vec4<u32>(a.zw, b.xy); }
+  if (s == 3u) { r = vec4<u32>(a.w, b.xyz); }
+  if (s == 4u) { r = b; }
+  return r;
+}
+
+// The 32 bytes at the 2-aligned byte b of W (blocks of 210 bytes: neighbouring blocks and rows differ in
+// alignment) from the three 16-byte words around them: bytes b.. in [0], b + 16.. in [1]. The window stays
+// inside the block (ql and qh end at least 18 bytes before it does).
+fn lw32(b: u32) -> array<vec4<u32>, 2> {
+  let q = b >> 4u;
+  let v0 = W4[q];
+  let v1 = W4[q + 1u];
+  let v2 = W4[q + 2u];
+  let s = (b >> 2u) & 3u;
+  let lo = wsel(v0, v1, s);
+  let hi = wsel(v1, v2, s);
+  if ((b & 2u) == 0u) { return array<vec4<u32>, 2>(lo, hi); }
+  let sh = vec4<u32>(16u);
+  return array<vec4<u32>, 2>((lo >> sh) | (wsel(v0, v1, s + 1u) << sh), (hi >> sh) | (wsel(v1, v2, s + 1u) << sh));
 }
 
 fn q6_bytes(ql: vec4<u32>, qh: vec4<u32>, t: u32) -> vec4<u32> {
@@ -31,7 +53,9 @@ fn qh(blk: u32, j: u32) -> QH {
   let d = f16at(blk + 208u);
   let sc = bitcast<i32>(ld16(blk + 192u + 8u * n + 2u * t));
   let s = vec2<f16>(d * vec2<f32>(f32((sc << 24u) >> 24u), f32((sc << 16u) >> 24u)));   // exact, rounded once
-  return QH(q6_bytes(lw16h(ql), lw16h(qh), t), q6_bytes(lw16h(ql + 16u), lw16h(qh + 16u), t), s);
+  let l = lw32(ql);
+  let h = lw32(qh);
+  return QH(q6_bytes(l[0], h[0], t), q6_bytes(l[1], h[1], t), s);
 }
 
 // 32-block j of weight row n; zero past the rows or past k.

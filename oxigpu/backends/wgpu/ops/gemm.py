@@ -50,7 +50,8 @@ is, the rest through their dq8 snippet (``gemm_mma/dq8.wgsl``): every type (F32 
 HALF_TYPES = ("Q4_K", "Q6_K")
 """Types with a matrix-unit loader dequantizing in f16 arithmetic (``gemm_mma/<type>h.wgsl``)."""
 W16_BINDING = 12
-"""The weights bound a second time as 16-byte words (gemm_mma/q4_kh.wgsl: its blocks are 16-byte multiples)."""
+"""The weights bound a second time as 16-byte words (the f16-arithmetic loaders, gemm_mma/<type>h.wgsl);
+Q4_K's reads W only so (its blocks are 16-byte multiples), Q6_K's its scales through W too."""
 
 
 def half_dequant(w: np.ndarray, qtype: str) -> np.ndarray:
@@ -376,7 +377,7 @@ class GemmKernel:
         self.reduce = (dev.pipeline("gemm_reduce.wgsl", defines={**defines, "SPLITS": self.splits})
                        if self.splits > 1 else None)
         self.glu = bool(defines["GLU"])
-        self.w16 = bool(self.cfg and self.cfg.mma and self.cfg.half and qtype == "Q4_K")
+        self.w16 = bool(self.cfg and self.cfg.mma and self.cfg.half)
         # the matrix-unit kernel's x pass applies the RMS norm of a norm prologue (one workgroup per row)
         self.norm_xpass = self.mma and norm_eps is not None
         io = {"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "RPT": rows_per_token}
@@ -418,8 +419,8 @@ class GemmKernel:
                  **grid_binds(self.dev, self.qtype)}
         if self.q8 or self.mma:
             binds = {i: b for i, b in binds.items() if i != 2}
-        if self.w16:    # the loader reads W only as 16-byte words
-            binds[W16_BINDING] = binds.pop(3)
+        if self.w16:    # Q4_K's loader reads W only as 16-byte words
+            binds[W16_BINDING] = binds.pop(3) if self.qtype == "Q4_K" else binds[3]
         if self.splits == 1:
             return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid)]
         nbytes = 4 * self.splits * self.m * rows
