@@ -78,8 +78,9 @@ def gemv_variants(m: int) -> list[tuple[str, dict]]:
 
 def mma_variants(m: int, node: str, half: bool = False, only: str = "") -> list[tuple[str, dict]]:
     """The matrix-unit GEMM's tiles x split-k; ``half``: each also with the K-quant weights dequantized in
-    f16 arithmetic (name suffix h)."""
-    out = [("default", {})] + ([("defaulth", {"gemm": {"half": True}})] if half else [])
+    f16 arithmetic (name suffix h), and the default tile with each loader (defaulth, defaultq: q32)."""
+    out = [("default", {})] + ([("defaulth", {"gemm": {"half": True}}), ("defaultq", {"gemm": {"half": False}})]
+                               if half else [])
     tiles = {"32x128": dict(tm=2, tn=8, sn=4), "64x64": dict(tm=4, tn=4, sn=2), "64x128": dict(tm=4, tn=8, sn=4),
              "64x64n4": dict(tm=4, tn=4, sn=4), "32x64": dict(tm=2, tn=4, sn=2)}
     for name, t in tiles.items():
