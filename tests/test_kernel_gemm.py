@@ -428,6 +428,24 @@ def test_mma_decode_choice(monkeypatch):
     assert gemm_shader(mma, 512, "Q4_K", 28672, None, 4096, glu=True)[2].splits == 1     # prefill: epilogue
 
 
+def test_mma_over_gemv(dev, monkeypatch):
+    """GemmTuning.mma_over_gemv sends matmuls of up to gemv_rows rows of the matching shapes to the
+    matrix units with the rule's tile (the others, and devices without the units, keep the GEMV)."""
+    from oxigpu.backends.wgpu import tuning as tn
+    from oxigpu.backends.wgpu.ops.matmul import gemv_rows
+    mma = tn.DeviceTraits(has_mma=True)
+    rule = tn.DecodeTile(dict(tm=4, tn=4, sn=2, splits=4), glu=False, m=(9, 16), n=(4096, 4096), k=(14336, 14336))
+    monkeypatch.setitem(tn.TUNING, tn.MMA, replace(tn.TUNING[tn.MMA], gemm=replace(tn.TUNING[tn.MMA].gemm,
+                                                                                    mma_over_gemv=(rule,))))
+    assert not gemv_rows(mma, 16, {}, "Q6_K", 4096, 14336) and gemv_rows(mma, 8, {}, "Q6_K", 4096, 14336)
+    assert gemv_rows(mma, 16, {}, "Q6_K", 4096, 4096) and gemv_rows(mma, 16, {}, "Q6_K", 4096, 14336, glu=True)
+    assert gemv_rows(mma, 16, {}) and gemv_rows(mma, 1, {}, "Q6_K", 4096, 14336)
+    assert gemv_rows(dev, 16, {}, "Q6_K", 4096, 14336)                   # lavapipe: no matrix units
+    shader, _, cfg = gemm_shader(mma, 16, "Q6_K", 4096, None, 14336)
+    assert shader == "gemm_mma.wgsl" and (cfg.tm, cfg.tn, cfg.splits) == (4, 4, 4)
+    assert gemm_shader(mma, 16, "Q6_K", 4096, None, 4096)[0] == "gemm_q.wgsl"
+
+
 @pytest.mark.parametrize("t,act,m,k,n,norm", [("F16", "silu", 150, 224, 203, False),
                                               ("Q4_K", "gelu_tanh", 70, 512, 96, False),
                                               ("Q8_0", "silu", 40, 640, 33, False),

@@ -179,6 +179,10 @@ class GemmTuning:
     rule's tile and split-k instead of the cost model's, which rates tiles by their prefill throughput: at
     these sizes the weight staging, not the products, bounds them, and split-k spreads it over more compute
     units (docs/perf-log.md, "Decode batches")."""
+    mma_over_gemv: tuple[DecodeTile, ...] = ()
+    """Matmuls of 2 to ``Tuning.gemv_rows`` rows that take the matrix units with the first matching rule's
+    tile instead of the multi-row GEMV, where measured faster (one weight per matmul: matmul_multi's
+    mixed-type GEMV keeps its rows)."""
 
 
 @dataclass(frozen=True)

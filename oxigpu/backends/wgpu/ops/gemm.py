@@ -218,6 +218,14 @@ def tile_config(m: int, n: int, k: int, q8: bool = False, device: str = GPU) -> 
     return best[1] if best else TileConfig(**base, **{**(g.q8_tiles if q8 else g.f32_tiles)[0][0], "tm": tm})
 
 
+def over_gemv(dev: Device, m: int, qtype: str, n: int, k: int, glu: bool = False) -> Mapping[str, int] | None:
+    """The matrix-unit tile of an m-row matmul of up to ``Tuning.gemv_rows`` rows that leaves the multi-row
+    GEMV (``GemmTuning.mma_over_gemv``; n: weight rows, gate and up for the GLU), or None."""
+    if m < 2 or not dev.has_mma or qtype not in MMA_TYPES or qtype == "F32":
+        return None
+    return next((r.tile for r in tuning(device_class(dev)).gemm.mma_over_gemv if r.matches(m, n, k, glu)), None)
+
+
 def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[str, Any] | None = None,
                 k: int = 0, glu: bool = False) -> tuple[str, dict[str, Any], TileConfig | None]:
     """The GEMM for m > 1 rows: (shader, extra defines, tile; None for gemm_q.wgsl's fixed 32x64).
@@ -240,8 +248,10 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     cls = device_class(dev)
     g = tuning(cls).gemm
     short = m < g.tiled_min_rows and not override
-    # few rows (decode batches past the GEMV's) still take the matrix units where the class allows
-    short_mma = short and dev.has_mma and 0 < g.mma_min_rows <= m and qtype in MMA_TYPES and qtype != "F32"
+    over = over_gemv(dev, m, qtype, n, k, glu) if short and m < g.mma_min_rows else None
+    # few rows (decode batches past the GEMV's, or left by it) still take the matrix units where the class allows
+    short_mma = short and dev.has_mma and (0 < g.mma_min_rows <= m or over is not None) and qtype in MMA_TYPES \
+        and qtype != "F32"
     if glu and short and not short_mma:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM (short chunks take gemm_q)")
     if short and not short_mma:
@@ -249,9 +259,9 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     tile, tflops = mma_tile(m, n, k, cls)
     if glu:     # prefill chunks: the GLU in the epilogue, unsplit (decode batches may split: below)
         tile = {**tile, "splits": 1}
-    decode = next((r.tile for r in g.mma_decode if r.matches(m, n, k, glu)), None)
-    if decode and dev.has_mma and g.mma_min_rows <= m <= g.short_rows and qtype in MMA_TYPES and qtype != "F32" \
-            and not override:
+    decode = over or next((r.tile for r in g.mma_decode if r.matches(m, n, k, glu)), None)
+    if decode and dev.has_mma and (over or g.mma_min_rows <= m <= g.short_rows) and qtype in MMA_TYPES \
+            and qtype != "F32" and not override:
         splits = max(1, min(decode.get("splits", 1), k // g.min_split_k))
         tile, tflops, short_mma = {**decode, "bk": g.mma_bk, "splits": splits}, g.mma_q8_min_tflops, True
     if glu and tile["splits"] == 1:     # the epilogue's GLU pairs 2 gate and 2 up blocks of a subgroup

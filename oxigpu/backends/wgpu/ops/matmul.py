@@ -22,7 +22,17 @@ from ..kernel import Case, OpKernel, Shape, check, register
 from ..tuning import GPU, device_class, tuning
 from ._common import f32_lit
 from .elementwise import Glu
-from .gemm import Q8_TYPES, GemmKernel, gemm_shader, glu_gemm, half_dequant, q8_round, q8_tie_free, scratch_buffer
+from .gemm import (
+    Q8_TYPES,
+    GemmKernel,
+    gemm_shader,
+    glu_gemm,
+    half_dequant,
+    over_gemv,
+    q8_round,
+    q8_tie_free,
+    scratch_buffer,
+)
 from .norm import RmsNorm
 from .quant_grid import grid_binds, has_grid
 
@@ -211,10 +221,17 @@ def gemv_rows_split(cfg: GemvConfig, m: int, glu: bool, acc: int, tn: Any = None
     return replace(cfg, r=r, xs=False, xq=False, persist=0), xr
 
 
-def gemv_rows(dev: Device, m: int, attrs: dict[str, Any] | None = None) -> bool:
+def gemv_rows(dev: Device, m: int, attrs: dict[str, Any] | None = None, qtype: str = "", n: int = 0, k: int = 0,
+              glu: bool = False) -> bool:
     """Whether an m-row matmul runs as a GEMV (``Tuning.gemv_rows``); a ``gemm`` attr (tests,
-    benchmarks: GEMM tile overrides) keeps several rows on the GEMM."""
-    return m == 1 or (m <= tuning(dev).gemv_rows and "gemm" not in (attrs or {}))
+    benchmarks: GEMM tile overrides) keeps several rows on the GEMM; with the weight's type and shape
+    (n rows, gate and up for the GLU), so do those that ``ops/gemm.py`` ``over_gemv`` sends to the matrix
+    units."""
+    if m == 1:
+        return True
+    if m > tuning(dev).gemv_rows or "gemm" in (attrs or {}):
+        return False
+    return not (qtype and over_gemv(dev, m, qtype, n, k, glu))
 
 
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
@@ -437,7 +454,7 @@ class Gemm:
         self.row_bytes = self.qt.row_bytes(self.k)
         self.n_out = n // 2 if act else n
         self.gemv = None
-        if gemv_rows(dev, m, attrs):
+        if gemv_rows(dev, m, attrs, self.qt.name, n, k, bool(act)):
             self.gemv = Gemv(dev, attrs, k, [qtype], [n], has_bias, has_res, nseg, act, norm_eps, m)
             return
         self.ranges = split_rows(self.n, self.row_bytes, dev.max_storage_binding, dev.storage_align)
@@ -482,11 +499,11 @@ def computed_case(dev: Device, case: Case, attrs: dict[str, Any] | None = None) 
     one, else the case itself (the GEMVs and the other GEMMs hold the f32 bound)."""
     attrs = case.attrs if attrs is None else attrs
     m, k = case.inputs[0].shape
-    if gemv_rows(dev, m, attrs):
+    n_w, glu = _n_weights(case), case.op == "matmul_glu"
+    ws = list(zip(case.inputs[1:1 + n_w], case.in_types[1:1 + n_w]))
+    if all(gemv_rows(dev, m, attrs, t, (1 + glu) * w.shape[0], k, glu) for w, t in ws):
         return case
-    n_w = _n_weights(case)
-    cfgs = [gemm_shader(dev, m, t, w.shape[0], attrs.get("gemm"), k)[2]
-            for w, t in zip(case.inputs[1:1 + n_w], case.in_types[1:1 + n_w])]
+    cfgs = [gemm_shader(dev, m, t, w.shape[0], attrs.get("gemm"), k)[2] for w, t in ws]
     if not all(c is not None and c.mma for c in cfgs):
         return case
     return mma_gemm_case(case, [t for c, t in zip(cfgs, case.in_types[1:]) if c.half])
@@ -670,8 +687,8 @@ class MatmulGluKernel(_MatmulFamily):
         nbytes = self.n * get_type(self.qtype).row_bytes(self.k)
         m, n, act = self.m, self.n, self.attrs["act"]
         joined = _contiguous([wg, wu], [nbytes])
-        one = gemv_rows(self.dev, m, self.attrs) or glu_gemm(self.dev, m, self.qtype, 2 * n, self.k,
-                                                             self.attrs.get("gemm"))
+        one = gemv_rows(self.dev, m, self.attrs, self.qtype, 2 * n, self.k, True) or \
+            glu_gemm(self.dev, m, self.qtype, 2 * n, self.k, self.attrs.get("gemm"))
         if joined and 2 * nbytes <= self.dev.max_storage_binding and one:
             gemm = Gemm(self.dev, self.attrs, m, self.k, 2 * n, self.qtype, False, act=act, norm_eps=eps)
             return gemm.encode(x, (wg[0], wg[1], 2 * nbytes), None, y, nw=nw)
