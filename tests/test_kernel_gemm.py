@@ -430,7 +430,8 @@ def test_mma_decode_choice(monkeypatch):
 
 def test_mma_over_gemv(dev, monkeypatch):
     """GemmTuning.mma_over_gemv sends matmuls of up to gemv_rows rows of the matching shapes to the
-    matrix units with the rule's tile (the others, and devices without the units, keep the GEMV)."""
+    matrix units with the rule's tile (the others, and devices without the units, keep the GEMV; the test
+    device follows the rule where it has them)."""
     from oxigpu.backends.wgpu import tuning as tn
     from oxigpu.backends.wgpu.ops.matmul import gemv_rows
     mma = tn.DeviceTraits(has_mma=True)
@@ -440,7 +441,7 @@ def test_mma_over_gemv(dev, monkeypatch):
     assert not gemv_rows(mma, 16, {}, "Q6_K", 4096, 14336) and gemv_rows(mma, 8, {}, "Q6_K", 4096, 14336)
     assert gemv_rows(mma, 16, {}, "Q6_K", 4096, 4096) and gemv_rows(mma, 16, {}, "Q6_K", 4096, 14336, glu=True)
     assert gemv_rows(mma, 16, {}) and gemv_rows(mma, 1, {}, "Q6_K", 4096, 14336)
-    assert gemv_rows(dev, 16, {}, "Q6_K", 4096, 14336)                   # lavapipe: no matrix units
+    assert gemv_rows(dev, 16, {}, "Q6_K", 4096, 14336) == (not dev.has_mma)   # lavapipe: no matrix units
     shader, _, cfg = gemm_shader(mma, 16, "Q6_K", 4096, None, 14336)
     assert shader == "gemm_mma.wgsl" and (cfg.tm, cfg.tn, cfg.splits) == (4, 4, 4)
     assert gemm_shader(mma, 16, "Q6_K", 4096, None, 4096)[0] == "gemm_q.wgsl"
