@@ -62,6 +62,7 @@ const QS: u32 = {{QS}}u;
 const KS: u32 = {{KS}}u;
 const PS: u32 = {{PS}}u;
 const PRB: u32 = {{PRB}}u;   // row blocks (PAGED: at most this many tiles) per KV head
+const RB: u32 = (ROWS + BQ - 1u) / BQ;   // fixed row blocks per KV head (one sequence)
 const PAGED: bool = {{PAGED}};
 
 var<workgroup> fq: array<vec4<f32>, BQ * QS>;    // Q tile [row][d4]
@@ -113,13 +114,14 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
   let kvh = w % NKV;
   var rg0 = 0u;
   var range = vec2<u32>(0u);
-  if (PAGED) {                      // this workgroup's tile: rows of one sequence (attention/tiles_true.wgsl)
+  if (!one_seq()) {                 // this workgroup's tile: rows of one sequence (attention/tiles_true.wgsl)
     let tl = find_tile(lid, w / NKV);
     if (tl.z == 0u) { return; }
     rg0 = tl.x * G + tl.y;
     range = tile_keys(tl);
   } else {
-    rg0 = (PRB - 1u - w / NKV) * BQ;  // the longest row blocks first
+    if (w / NKV >= RB) { return; }    // PAGED: the tile table's extra workgroups
+    rg0 = (RB - 1u - w / NKV) * BQ;   // the longest row blocks first
     range = key_range(rg0);
   }
   let lo = range.x;

@@ -38,6 +38,7 @@ const WINDOW: u32 = {{WINDOW}}u;
 const PRB: u32 = {{PRB}}u;
 const NSG: u32 = {{NSG}}u;
 const BQ: u32 = 16u * NSG;
+const RB: u32 = (ROWS + BQ - 1u) / BQ;   // fixed row blocks per KV head (one sequence)
 const BK: u32 = {{BK}}u;
 const WG: u32 = 32u * NSG;
 const THR: u32 = WG;
@@ -90,7 +91,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var rg0 = 0u;
   var lo = 0u;
   var hi = 0u;
-  if (PAGED) {                             // this workgroup's tile: rows of one sequence (attention/tiles_true.wgsl)
+  if (!one_seq()) {                        // this workgroup's tile: rows of one sequence (attention/tiles_true.wgsl)
     let tl = find_tile(lid, w / NKV);
     if (tl.z == 0u) { return; }
     rg0 = tl.x * G + tl.y;
@@ -98,8 +99,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     lo = kr.x;
     hi = kr.y;
   } else {
-    rg0 = (PRB - 1u - w / NKV) * BQ;       // the longest row blocks first
-    let kr = key_range(rg0);               // from P alone: uniform (row_window reads the PAGED tile's state)
+    if (w / NKV >= RB) { return; }         // PAGED: the tile table's extra workgroups
+    rg0 = (RB - 1u - w / NKV) * BQ;        // the longest row blocks first
+    let kr = key_range(rg0);               // uniform (row_window reads the PAGED tile's state)
     lo = kr.x;
     hi = kr.y;
   }

@@ -13,7 +13,7 @@ var<workgroup> tsc: array<u32, THR>;
 var<workgroup> tile_w: vec4<u32>;             // (first token, first head, found, -) of this workgroup's tile
 // (a vec4, not a vec3: a 12-byte workgroup variable misaligned the matrix-unit kernel's staged rows on
 // NVIDIA's driver, as an 8-byte one did: attention_mma.wgsl keeps every workgroup variable 16-byte sized)
-var<private> tile_seq: u32;                   // its sequence (0xFFFFFFFF: padding)
+var<private> tile_seq: u32 = 0u;              // its sequence (0xFFFFFFFF: padding)
 var<private> tile_bucket: u32;                // its bucket of position-rows
 
 fn tok_seq(t: u32) -> u32 {
@@ -81,8 +81,14 @@ fn find_tile(lid: u32, wi: u32) -> vec3<u32> {
   return r;
 }
 
-// Whether row rg (= t G + g) belongs to this workgroup's tile.
+// A step of one sequence (every chunk of a lone prompt): its rows are the slot's positions in order, so
+// the kernels take fixed blocks of BQ rows, as without PAGED, and skip the tile search (find_tile's scans
+// and barriers in every workgroup, in_tile's loads per row).
+fn one_seq() -> bool { return P.n_seqs == 1u; }
+
+// Whether row rg (= t G + g) belongs to this workgroup's tile (any row, in a step of one sequence).
 fn in_tile(rg: u32) -> bool {
+  if (one_seq()) { return true; }
   let t = rg / G;
   return t < {{T}}u && tok_seq(t) == tile_seq && (tok_pos(t) * G + rg % G) / BQ == tile_bucket;
 }

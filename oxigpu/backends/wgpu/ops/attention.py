@@ -341,6 +341,12 @@ def _paged_cases() -> Iterable[Case]:
     yield paged_attention_case("prefill tiles 16:1:2s: D=128 GQA4 a chunk of 50 at 31, a row at 0",
                                B([(0, 31, 50), (1, 0, 1)], 2, 8, 30, seed=9), 8, 2, 128, seed=10,
                                prefill_tile="16:1:2s")
+    # one sequence (n_seqs 1): the prefill kernels' fixed row blocks, keys through its scattered table
+    yield paged_attention_case("one sequence: a 70-row chunk at 45, 5 padding rows; qwen D=64 GQA7",
+                               B([(0, 45, 70)], 1, 8, 30, pad=5, seed=11), 14, 2, 64, seed=12)
+    yield paged_attention_case("one sequence: 40 rows at 100, window=50 softcap; D=128 GQA4 tile 16:1:2s",
+                               B([(0, 100, 40)], 1, 8, 30, seed=12), 8, 2, 128, window=50, softcap=25.0, seed=13,
+                               prefill_tile="16:1:2s")
     yield paged_attention_case("decode kernel n_split=8 chunk=32 on a mixed step (a block per token)",
                                B([(2, 45, 20), (0, 500, 1), (1, 3, 1)], 3, 24, 80, pad=2, seed=10), 8, 2, 64,
                                window=100, seed=11, n_split=8, split_chunk=32)
