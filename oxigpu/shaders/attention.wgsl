@@ -34,7 +34,8 @@
 // NKL, NRG, RT (1, 2 or 4), KT, QS, KS, PS (vec4 strides of Q, K and P tile rows: odd), PRB (row blocks
 // per KV head), SHARED, FK_LEN, FV_LEN, FVN (the V tile's buffer: fv, or fk where SHARED), REDUCE (sg | wg)
 // and the generated code blocks DECL, LOAD_K, LOAD_V, STORE_K, STORE_V, S_ZERO, S_STEP, SOFTMAX, PV_STEP,
-// STORE_O (see ops/attention_prefill.py).
+// STORE_O (see ops/attention_prefill.py); PAGED (common/paged_*.wgsl) and TILES (rows of several
+// sequences: attention/tiles_true.wgsl).
 #include "common/params.wgsl"
 #include "common/half.wgsl"
 #include "math.wgsl"
@@ -61,9 +62,8 @@ const BK: u32 = NKL * {{KT}}u;
 const QS: u32 = {{QS}}u;
 const KS: u32 = {{KS}}u;
 const PS: u32 = {{PS}}u;
-const PRB: u32 = {{PRB}}u;   // row blocks (PAGED: at most this many tiles) per KV head
+const PRB: u32 = {{PRB}}u;   // row blocks (TILES: at most this many tiles) per KV head
 const RB: u32 = (ROWS + BQ - 1u) / BQ;   // fixed row blocks per KV head (one sequence)
-const PAGED: bool = {{PAGED}};
 
 var<workgroup> fq: array<vec4<f32>, BQ * QS>;    // Q tile [row][d4]
 const SHARED: bool = {{SHARED}};                  // one buffer holds the K tile, then the V tile
@@ -73,7 +73,7 @@ var<workgroup> fp: array<vec4<f32>, BQ * PS>;    // probabilities [row][key / 4]
 
 #include "attention/prefill_{{REDUCE}}.wgsl"
 
-#include "attention/tiles_{{PAGED}}.wgsl"
+#include "attention/tiles_{{TILES}}.wgsl"
 #include "attention/prefill_rows.wgsl"
 
 // Element e of the K (V) tile from key k0, as the cache holds it: key k0 + e / D4 (DV4), zero at or past
@@ -97,7 +97,7 @@ fn put_v(e: u32, v: vec2<u32>) { {{FVN}}[e] = unpack_half4(v); }
 
 fn put_p(row: u32, key: u32, p: f32) { fp[row * PS + key / 4u][key % 4u] = p; }
 
-// Output vec4 column c4 of row rg (skipped past the last row and, PAGED, for rows of other tiles; rows
+// Output vec4 column c4 of row rg (skipped past the last row and, TILES, for rows of other tiles; rows
 // without keys get zeros).
 fn store_o(rg: u32, kvh: u32, c4: u32, o: vec4<f32>, l: f32) {
   if (rg >= ROWS || !in_tile(rg)) { return; }
@@ -120,7 +120,7 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     rg0 = tl.x * G + tl.y;
     range = tile_keys(tl);
   } else {
-    if (w / NKV >= RB) { return; }    // PAGED: the tile table's extra workgroups
+    if (w / NKV >= RB) { return; }    // TILES: the tile table's extra workgroups
     rg0 = (RB - 1u - w / NKV) * BQ;   // the longest row blocks first
     range = key_range(rg0);
   }

@@ -13,7 +13,7 @@
 // by exp(m_old - m_new) per row. Real attention rarely moves it past the first tile.
 // Defines: D, DV, G, NH, NKV, T, SCALE, SOFTCAP (0: none), WINDOW (0: none), PRB (row blocks per KV
 // head), NSG, BK, and the generated blocks (ops/attention_mma.py): QLOAD, K_LOAD, K_LOAD_NEXT, K_STORE,
-// V_LOAD, V_STORE, S_MMA, ODECL, O_RESCALE, PV_MMA, O_OUT.
+// V_LOAD, V_STORE, S_MMA, ODECL, O_RESCALE, PV_MMA, O_OUT; PAGED and TILES as attention.wgsl.
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable chromium_experimental_subgroup_matrix;
@@ -42,7 +42,6 @@ const RB: u32 = (ROWS + BQ - 1u) / BQ;   // fixed row blocks per KV head (one se
 const BK: u32 = {{BK}}u;
 const WG: u32 = 32u * NSG;
 const THR: u32 = WG;
-const PAGED: bool = {{PAGED}};
 const CPL: u32 = BK / 2u;           // keys (and output columns) per lane of a row
 const LD: u32 = max(D, DV) + 8u;    // halves per staged row (8 of padding)
 const SL: u32 = BK + 4u;            // f32 per score row
@@ -79,7 +78,7 @@ fn store8(e: u32, v: vec4<u32>, V: bool) {
   }
 }
 
-#include "attention/tiles_{{PAGED}}.wgsl"
+#include "attention/tiles_{{TILES}}.wgsl"
 #include "attention/prefill_rows.wgsl"
 
 @compute @workgroup_size(WG)
@@ -99,9 +98,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     lo = kr.x;
     hi = kr.y;
   } else {
-    if (w / NKV >= RB) { return; }         // PAGED: the tile table's extra workgroups
+    if (w / NKV >= RB) { return; }         // TILES: the tile table's extra workgroups
     rg0 = (RB - 1u - w / NKV) * BQ;        // the longest row blocks first
-    let kr = key_range(rg0);               // uniform (row_window reads the PAGED tile's state)
+    let kr = key_range(rg0);               // uniform (row_window reads the TILES tile's state)
     lo = kr.x;
     hi = kr.y;
   }

@@ -2,7 +2,7 @@
 // shader defines G, ROWS, WINDOW (0: none) and SOFTCAP (0: none), and includes math.wgsl,
 // common/paged_*.wgsl and attention/tiles_*.wgsl.
 
-// Visible keys of query row rg (of a KV head): [x, x + y); y = 0 for padding rows and (PAGED) rows of
+// Visible keys of query row rg (of a KV head): [x, x + y); y = 0 for padding rows and (TILES) rows of
 // other tiles.
 fn row_window(rg: u32) -> vec2<u32> {
   let t = rg / G;

@@ -1,5 +1,5 @@
 // Row tiles of the prefill kernels (attention.wgsl, attention_mma.wgsl) over rows of several sequences
-// (PAGED; FlashAttention's varlen tiles, built by each workgroup from row_seq and positions, no pass
+// (TILES: paged plans of several slots; FlashAttention's varlen tiles, built by each workgroup from row_seq and positions, no pass
 // before). A tile holds the rows (t, g) of one sequence whose position-row p G + g falls in one bucket
 // of BQ: tiles start where a bucket starts and where a run of the sequence's rows starts (rows of a
 // sequence are contiguous and in position order), so no tile mixes sequences and each sees one key
@@ -82,7 +82,7 @@ fn find_tile(lid: u32, wi: u32) -> vec3<u32> {
 }
 
 // A step of one sequence (every chunk of a lone prompt): its rows are the slot's positions in order, so
-// the kernels take fixed blocks of BQ rows, as without PAGED, and skip the tile search (find_tile's scans
+// the kernels take fixed blocks of BQ rows, as plans of one slot do, and skip the tile search (find_tile's scans
 // and barriers in every workgroup, in_tile's loads per row).
 fn one_seq() -> bool { return P.n_seqs == 1u; }
 

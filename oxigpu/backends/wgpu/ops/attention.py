@@ -133,7 +133,11 @@ class Attention(OpKernel):
             n_ctx = self.in_shapes[kc + 4][1] * int(a.get("block_size", 32))
         G = H // Hkv
         limit = int(self.dev.limits["max-compute-workgroup-storage-size"])
-        if self.paged:      # the prefill kernels' tile table (attention/tiles_true.wgsl): 256 threads at most
+        # rows of several sequences: the prefill kernels build tiles of one sequence each (tile table:
+        # attention/tiles_true.wgsl, 256 threads at most); a plan of one slot (single stream) takes fixed
+        # row blocks as the contiguous form does, and its tiles keep the whole workgroup memory
+        self.tiles = self.paged and self.in_shapes[kc + 4][0] > 1
+        if self.tiles:
             limit -= 4 * 256 + 16
         common = {"D": D, "DV": DV, "G": G, "NH": H, "NKV": Hkv, "T": T, "SCALE": f32_lit(a["scale"]),
                   "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0))}
@@ -141,9 +145,10 @@ class Attention(OpKernel):
         prefill = T > 1 and not a.get("n_split") and not self.decode_only
         paged = paged_defines(self.paged, a, self.in_shapes[kc + 4] if self.paged else None, self.in_shapes[kc][0],
                               (11, 12, 13))
-        # PAGED prefill: tiles of one sequence each (attention/tiles_true.wgsl), at most one more than the
-        # fixed blocks per run of rows (the runs' and the padding's first tiles may be partial)
-        extra = min(T, self.in_shapes[kc + 4][0] + 1) if self.paged else 0
+        paged |= {"TILES": self.tiles}
+        # tiles of one sequence each (attention/tiles_true.wgsl), at most one more than the fixed blocks per
+        # run of rows (the runs' and the padding's first tiles may be partial)
+        extra = min(T, self.in_shapes[kc + 4][0] + 1) if self.tiles else 0
         mma = a.get("prefill_mma")   # None: chosen here; True or a tile: wherever the device can
         use = prefill and mma is not False and not (mma is None and a.get("prefill_tile")) and self.dev.has_mma
         cls = device_class(self.dev)
@@ -207,6 +212,8 @@ class Attention(OpKernel):
         if not self.paged:
             return {}
         kc = self.k_cache
+        if self.prefill and not self.tiles:     # fixed row blocks of one slot: row_seq is never read
+            return {11: buffers[kc + 2], 13: buffers[kc + 4]}
         return {11: buffers[kc + 2], 12: buffers[kc + 3], 13: buffers[kc + 4]}
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
