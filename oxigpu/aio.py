@@ -218,11 +218,13 @@ class AsyncLLM:
         max_queue: requests waiting for a slot before ``QueueFullError``.
         seed: default seed for requests that give none (None: a fresh seed per request).
         progress: called as (stage, done, total) while loading.
+        cache_type_k, cache_type_v: the KV cache's types (f16, q8_0, q4_0; ``LLM``'s).
     """
 
     def __init__(self, model_path: str | Path | None = None, backend: str = "auto", n_ctx: int | None = None,
                  max_seqs: int = DEFAULT_MAX_SEQS, kv_memory: int | None = None,
-                 max_queue: int = DEFAULT_MAX_QUEUE, seed: int | None = None, progress: Progress | None = None):
+                 max_queue: int = DEFAULT_MAX_QUEUE, seed: int | None = None, progress: Progress | None = None,
+                 cache_type_k: str = "f16", cache_type_v: str = "f16"):
         for name, value, low in (("max_seqs", max_seqs, 1), ("max_queue", max_queue, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidParameterError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -230,7 +232,8 @@ class AsyncLLM:
                                       or kv_memory <= 0):
             raise InvalidParameterError(f"kv_memory must be a positive number of bytes, got {kv_memory!r}")
         self._llm = LLM(model_path, backend=backend, n_ctx=n_ctx, seed=seed, progress=progress,
-                        max_seqs=min(max_seqs, MAX_SEQS), kv_memory=kv_memory)
+                        max_seqs=min(max_seqs, MAX_SEQS), kv_memory=kv_memory, cache_type_k=cache_type_k,
+                        cache_type_v=cache_type_v)
         self._engine = self._llm.engine
         self.max_seqs, self.max_queue, self.kv_memory = max_seqs, max_queue, kv_memory
         self._cv = threading.Condition()

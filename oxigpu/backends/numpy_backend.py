@@ -78,10 +78,11 @@ class NumpyBackend:
                 self._weights[v.tensor] = self._prepare_weight(v, v in full)
         for v in plan.states:
             have = self._states.get(v.name)
-            if have is not None and have.shape != v.shape:
-                raise InvalidParameterError(f"state {v.name!r} is {have.shape} in another plan, {v.shape} here")
-            if have is None:
-                self._states[v.name] = np.zeros(v.shape, np.float16)   # states are f16 (graph/ir.py)
+            shape = v.shape if v.dtype == "f16" else (v.shape[0], v.nbytes // v.shape[0])
+            if have is not None and have.shape != shape:
+                raise InvalidParameterError(f"state {v.name!r} is {have.shape} in another plan, {shape} here")
+            if have is None:      # f16 values, or a quantized cache's ggml blocks as bytes (numpy_ops.cache_kind)
+                self._states[v.name] = np.zeros(shape, np.float16 if v.dtype == "f16" else np.uint8)
         self._plans[plan.key] = self._bind(plan)
 
     def _prepare_weight(self, v: Value, full: bool) -> np.ndarray | QuantizedRows:

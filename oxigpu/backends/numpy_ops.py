@@ -21,6 +21,8 @@ import math
 
 import numpy as np
 
+from ..quant import kvcache as kvq
+
 F32 = np.float32
 
 
@@ -133,6 +135,24 @@ def rope(x: np.ndarray, positions: np.ndarray, freq_factors: np.ndarray | None =
     return out.reshape(x.shape)
 
 
+def cache_kind(cache: np.ndarray, width: int) -> str:
+    """The KV-cache type of a state array: float rows hold values ("f16": the backends' float16; a float32
+    cache, as some checks pass, stores unrounded), uint8 rows ggml blocks (quant/kvcache.py), told apart by
+    their bytes per row."""
+    if cache.dtype.kind == "f":
+        return "f16"
+    for kind in kvq.KV_TYPES[1:]:
+        if cache.shape[1] == kvq.row_bytes(kind, width):
+            return kind
+    raise ValueError(f"a cache of {cache.shape[1]} bytes per row holds no KV type of {width} values")
+
+
+def read_cache(cache: np.ndarray, rows: np.ndarray, width: int) -> np.ndarray:
+    """Rows ``rows`` of a KV cache as the values it holds (f16, or dequantized blocks)."""
+    kind = cache_kind(cache, width)
+    return cache[rows] if kind == "f16" else kvq.dequantize_rows(cache[rows], kind, width)
+
+
 def physical_rows(seq: int, logical: np.ndarray, block_table: np.ndarray, block_size: int) -> np.ndarray:
     """Cache rows of slot ``seq``'s logical rows ``logical`` through its block table."""
     return block_table[seq, logical // block_size].astype(np.int64) * block_size + logical % block_size
@@ -149,12 +169,13 @@ def contiguous(pos: int, T: int, n_ctx: int) -> dict[str, np.ndarray | int]:
 def kv_store(k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, positions: np.ndarray,
              row_seq: np.ndarray, block_table: np.ndarray, *, block_size: int, n_tokens: int) -> None:
     """Write valid row t's k and v at logical position ``positions[t]`` of slot ``row_seq[t]`` (in place),
-    rounded to the caches' dtype (float16: to nearest even)."""
+    rounded to the caches' dtype (float16: to nearest even; q8_0 / q4_0: ggml's blocks, quant/kvcache.py)."""
     n = n_tokens
     phys = block_table[row_seq[:n], positions[:n] // block_size].astype(np.int64) * block_size \
         + positions[:n] % block_size
-    cache_k[phys] = k[:n]
-    cache_v[phys] = v[:n]
+    for cache, x in ((cache_k, k), (cache_v, v)):
+        kind = cache_kind(cache, x.shape[1])
+        cache[phys] = x[:n] if kind == "f16" else kvq.quantize_rows(x[:n], kind)
 
 
 def rope_kv_store(q: np.ndarray, k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray,
@@ -179,7 +200,8 @@ def attention(q: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, positions
     j <= p and, when ``window`` > 0, j > p - window, read through s's block table. Scores are
     ``scale * q.k``, then ``softcap * tanh(s / softcap)`` when softcap > 0, then masked softmax. Query head h
     reads KV head ``h // (n_head / n_head_kv)`` (GQA/MQA). Padded query rows (t >= n_tokens) are zero. The
-    math runs in q's precision whatever the caches store (float16 caches are widened).
+    math runs in q's precision whatever the caches store (float16 caches are widened, quantized ones
+    dequantized).
     """
     T, n, g = q.shape[0], n_tokens, n_head // n_head_kv
     out = np.zeros((T, n_head * v_head_dim), F32)
@@ -190,7 +212,8 @@ def attention(q: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, positions
         lo = max(0, int(p.min()) + 1 - window) if window else 0
         j = np.arange(lo, int(p.max()) + 1)
         phys = physical_rows(int(s), j, block_table, block_size)
-        ck, cv = (c[phys].astype(q.dtype, copy=False) for c in (cache_k, cache_v))
+        ck, cv = (read_cache(c, phys, w).astype(q.dtype, copy=False)
+                  for c, w in ((cache_k, n_head_kv * head_dim), (cache_v, n_head_kv * v_head_dim)))
         m = len(rows)
         qh = q[rows].reshape(m, n_head_kv, g, head_dim).transpose(1, 2, 0, 3)         # [Hkv, g, m, D]
         kh = ck.reshape(len(j), n_head_kv, head_dim).transpose(1, 2, 0)              # [Hkv, D, L]
@@ -211,12 +234,18 @@ def attention(q: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, positions
 
 def rope_kv_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray,
                       positions: np.ndarray, row_seq: np.ndarray, block_table: np.ndarray,
-                      freq_factors: np.ndarray | None = None, *, n_head: int, n_head_kv: int, head_dim: int,
+                      *extra: np.ndarray, n_head: int, n_head_kv: int, head_dim: int,
                       n_rot: int, base: float, neox: bool, freq_scale: float = 1.0, v_head_dim: int,
                       scale: float, window: int = 0, softcap: float = 0.0, block_size: int,
-                      n_tokens: int) -> np.ndarray:
+                      n_tokens: int, qk_norm_eps: float | None = None) -> np.ndarray:
     """``attention(rope_kv_store(q, k, v, ...), cache_k, cache_v, ...)``: a decode layer's rope, cache write
-    and attention as one op (the caches are written in place)."""
+    and attention as one op (the caches are written in place). ``extra``: freq_factors if given, then with
+    ``qk_norm_eps`` the per-head norm weights of q and k (q, k = their rms_norm first)."""
+    if qk_norm_eps is not None:
+        *extra, q_norm, k_norm = extra
+        q = rms_norm(q, q_norm, eps=qk_norm_eps, group=head_dim)
+        k = rms_norm(k, k_norm, eps=qk_norm_eps, group=head_dim)
+    freq_factors = extra[0] if extra else None
     paged = (positions, row_seq, block_table)
     qr = rope_kv_store(q, k, v, cache_k, cache_v, *paged, freq_factors, n_head=n_head, n_head_kv=n_head_kv,
                        head_dim=head_dim, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale,
@@ -334,6 +363,13 @@ def matmul_id_glu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, ids: np.n
                   act: str) -> np.ndarray:
     """``glu(matmul_id(x, w_gate, ids), matmul_id(x, w_up, ids))`` (fused: the experts' gate, up and GLU)."""
     return glu(matmul_id(x, w_gate, ids, n_tokens=n_tokens), matmul_id(x, w_up, ids, n_tokens=n_tokens), act=act)
+
+
+def moe_route(x: np.ndarray, w: np.ndarray, norm_w: np.ndarray, *, eps: float, k: int, norm: bool,
+              w_scale: float = 1.0, n_tokens: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``h = rms_norm(x, norm_w)`` and ``moe_gate(matmul(h, w))`` (fused: the FFN's norm, router and gate)."""
+    h = rms_norm(x, norm_w, eps=eps, group=x.shape[1])
+    return (h, *moe_gate(matmul(h, w, n_tokens=n_tokens), k=k, norm=norm, w_scale=w_scale, n_tokens=n_tokens))
 
 
 def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, *, eps: float) -> np.ndarray:

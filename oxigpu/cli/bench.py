@@ -12,7 +12,14 @@ from ..errors import InvalidParameterError
 from ..runtime.engine import BACKENDS
 from ..tools.bench import run_bench, to_markdown
 from ..tools.compare import DEFAULT_LLAMACPP_ARGS, DEFAULT_ROWS
-from .common import friendly_errors, model_option, speculative_options, speculative_settings, verbose_option
+from .common import (
+    cache_options,
+    friendly_errors,
+    model_option,
+    speculative_options,
+    speculative_settings,
+    verbose_option,
+)
 
 
 def _ints(text: str, option: str) -> list[int]:
@@ -33,7 +40,7 @@ def _depths(text: str) -> list[int]:
 @click.option("-n", "--n-gen", default=128, show_default=True, type=click.IntRange(min=0),
               help="Generated tokens of the tg test (0 skips it).")
 @click.option("-d", "--depth", "depth", default=None,
-              help="Tokens already in the KV cache for tg; a comma list runs tg at each (0,4096). "
+              help="Tokens already in the KV cache for pp and tg; a comma list runs both at each (0,4096). "
                    "[default: 0; 0,4096 with --compare-llamacpp]")
 @click.option("-r", "--reps", default=None, type=click.IntRange(min=1),
               help="Timed runs per test (median, min, max), after warm-up. [default: 3; 5 with --compare-llamacpp]")
@@ -70,6 +77,7 @@ def _depths(text: str) -> list[int]:
               help="Batch sizes (1,4,16,64): llama-batched-bench's aggregate S_PP/S_TG/S of B sequences of "
                    "-p prompt and -n generated tokens each, instead of pp/tg.")
 @speculative_options
+@cache_options
 @click.option("--prompts", "n_prompts", default=20, show_default=True, type=click.IntRange(1, 20),
               help="Speculative bench: how many of its 20 code prompts to run.")
 @click.option("--dump-prompts", default=None, type=click.Path(file_okay=False),
@@ -82,7 +90,7 @@ def bench(model: str | None, n_prompt: int, n_gen: int, depth: str | None, reps:
           llamacpp: str | None, no_llamacpp: bool, rows: str | None, out: str, files: str | None,
           budget_s: float | None, llamacpp_args: str, batch: str | None, draft_model: str | None, lookup: bool,
           draft_max: int | None, draft_min: int | None, spec_ngram: int | None, n_prompts: int,
-          dump_prompts: str | None, verbose: bool) -> None:
+          dump_prompts: str | None, verbose: bool, cache_type_k: str, cache_type_v: str) -> None:
     """Measure prompt processing (pp) and generation (tg) tokens/s on random token ids; progress goes to
     stderr, the markdown table (or JSON) to stdout.
 
@@ -103,7 +111,8 @@ def bench(model: str | None, n_prompt: int, n_gen: int, depth: str | None, reps:
         return
     if llamacpp or no_llamacpp:
         _compare(model, n_prompt, n_gen, _depths(depth or "0,4096"), reps or 5, backend, n_ctx, temperature,
-                 profile, as_json, llamacpp, no_llamacpp, rows, out, files, budget_s, llamacpp_args)
+                 profile, as_json, llamacpp, no_llamacpp, rows, out, files, budget_s, llamacpp_args,
+                 (cache_type_k, cache_type_v))
         return
     for name, given in (("--rows", rows), ("--files", files), ("--budget", budget_s)):
         if given is not None:
@@ -113,13 +122,15 @@ def bench(model: str | None, n_prompt: int, n_gen: int, depth: str | None, reps:
         from ..tools import batched_bench
         result = batched_bench.run_batched_bench(
             resolve_model_path(model), n_prompt=n_prompt, n_gen=n_gen, batches=_ints(batch, "--batch"),
-            reps=reps or 1, backend=backend, seed=seed, log=lambda line: click.echo(line, err=True))
+            reps=reps or 1, backend=backend, seed=seed, log=lambda line: click.echo(line, err=True),
+            cache_type_k=cache_type_k, cache_type_v=cache_type_v)
         click.echo(json.dumps(result, indent=1) if as_json else batched_bench.to_markdown(result).rstrip())
         return
     result = run_bench(resolve_model_path(model), n_prompt=n_prompt, n_gen=n_gen, depths=_depths(depth or "0"),
                        reps=reps or 3,
                        backend=backend, n_ctx=n_ctx, temperature=temperature, profile=profile,
-                       roofline_gbs=roofline_gbs, seed=seed, log=lambda line: click.echo(line, err=True))
+                       roofline_gbs=roofline_gbs, seed=seed, log=lambda line: click.echo(line, err=True),
+                       cache_type_k=cache_type_k, cache_type_v=cache_type_v)
     click.echo(json.dumps(result, indent=1) if as_json else to_markdown(result).rstrip())
 
 
@@ -133,7 +144,7 @@ def _typed_command() -> str:
 def _compare(model: str | None, n_prompt: int, n_gen: int, depths: list[int], reps: int, backend: str,
              n_ctx: int | None, temperature: float, profile: bool, as_json: bool, llamacpp: str | None,
              no_llamacpp: bool, rows: str | None, out: str, files: str | None, budget_s: float | None,
-             llamacpp_args: str) -> None:
+             llamacpp_args: str, cache_types: tuple[str, str] = ("f16", "f16")) -> None:
     from ..tools.compare import Row, Settings, compare, parse_rows
     from ..tools.compare import to_markdown as table
     if llamacpp and no_llamacpp:
@@ -153,7 +164,7 @@ def _compare(model: str | None, n_prompt: int, n_gen: int, depths: list[int], re
     settings = Settings(n_prompt=n_prompt, n_gen=n_gen, depths=depths, reps=reps, backend=backend,
                         llamacpp=Path(llamacpp) if llamacpp else None, llamacpp_args=shlex.split(llamacpp_args),
                         out=Path(out), files=Path(files) if files else None, budget_s=budget_s,
-                        command=_typed_command())
+                        command=_typed_command(), cache_types=cache_types)
     result = compare(chosen, settings, log=lambda line: click.echo(line, err=True))
     click.echo(table(result).rstrip())
     click.echo(f"(written to {Path(out) / 'table.md'}, results.json, log.txt)", err=True)

@@ -19,6 +19,7 @@ from ..errors import OxigpuError
 from ..runtime.params import SamplingParams
 from .common import (
     bounded,
+    cache_options,
     chat_template_option,
     friendly_errors,
     load_llm,
@@ -46,16 +47,18 @@ def stdin_is_terminal() -> bool:
 @chat_template_option
 @sampling_options
 @speculative_options
+@cache_options
 @load_options
 @friendly_errors
 def chat(system: str | None, chat_template_file: str | None, model: str | None, backend: str, n_ctx: int | None,
          verbose: bool, draft_model: str | None, lookup: bool, draft_max: int | None, draft_min: int | None,
-         spec_ngram: int | None, **sampling: object) -> None:
+         spec_ngram: int | None, cache_type_k: str, cache_type_v: str, **sampling: object) -> None:
     """Chat with a model (history kept, rendered through its chat template)."""
     sampling_params(**sampling)  # type: ignore[arg-type]  (checked before the model loads)
     draft, spec = speculative_settings(draft_model, lookup, draft_max, draft_min, spec_ngram)
     template = read_chat_template(chat_template_file)
-    llm = load_llm(model, backend, n_ctx, verbose, chat_template=template, draft_model=draft, speculative=spec)
+    llm = load_llm(model, backend, n_ctx, verbose, chat_template=template, draft_model=draft, speculative=spec,
+                       cache_type_k=cache_type_k, cache_type_v=cache_type_v)
     params = sampling_params(**sampling, model=model_sampling_defaults(llm.model_path))  # type: ignore[arg-type]
     converse(llm, params, system, verbose)
 

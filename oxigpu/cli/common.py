@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 import click
 
 from ..errors import InvalidParameterError, OxigpuError
+from ..quant.kvcache import KV_TYPES
 from ..runtime.engine import BACKENDS
 from ..runtime.params import SamplingParams
 
@@ -44,6 +45,13 @@ load_options = _stack(
     click.option("-c", "--ctx-size", "--n-ctx", "n_ctx", type=int, default=None,
                  help="Context window in tokens (default 4096, capped by the model)."),
     verbose_option,
+)
+
+cache_options = _stack(
+    click.option("-ctk", "--cache-type-k", "cache_type_k", type=click.Choice(KV_TYPES, case_sensitive=False),
+                 default="f16", show_default=True, help="KV cache type for K (llama.cpp's -ctk)."),
+    click.option("-ctv", "--cache-type-v", "cache_type_v", type=click.Choice(KV_TYPES, case_sensitive=False),
+                 default="f16", show_default=True, help="KV cache type for V (llama.cpp's -ctv)."),
 )
 
 speculative_options = _stack(
@@ -268,7 +276,8 @@ def friendly_errors(fn: F) -> F:
 
 def load_llm(model: str | None, backend: str, n_ctx: int | None, verbose: bool,
              chat_template: str | None = None, draft_model: str | None = None,
-             speculative: Mapping[str, Any] | None = None) -> LLM:
+             speculative: Mapping[str, Any] | None = None, cache_type_k: str = "f16",
+             cache_type_v: str = "f16") -> LLM:
     """Resolve the model (default when None) and load it, showing progress on stderr (see progress.py);
     with ``draft_model`` (or ``speculative``) it decodes speculatively."""
     from ..api import LLM
@@ -277,7 +286,7 @@ def load_llm(model: str | None, backend: str, n_ctx: int | None, verbose: bool,
     draft = resolve_model(draft_model) if draft_model is not None else None
     with LoadProgress(path.name) as progress:
         llm = LLM(path, backend=backend, n_ctx=n_ctx, verbose=verbose, progress=progress,
-                  chat_template=chat_template)
+                  chat_template=chat_template, cache_type_k=cache_type_k, cache_type_v=cache_type_v)
     if draft is None and speculative is None:
         return llm
     draft_llm = None

@@ -12,7 +12,7 @@ import sys
 import click
 
 from ..runtime.engine import BACKENDS
-from .common import friendly_errors, model_option, verbose_option
+from .common import cache_options, friendly_errors, model_option, verbose_option
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([KMGT]?)(i?B?)\s*$", re.IGNORECASE)
 
@@ -42,6 +42,7 @@ def parse_size(text: str) -> int:
 @click.option("--max-queue", type=click.IntRange(0), default=64, show_default=True,
               help="Requests waiting for a slot; beyond that, 429 with Retry-After.")
 @click.option("--kv-memory", default=None, help="KV-cache pool size, e.g. 4GiB (the batched engine's pool).")
+@cache_options
 @click.option("--timeout", "request_timeout", type=click.FloatRange(min=0.001), default=600.0, show_default=True,
               help="Seconds a request may take.")
 @click.option("--max-body", default="4MiB", show_default=True, help="Largest request body.")
@@ -49,7 +50,7 @@ def parse_size(text: str) -> int:
 @friendly_errors
 def serve(model: str | None, host: str, port: int, api_key: str | None, backend: str, n_ctx: int | None,
           max_seqs: int, max_queue: int, kv_memory: str | None, request_timeout: float, max_body: str,
-          verbose: bool) -> None:
+          verbose: bool, cache_type_k: str, cache_type_v: str) -> None:
     """Serve a model over HTTP with OpenAI's API (chat, completions, streaming)."""
     try:
         import uvicorn  # noqa: F401
@@ -71,7 +72,8 @@ def serve(model: str | None, host: str, port: int, api_key: str | None, backend:
 
     def loader() -> AsyncLLM:
         return AsyncLLM(path, backend=backend, n_ctx=n_ctx, max_seqs=max_seqs, kv_memory=kv_bytes,
-                        max_queue=max_queue, progress=progress)
+                        max_queue=max_queue, progress=progress, cache_type_k=cache_type_k,
+                        cache_type_v=cache_type_v)
 
     failed: list[str] = []
 

@@ -21,7 +21,9 @@ Conventions that keep backends simple:
   lives at physical row ``phys(s, j) = block_table[s, j // KV_BLOCK] * KV_BLOCK + j % KV_BLOCK`` (attr
   ``block_size`` == KV_BLOCK on the ops that read or write the cache). It is stored as ``f16`` (llama.cpp's
   default cache type, half the bytes attention reads): values are rounded to nearest even when written,
-  and ops compute in f32.
+  and ops compute in f32. A state's dtype may instead be ``q8_0`` or ``q4_0`` (llama.cpp's ``-ctk/-ctv``):
+  each row stored as ggml's blocks of that type, quantized when written and dequantized when read
+  (``oxigpu/quant/kvcache.py``); its shape stays ``[rows, width]`` in values.
 
 Graph kinds: a *decode* graph (``Graph.decode``) has one row per sequence, row t in slot t (T == S; the
 runtime sets ``row_seq[t] = out_rows[t] = t``), so it returns ``logits [S, vocab]`` without a gather; a
@@ -111,6 +113,10 @@ moe_sum_add        y[T, K*n], w[T, K], res[T, n] -> [T, n]        (none) add(res
 matmul_id_glu      x[T, k], W_gate[E, n, k], W_up[E, n, k],       act; glu(matmul_id(x, W_gate, ids),
                    ids i32[T, K] -> [T, K*n]                      matmul_id(x, W_up, ids)) (both weights
                                                                   of one quant type)
+moe_route          x[T, d], W_router[E, d], w_norm[d]             eps, k, norm, w_scale; h = rms_norm(x,
+                   -> h[T, d], ids i32[T, K], w[T, K]             w_norm, eps), then moe_gate(matmul(h,
+                                                                  W_router)) (decode graphs: the norm,
+                                                                  router and gate in one dispatch)
 rope_kv_store      q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv], K, V     n_head, n_head_kv, block_size and
                    (state), positions, row_seq, block_table       rope's other attrs; kv_store(rope(k,
                    (, freq_factors) -> [T, H*D]                   positions), v, K, V, positions, row_seq,
@@ -121,6 +127,9 @@ rope_kv_attention  as rope_kv_store -> [T, H*Dv]                  rope_kv_store'
                                                                   (decode graphs only: one row per
                                                                   sequence, so no row needs another
                                                                   row's keys of this step first)
+(q/k norms)         rope_kv_attention with attr qk_norm_eps takes   q and k replaced by rms_norm(q, q_norm,
+                   two more inputs, q_norm[D], k_norm[D], last     eps, group=D), likewise k (qwen3's
+                                                                  per-head norms)
 =================  =============================================  =======================================
 
 ``sample`` is in :data:`OPS` too, though no graph holds it: the wgpu backend's GPU-resident decode appends
@@ -131,8 +140,10 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
+from ..quant import kvcache as kvq
+
 Kind = Literal["input", "weight", "state", "temp", "output"]
-DType = Literal["f32", "i32", "f16"]
+DType = Literal["f32", "i32", "f16", "q8_0", "q4_0"]
 
 STEP_PARAMS = ("n_tokens", "n_seqs")
 """Per-step scalars every backend provides: valid rows, valid sequence slots."""
@@ -205,7 +216,8 @@ OPS: dict[str, OpSpec] = {
     "matmul_glu": OpSpec((_s("x", "act"), _s("w_gate", "matrix"), _s("w_up", "matrix"),
                           _s("norm_w", "vec", optional=True, when="norm_eps"))),
     "rope_kv_store": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF)),
-    "rope_kv_attention": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF)),
+    "rope_kv_attention": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF, _s("q_norm", "vec", optional=True, when="qk_norm_eps"),
+                                 _s("k_norm", "vec", optional=True, when="qk_norm_eps"))),
     "sample": OpSpec((_s("logits", "act"), _s("slots", "ids", writes=True), _s("history", "ids", writes=True),
                       _s("sparse", "ids"), _s("mask", "ids"), _s("logprobs", "ids", writes=True)), graph=False),
     # row n_tokens - 1 of x: what the wgpu backend runs a one-slot gather_rows as until its kernels
@@ -219,6 +231,7 @@ OPS: dict[str, OpSpec] = {
     "moe_sum": OpSpec((_s("y", "act"), _s("w", "act"))),
     "moe_sum_add": OpSpec((_s("y", "act"), _s("w", "act"), _s("res", "act"))),
     "matmul_id_glu": OpSpec((_s("x", "act"), _s("w_gate", "matrix"), _s("w_up", "matrix"), _s("ids", "ids"))),
+    "moe_route": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("norm_w", "vec"))),
     "layer_norm": OpSpec((_s("x", "act"), _s("w", "vec"), _s("b", "vec"))),
     "add_rows": OpSpec((_s("x", "act"), _s("table", "table"), _s("positions", "ids", optional=True))),
     "attention_self": OpSpec((_s("q", "act"), _s("k", "act"), _s("v", "act"))),
@@ -293,6 +306,8 @@ class Value:
 
     @property
     def nbytes(self) -> int:
+        if self.dtype in ("q8_0", "q4_0"):
+            return self.shape[0] * kvq.row_bytes(self.dtype, self.shape[1])
         n = 2 if self.dtype == "f16" else 4
         for s in self.shape:
             n *= s
@@ -351,9 +366,11 @@ class Graph:
         self.weights[tensor] = v
         return v
 
-    def state(self, name: str, shape: tuple[int, ...]) -> Value:
-        """A KV cache: f16 (see the module docstring)."""
-        v = self._value(name, shape, "f16", "state")
+    def state(self, name: str, shape: tuple[int, ...], dtype: DType = "f16") -> Value:
+        """A KV cache: f16, q8_0 or q4_0 (see the module docstring)."""
+        _check(dtype in kvq.KV_TYPES, f"state {name!r}: KV cache types are {kvq.KV_TYPES}, not {dtype!r}")
+        kvq.check_width(dtype, shape[1])
+        v = self._value(name, shape, dtype, "state")
         self.states[name] = v
         return v
 

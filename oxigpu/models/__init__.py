@@ -18,7 +18,8 @@ from .transformer import decoder
 
 def build_graph(model, hparams: HParams | None = None, T: int = 1, n_ctx: int = 2048,
                 logits: Literal["last", "all", "hidden"] = "last", fuse: bool = True, *, S: int = 1,
-                n_blocks: int | None = None, decode: bool | None = None) -> Graph:
+                n_blocks: int | None = None, decode: bool | None = None,
+                cache_types: tuple[str, str] = ("f16", "f16")) -> Graph:
     """The graph of ``model`` (an opened GGUFFile) for steps of ``T`` rows of up to ``S`` sequences of up to
     ``n_ctx`` tokens each, over a KV pool of ``n_blocks`` blocks (default: S full contexts).
 
@@ -28,6 +29,7 @@ def build_graph(model, hparams: HParams | None = None, T: int = 1, n_ctx: int = 
     [T, n_embd] (what embeddings are pooled from; encoders always give these, from ``tokens`` and
     ``positions`` of one text). ``decode`` (default: T == S with logits "last"): one row per sequence.
     ``fuse`` applies ``oxigpu.graph.fuse`` (every backend runs the fused graph; off for comparisons).
+    ``cache_types``: the K and V caches' types (f16, q8_0, q4_0; oxigpu/quant/kvcache.py).
     """
     fam = get_family(model.arch)
     hp = hparams if hparams is not None else HParams.from_gguf(model)
@@ -36,7 +38,8 @@ def build_graph(model, hparams: HParams | None = None, T: int = 1, n_ctx: int = 
     else:
         if decode is None:
             decode = T == S and logits == "last"
-        g = decoder(fam, model, hp, T, n_ctx, logits, S=S, n_blocks=n_blocks, decode=decode)
+        g = decoder(fam, model, hp, T, n_ctx, logits, S=S, n_blocks=n_blocks, decode=decode,
+                    cache_types=cache_types)
     return fuse_graph(g) if fuse else g
 
 

@@ -98,12 +98,14 @@ def tensor_list(hp: HParams, present: Callable[[str], bool]) -> list[tuple[str, 
 def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
             logits: Literal["last", "all", "hidden"] = "last",
             weights: Callable[[Graph, object, HParams], _Weights] = _Weights, *, S: int = 1,
-            n_blocks: int | None = None, decode: bool = False) -> Graph:
+            n_blocks: int | None = None, decode: bool = False, cache_types: tuple[str, str] = ("f16", "f16")
+            ) -> Graph:
     """The graph of a family's decoder for a step of T rows of up to S sequences, each of up to n_ctx
     tokens, over a cache pool of ``n_blocks`` blocks (default: S full contexts). ``logits`` "last": each
     sequence's last row ([S, vocab]); "all": every row ([T, vocab]); "hidden": every row's final hidden
     state. ``decode``: one row per sequence (T == S), so the last rows need no gather. ``weights`` makes the
-    graph's view of the file's tensors (the synth planner records instead)."""
+    graph's view of the file's tensors (the synth planner records instead). ``cache_types``: the K and V
+    caches' types (graph/ir.py: f16, q8_0, q4_0)."""
     if logits not in ("last", "all", "hidden"):
         raise ValueError(f"logits must be 'last', 'all' or 'hidden', got {logits!r}")
     mb = -(-n_ctx // KV_BLOCK)
@@ -113,7 +115,7 @@ def decoder(fam: Family, model, hp: HParams, T: int, n_ctx: int,
     d, vocab = hp.n_embd, hp.n_vocab
     x = g.embed(g.input("tokens", (T,)), W("token_embd.weight", (vocab, d), "n_vocab", "n_embd"), hp.embed_scale)
     paged = _Paged(g.input("positions", (T,)), g.input("row_seq", (T,)), g.input("block_table", (S, mb)),
-                   n_blocks * KV_BLOCK)
+                   n_blocks * KV_BLOCK, tuple(cache_types))
     freq_factors = (W("rope_freqs.weight", (hp.rope_dims // 2,), "rope_dims")
                     if "rope_freqs.weight" in W else None)
     for il in range(hp.n_layer):
@@ -142,6 +144,7 @@ class _Paged:
     row_seq: Value
     block_table: Value
     rows: int
+    cache_types: tuple[str, str] = ("f16", "f16")
 
 
 def _block(g: Graph, W: _Weights, fam: Family, hp: HParams, il: int, x: Value, paged: _Paged,
@@ -190,8 +193,8 @@ def _attention(g: Graph, W: _Weights, fam: Family, hp: HParams, il: int, h: Valu
                name="rope_q")
     k = g.rope(k, pos, Hkv, D, hp.rope_dims, la.rope_base, fam.rope_neox, la.rope_freq_scale, freq_factors,
                name="rope_k")
-    cache_k = g.state(f"cache_k.{il}", (paged.rows, Hkv * D))
-    cache_v = g.state(f"cache_v.{il}", (paged.rows, Hkv * Dv))
+    cache_k = g.state(f"cache_k.{il}", (paged.rows, Hkv * D), paged.cache_types[0])
+    cache_v = g.state(f"cache_v.{il}", (paged.rows, Hkv * Dv), paged.cache_types[1])
     g.kv_store(k, v, cache_k, cache_v, *at)
     a = g.attention(q, cache_k, cache_v, *at, H, Hkv, D, Dv, hp.attn_scale, la.window,
                     hp.attn_logit_softcap or 0.0)

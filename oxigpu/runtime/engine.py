@@ -30,6 +30,7 @@ from ..gguf import GGUFFile
 from ..graph.plan import Plan
 from ..graph.plan import compile as compile_plan
 from ..models import HParams, build_graph
+from ..quant import kvcache as kvq
 from ..tokenizer import Tokenizer
 from .constraints import Constraint
 from .decoding import SequenceSampler, sampler_config
@@ -105,8 +106,11 @@ class Engine:
 
     def __init__(self, model_path: str | Path, backend: str = "auto", n_ctx: int | None = None,
                  prefill_chunk: int | None = None, progress: Progress | None = None, max_seqs: int | None = None,
-                 kv_memory: int | None = None):
+                 kv_memory: int | None = None, cache_type_k: str = "f16", cache_type_v: str = "f16"):
         t0 = time.perf_counter()
+        self.cache_types = (kvq.check_type(cache_type_k, "cache_type_k"),
+                            kvq.check_type(cache_type_v, "cache_type_v"))
+        """The K and V caches' types (llama.cpp's -ctk / -ctv; quant/kvcache.py)."""
         report = progress or (lambda stage, done, total: None)
         stages = 5
         self.backend_name = select_backend(backend)
@@ -122,6 +126,9 @@ class Engine:
                 f"({self.hparams.arch}.vocab_size)")
         self.tokenizer = Tokenizer.from_metadata(self.model.metadata)
         self.n_ctx = resolve_n_ctx(n_ctx, self.hparams.n_ctx_train)
+        hp = self.hparams
+        for kind, width in zip(self.cache_types, (hp.n_head_kv * hp.head_dim, hp.n_head_kv * hp.head_dim_v)):
+            kvq.check_width(kind, width)
         self.backend = _make_backend(self.backend_name, self.model, self.n_ctx)
         # None: the backend's own default (the chunk that suits its hardware)
         chunk = prefill_chunk or self.backend.prefill_chunk
@@ -145,8 +152,9 @@ class Engine:
 
     def _pool_blocks(self, kv_memory: int | None) -> int:
         hp = self.hparams
-        row = 2 * hp.n_head_kv * max(hp.head_dim, hp.head_dim_v)           # bytes of a K or V row, f16
-        per_block = block_bytes(hp)
+        row = max(kvq.row_bytes(t, hp.n_head_kv * d)                       # bytes of a K or V row
+                  for t, d in zip(self.cache_types, (hp.head_dim, hp.head_dim_v)))
+        per_block = block_bytes(hp, *self.cache_types)
         rows = self.backend.max_cache_rows(row)
         seqs = self.max_seqs if self.backend.paged else 1
         return pool_blocks(per_block, self.n_ctx, seqs, kv_memory, self.backend.kv_budget(),
@@ -165,7 +173,7 @@ class Engine:
         plan = self._plans.get(key)
         if plan is None:
             g = build_graph(self.model, self.hparams, T, self.n_ctx, "all" if kind == "all" else "last", S=S,
-                            n_blocks=self.pool.n_blocks, decode=kind == "decode")
+                            n_blocks=self.pool.n_blocks, decode=kind == "decode", cache_types=self.cache_types)
             plan = compile_plan(g)
             self.backend.load(plan)
             self._plans[key] = plan

@@ -1,7 +1,7 @@
 """The paged KV cache's bookkeeping: a pool of fixed-size blocks shared by every sequence.
 
 The cache itself is backend state (``cache_k.{il}`` / ``cache_v.{il}``, ``[n_blocks * KV_BLOCK, width]``
-f16, graph/ir.py); this module decides which block holds which rows. Logical row j of a sequence lives in
+f16, q8_0 or q4_0: graph/ir.py); this module decides which block holds which rows. Logical row j of a sequence lives in
 block ``blocks[j // KV_BLOCK]`` at row ``j % KV_BLOCK``.
 
 - Blocks come from a free list and carry reference counts: a block may be in several sequences' tables.
@@ -29,12 +29,14 @@ import numpy as np
 from ..backends.base import fmt_bytes
 from ..errors import InvalidParameterError, OutOfMemoryError
 from ..graph.ir import KV_BLOCK
+from ..quant import kvcache as kvq
 
 
-def block_bytes(hp) -> int:
-    """Bytes of one KV block over all layers (f16 K and V rows of ``hp``'s KV heads): what ``kv_memory``
-    budgets are counted in."""
-    return hp.n_layer * KV_BLOCK * 2 * hp.n_head_kv * (hp.head_dim + hp.head_dim_v)
+def block_bytes(hp, cache_type_k: str = "f16", cache_type_v: str = "f16") -> int:
+    """Bytes of one KV block over all layers (K and V rows of ``hp``'s KV heads in the caches' types:
+    quant/kvcache.py): what ``kv_memory`` budgets are counted in."""
+    return hp.n_layer * KV_BLOCK * (kvq.row_bytes(cache_type_k, hp.n_head_kv * hp.head_dim)
+                                    + kvq.row_bytes(cache_type_v, hp.n_head_kv * hp.head_dim_v))
 
 
 def blocks_for(n_tokens: int) -> int:

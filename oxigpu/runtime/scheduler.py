@@ -39,7 +39,7 @@ import weakref
 from collections import deque
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -121,6 +121,7 @@ class Scheduler:
         self.running: list[Request] = []          # by arrival, oldest first
         self._arrivals = itertools.count()
         self._stream: Iterator | None = None     # the GPU-resident loop, when running
+        self._deferred: dict[int, Request] | None = None   # requests with new output while a batch of ids is taken
         self._stream_reqs: list[Request] = []    # its sequences, slot by slot
         self._stream_left = 0                    # its steps not yet read back
         self._stream_masked = False              # it draws constrained sequences a run of steps at a time
@@ -333,7 +334,10 @@ class Scheduler:
         elif len(req.generated) >= req.params.max_tokens or len(req.tokens) > self.engine.n_ctx:
             self._finish(req, "length")
         elif req.on_event is not None:
-            req.on_event(req)
+            if self._deferred is not None:
+                self._deferred[id(req)] = req
+            else:
+                req.on_event(req)
 
     def _finish(self, req: Request, reason: FinishReason | None) -> None:
         """End ``req`` (``reason`` None: cancelled, no result); its full blocks stay in the prefix cache."""
@@ -423,10 +427,30 @@ class Scheduler:
         ids, rows = next(self._stream, ((), None))
         if not ids:
             return False
-        reqs, eng = self._stream_reqs, self.engine
+        reqs = self._stream_reqs
         running = set(self.running)
         self._stream_left -= len(ids)
         self.resident_steps += len(ids)
+        changed = False
+        # one event per request for the whole batch of steps, not one per token: a server streaming to many
+        # clients then wakes its event loop and writes a chunk once per batch (the ids arrive together anyway)
+        self._deferred = {}
+        try:
+            changed = self._accept_batch(ids, rows, reqs, running)
+        finally:
+            deferred, self._deferred = self._deferred, None
+            for req in deferred.values():
+                req.on_event(req)
+        for req in reqs:
+            if not req.done and req in running:
+                self.pool.register(req.blocks, req.tokens, req.computed)
+        if changed or self._stream_left <= 0:
+            self._stream.stop()
+        return True
+
+    def _accept_batch(self, ids: Any, rows: Any, reqs: list[Request], running: set[Request]) -> bool:
+        """Accept one batch of the loop's ids (steps x slots); True when the batch changed under it."""
+        eng = self.engine
         changed = False
         for j, step_ids in enumerate(ids):
             for s, (req, token) in enumerate(zip(reqs, step_ids)):
@@ -442,12 +466,7 @@ class Scheduler:
                 req.sampler.accept_row(token, None if rows is None else rows[s, j])
                 self._drawn(req, token)
                 changed |= req.done or (req.remaining > 1 and not self._forced_ok(req))
-        for req in reqs:
-            if not req.done and req in running:
-                self.pool.register(req.blocks, req.tokens, req.computed)
-        if changed or self._stream_left <= 0:
-            self._stream.stop()
-        return True
+        return changed
 
     def _grow_all(self, reqs: list[Request], n_steps: int) -> bool:
         """Blocks for ``n_steps`` more rows of each of ``reqs``, all or none."""

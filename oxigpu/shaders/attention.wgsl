@@ -28,22 +28,24 @@
 // Masking: keys outside a row's causal/window range get probability 0; loads past the block's key range
 // are zero-filled, so no cache row at or past pos + n_tokens is read (V rows there may be NaN). Rows of
 // padded tokens (t >= n_tokens) see no keys and write zeros. The caches hold packed halves
-// (common/half.wgsl), widened as the tiles are stored; tiles, scores and accumulation are f32.
+// (common/half.wgsl), widened as the tiles are stored, or quantized blocks, dequantized as they are
+// loaded (kv/cols_{false,true}.wgsl by KVQ); tiles, scores and accumulation are f32.
 //
 // Defines: D, DV (head dims, multiples of 4), G, NH, NKV, T, SCALE, SOFTCAP (0: none), WINDOW (0: none),
 // NKL, NRG, RT (1, 2 or 4), KT, QS, KS, PS (vec4 strides of Q, K and P tile rows: odd), PRB (row blocks
 // per KV head), SHARED, FK_LEN, FV_LEN, FVN (the V tile's buffer: fv, or fk where SHARED), REDUCE (sg | wg)
 // and the generated code blocks DECL, LOAD_K, LOAD_V, STORE_K, STORE_V, S_ZERO, S_STEP, SOFTMAX, PV_STEP,
-// STORE_O (see ops/attention_prefill.py); PAGED (common/paged_*.wgsl) and TILES (rows of several
-// sequences: attention/tiles_true.wgsl).
+// STORE_O (see ops/attention_prefill.py), KVQ (and kv/cols_true.wgsl's defines); PAGED (common/paged_*.wgsl)
+// and TILES (rows of several sequences: attention/tiles_true.wgsl).
 #include "common/params.wgsl"
 #include "common/half.wgsl"
 #include "math.wgsl"
 #include "common/paged_{{PAGED}}.wgsl"
+#include "kv/cols_{{KVQ}}.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> cache_k: array<vec2<u32>>;
-@group(0) @binding(3) var<storage, read> cache_v: array<vec2<u32>>;
+@group(0) @binding(2) var<storage, read> cache_k: array<KW>;
+@group(0) @binding(3) var<storage, read> cache_v: array<KW>;
 @group(0) @binding(4) var<storage, read_write> dst: array<vec4<f32>>;
 
 const D4: u32 = {{D}}u / 4u;
@@ -76,24 +78,24 @@ var<workgroup> fp: array<vec4<f32>, BQ * PS>;    // probabilities [row][key / 4]
 #include "attention/tiles_{{TILES}}.wgsl"
 #include "attention/prefill_rows.wgsl"
 
-// Element e of the K (V) tile from key k0, as the cache holds it: key k0 + e / D4 (DV4), zero at or past
-// hi. Kept packed in the prefetch registers; put_k / put_v widen it into the tile.
-fn load_k(k0: u32, hi: u32, kvh: u32, e: u32) -> vec2<u32> {
+// Element e of the K (V) tile from key k0, as loaded from the cache (kv/cols_*.wgsl): key k0 + e / D4
+// (DV4), zero at or past hi. Kept as loaded in the prefetch registers; put_k / put_v widen it into the tile.
+fn load_k(k0: u32, hi: u32, kvh: u32, e: u32) -> KRaw {
   let j = k0 + e / D4;
-  var v = vec2<u32>(0u);
-  if (j < hi) { v = cache_k[(phys(tile_seq, j) * NKV + kvh) * D4 + e % D4]; }
+  var v: KRaw;
+  if (j < hi) { v = k_raw(phys(tile_seq, j), kvh, e % D4); }
   return v;
 }
 
-fn load_v(k0: u32, hi: u32, kvh: u32, e: u32) -> vec2<u32> {
+fn load_v(k0: u32, hi: u32, kvh: u32, e: u32) -> VRaw {
   let j = k0 + e / DV4;
-  var v = vec2<u32>(0u);
-  if (j < hi) { v = cache_v[(phys(tile_seq, j) * NKV + kvh) * DV4 + e % DV4]; }
+  var v: VRaw;
+  if (j < hi) { v = v_raw(phys(tile_seq, j), kvh, e % DV4); }
   return v;
 }
 
-fn put_k(e: u32, v: vec2<u32>) { fk[(e / D4) * KS + e % D4] = unpack_half4(v); }
-fn put_v(e: u32, v: vec2<u32>) { {{FVN}}[e] = unpack_half4(v); }
+fn put_k(e: u32, v: KRaw) { fk[(e / D4) * KS + e % D4] = widen_k(v); }
+fn put_v(e: u32, v: VRaw) { {{FVN}}[e] = widen_v(v); }
 
 fn put_p(row: u32, key: u32, p: f32) { fp[row * PS + key / 4u][key % 4u] = p; }
 

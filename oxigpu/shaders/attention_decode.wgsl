@@ -30,7 +30,8 @@
 // Masking: keys outside a row's causal/window range get no weight; loads are clamped into the split's
 // range, so no cache row at or past pos + n_tokens is read. Padded rows (t >= n_tokens) write zeros.
 // The caches hold packed halves (common/half.wgsl: a vec4 column of a row is a vec2<u32>); passes keep
-// them packed in registers and widen them where the scores and the accumulators use them.
+// them packed in registers and widen them where the scores and the accumulators use them. Quantized
+// caches (KVQ) are dequantized as they are loaded (kv/cols_true.wgsl; the `cache` key source only).
 // Key sources (attention/kv_cache.wgsl or kv_rope.wgsl, by KV): `cache` (the attention op): q as given,
 // every key from the cache. `rope` (rope_kv_attention, T == 1: rope and the KV-cache write fused in, one
 // dispatch fewer per decode layer): q rotated as it is loaded; the step's own key, rotated in registers,
@@ -41,11 +42,13 @@
 // where PAGED), NRBT, PAGED (and common/paged_true.wgsl's: bindings 11-13), L, KS, KB
 // (4 or 8), NCK (= ceil(D / 4 / L), 1 or 2), NCV (likewise for DV), MAXS, CHUNK (a multiple of KS * KB),
 // TML, TACC (workgroup arrays of the slice merge; 1 when KS == 1), REDUCE (sg | wg), SCALE, SOFTCAP
-// (0: none), WINDOW (0: none), KV (cache | rope; rope adds common/rope.wgsl's defines).
+// (0: none), WINDOW (0: none), KV (cache | rope; rope adds common/rope.wgsl's defines), KVQ (and
+// kv/cols_true.wgsl's defines).
 #include "common/params.wgsl"
 #include "common/half.wgsl"
 #include "math.wgsl"
 #include "common/paged_{{PAGED}}.wgsl"
+#include "kv/cols_{{KVQ}}.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
 @group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
@@ -134,23 +137,21 @@ fn visible4(j: vec4<u32>, ke: u32, p: u32, live: bool) -> vec4<bool> {
 // Four vec4 rows (column c of four keys' K or V rows, or four partial accumulators).
 struct Rows4 { r0: vec4<f32>, r1: vec4<f32>, r2: vec4<f32>, r3: vec4<f32> }
 
-// Column c of four K or V rows (keys j) of KV head kvh as the cache holds them: packed halves.
-struct Half4 { r0: vec2<u32>, r1: vec2<u32>, r2: vec2<u32>, r3: vec2<u32> }
+// Column c of four K (V) rows (keys j) of KV head kvh as loaded from the cache (kv/cols_*.wgsl).
+struct K4 { r0: KRaw, r1: KRaw, r2: KRaw, r3: KRaw }
+struct V4 { r0: VRaw, r1: VRaw, r2: VRaw, r3: VRaw }
 
 // (j: physical cache rows)
-fn k4(j: vec4<u32>, kvh: u32, c: u32) -> Half4 {
-  return Half4(cache_k[(j.x * NKV + kvh) * D4 + c], cache_k[(j.y * NKV + kvh) * D4 + c],
-               cache_k[(j.z * NKV + kvh) * D4 + c], cache_k[(j.w * NKV + kvh) * D4 + c]);
+fn k4(j: vec4<u32>, kvh: u32, c: u32) -> K4 {
+  return K4(k_raw(j.x, kvh, c), k_raw(j.y, kvh, c), k_raw(j.z, kvh, c), k_raw(j.w, kvh, c));
 }
 
-fn v4(j: vec4<u32>, kvh: u32, c: u32) -> Half4 {
-  return Half4(cache_v[(j.x * NKV + kvh) * DV4 + c], cache_v[(j.y * NKV + kvh) * DV4 + c],
-               cache_v[(j.z * NKV + kvh) * DV4 + c], cache_v[(j.w * NKV + kvh) * DV4 + c]);
+fn v4(j: vec4<u32>, kvh: u32, c: u32) -> V4 {
+  return V4(v_raw(j.x, kvh, c), v_raw(j.y, kvh, c), v_raw(j.z, kvh, c), v_raw(j.w, kvh, c));
 }
 
-fn widen(h: Half4) -> Rows4 {
-  return Rows4(unpack_half4(h.r0), unpack_half4(h.r1), unpack_half4(h.r2), unpack_half4(h.r3));
-}
+fn widen_k4(h: K4) -> Rows4 { return Rows4(widen_k(h.r0), widen_k(h.r1), widen_k(h.r2), widen_k(h.r3)); }
+fn widen_v4(h: V4) -> Rows4 { return Rows4(widen_v(h.r0), widen_v(h.r1), widen_v(h.r2), widen_v(h.r3)); }
 
 fn dot4(x: vec4<f32>, k: Rows4) -> vec4<f32> {
   return vec4<f32>(dot(x, k.r0), dot(x, k.r1), dot(x, k.r2), dot(x, k.r3));
@@ -163,7 +164,7 @@ fn pv(a: vec4<f32>, p: vec4<f32>, v: Rows4) -> vec4<f32> {
 
 // The K and V columns of one team pass: keys j0..j0+3 (a) and, with KB == 8, j0+4..j0+7 (b); columns
 // c0 (k0, v0) and c1 (k1, v1, where NCK / NCV > 1).
-struct Pass { ka0: Half4, ka1: Half4, kb0: Half4, kb1: Half4, va0: Half4, va1: Half4, vb0: Half4, vb1: Half4 }
+struct Pass { ka0: K4, ka1: K4, kb0: K4, kb1: K4, va0: V4, va1: V4, vb0: V4, vb1: V4 }
 
 // Loads of the pass starting at key j0 of slot s, clamped to key `last` (always a written cache row).
 fn load_pass(s: u32, j0: u32, last: u32, kvh: u32, kc0: u32, kc1: u32, vc0: u32, vc1: u32) -> Pass {
@@ -275,6 +276,9 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let qb = (rw.t * NH + rw.h) * D4;
   if (rw.live && tl < D4) { q0 = q_col(tpos, qb, tl) * {{SCALE}}; }
   if (NCK > 1u && rw.live && tl + L < D4) { q1 = q_col(tpos, qb, tl + L) * {{SCALE}}; }
+  let qi = q_inv(lane, sgs, rw.live, qb, tl);   // per-head q norm (rope_kv_attention's hooks), else 1
+  q0 *= qi;
+  q1 *= qi;
 
   // the block's token (a PAGED block has one; rope_kv_attention, T rows of T sequences, too)
   let bt = block_row(rb, 0u, kvh);
@@ -291,12 +295,12 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let nxt = load_pass(bt.s, k0 + BLK, kend - 1u, kvh, kc0, kc1, vc0, vc1);
     let ja = vec4<u32>(k0) + step;
     let jb = ja + vec4<u32>(4u);
-    var sa = dot4(q0, widen(cur.ka0));
+    var sa = dot4(q0, widen_k4(cur.ka0));
     var sb = vec4<f32>(0.0);
-    if (NCK > 1u) { sa += dot4(q1, widen(cur.ka1)); }
+    if (NCK > 1u) { sa += dot4(q1, widen_k4(cur.ka1)); }
     if (KB > 4u) {
-      sb = dot4(q0, widen(cur.kb0));
-      if (NCK > 1u) { sb += dot4(q1, widen(cur.kb1)); }
+      sb = dot4(q0, widen_k4(cur.kb0));
+      if (NCK > 1u) { sb += dot4(q1, widen_k4(cur.kb1)); }
     }
     sa = team_sum4(lane, sgs, sa);
     if (KB > 4u) { sb = team_sum4(lane, sgs, sb); }
@@ -310,12 +314,12 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let pb = select(vec4<f32>(0.0), exp(sb - vec4<f32>(mn)), visb);
     st.l = st.l * alpha + dot(pa + pb, vec4<f32>(1.0));
     let z = vec4<f32>(0.0);
-    var t0 = pv(z, pa, widen(cur.va0));
-    if (KB > 4u) { t0 = t0 + pv(z, pb, widen(cur.vb0)); }
+    var t0 = pv(z, pa, widen_v4(cur.va0));
+    if (KB > 4u) { t0 = t0 + pv(z, pb, widen_v4(cur.vb0)); }
     st.a0 = st.a0 * alpha + t0;
     if (NCV > 1u) {
-      var t1 = pv(z, pa, widen(cur.va1));
-      if (KB > 4u) { t1 = t1 + pv(z, pb, widen(cur.vb1)); }
+      var t1 = pv(z, pa, widen_v4(cur.va1));
+      if (KB > 4u) { t1 = t1 + pv(z, pb, widen_v4(cur.vb1)); }
       st.a1 = st.a1 * alpha + t1;
     }
     st.m = mn;

@@ -13,21 +13,25 @@
 // by exp(m_old - m_new) per row. Real attention rarely moves it past the first tile.
 // Defines: D, DV, G, NH, NKV, T, SCALE, SOFTCAP (0: none), WINDOW (0: none), PRB (row blocks per KV
 // head), NSG, BK, and the generated blocks (ops/attention_mma.py): QLOAD, K_LOAD, K_LOAD_NEXT, K_STORE,
-// V_LOAD, V_STORE, S_MMA, ODECL, O_RESCALE, PV_MMA, O_OUT; PAGED and TILES as attention.wgsl.
+// V_LOAD, V_STORE, S_MMA, ODECL, O_RESCALE, PV_MMA, O_OUT; KVQ (quantized caches: dequantized into the
+// staged f16 tile, attention/mma_kv_true.wgsl); PAGED and TILES as attention.wgsl.
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable chromium_experimental_subgroup_matrix;
 #include "common/params.wgsl"
 #include "math.wgsl"
 #include "common/paged_{{PAGED}}.wgsl"
+#include "attention/mma_kv_{{KVQ}}.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
-@group(0) @binding(2) var<storage, read> cache_k: array<vec4<u32>>;   // [pos][NKV][D] halves, 8 a vec4
-@group(0) @binding(3) var<storage, read> cache_v: array<vec4<u32>>;
+@group(0) @binding(2) var<storage, read> cache_k: array<MW>;   // f16: [pos][NKV][D] halves, 8 a vec4
+@group(0) @binding(3) var<storage, read> cache_v: array<MW>;   // (attention/mma_kv_{{KVQ}}.wgsl)
 @group(0) @binding(4) var<storage, read_write> dst: array<f32>;
 
 const D: u32 = {{D}}u;
 const DV: u32 = {{DV}}u;
+const D4: u32 = D / 4u;
+const DV4: u32 = DV / 4u;
 const G: u32 = {{G}}u;
 const NH: u32 = {{NH}}u;
 const NKV: u32 = {{NKV}}u;
@@ -61,10 +65,7 @@ fn load8(k0: u32, hi: u32, kvh: u32, e: u32, V: bool) -> vec4<u32> {
   let W8 = select(D, DV, V) / 8u;
   let j = k0 + e / W8;
   var v = vec4<u32>(0u);
-  if (j < hi) {
-    let i = (phys(tile_seq, j) * NKV + kvh) * W8 + e % W8;
-    if (V) { v = cache_v[i]; } else { v = cache_k[i]; }
-  }
+  if (j < hi) { v = kv8(phys(tile_seq, j), kvh, e % W8, V); }
   return v;
 }
 

@@ -35,6 +35,7 @@ from ..backends.base import Step
 from ..errors import InvalidParameterError
 from ..gguf import GGUFFile
 from ..models import HParams
+from ..quant import kvcache as kvq
 from ..runtime.engine import Engine
 from ..runtime.kvcache import SeqBlocks, block_bytes, blocks_for
 from ..runtime.sampling import SamplerConfig, pack_batch
@@ -44,8 +45,9 @@ Log = Callable[[str], None]
 
 def run_batched_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128,
                       batches: Sequence[int] = (1, 4, 16, 64), reps: int = 1, backend: str = "auto", seed: int = 0,
-                      log: Log | None = None) -> dict[str, Any]:
-    """Load the model once and measure every batch size (see the module docstring); a JSON-ready dict."""
+                      log: Log | None = None, cache_type_k: str = "f16", cache_type_v: str = "f16") -> dict[str, Any]:
+    """Load the model once and measure every batch size (see the module docstring); a JSON-ready dict.
+    ``cache_type_k`` / ``_v``: the KV cache's types (llama-batched-bench's -ctk / -ctv)."""
     say = log or (lambda line: None)
     batches = sorted(set(batches))
     if not batches or batches[0] < 1 or n_prompt < 1 or n_gen < 1 or reps < 1:
@@ -54,9 +56,11 @@ def run_batched_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int
     n_ctx = n_prompt + n_gen
     t0 = time.perf_counter()
     hp = HParams.from_gguf(GGUFFile(model_path))
-    per_block = block_bytes(hp)
+    per_block = block_bytes(hp, kvq.check_type(cache_type_k, "cache_type_k"),
+                            kvq.check_type(cache_type_v, "cache_type_v"))
     engine = Engine(model_path, backend=backend, n_ctx=n_ctx, max_seqs=batches[-1],
-                    kv_memory=batches[-1] * blocks_for(n_ctx) * per_block)
+                    kv_memory=batches[-1] * blocks_for(n_ctx) * per_block, cache_type_k=cache_type_k,
+                    cache_type_v=cache_type_v)
     if engine.max_seqs < batches[-1]:
         raise InvalidParameterError(f"the {engine.backend_name} backend runs at most {engine.max_seqs} sequences "
                                     f"per step here; B={batches[-1]} was asked")

@@ -2,7 +2,8 @@
 
 What is measured (token ids are random valid ids, so the tokenizer plays no part):
 
-- ``pp<P>``: a P-token prompt evaluated into an empty cache by the engine's chunked prefill, tokens/s;
+- ``pp<P>``: a P-token prompt evaluated into an empty cache by the engine's chunked prefill, tokens/s; at
+  depth D (``pp<P> @ d<D>``, llama-bench's ``-d`` applies to pp too) the P tokens follow D cached ones;
 - ``tg<N>`` at depth D: N tokens generated through :meth:`Engine.start` after a 1-token prompt with D tokens
   already cached (filled by an untimed prefill), tokens/s. This is exactly what ``oxigpu run`` does (on a
   backend with ``decode_stream``, the GPU-resident loop), and it evaluates N tokens: the prompt token and
@@ -37,11 +38,12 @@ timed by wall clock through the backend's trace hook, and the host sampler is on
 
 :func:`run_bench` returns a JSON-ready dict; :func:`to_markdown` renders one, also after a JSON round trip
 (``tools/compare.py`` reads the JSON of ``oxigpu bench --json``). Keys: model, name, architecture, file_type,
-file_bytes, backend, device, n_ctx, reps, temperature, roofline_gbs, load_s (model open -> first token ready),
-engine_load_s, memory_bytes (the backend's buffers after every run), weight_bytes, dispatches_per_step (wgpu:
-dispatches of one resident decode step; numpy: ops, the host sampler included), pp (or None) and tg (one per depth);
-each test holds n_tokens, tokens_per_s, min, max, runs and profile (or None); a tg also depth, mean_n_kv,
-bytes_per_token, gbs and roofline_pct.
+file_bytes, backend, device, n_ctx, cache_types (K, V), reps, temperature, roofline_gbs, load_s (model open ->
+first token ready), engine_load_s, memory_bytes (the backend's buffers after every run), weight_bytes,
+dispatches_per_step (wgpu: dispatches of one resident decode step; numpy: ops, the host sampler included),
+pp_depths and tg (one per depth), pp (pp_depths' first, or None); each test holds n_tokens, depth,
+tokens_per_s, min, max, runs and profile (or None; pp's only); a tg also mean_n_kv, bytes_per_token, gbs and
+roofline_pct.
 """
 from __future__ import annotations
 
@@ -78,21 +80,23 @@ Log = Callable[[str], None]
 def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, depths: Sequence[int] = (0,),
               reps: int = 3, backend: str = "auto", n_ctx: int | None = None, temperature: float = 0.0,
               profile: bool = False, roofline_gbs: float | None = None, seed: int = 0,
-              log: Log | None = None) -> dict[str, Any]:
+              log: Log | None = None, cache_type_k: str = "f16", cache_type_v: str = "f16") -> dict[str, Any]:
     """Load the model, run pp and tg as the module docstring says, return the results (see its keys).
 
     ``n_prompt`` 0 skips pp, ``n_gen`` 0 skips tg. ``n_ctx`` defaults to the least the runs need.
     ``roofline_gbs`` None: the device's bandwidth from ROOFLINES on a GPU, none on a CPU (then no percentage).
-    ``log`` receives one line per stage and per run, for progress output.
+    ``log`` receives one line per stage and per run, for progress output. ``cache_type_k`` / ``_v``: the KV
+    cache's types (llama-bench's -ctk / -ctv).
     """
     say = log or (lambda line: None)
     depths = sorted(set(depths))
     _check_args(n_prompt, n_gen, depths, reps, roofline_gbs)
-    need = max(n_prompt, depths[-1] + n_gen + 1 if n_gen else 0)
+    need = max(depths[-1] + n_prompt, depths[-1] + n_gen + 1 if n_gen else 0)
     path = Path(model_path)
     t0 = time.perf_counter()
     say(f"loading {path.name} (n_ctx {n_ctx or need})")
-    engine = Engine(path, backend=backend, n_ctx=n_ctx or need, max_seqs=1)   # one stream: one context of KV
+    engine = Engine(path, backend=backend, n_ctx=n_ctx or need, max_seqs=1,   # one stream: one context of KV
+                    cache_type_k=cache_type_k, cache_type_v=cache_type_v)
     if engine.n_ctx < need:
         raise InvalidParameterError(f"n_ctx={engine.n_ctx} is too small: these runs need {need} tokens")
     ids = np.random.default_rng(seed).integers(0, engine.vocab_size, need + 1).tolist()
@@ -120,20 +124,17 @@ def run_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128, 
             roofline_gbs, roofline_source = known
     result: dict[str, Any] = {
         **_describe_model(engine, path), "backend": engine.backend_name, "device": _device_name(engine),
-        "n_ctx": engine.n_ctx, "reps": reps, "temperature": params.temperature, "roofline_gbs": roofline_gbs,
+        "n_ctx": engine.n_ctx, "cache_types": list(engine.cache_types), "reps": reps,
+        "temperature": params.temperature, "roofline_gbs": roofline_gbs,
         "roofline_source": roofline_source,
         "load_s": load_s, "engine_load_s": engine.load_s, "weight_bytes": engine.backend.weight_bytes(plan),
         "dispatches_per_step": sum(len(ds) for _, ds in step) + (0 if engine.backend.resident else 1),
-        "pp": None, "tg": []}
+        "pp": None, "pp_depths": [], "tg": []}
 
+    for depth in depths if n_prompt else ():
+        result["pp_depths"].append(_pp(engine, ids, depth, n_prompt, reps, seed, say))
     if n_prompt:
-        def pp_once(n: int) -> float:
-            engine.forget()
-            t = time.perf_counter()
-            engine.eval(ids[:n])
-            return n / (time.perf_counter() - t)
-        result["pp"] = _repeat(f"pp{n_prompt}", pp_once, n_prompt, min(n_prompt, 2 * engine.prefill_chunk),
-                               reps, say)
+        result["pp"] = result["pp_depths"][0]
         result["pp"]["profile"] = None
         if profile:
             chunk = ids[:min(n_prompt, engine.prefill_chunk)]
@@ -156,6 +157,36 @@ def _check_args(n_prompt: int, n_gen: int, depths: Sequence[int], reps: int, roo
         raise InvalidParameterError(f"reps must be >= 1, got {reps}")
     if roofline_gbs is not None and not roofline_gbs > 0:
         raise InvalidParameterError(f"roofline_gbs must be > 0, got {roofline_gbs}")
+
+
+def _pp(engine: Engine, ids: list[int], depth: int, n_prompt: int, reps: int, seed: int, say: Log
+        ) -> dict[str, Any]:
+    """pp at one depth (llama-bench's ``pp512 @ d32768``: a prompt of ``n_prompt`` tokens after ``depth``
+    tokens of context). Depth 0: the prompt into an empty cache. Otherwise the context is evaluated once
+    (untimed) and each run times a fresh random continuation of it, its first ``depth`` tokens taken from
+    the prefix cache (whole blocks: a depth that is not a multiple of KV_BLOCK recomputes its last partial
+    block, counted in the rate)."""
+    if not depth:
+        def pp_once(n: int) -> float:
+            engine.forget()
+            t = time.perf_counter()
+            engine.eval(ids[:n])
+            return n / (time.perf_counter() - t)
+    else:
+        engine.forget()
+        engine.eval(ids[:depth])
+        rng = np.random.default_rng(seed + 1)
+
+        def pp_once(n: int) -> float:
+            tokens = ids[:depth] + rng.integers(0, engine.vocab_size, n).tolist()
+            t = time.perf_counter()
+            _, reused = engine.eval(tokens)
+            return (len(tokens) - reused) / (time.perf_counter() - t)
+    name = f"pp{n_prompt}" + (f" @ d{depth}" if depth else "")
+    out = _repeat(name, pp_once, n_prompt, min(n_prompt, 2 * engine.prefill_chunk), reps, say)
+    out["depth"] = depth
+    engine.forget()
+    return out
 
 
 def _tg(engine: Engine, ids: list[int], depth: int, n_gen: int, params: SamplingParams, cfg: SamplerConfig,
@@ -215,7 +246,7 @@ def _repeat(name: str, once: Callable[[int], float], n: int, warmup: int, reps: 
 
 
 def _kv_bytes(plan: Plan, n_kv: float) -> float:
-    """K and V bytes the plan's attention nodes read with ``n_kv`` cached rows (f16 cache rows; a
+    """K and V bytes the plan's attention nodes read with ``n_kv`` cached rows (in the caches' types; a
     sliding-window layer reads at most its window)."""
     total = 0.0
     for node in plan.nodes:
@@ -481,8 +512,7 @@ def to_markdown(r: dict[str, Any]) -> str:
     lines = [f"| model | size | backend | test | t/s | min | max | GB/s |{roof}",
              "|---|---:|---|---|---:|---:|---:|---:|" + ("---:|" if roof else "")]
     size = _size(r["file_bytes"])
-    if r["pp"] is not None:
-        p = r["pp"]
+    for p in r.get("pp_depths") or ([r["pp"]] if r["pp"] is not None else []):
         lines.append(f"| {label} | {size} | {r['backend']} | {_label(p, 'pp')} | {_rate(p['tokens_per_s'])} | "
                      f"{_rate(p['min'])} | {_rate(p['max'])} | |" + (" |" if roof else ""))
     for t in r["tg"]:

@@ -32,6 +32,7 @@ from typing import Any
 
 from .._version import __version__
 from ..errors import InvalidParameterError
+from ..quant import kvcache as kvq
 from ..synth import FTYPES, SHAPES
 
 DEFAULT_ROWS = "qwen2.5-0.5b:Q4_K_M,llama-3.2-1b:Q4_K_M,llama-3.1-8b:Q4_K_M"
@@ -72,6 +73,7 @@ class Settings:
     files: Path | None = None           # keep (and reuse) the synthesized files here
     budget_s: float | None = None
     command: str = ""                   # as typed, for the report
+    cache_types: tuple[str, str] = ("f16", "f16")   # KV cache types, passed to both (-ctk, -ctv)
     tests: list[Metric] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -86,7 +88,9 @@ class Settings:
             raise InvalidParameterError(f"no llama-bench in {self.llamacpp}: pass the folder of llama.cpp's "
                                         "binaries (e.g. build/bin), or --no-llamacpp to run oxigpu alone")
         self.depths = sorted(set(self.depths))
-        self.tests = ([Metric(f"pp{self.n_prompt}", self.n_prompt, 0, 0)] if self.n_prompt else []) + [
+        self.cache_types = tuple(kvq.check_type(t, w) for t, w in zip(self.cache_types, ("-ctk", "-ctv")))
+        self.tests = [Metric(f"pp{self.n_prompt}" + (f" @ d{d}" if d else ""), self.n_prompt, 0, d)
+                      for d in (self.depths if self.n_prompt else ())] + [
             Metric(f"tg{self.n_gen}" + (f" @ d{d}" if d else ""), 0, self.n_gen, d)
             for d in (self.depths if self.n_gen else ())]
 
@@ -215,11 +219,12 @@ def _synth(row: Row, scratch: Path, timeout: float | None, say: Log) -> Path:
 
 def _oxigpu(path: Path, s: Settings, timeout: float | None, say: Log) -> dict[str, Any]:
     cmd = [sys.executable, "-m", "oxigpu", "bench", "-m", str(path), "-p", str(s.n_prompt), "-n", str(s.n_gen),
-           "-d", ",".join(map(str, s.depths)), "-r", str(s.reps), "--backend", s.backend, "--json"]
+           "-d", ",".join(map(str, s.depths)), "-r", str(s.reps), "--backend", s.backend, "--json",
+           "-ctk", s.cache_types[0], "-ctv", s.cache_types[1]]
     raw = json.loads(_call(cmd, timeout, say))
     tests = {}
     for t in s.tests:
-        got = raw["pp"] if t.n_prompt else next((g for g in raw["tg"] if g["depth"] == t.depth), None)
+        got = next((g for g in raw["pp_depths" if t.n_prompt else "tg"] if g.get("depth", 0) == t.depth), None)
         if got:
             tests[t.name] = spread(got["runs"])
     return {"tests": tests, "device": raw["device"], "backend": raw["backend"], "load_s": raw["load_s"],
@@ -229,14 +234,15 @@ def _oxigpu(path: Path, s: Settings, timeout: float | None, say: Log) -> dict[st
 def _llamacpp(path: Path, s: Settings, timeout: float | None, say: Log) -> dict[str, Any]:
     assert s.llamacpp is not None
     cmd = [str(s.llamacpp / "llama-bench"), "-m", str(path), "-p", str(s.n_prompt), "-n", str(s.n_gen),
-           "-d", ",".join(map(str, s.depths)), "-r", str(s.reps), "-o", "json", *s.llamacpp_args]
+           "-d", ",".join(map(str, s.depths)), "-r", str(s.reps), "-o", "json", *s.llamacpp_args,
+           *(["-ctk", s.cache_types[0], "-ctv", s.cache_types[1]] if s.cache_types != ("f16", "f16") else [])]
     return parse_llama_bench(_call(cmd, timeout, say), s.tests)
 
 
 def parse_llama_bench(text: str, tests: Sequence[Metric]) -> dict[str, Any]:
     """llama-bench's ``-o json`` output (one object per test, ``samples_ts`` its per-run rates) for ``tests``.
 
-    llama-bench runs the prompt test at every depth too; only depth 0's is one of ours."""
+    llama-bench runs the prompt test at every depth, as oxigpu bench does."""
     try:
         entries = json.loads(text)
     except json.JSONDecodeError as e:
@@ -259,7 +265,7 @@ def parse_llama_bench(text: str, tests: Sequence[Metric]) -> dict[str, Any]:
 def _settings_json(s: Settings) -> dict[str, Any]:
     return {"n_prompt": s.n_prompt, "n_gen": s.n_gen, "depths": list(s.depths), "reps": s.reps,
             "backend": s.backend, "llamacpp": str(s.llamacpp) if s.llamacpp else None,
-            "llamacpp_args": list(s.llamacpp_args), "command": s.command}
+            "llamacpp_args": list(s.llamacpp_args), "command": s.command, "cache_types": list(s.cache_types)}
 
 
 def _version(dist: str) -> str | None:
@@ -293,6 +299,12 @@ def _num(x: float) -> str:
     return f"{x:,.0f}" if x >= 100 else f"{x:,.2f}"
 
 
+def _ct(st: dict[str, Any]) -> str:
+    """llama-bench's cache-type options as the command line carried them (none for f16)."""
+    ct = st.get("cache_types", ["f16", "f16"])
+    return "" if list(ct) == ["f16", "f16"] else f" -ctk {ct[0]} -ctv {ct[1]}"
+
+
 def to_markdown(result: dict[str, Any]) -> str:
     """The report: what ran where (hardware, versions, the command), then one line per row and test."""
     st, env = result["settings"], result["environment"]
@@ -309,10 +321,12 @@ def to_markdown(result: dict[str, Any]) -> str:
     elif ll:
         lines.append(f"- llama.cpp {ll[0]['build']} on {ll[0]['device']}: "
                      f"`llama-bench -p {st['n_prompt']} -n {st['n_gen']} -d {','.join(map(str, st['depths']))} "
-                     f"-r {st['reps']} {' '.join(st['llamacpp_args'])}`")
+                     f"-r {st['reps']} {' '.join(st['llamacpp_args'])}{_ct(st)}`")
+    if st.get("cache_types", ["f16", "f16"]) != ["f16", "f16"]:
+        lines.append(f"- KV cache: K {st['cache_types'][0]}, V {st['cache_types'][1]} (both engines)")
     lines += ["", "| model | test | oxigpu t/s | runs (min–max) | llama.cpp t/s | runs (min–max) | ratio |",
               "|---|---|---:|---:|---:|---:|---:|"]
-    names = ([f"pp{st['n_prompt']}"] if st["n_prompt"] else []) + [
+    names = [f"pp{st['n_prompt']}" + (f" @ d{d}" if d else "") for d in (st["depths"] if st["n_prompt"] else ())] + [
         f"tg{st['n_gen']}" + (f" @ d{d}" if d else "") for d in (st["depths"] if st["n_gen"] else ())]
     for r in rows:
         if r["error"]:

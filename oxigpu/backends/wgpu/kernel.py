@@ -29,6 +29,7 @@ import numpy as np
 
 from ...errors import DeviceError
 from ...graph.ir import OPS, input_slots
+from ...quant import kvcache as kvq
 from .device import Binding, Device, Dispatch, Params
 
 Shape = tuple[int, ...]
@@ -232,10 +233,12 @@ def run_case(case: Case, dev: Device | None = None) -> list[np.ndarray]:
 
 
 def read_written(p: Prepared, dev: Device) -> list[np.ndarray]:
-    """The final contents of the inputs ``p``'s kernel writes: f16 caches as float16, the rest as float32
-    (views of i32 data, as outputs are read)."""
+    """The final contents of the inputs ``p``'s kernel writes: f16 caches as float16, quantized ones as their
+    bytes (uint8 rows), the rest as float32 (views of i32 data, as outputs are read)."""
     k = p.kernel
-    return [dev.read(p.in_bufs[i], np.float16 if k.in_types[i] == "f16" else np.float32, k.in_shapes[i])
+    return [dev.read(p.in_bufs[i], np.float16, k.in_shapes[i]) if k.in_types[i] == "f16"
+            else dev.read(p.in_bufs[i], np.uint8, (k.in_shapes[i][0], kvq.row_bytes(k.in_types[i], k.in_shapes[i][1])))
+            if k.in_types[i] in kvq.KV_TYPES else dev.read(p.in_bufs[i], np.float32, k.in_shapes[i])
             for i in k.writes]
 
 

@@ -1,12 +1,12 @@
 // Row tiles of the prefill kernels (attention.wgsl, attention_mma.wgsl) over rows of several sequences
-// (TILES: paged plans of several slots; FlashAttention's varlen tiles, built by each workgroup from row_seq and positions, no pass
-// before). A tile holds the rows (t, g) of one sequence whose position-row p G + g falls in one bucket
-// of BQ: tiles start where a bucket starts and where a run of the sequence's rows starts (rows of a
-// sequence are contiguous and in position order), so no tile mixes sequences and each sees one key
-// range. Padding rows (t >= n_tokens) are a run of their own (positions t - n_tokens): their tiles see no
-// keys and write zeros. Each workgroup counts the tile starts per token, scans the counts across its THR
-// threads and takes its tile, the last ones first (the later rows of a sequence see more keys). The
-// includer defines THR, BQ, G and T and includes common/paged_true.wgsl and common/params.wgsl.
+// (TILES: paged plans of several slots; FlashAttention's varlen tiles, built by each workgroup from row_seq
+// and positions, no pass before). A tile holds the rows (t, g) of one sequence whose position-row p G + g
+// falls in one bucket of BQ: tiles start where a bucket starts and where a run of the sequence's rows starts
+// (rows of a sequence are contiguous and in position order), so no tile mixes sequences and each sees one
+// key range. Padding rows (t >= n_tokens) are a run of their own (positions t - n_tokens): their tiles see
+// no keys and write zeros. Each workgroup counts the tile starts per token, scans the counts across its THR
+// threads and takes its tile, the last ones first (the later rows of a sequence see more keys). The includer
+// defines THR, BQ, G and T and includes common/paged_true.wgsl and common/params.wgsl.
 
 const TPT: u32 = ({{T}}u + THR - 1u) / THR;   // tokens per thread in the scan
 var<workgroup> tsc: array<u32, THR>;

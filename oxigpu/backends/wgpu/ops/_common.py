@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ....quant import kvcache as kvq
 from ..device import workgroups_for
 
 
@@ -30,11 +31,26 @@ rounding step relative to the row's largest value (rel_error's scale). The kerne
 numpy rounds the float64 reference, but the two may lie on either side of a halfway point."""
 
 
-def check_f16_caches(op: str, types: list[str], widths: tuple[int, ...]) -> None:
-    """The K/V cache inputs a kernel reads or writes: f16 (two halves per u32: shaders/common/half.wgsl),
-    rows of an even number of values."""
-    if types != ["f16", "f16"] or any(w % 2 for w in widths):
-        raise ValueError(f"{op}: the K/V caches must be f16 with rows of even widths, got {types}, widths {widths}")
+def cache_types(op: str, types: list[str], widths: tuple[int, int]) -> tuple[str, str]:
+    """The K and V cache types a kernel reads or writes (quant/kvcache.py: f16, q8_0, q4_0), checked against
+    their rows' widths (values): f16 rows an even number (two halves a word), quantized ones whole pairs of
+    blocks (a multiple of 64)."""
+    if len(types) != 2 or any(t not in kvq.KV_TYPES for t in types) or any(w % 2 for w in widths) \
+            or any(t != "f16" and w % 64 for t, w in zip(types, widths)):
+        raise ValueError(f"{op}: K/V caches must be of {kvq.KV_TYPES} with even widths (quantized: multiples of "
+                         f"64), got {types}, widths {widths}")
+    return types[0], types[1]
+
+
+def kv_defines(types: tuple[str, str], widths: tuple[int, int]) -> dict:
+    """Defines of shaders/kv/cols_{true,false}.wgsl and kv/<type>.wgsl: KVQ (some cache is quantized: the
+    caches are read as words through the type snippets), CTK, CTV and the words per K and V row (KROW,
+    VROW)."""
+    if types == ("f16", "f16"):
+        return {"KVQ": False}
+    return {"KVQ": True, "CTK": types[0], "CTV": types[1],
+            "KROW": kvq.row_bytes(types[0], widths[0]) // 4, "VROW": kvq.row_bytes(types[1], widths[1]) // 4}
+
 
 
 def paged_defines(paged: bool, attrs: dict, block_table: tuple[int, ...] | None, cache_rows: int,

@@ -27,7 +27,7 @@ import numpy as np
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ..tuning import GPU, device_class, tuning
-from ._common import Batch, check_f16_caches, f32_lit, paged_defines, rng, workgroups_for
+from ._common import Batch, cache_types, f32_lit, kv_defines, paged_defines, rng, workgroups_for
 from .attention_mma import mma_defines, mma_tile
 from .attention_prefill import prefill_config, prefill_defines
 from .gemm import scratch_buffer
@@ -125,8 +125,10 @@ class Attention(OpKernel):
         D, DV = a["head_dim"], a["v_head_dim"]
         if D % 4 or DV % 4:
             raise ValueError(f"attention: head dims {D}/{DV} must be multiples of 4")
-        check_f16_caches(self.op, self.in_types[self.k_cache:self.k_cache + 2], (D, DV))
         kc = self.k_cache
+        types = cache_types(self.op, self.in_types[kc:kc + 2], (Hkv * D, Hkv * DV))
+        if types != ("f16", "f16") and self.op != "attention":
+            raise ValueError(f"{self.op}: the fused rope and cache write take f16 caches only, got {types}")
         self.paged = len(self.in_types) > kc + 2 and self.in_types[kc + 2] == "i32"
         n_ctx = self.in_shapes[kc][0]
         if self.paged:      # one sequence's most keys: its block-table row
@@ -140,7 +142,8 @@ class Attention(OpKernel):
         if self.tiles:
             limit -= 4 * 256 + 16
         common = {"D": D, "DV": DV, "G": G, "NH": H, "NKV": Hkv, "T": T, "SCALE": f32_lit(a["scale"]),
-                  "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0))}
+                  "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0)),
+                  **kv_defines(types, (Hkv * D, Hkv * DV))}
         self.part = self.counters = None
         prefill = T > 1 and not a.get("n_split") and not self.decode_only
         paged = paged_defines(self.paged, a, self.in_shapes[kc + 4] if self.paged else None, self.in_shapes[kc][0],

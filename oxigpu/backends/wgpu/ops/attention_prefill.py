@@ -139,8 +139,8 @@ def prefill_defines(cfg: PrefillConfig, scale: str) -> dict[str, object]:
                  f"let qb{i} = rl{i} * QS;", f"let pb{i} = rl{i} * PS;"]
     decl += [f"let kb{j} = (kl + {NKL * j}u) * KS;" for j in keys]
     decl += [f"var o{i}_{c} = vec4<f32>(0.0);" for i in rows for c in cols]
-    decl += [f"var pk{s} = vec2<u32>(0u);" for s in range(cfg.NLK)]     # packed halves (load_k)
-    decl += [f"var pv{s} = vec2<u32>(0u);" for s in range(cfg.NLV)]
+    decl += [f"var pk{s}: KRaw;" for s in range(cfg.NLK)]     # as loaded (load_k: kv/cols_*.wgsl), zero
+    decl += [f"var pv{s}: VRaw;" for s in range(cfg.NLV)]
 
     def guarded(n_slots: int, total: int, stmt: str) -> list[str]:
         out = []

@@ -1,5 +1,5 @@
-"""kv_store: copy the chunk's valid K/V rows into the f16 caches at rows pos .. pos+n_tokens-1 (rounded to
-nearest even: shaders/common/half.wgsl)."""
+"""kv_store: copy the chunk's valid K/V rows into the caches at their rows: f16 (rounded to nearest even:
+shaders/common/half.wgsl) or ggml's q8_0 / q4_0 blocks (shaders/kv_store_q.wgsl)."""
 from __future__ import annotations
 
 from collections.abc import Iterable
@@ -8,7 +8,7 @@ import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
-from ._common import Batch, check_f16_caches, grid, paged_defines, rng
+from ._common import Batch, cache_types, grid, kv_defines, paged_defines, rng
 
 
 @register
@@ -27,12 +27,18 @@ class KvStore(OpKernel):
         T, wk = self.in_shapes[0]
         wv = self.in_shapes[1][1]
         self.paged = len(self.in_types) > 4
-        check_f16_caches("kv_store", self.in_types[2:4], (wk, wv))
+        types = cache_types("kv_store", self.in_types[2:4], (wk, wv))
+        paged = paged_defines(self.paged, self.attrs, self.in_shapes[6] if self.paged else None,
+                              self.in_shapes[2][0], (5, 6, 7))
+        if types != ("f16", "f16"):     # a thread per 64 values: a block's scale needs all of it
+            self.n_threads = T * (wk + wv) // 64
+            self.pipe = self.dev.pipeline("kv_store_q.wgsl", "main", {
+                "WK": wk, "WV": wv, "NQ": 0, "NK": T * wk // 64, "NT": self.n_threads, "ROPE": False,
+                **kv_defines(types, (wk, wv)), **paged})
+            return
         self.n_threads = T * (wk + wv) // 2
         self.pipe = self.dev.pipeline("kv_store.wgsl", "main", {
-            "HK": wk // 2, "HV": wv // 2, "NT": self.n_threads,
-            **paged_defines(self.paged, self.attrs, self.in_shapes[6] if self.paged else None,
-                            self.in_shapes[2][0], (5, 6, 7))})
+            "HK": wk // 2, "HV": wv // 2, "NT": self.n_threads, **paged})
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         binds = {0: self.dev.params_buffer, 1: buffers[0], 2: buffers[1], 3: buffers[2], 4: buffers[3]}

@@ -11,7 +11,7 @@ import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
-from ._common import HALF_STEP, Batch, check_f16_caches, grid, paged_defines, rng
+from ._common import HALF_STEP, Batch, cache_types, grid, kv_defines, paged_defines, rng
 
 
 def inv_freqs(n_rot: int, base: float, freq_scale: float) -> np.ndarray:
@@ -82,18 +82,36 @@ class RopeKvStore(OpKernel):
         nq = T * a["n_head"] * a["head_dim"] // 2
         nk = nq + T * a["n_head_kv"] * a["head_dim"] // 2
         wv = self.in_shapes[2][1]
-        check_f16_caches("rope_kv_store", self.in_types[3:5], (a["head_dim"], wv))
-        self.n_threads = nk + T * wv // 2
+        wk = a["n_head_kv"] * a["head_dim"]
+        types = cache_types("rope_kv_store", self.in_types[3:5], (wk, wv))
         self.ff = 8 if self.paged else 5
         self.has_ff = len(self.in_shapes) == self.ff + 1
+        self.table = rope_table(self.dev, a)
+        self.quantized = types != ("f16", "f16")
+        if self.quantized:              # kv_store_q.wgsl: a thread per 64 values of k and v rows
+            self.n_threads = nk + T * (wk + wv) // 64
+            self.pipe = self.dev.pipeline("kv_store_q.wgsl", "main", {
+                "WK": wk, "WV": wv, "NQ": nq, "NK": nq + T * wk // 64, "NT": self.n_threads,
+                "ROPE": True, "NH": a["n_head"], "HAS_FF": self.has_ff, **rope_defines(a, 11),
+                **kv_defines(types, (wk, wv)),
+                **paged_defines(self.paged, a, self.in_shapes[7] if self.paged else None, self.in_shapes[3][0],
+                                (5, 6, 7))})
+            return
+        self.n_threads = nk + T * wv // 2
         self.pipe = self.dev.pipeline("rope_kv.wgsl", "main", {
             "NQ": nq, "NK": nk, "NT": self.n_threads, "NH": a["n_head"], "NHKV": a["n_head_kv"], "WV": wv,
             "HAS_FF": self.has_ff, **rope_defines(a, 8),
             **paged_defines(self.paged, a, self.in_shapes[7] if self.paged else None, self.in_shapes[3][0],
                             (9, 10, 11))})
-        self.table = rope_table(self.dev, a)
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
+        if self.quantized:
+            binds = {0: self.dev.params_buffer, 1: buffers[1], 2: buffers[2], 3: buffers[3], 4: buffers[4],
+                     8: buffers[0], 9: buffers[self.ff] if self.has_ff else buffers[0], 10: buffers[-1],
+                     11: self.table}
+            if self.paged:
+                binds |= {5: buffers[5], 6: buffers[6], 7: buffers[7]}
+            return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid(self.n_threads))]
         binds = {0: self.dev.params_buffer, **{i + 1: buffers[i] for i in range(5)},
                  6: buffers[self.ff] if self.has_ff else buffers[0], 7: buffers[-1], 8: self.table}
         if self.paged:
