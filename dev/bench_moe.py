@@ -1,5 +1,6 @@
 """Mixture-of-experts node benchmark: one MoE FFN's expert products (matmul_id gate, up, down), routing
-(moe_gate) and mixing (moe_sum) at a given shape, for decode (T = 1) and a prefill chunk.
+(moe_gate; in decode also moe_route: norm, router and gate) and mixing (moe_sum) at a given shape, for
+decode (T = 1) and a prefill chunk.
 
     python3 dev/bench_moe.py [--experts 128] [--used 8] [--hidden 2048] [--ff 768] [--types Q4_K,Q4_K,Q6_K]
                              [--tokens 1,512] [--reps 5] [--json OUT]
@@ -25,6 +26,7 @@ if not os.environ.get("PYTHONPATH"):    # else the tree on PYTHONPATH (comparing
 
 from oxigpu.backends.wgpu.device import Device  # noqa: E402
 from oxigpu.backends.wgpu.kernel import prepare  # noqa: E402
+from oxigpu.graph.ir import OPS  # noqa: E402
 from oxigpu.quant import get_type  # noqa: E402
 
 
@@ -64,7 +66,7 @@ def main() -> None:
           "down": (_raw(td, E * d, f, g).reshape(E, d, -1), td)}
     out = []
     print(f"device: {dev.adapter.info['device']}")
-    print("T     node            dispatches  workgroups  chosen-weight MB  ms")
+    print("T     node                   dispatches  workgroups  chosen-weight MB  ms")
     for T in (int(t) for t in a.tokens.split(",")):
         ids = np.stack([g.choice(E, K, replace=False) for _ in range(T)]).astype(np.int32)
         chosen = len(np.unique(ids))
@@ -78,12 +80,27 @@ def main() -> None:
                  ("matmul_id up", [x, ws["up"][0], ids], ["f32", tu, "i32"], {}, ws["up"][0]),
                  ("matmul_id down", [h, ws["down"][0], ids], ["f32", td, "i32"], {}, ws["down"][0]),
                  ("moe_sum", [y, w], ["f32", "f32"], {}, 0)]
+        if T <= 64 and dev.int8_dots:   # A/B of the down GEMV's split: x staged per workgroup instead of a
+            # dispatch (xs), more rows per group and per workgroup (fewer workgroups of more weight bytes)
+            for tag, over in (("xs", {"xq": False, "xs": True}), ("r4", {"r": 4}), ("r4g8", {"r": 4, "gpw": 8}),
+                              ("r4g8xs", {"r": 4, "gpw": 8, "xq": False, "xs": True})):
+                nodes.insert(4, (f"matmul_id down {tag}", [h, ws["down"][0], ids], ["f32", td, "i32"],
+                                 {"gemv": {"q8x": True, "tpr": 32, **over}}, ws["down"][0]))
+        if T <= 64 and "moe_route" in OPS:   # decode: the FFN's norm + F32 router + gate in one dispatch
+            router = g.standard_normal((E, d)).astype(np.float32).view(np.uint8)
+            nw = np.ones(d, np.float32)
+            nodes.insert(0, ("moe_route", [x, router, nw], ["f32", "F32", "f32"],
+                             {"eps": 1e-6, "k": K, "norm": True, "w_scale": 1.0}, 0))
         for name, ins, types, attrs, wt in nodes:
-            r = _node(dev, name.split()[0], ins, types, attrs, T, a.reps)
+            try:
+                r = _node(dev, name.split()[0], ins, types, attrs, T, a.reps)
+            except Exception as e:      # a variant this tree or device does not take: say so, go on
+                print(f"{T:<5} {name:<22} skipped: {str(e).splitlines()[0][:90]}", flush=True)
+                continue
             mb = 0.0 if isinstance(wt, int) else chosen * wt[0].nbytes / 1e6
             r.update(tokens=T, node=name, chosen_mb=mb)
             out.append(r)
-            print(f"{T:<5} {name:<15} {r['dispatches']:>10}  {r['workgroups']:>10}  {mb:>16.1f}  "
+            print(f"{T:<5} {name:<22} {r['dispatches']:>10}  {r['workgroups']:>10}  {mb:>16.1f}  "
                   f"{r['seconds'] * 1e3:.3f}", flush=True)
     if a.json:
         a.json.write_text(json.dumps(out, indent=1))

@@ -61,18 +61,22 @@ def test_fused_ops_per_layer(synth_files, shape):
     assert ops.count("matmul_multi") == 1 and ops.count("matmul_glu") == 1 and "glu" not in ops
     assert ops.count("rope_kv_attention") == 1
     assert not {"rope", "kv_store", "rope_kv_store", "attention"} & set(ops)
-    # attn_norm and ffn_norm moved into the GEMVs' prologue; per-head q/k norms and post-norms stay
-    assert ops.count("rms_norm") == {"tiny-qwen3": 2, "tiny-gemma3": 4}.get(shape, 0)
+    # attn_norm and ffn_norm moved into the GEMVs' prologue, per-head q/k norms into the decode attention
+    # (attr qk_norm_eps); post-norms stay
+    assert ops.count("rms_norm") == {"tiny-gemma3": 2}.get(shape, 0)
+    rka = [n for n in fused.nodes if n.op == "rope_kv_attention"]
+    assert all(("qk_norm_eps" in n.attrs) == (shape in ("tiny-qwen3", "tiny-gemma3")) for n in rka)
     assert all("norm_eps" in n.attrs for n in fused.nodes if n.op in ("matmul_multi", "matmul_glu"))
     assert ops.count("matmul_add") == (0 if shape == "tiny-gemma3" else 2)
     assert "matmul" not in ops or shape == "tiny-gemma3"
-    assert len(ops) == {"tiny-qwen3": 7, "tiny-gemma3": 11}.get(shape, 5)
+    assert len(ops) == {"tiny-gemma3": 9}.get(shape, 5)
     assert len(fused.nodes) < len(plain.nodes)
     prefill = build_graph(model, None, 8, N_CTX)
     assert all("norm_eps" in n.attrs for n in prefill.nodes if n.op in ("matmul_multi", "matmul_glu"))
     prefill = _ops(prefill)                                      # the fused attention is decode-only
     assert prefill.count("matmul_multi") == 1 and prefill.count("matmul_glu") == 1 and "glu" not in prefill
-    assert prefill.count("rms_norm") == ops.count("rms_norm")          # the pre-norms moved in here too
+    # the pre-norms moved in here too; q/k norms stay (the prefill rope_kv_store takes none)
+    assert prefill.count("rms_norm") == {"tiny-qwen3": 2, "tiny-gemma3": 4}.get(shape, 0)
     assert prefill.count("rope_kv_store") == 1 and prefill.count("attention") == 1
     assert "rope_kv_attention" not in prefill
     names = lambda g: {v.name for n in g.nodes for v in n.outputs}  # noqa: E731
@@ -121,6 +125,10 @@ def test_moe_fusions_and_logits_on_numpy(moe_files, shape):
         ops = _ops(build_graph(model, None, T, N_CTX))
         assert ops.count("matmul_id_glu") == 1 and ops.count("matmul_id") == 1 and "glu" not in ops
         assert ops.count("moe_sum_add") == 1 and "moe_sum" not in ops
+        # decode: the FFN's norm, router and gate are one moe_route; prefill keeps the three
+        assert ops.count("moe_route") == (T == 1) and ops.count("moe_gate") == (T == 8)
+        assert ops.count("matmul") == (T == 8)
+    assert "moe_route" in _ops(build_graph(model, None, 4, N_CTX, S=4))       # a decode bucket of 4
     vocab = len(model.metadata["tokenizer.ggml.tokens"])
     toks = np.random.default_rng(6).integers(0, vocab, 12).astype(np.int32)
     logits = []
@@ -146,6 +154,11 @@ def test_moe_numpy_references_are_the_compositions():
                           numpy_ops.glu(g, u, act="silu"))
     y, w, res = rng.standard_normal((T, K * n), np.float32), rng.random((T, K), np.float32), g[:, :n]
     assert np.array_equal(numpy_ops.moe_sum_add(y, w, res), res + numpy_ops.moe_sum(y, w))
+    wr, nw = rng.standard_normal((E, k), np.float32), rng.standard_normal(k, np.float32)
+    h, ids, w = numpy_ops.moe_route(x, wr, nw, eps=1e-6, k=K, norm=True, w_scale=2.0, n_tokens=4)
+    want_h = numpy_ops.rms_norm(x, nw, eps=1e-6, group=k)
+    want = numpy_ops.moe_gate(numpy_ops.matmul(want_h, wr, n_tokens=4), k=K, norm=True, w_scale=2.0, n_tokens=4)
+    assert np.array_equal(h, want_h) and np.array_equal(ids, want[0]) and np.array_equal(w, want[1])
 
 
 def test_numpy_references_are_the_compositions():

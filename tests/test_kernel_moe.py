@@ -60,3 +60,36 @@ def test_matmul_id_glu_over_joined_weights(dev, monkeypatch, T, n_tokens, N, int
     case = k.as_computed(case)
     err, tol = case_error(case, [got], case.reference())
     assert err <= tol, (err, tol)
+
+
+@pytest.mark.parametrize("E,K,d", [(128, 8, 2048), (300, 8, 136)])
+def test_moe_route_twice_in_one_pass(dev, E, K, d):
+    """The fused norm + router + gate twice in one pass on different rows: the token's last workgroup resets
+    its counter, so the second dispatch routes too (a stale counter would leave its ids/w unwritten: NaN)."""
+    import numpy as np
+
+    from oxigpu.backends.wgpu.device import Params
+    from oxigpu.backends.wgpu.kernel import KERNELS, case_error, load_kernels
+    from oxigpu.backends.wgpu.ops.moe import moe_route_case
+    load_kernels()
+    cases = [moe_route_case("F32", 2, 2, E, K, d, True, 1.0, seed=s) for s in (1, 2)]
+    cls = KERNELS["moe_route"]
+    shapes = [(2, d), (E, d), (d,)]
+    k = cls(dev, cases[0].attrs, shapes, cases[0].in_types, cls.output_shapes(shapes, cases[0].attrs))
+    assert k.groups >= 2 * 32                        # at least 32 workgroups a token, counted per token
+    ds, outs = [], []
+    for case in cases:
+        ins = [dev.create_buffer(a.nbytes, label="in") for a in case.inputs]
+        for b, a in zip(ins, case.inputs):
+            dev.write(b, a, 0)
+        out = [dev.create_buffer(4 * int(np.prod(s)), label="out") for s in k.out_shapes]
+        for b, s in zip(out, k.out_shapes):
+            dev.write(b, np.full(s, np.nan, np.float32), 0)
+        ds += k.encode(ins + out)
+        outs.append(out)
+    dev.write_params(Params(pos=0, n_tokens=2, n_seqs=1))
+    dev.submit(ds)
+    for case, out in zip(cases, outs):
+        got = [dev.read(b, np.float32, s) for b, s in zip(out, k.out_shapes)]
+        err, tol = case_error(case, got, case.reference())
+        assert err <= tol, (case.name, err, tol)

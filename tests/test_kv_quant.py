@@ -173,18 +173,31 @@ def test_fused_decode_refuses_quantized_caches(dev):
 
 # -- engine ------------------------------------------------------------------------------------------------
 def test_engine_numpy_and_wgpu_agree(dev, tiny_models):
-    """Greedy generation with a q8_0 K / q4_0 V cache: the same tokens on numpy and wgpu (fused graphs: the
+    """Greedy generation with a q8_0 K / q4_0 V cache: the same tokens on numpy and wgpu, or a parting at a
+    near-tie of numpy's logits only (fused graphs: the
     quantized store kernel, prefill and decode attention), and the pool counted in quantized bytes."""
     from oxigpu import LLM
     path = tiny_models["tiny-llama"]
-    outs = []
+    outs, llms = [], []
     for backend in ("numpy", "wgpu"):
         llm = LLM(path, backend=backend, n_ctx=128, max_seqs=2, cache_type_k="q8_0", cache_type_v="q4_0")
         assert llm._engine.cache_types == ("q8_0", "q4_0")
         r = llm.generate("The quick brown fox", max_tokens=12, temperature=0)
         outs.append(list(r.token_ids))
-        del llm
-    assert outs[0] == outs[1]
+        llms.append(llm)
+    if outs[0] != outs[1]:
+        # A GPU's rope rounds a key differently from numpy in the last bit now and then, which can move a value
+        # across a q8_0 rounding boundary (a step of 1/127 of the block's largest): the two may part only where
+        # both backends' logits over the common prefix agree within the cache's rounding and numpy's top two
+        # are closer than the backends are to each other (lavapipe agrees token for token)
+        j = next(i for i, (a, b) in enumerate(zip(*outs)) if a != b)
+        prefix = llms[0].tokenize("The quick brown fox") + outs[0][:j]
+        ln, lw = (llm._engine.eval(prefix)[0] for llm in llms)
+        diff = float(np.abs(ln - lw).max())
+        assert diff <= 5e-2 * np.abs(ln).max(), (j, diff, outs)
+        top2 = np.sort(ln)[-2:]
+        assert {outs[0][j], outs[1][j]} == set(np.argsort(ln)[-2:].tolist()), (j, outs)
+        assert top2[1] - top2[0] <= 2 * diff, f"parted at {j} without a near-tie: {outs}"
 
 
 def _ppl(path, kinds, n_chars=800):

@@ -234,12 +234,18 @@ def attention(q: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray, positions
 
 def rope_kv_attention(q: np.ndarray, k: np.ndarray, v: np.ndarray, cache_k: np.ndarray, cache_v: np.ndarray,
                       positions: np.ndarray, row_seq: np.ndarray, block_table: np.ndarray,
-                      freq_factors: np.ndarray | None = None, *, n_head: int, n_head_kv: int, head_dim: int,
+                      *extra: np.ndarray, n_head: int, n_head_kv: int, head_dim: int,
                       n_rot: int, base: float, neox: bool, freq_scale: float = 1.0, v_head_dim: int,
                       scale: float, window: int = 0, softcap: float = 0.0, block_size: int,
-                      n_tokens: int) -> np.ndarray:
+                      n_tokens: int, qk_norm_eps: float | None = None) -> np.ndarray:
     """``attention(rope_kv_store(q, k, v, ...), cache_k, cache_v, ...)``: a decode layer's rope, cache write
-    and attention as one op (the caches are written in place)."""
+    and attention as one op (the caches are written in place). ``extra``: freq_factors if given, then with
+    ``qk_norm_eps`` the per-head norm weights of q and k (q, k = their rms_norm first)."""
+    if qk_norm_eps is not None:
+        *extra, q_norm, k_norm = extra
+        q = rms_norm(q, q_norm, eps=qk_norm_eps, group=head_dim)
+        k = rms_norm(k, k_norm, eps=qk_norm_eps, group=head_dim)
+    freq_factors = extra[0] if extra else None
     paged = (positions, row_seq, block_table)
     qr = rope_kv_store(q, k, v, cache_k, cache_v, *paged, freq_factors, n_head=n_head, n_head_kv=n_head_kv,
                        head_dim=head_dim, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale,
@@ -357,6 +363,13 @@ def matmul_id_glu(x: np.ndarray, w_gate: np.ndarray, w_up: np.ndarray, ids: np.n
                   act: str) -> np.ndarray:
     """``glu(matmul_id(x, w_gate, ids), matmul_id(x, w_up, ids))`` (fused: the experts' gate, up and GLU)."""
     return glu(matmul_id(x, w_gate, ids, n_tokens=n_tokens), matmul_id(x, w_up, ids, n_tokens=n_tokens), act=act)
+
+
+def moe_route(x: np.ndarray, w: np.ndarray, norm_w: np.ndarray, *, eps: float, k: int, norm: bool,
+              w_scale: float = 1.0, n_tokens: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``h = rms_norm(x, norm_w)`` and ``moe_gate(matmul(h, w))`` (fused: the FFN's norm, router and gate)."""
+    h = rms_norm(x, norm_w, eps=eps, group=x.shape[1])
+    return (h, *moe_gate(matmul(h, w, n_tokens=n_tokens), k=k, norm=norm, w_scale=w_scale, n_tokens=n_tokens))
 
 
 def layer_norm(x: np.ndarray, w: np.ndarray, b: np.ndarray, *, eps: float) -> np.ndarray:

@@ -21,11 +21,15 @@ the numpy backend:
   moves into it (attr ``norm_eps``, the norm weight as its last input): each GEMV workgroup recomputes
   the row's sum of squares, cheap for d <= 4096; in prefill the matrix-unit GEMM's x pass normalizes
   each row as it rounds it to f16 (elsewhere the norm runs first, into a scratch);
+- ``moe_route`` (decode graphs): the mixture-of-experts FFN's ``rms_norm``, its router ``matmul`` (F32 or
+  F16 weights) and ``moe_gate`` become one node (one dispatch: the router GEMV's workgroups normalize x
+  themselves, the first stores the normed row for the experts, the last to finish picks the experts);
 - ``rope_kv_store``: ``rope(q)``, ``rope(k)`` and the ``kv_store`` of that k become one node (one
   dispatch rotates q, rotates k straight into the cache and copies v);
 - ``rope_kv_attention`` (decode graphs: one row per sequence): that ``rope_kv_store`` and the
   ``attention`` reading its q become one node (the decode attention kernel rotates q and the step's key
-  itself and writes the cache rows), so a decode layer is 5 dispatches. Mixed and teacher-forcing graphs
+  itself and writes the cache rows; per-head q/k RMS norms too, as weights before the rotation and one
+  scale after it), so a decode layer is 5 dispatches. Mixed and teacher-forcing graphs
   keep the two: there a query row needs the keys of the rows before it in the chunk, so the keys must be
   in the cache first.
 """
@@ -39,7 +43,8 @@ from .ir import Graph, Node, Value, arg, args
 
 def fuse(graph: Graph) -> Graph:
     """Apply every pattern in order of value; returns ``graph`` with its node list rewritten."""
-    nodes = _norm_prologue(graph, _glu_epilogue(graph, _multi_matmul(graph, _expert_glu(graph, graph.nodes))))
+    nodes = _moe_route(graph, graph.nodes) if graph.decode else graph.nodes
+    nodes = _norm_prologue(graph, _glu_epilogue(graph, _multi_matmul(graph, _expert_glu(graph, nodes))))
     nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
     graph.nodes = _rope_kv_attention(graph, nodes) if graph.decode else nodes
     return graph
@@ -129,6 +134,29 @@ def _expert_glu(n: Node, view: _View) -> _Fused | None:
                 f"{g.name}+{u.name}+{n.name}"), (g, u)
 
 
+ROUTER_TYPES = (0, 1)
+"""Router weight ggml types (F32, F16) ``moe_route``'s kernel reads (llama.cpp never quantizes a router)."""
+
+
+@_pattern("rms_norm")
+def _moe_route(n: Node, view: _View) -> _Fused | None:
+    """``rms_norm`` (whole rows, width a multiple of 8) whose output one bias-free router ``matmul`` reads,
+    its logits read only by a ``moe_gate`` -> ``moe_route`` at the norm (the normed row stays an output: the
+    experts read it)."""
+    h, x = n.outputs[0], arg(n, "x")
+    routers = [m for m in view.readers[h] if m.op == "matmul" and arg(m, "x") is h and arg(m, "bias") is None]
+    if n.attrs["group"] != x.shape[1] or x.shape[1] % 8 or len(routers) != 1:
+        return None
+    r = routers[0]
+    logits = r.outputs[0]
+    if arg(r, "w").ggml_type not in ROUTER_TYPES or not view.single_use(logits) \
+            or view.readers[logits][0].op != "moe_gate":
+        return None
+    gate = view.readers[logits][0]
+    return Node("moe_route", (x, arg(r, "w"), arg(n, "w")), (h, *gate.outputs), {"eps": n.attrs["eps"], **gate.attrs},
+                f"{n.name}+{r.name}+{gate.name}"), (r, gate)
+
+
 @_pattern("matmul_multi", "matmul_glu")
 def _norm_prologue(n: Node, view: _View) -> _Fused | None:
     """``rms_norm`` (whole rows) whose output only a ``matmul_multi``/``matmul_glu`` reads (as x) -> that
@@ -185,8 +213,9 @@ def _rope_kv_store(n: Node, view: _View) -> _Fused | None:
 def _rope_kv_attention(n: Node, view: _View) -> _Fused | None:
     """``attention(rope_kv_store(q, k, v, K, V, ...), K, V, ...)`` whose rotated q feeds nothing else ->
     ``rope_kv_attention`` at the attention (decode graphs only: one row per sequence, so no query needs
-    another row's key of this step first). f16 caches only: the fused kernel counts the step's own key from
-    registers, rounded as the cache stores it, which a block-quantized cache cannot do per value."""
+    another row's key of this step first). Per-head ``rms_norm`` of q and k read only by it move in too
+    (attr ``qk_norm_eps``, their weights last). f16 caches only: the fused kernel counts the step's own key
+    from registers, rounded as the cache stores it, which a block-quantized cache cannot do per value."""
     q = arg(n, "q")
     if any(arg(n, s).dtype != "f16" for s in ("cache_k", "cache_v")):
         return None
@@ -196,5 +225,12 @@ def _rope_kv_attention(n: Node, view: _View) -> _Fused | None:
             or not view.single_use(q) \
             or any(rkv.attrs[a] != n.attrs[a] for a in ("n_head", "n_head_kv", "head_dim")):
         return None
-    return Node("rope_kv_attention", rkv.inputs, n.outputs, {**rkv.attrs, **n.attrs},
-                f"{rkv.name}+{n.name}"), (rkv,)
+    ins, attrs, name, absorbed = rkv.inputs, {**rkv.attrs, **n.attrs}, f"{rkv.name}+{n.name}", [rkv]
+    norms = [view.made_by(arg(rkv, s), "rms_norm") for s in ("q", "k")]
+    if all(m is not None and m.attrs["group"] == n.attrs["head_dim"] and view.single_use(m.outputs[0])
+           for m in norms) and norms[0].attrs["eps"] == norms[1].attrs["eps"] and n.attrs["head_dim"] % 4 == 0:
+        qn, kn = norms
+        ins = (arg(qn, "x"), arg(kn, "x"), *ins[2:], arg(qn, "w"), arg(kn, "w"))
+        attrs["qk_norm_eps"] = qn.attrs["eps"]
+        name, absorbed = f"{qn.name}+{kn.name}+{name}", [*norms, rkv]
+    return Node("rope_kv_attention", ins, n.outputs, attrs, name), absorbed

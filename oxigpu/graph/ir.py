@@ -113,6 +113,10 @@ moe_sum_add        y[T, K*n], w[T, K], res[T, n] -> [T, n]        (none) add(res
 matmul_id_glu      x[T, k], W_gate[E, n, k], W_up[E, n, k],       act; glu(matmul_id(x, W_gate, ids),
                    ids i32[T, K] -> [T, K*n]                      matmul_id(x, W_up, ids)) (both weights
                                                                   of one quant type)
+moe_route          x[T, d], W_router[E, d], w_norm[d]             eps, k, norm, w_scale; h = rms_norm(x,
+                   -> h[T, d], ids i32[T, K], w[T, K]             w_norm, eps), then moe_gate(matmul(h,
+                                                                  W_router)) (decode graphs: the norm,
+                                                                  router and gate in one dispatch)
 rope_kv_store      q[T, H*D], k[T, Hkv*D], v[T, Hkv*Dv], K, V     n_head, n_head_kv, block_size and
                    (state), positions, row_seq, block_table       rope's other attrs; kv_store(rope(k,
                    (, freq_factors) -> [T, H*D]                   positions), v, K, V, positions, row_seq,
@@ -123,6 +127,9 @@ rope_kv_attention  as rope_kv_store -> [T, H*Dv]                  rope_kv_store'
                                                                   (decode graphs only: one row per
                                                                   sequence, so no row needs another
                                                                   row's keys of this step first)
+(q/k norms)         rope_kv_attention with attr qk_norm_eps takes   q and k replaced by rms_norm(q, q_norm,
+                   two more inputs, q_norm[D], k_norm[D], last     eps, group=D), likewise k (qwen3's
+                                                                  per-head norms)
 =================  =============================================  =======================================
 
 ``sample`` is in :data:`OPS` too, though no graph holds it: the wgpu backend's GPU-resident decode appends
@@ -209,7 +216,8 @@ OPS: dict[str, OpSpec] = {
     "matmul_glu": OpSpec((_s("x", "act"), _s("w_gate", "matrix"), _s("w_up", "matrix"),
                           _s("norm_w", "vec", optional=True, when="norm_eps"))),
     "rope_kv_store": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF)),
-    "rope_kv_attention": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF)),
+    "rope_kv_attention": OpSpec((*_QKV, *_KV, *_PAGED, _ROPE_FF, _s("q_norm", "vec", optional=True, when="qk_norm_eps"),
+                                 _s("k_norm", "vec", optional=True, when="qk_norm_eps"))),
     "sample": OpSpec((_s("logits", "act"), _s("slots", "ids", writes=True), _s("history", "ids", writes=True),
                       _s("sparse", "ids"), _s("mask", "ids"), _s("logprobs", "ids", writes=True)), graph=False),
     # row n_tokens - 1 of x: what the wgpu backend runs a one-slot gather_rows as until its kernels
@@ -223,6 +231,7 @@ OPS: dict[str, OpSpec] = {
     "moe_sum": OpSpec((_s("y", "act"), _s("w", "act"))),
     "moe_sum_add": OpSpec((_s("y", "act"), _s("w", "act"), _s("res", "act"))),
     "matmul_id_glu": OpSpec((_s("x", "act"), _s("w_gate", "matrix"), _s("w_up", "matrix"), _s("ids", "ids"))),
+    "moe_route": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("norm_w", "vec"))),
     "layer_norm": OpSpec((_s("x", "act"), _s("w", "vec"), _s("b", "vec"))),
     "add_rows": OpSpec((_s("x", "act"), _s("table", "table"), _s("positions", "ids", optional=True))),
     "attention_self": OpSpec((_s("q", "act"), _s("k", "act"), _s("v", "act"))),

@@ -276,6 +276,9 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let qb = (rw.t * NH + rw.h) * D4;
   if (rw.live && tl < D4) { q0 = q_col(tpos, qb, tl) * {{SCALE}}; }
   if (NCK > 1u && rw.live && tl + L < D4) { q1 = q_col(tpos, qb, tl + L) * {{SCALE}}; }
+  let qi = q_inv(lane, sgs, rw.live, qb, tl);   // per-head q norm (rope_kv_attention's hooks), else 1
+  q0 *= qi;
+  q1 *= qi;
 
   // the block's token (a PAGED block has one; rope_kv_attention, T rows of T sequences, too)
   let bt = block_row(rb, 0u, kvh);

@@ -5,8 +5,9 @@
 // stores them (so the key counts exactly as it will in later steps), and the token's first row block's
 // workgroup of each KV head stores both rows in the caches (at phys(s, p)). No workgroup reads the cache
 // row of a key of this step, so none waits for another's write.
-// Defines: common/rope.wgsl's (its table at binding 10).
+// Defines: common/rope.wgsl's (its table at binding 10), QK_NORM (true | false: attention/qk_norm_*.wgsl).
 #include "common/rope.wgsl"
+#include "attention/qk_norm_{{QK_NORM}}.wgsl"
 
 @group(0) @binding(2) var<storage, read_write> cache_k: array<KW>;   // f16 caches only (KVQ false)
 @group(0) @binding(3) var<storage, read_write> cache_v: array<KW>;
@@ -14,19 +15,47 @@
 @group(0) @binding(8) var<storage, read> v: array<vec4<f32>>;
 @group(0) @binding(9) var<storage, read> ff: array<f32>;
 
-// Vec4 column c of the query head at vec4 qb, rotated at position p.
+// Vec4 column c of the query head at vec4 qb, norm-weighted (QK_NORM) and rotated at position p.
 fn q_col(p: u32, qb: u32, c: u32) -> vec4<f32> {
   let e = rope_partners(c);
-  return rope_col(p, c, q[qb + c], vec4<f32>(q[qb + e.x / 4u][e.x % 4u], q[qb + e.y / 4u][e.y % 4u],
-                                            q[qb + e.z / 4u][e.z % 4u], q[qb + e.w / 4u][e.w % 4u]));
+  let w = vec4<f32>(qn_w(4u * c), qn_w(4u * c + 1u), qn_w(4u * c + 2u), qn_w(4u * c + 3u));
+  return rope_col(p, c, q[qb + c] * w, vec4<f32>(q[qb + e.x / 4u][e.x % 4u] * qn_w(e.x),
+                  q[qb + e.y / 4u][e.y % 4u] * qn_w(e.y), q[qb + e.z / 4u][e.z % 4u] * qn_w(e.z),
+                  q[qb + e.w / 4u][e.w % 4u] * qn_w(e.w)));
 }
 
-// Vec4 column c of the step's key head at vec4 kb, rotated at position p and rounded to halves.
-fn k_col(p: u32, kb: u32, c: u32) -> vec4<f32> {
+// Vec4 column c of the step's key head at vec4 kb, norm-weighted, rotated at position p, times inv (the
+// head's 1 / rms with QK_NORM) and rounded to halves.
+fn k_col(p: u32, kb: u32, c: u32, inv: f32) -> vec4<f32> {
   let e = rope_partners(c);
-  let xp = vec4<f32>(k[kb + e.x / 4u][e.x % 4u], k[kb + e.y / 4u][e.y % 4u], k[kb + e.z / 4u][e.z % 4u],
-                     k[kb + e.w / 4u][e.w % 4u]);
-  return round_half4(rope_col(p, c, k[kb + c], xp));
+  let w = vec4<f32>(kn_w(4u * c), kn_w(4u * c + 1u), kn_w(4u * c + 2u), kn_w(4u * c + 3u));
+  let xp = vec4<f32>(k[kb + e.x / 4u][e.x % 4u] * kn_w(e.x), k[kb + e.y / 4u][e.y % 4u] * kn_w(e.y),
+                     k[kb + e.z / 4u][e.z % 4u] * kn_w(e.z), k[kb + e.w / 4u][e.w % 4u] * kn_w(e.w));
+  return round_half4(rope_col(p, c, k[kb + c] * w, xp) * inv);
+}
+
+// 1 / rms of a head from each lane's sum of squares of its columns, in every lane of the team.
+// Workgroup-uniform control flow (team_sum4 may hold barriers).
+fn head_inv(lane: Lane, sgs: u32, ss: f32) -> f32 {
+  return inverseSqrt(team_sum4(lane, sgs, vec4<f32>(ss, 0.0, 0.0, 0.0)).x / f32({{HD}}u) + {{QK_EPS}});
+}
+
+// The query head's 1 / rms (1 without QK_NORM); the team's columns tl and tl + L of the head at qb.
+fn q_inv(lane: Lane, sgs: u32, live: bool, qb: u32, tl: u32) -> f32 {
+  if (!QK_NORM) { return 1.0; }
+  var ss = 0.0;
+  if (live && tl < D4) { ss = dot(q[qb + tl], q[qb + tl]); }
+  if (NCK > 1u && live && tl + L < D4) { ss += dot(q[qb + tl + L], q[qb + tl + L]); }
+  return head_inv(lane, sgs, ss);
+}
+
+// The step's key head's 1 / rms (1 without QK_NORM), as q_inv.
+fn k_inv(lane: Lane, sgs: u32, kb: u32, tl: u32) -> f32 {
+  if (!QK_NORM) { return 1.0; }
+  var ss = 0.0;
+  if (tl < D4) { ss = dot(k[kb + tl], k[kb + tl]); }
+  if (NCK > 1u && tl + L < D4) { ss += dot(k[kb + tl + L], k[kb + tl + L]); }
+  return head_inv(lane, sgs, ss);
 }
 
 // Vec4 column c of the step's value head at vec4 vb, rounded to halves.
@@ -47,8 +76,9 @@ fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: 
   var k0 = vec4<f32>(0.0);
   var k1 = vec4<f32>(0.0);
   let kb = (bt.t * NKV + kvh) * D4;
-  if (tl < D4) { k0 = k_col(bt.p, kb, tl); }
-  if (NCK > 1u && tl + L < D4) { k1 = k_col(bt.p, kb, tl + L); }
+  let inv = k_inv(lane, sgs, kb, tl);
+  if (tl < D4) { k0 = k_col(bt.p, kb, tl, inv); }
+  if (NCK > 1u && tl + L < D4) { k1 = k_col(bt.p, kb, tl + L, inv); }
   let s = team_sum4(lane, sgs, vec4<f32>(dot(q0, k0) + dot(q1, k1), 0.0, 0.0, 0.0)).x;
   let vb = (bt.t * NKV + kvh) * DV4;
   if (writer && team == 0u && rw.live) {

@@ -24,9 +24,25 @@ from .elementwise import Glu
 from .gemm import GemmKernel, q8_round, q8_tie_free, scratch_buffer
 from .matmul import Gemv, glu64, q8x_round, split_rows
 
+MAX_EXPERTS = 1024
+"""Experts a router may have (as models/hparams.py bounds them): the gate keeps each token's logits, their
+exponentials and the picks in workgroup memory (12 KiB at most, under WebGPU's 16 KiB default)."""
+
+
+def _route_defines(dev, T: int, E: int, attrs: dict, **route) -> dict:
+    """moe_route.wgsl's defines; ``route``: D, RPW, EPS, WF16 for the ``route`` entry."""
+    if not 1 <= attrs["k"] <= E or E > MAX_EXPERTS:
+        raise ValueError(f"moe routing: {E} experts, {attrs['k']} chosen (1 to {MAX_EXPERTS} experts, 1 to all chosen)")
+    wg = 64 if E <= 64 else 128 if E <= 128 else 256
+    return {"T": T, "E": E, "KSEL": attrs["k"], "NORM": int(bool(attrs["norm"])), "WG": wg,
+            "W_SCALE": f32_lit(attrs.get("w_scale", 1.0)), "RED": "sg" if dev.has_subgroups else "wg",
+            "D": 8, "RPW": 1, "EPS": f32_lit(0.0), "WF16": 0} | route
+
 
 @register
 class MoeGate(OpKernel):
+    """``moe_gate``: a workgroup per token row ranks each expert against the row's logits (moe_route.wgsl)."""
+
     op = "moe_gate"
 
     @classmethod
@@ -36,14 +52,45 @@ class MoeGate(OpKernel):
     def __init__(self, *args, **kw):
         super().__init__(*args, **kw)
         self.T, E = self.in_shapes[0]
-        self.pipe = self.dev.pipeline("moe.wgsl", "gate", {
-            "T": self.T, "E": E, "KSEL": self.attrs["k"], "NORM": int(bool(self.attrs["norm"])),
-            "W_SCALE": f32_lit(self.attrs.get("w_scale", 1.0)), "N": 1, "HAS_RES": False})
+        self.pipe = self.dev.pipeline("moe_route.wgsl", "gate", _route_defines(self.dev, self.T, E, self.attrs))
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         logits, ids, w = buffers
-        bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: logits, 3: ids, 4: w})
+        bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 7: logits, 3: ids, 4: w})
         return [Dispatch(self.pipe, bg, workgroups_for(self.T))]     # a workgroup per token row
+
+
+@register
+class MoeRoute(OpKernel):
+    """``moe_route`` (decode): the FFN's RMS norm, the router GEMV (F32/F16 weights) and the gate in one
+    dispatch: per token ceil(E / RPW) workgroups of RPW router rows each (about 32 a token), the token's
+    last one to finish picking the experts from the logits the others stored."""
+
+    op = "moe_route"
+
+    @classmethod
+    def output_shapes(cls, in_shapes, attrs):
+        T, d = in_shapes[0]
+        return [(T, d), (T, attrs["k"]), (T, attrs["k"])]
+
+    def __init__(self, *args, **kw):
+        super().__init__(*args, **kw)
+        (self.T, d), (E, _) = self.in_shapes[0], self.in_shapes[1]
+        if d % 8 or self.in_types[1] not in ("F32", "F16"):
+            raise ValueError(f"moe_route: rows of {d} ({self.in_types[1]}): needs F32/F16 and a multiple of 8")
+        rpw = max(1, min(8, E // 32))
+        self.groups = self.T * -(-E // rpw)
+        self.pipe = self.dev.pipeline("moe_route.wgsl", "route", _route_defines(
+            self.dev, self.T, E, self.attrs, D=d, RPW=rpw, EPS=f32_lit(self.attrs["eps"]),
+            WF16=int(self.in_types[1] == "F16")))
+        self.logits = self.dev.create_buffer(4 * self.T * E, label="moe_route logits")
+        self.counters = self.dev.create_buffer(4 * self.T, label="moe_route counters")   # zero-filled
+
+    def encode(self, buffers: list[Binding]) -> list[Dispatch]:
+        x, wr, g, h, ids, w = buffers
+        bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: x, 2: wr, 3: ids, 4: w, 5: g, 6: h,
+                                             7: self.logits, 8: self.counters})
+        return [Dispatch(self.pipe, bg, workgroups_for(self.groups))]
 
 
 @register
@@ -59,7 +106,7 @@ class MoeSum(OpKernel):
         T, K = self.in_shapes[1]
         self.n = T * self.out_shapes[0][1]
         self.pipe = self.dev.pipeline("moe.wgsl", "sum", {
-            "T": T, "E": 1, "KSEL": K, "NORM": 0, "W_SCALE": "1.0", "N": self.out_shapes[0][1],
+            "T": T, "KSEL": K, "N": self.out_shapes[0][1],
             "HAS_RES": self.op == "moe_sum_add"})
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
@@ -93,7 +140,9 @@ class _Experts:
         xslot = int(kx == K * K_in)
         self.gemv = None
         if self.pairs <= E or K_in % 32:
-            self.gemv = Gemv(dev, {}, K_in, [qt.name], [N], False, m=self.pairs, expert=(E, K, xslot))
+            # attrs["gemv"]: benchmarks override the split as for a dense GEMV (dev/bench_moe.py's xs variant)
+            self.gemv = Gemv(dev, {k: v for k, v in attrs.items() if k == "gemv"}, K_in, [qt.name], [N], False,
+                             m=self.pairs, expert=(E, K, xslot))
             return
         self.x_rows = self.pairs if xslot else T
         tiles_at = 1 + self.pairs
@@ -247,6 +296,29 @@ def moe_glu_case(qtype: str, T: int, n_tokens: int, E: int, K: int, N: int, K_in
                 attrs={"act": act}, n_tokens=n_tokens)
 
 
+def moe_route_case(qtype: str, T: int, n_tokens: int, E: int, K: int, d: int, norm: bool, w_scale: float,
+                   seed: int) -> Case:
+    """A ``moe_route`` check: x [T, d], a router of ``qtype`` (F32/F16) and a norm weight; float64 reference
+    of the norm, the router and the gate (ids compared exactly; the weights to 5e-6: a logit's f32 dot
+    error, ~1e-7 of |logit| sqrt(d), moves its probability by that relative amount)."""
+    g = rng(seed)
+    x = (g.standard_normal((T, d)) * 2 + 0.3).astype(np.float32)
+    wr = quantize((g.standard_normal((E, d)) * (2 / np.sqrt(d))).astype(np.float32), qtype)   # logits ~ N(0, 4)
+    nw = (g.standard_normal(d) * 0.3 + 1).astype(np.float32)
+    attrs = {"eps": 1e-6, "k": K, "norm": norm, "w_scale": w_scale}
+
+    def ref():
+        x64 = x.astype(np.float64)
+        h = x64 / np.sqrt((x64 * x64).mean(1, keepdims=True) + 1e-6) * nw
+        logits = h @ dequantize(wr, qtype).astype(np.float64).T
+        logits[n_tokens:] = 0
+        ids, w = moe_gate_ref(logits, k=K, norm=norm, w_scale=w_scale, n_tokens=n_tokens)
+        return [h, ids.astype(np.int32).view(np.float32), w]
+    return Case("moe_route", f"moe_route {qtype} T={T} n_tokens={n_tokens} E={E} K={K} d={d} norm={norm} "
+                f"scale={w_scale}", [x, wr, nw], ["f32", qtype, "f32"], ref, (2e-6, 0.0, 5e-6), attrs=attrs,
+                n_tokens=n_tokens, nbytes=wr.nbytes + 8 * x.size)
+
+
 def _moe_case(name: str, qtype: str, T: int, n_tokens: int, E: int, K: int, N: int, K_in: int,
               per_slot: bool, seed: int, one_expert: bool = False) -> Case:
     g = rng(seed)
@@ -274,7 +346,8 @@ def _moe_case(name: str, qtype: str, T: int, n_tokens: int, E: int, K: int, N: i
 def _cases() -> Iterable[Case]:
     g = rng(41)
     for T, n, E, K, norm, scale in ((1, 1, 8, 2, True, 1.0), (5, 3, 16, 4, False, 2.5), (7, 7, 128, 8, True, 1.0),
-                                    (3, 3, 160, 6, True, 1.0)):
+                                    (3, 3, 160, 6, True, 1.0), (2, 2, 600, 8, True, 1.0),
+                                    (2, 1, 300, 300, False, 1.0)):     # every expert chosen: more picks than lanes
         logits = g.standard_normal((T, E)).astype(np.float32) * 3
         logits[0, 1] = logits[0, 0]       # a tie: the lower id first
         logits[-1, E - 1] = logits[-1, 3] = logits[-1].max() + 1    # a tie at the top, across lanes
@@ -285,6 +358,13 @@ def _cases() -> Iterable[Case]:
         yield Case("moe_gate", f"moe_gate T={T} n_tokens={n} E={E} K={K} norm={norm} scale={scale}",
                    [logits], ["f32"], ref, (0.0, 2e-6), attrs={"k": K, "norm": norm, "w_scale": scale},
                    n_tokens=n)
+    # the fused norm + router + gate (decode): several workgroups per token and the last-one counter, padded
+    # rows, F32 and F16 routers, rows past E in the last workgroup (E % RPW), many experts per lane
+    for T, n, E, K, d, qtype, norm, scale in ((1, 1, 128, 8, 2048, "F32", True, 1.0),
+                                              (3, 2, 8, 2, 256, "F16", False, 2.5),
+                                              (2, 2, 100, 6, 64, "F32", True, 1.0),
+                                              (2, 1, 300, 8, 136, "F16", True, 0.5)):
+        yield moe_route_case(qtype, T, n, E, K, d, norm, scale, seed=E + T)
     y = g.standard_normal((3, 4 * 100)).astype(np.float32)
     w = g.random((3, 4)).astype(np.float32)
     yield Case("moe_sum", "moe_sum T=3 K=4 n=100", [y, w], ["f32", "f32"],

@@ -15,7 +15,7 @@ import numpy as np
 
 from ..device import Binding, Dispatch
 from ..kernel import Case, check, register
-from ._common import HALF_STEP, Batch, rng, workgroups_for
+from ._common import HALF_STEP, Batch, f32_lit, rng, workgroups_for
 from .attention import Attention, paged_caches, paged_reference
 from .attention import reference as attention_reference
 from .rope import reference as rope_reference
@@ -38,33 +38,38 @@ class RopeKvAttention(Attention):
             raise ValueError(f"rope_kv_attention runs decode steps only (T == 1 without block tables), got "
                              f"T = {in_shapes[0][0]}")
         self.ff = 8 if paged else 5
+        self.qk_norm = "qk_norm_eps" in attrs        # the per-head q and k norm weights: the last two inputs
         super().__init__(dev, attrs, in_shapes, in_types, out_shapes)
         self.table = rope_table(dev, attrs)
 
     def key_source(self) -> dict:
-        return {"KV": "rope", "HAS_FF": len(self.in_shapes) == self.ff + 1, **rope_defines(self.attrs, 10)}
+        eps = f32_lit(self.attrs.get("qk_norm_eps", 0.0))
+        return {"KV": "rope", "HAS_FF": len(self.in_shapes) - 2 * self.qk_norm == self.ff + 1,
+                "QK_NORM": self.qk_norm, "QK_EPS": eps, **rope_defines(self.attrs, 10)}
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
         q, k, v, ck, cv, out = (*buffers[:5], buffers[-1])
-        ff = buffers[self.ff:-1]
+        ff = buffers[self.ff:len(buffers) - 1 - 2 * self.qk_norm]
         # without factors the shader never reads `ff`, but the binding exists: q stands in for it
         binds = {0: self.dev.params_buffer, 1: q, 2: ck, 3: cv, 4: out, 5: self.part, 6: self.counters,
                  7: k, 8: v, 9: ff[0] if ff else q, 10: self.table, **self.paged_binds(buffers)}
+        if self.qk_norm:
+            binds |= {15: buffers[-3], 16: buffers[-2]}
         return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), workgroups_for(self.n_groups))]
 
 
 def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx: int, *, dv: int = 0,
                            n_rot: int = 0, neox: bool = True, base: float = 10000.0, freq_scale: float = 1.0,
                            with_ff: bool = False, window: int = 0, softcap: float = 0.0, n_split: int = 0,
-                           split_chunk: int = 0, seed: int = 0) -> Case:
+                           split_chunk: int = 0, qk_norm: bool = False, seed: int = 0) -> Case:
     """One decode step at ``pos``: random q, k, v and f16 caches whose row ``pos`` is NaN (the kernel must
     write it and never read it); expected: the output, then both caches with row pos = rope(k), v rounded
     to f16 (every other row unchanged). Tolerances: the output 2e-5, the K cache one f16 step (HALF_STEP:
     the kernel's f32 rope may round to the other neighbour), the V cache 0."""
     dv, n_rot = dv or D, n_rot or D
     g = rng(seed)
-    q = g.standard_normal((1, H * D)).astype(np.float32)
-    k = (g.standard_normal((1, Hkv * D)) * 2).astype(np.float32)
+    q0 = g.standard_normal((1, H * D)).astype(np.float32)
+    k0 = (g.standard_normal((1, Hkv * D)) * 2).astype(np.float32)
     v = g.standard_normal((1, Hkv * dv)).astype(np.float32)
     ck = (g.standard_normal((n_ctx, Hkv * D)) * 2).astype(np.float16)
     cv = g.standard_normal((n_ctx, Hkv * dv)).astype(np.float16)
@@ -76,8 +81,18 @@ def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx:
         attrs["n_split"] = n_split
     if split_chunk:
         attrs["split_chunk"] = split_chunk
+    norms = [(g.standard_normal(D) * 0.3 + 1).astype(np.float32) for _ in range(2)] if qk_norm else []
+    if qk_norm:
+        attrs["qk_norm_eps"] = 1e-6
+
+    def normed(x, w):   # per-head RMS norm in float64 (q and k as the kernel sees them after its prologue)
+        if w is None:
+            return x
+        xs = x.astype(np.float64).reshape(1, -1, D)
+        return (xs / np.sqrt((xs * xs).mean(-1, keepdims=True) + 1e-6) * w).reshape(1, -1)
 
     def ref():
+        q, k = (normed(a, w) for a, w in zip((q0, k0), norms or (None, None)))
         ra = dict(head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=freq_scale, pos=pos, ff=ff)
         ck2, cv2 = ck.astype(np.float64), cv.astype(np.float64)
         ck2[pos], cv2[pos] = rope_reference(k, Hkv, **ra)[0].astype(np.float16), v[0].astype(np.float16)
@@ -85,8 +100,9 @@ def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx:
                                   softcap, pos=pos, n_tokens=1)
         return [out, ck2, cv2]
     n_kv = min(pos + 1, window) if window else pos + 1
-    return Case("rope_kv_attention", name, [q, k, v, ck, cv] + ([ff] if with_ff else []),
-                ["f32"] * 3 + ["f16"] * 2 + ["f32"] * with_ff, ref, (2e-5, HALF_STEP, 0.0), attrs=attrs, pos=pos,
+    return Case("rope_kv_attention", name, [q0, k0, v, ck, cv] + ([ff] if with_ff else []) + norms,
+                ["f32"] * 3 + ["f16"] * 2 + ["f32"] * (with_ff + len(norms)), ref, (2e-5, HALF_STEP, 0.0),
+                attrs=attrs, pos=pos,
                 n_tokens=1, nbytes=2 * n_kv * Hkv * (D + dv), flops=2 * H * (D + dv) * n_kv)
 
 
@@ -118,6 +134,11 @@ def _cases() -> Iterable[Case]:
     yield c("10/2 D16 normal rot=12 pos=57", 57, 10, 2, 16, 64, n_rot=12, neox=False, seed=10)
     yield c("3/3 D4 normal (team = 1 lane) pos=69", 69, 3, 3, 4, 80, neox=False, seed=11)
     yield c("qwen 14/2 D64 neox max context pos=n_ctx-1=4095", 4095, 14, 2, 64, 4096, seed=12)
+    # per-head q/k RMS norms fused in (qwen3: weights before the rotation, the head's scale after it)
+    yield c("qwen3 q/k norm 32/4 D128 neox pos=70", 70, 32, 4, 128, 96, base=1e6, qk_norm=True, seed=13)
+    yield c("q/k norm 8/2 D64 normal ff n_split=4 pos=300", 300, 8, 2, 64, 320, neox=False, with_ff=True,
+            n_split=4, qk_norm=True, seed=14)
+    yield c("q/k norm 4/4 D256 neox pos=0", 0, 4, 4, 256, 32, qk_norm=True, seed=15)
 
 
 @check("rope_kv_attention.bench", bench=True)
@@ -131,24 +152,31 @@ def _bench() -> Iterable[Case]:
 
 def paged_rope_kv_attention_case(name: str, b: Batch, H: int, Hkv: int, D: int, *, dv: int = 0, n_rot: int = 0,
                                  neox: bool = True, base: float = 10000.0, with_ff: bool = False, window: int = 0,
-                                 softcap: float = 0.0, seed: int = 0, **tuning_attrs) -> Case:
+                                 softcap: float = 0.0, qk_norm: bool = False, seed: int = 0, **tuning_attrs) -> Case:
     """A decode batch: one row per sequence (``b``: one-row runs), each at its own position; the cache row
     of each row's own key is NaN (written by the kernel, never read), rows no sequence holds are 8.
     Expected: the output, then both pools with those rows = rope(k), v rounded to f16 (every other row
     unchanged)."""
     dv, n_rot = dv or D, n_rot or D
     g = rng(seed)
-    q = g.standard_normal((b.T, H * D)).astype(np.float32)
-    k = (g.standard_normal((b.T, Hkv * D)) * 2).astype(np.float32)
+    q0 = g.standard_normal((b.T, H * D)).astype(np.float32)
+    k0 = (g.standard_normal((b.T, Hkv * D)) * 2).astype(np.float32)
     v = g.standard_normal((b.T, Hkv * dv)).astype(np.float32)
-    q[b.n_tokens:] = np.nan
+    q0[b.n_tokens:] = np.nan
     ck, cv = paged_caches(b, g, Hkv * D, Hkv * dv, own=True, poison=8.0)
     ff = np.where(np.arange(n_rot // 2) < n_rot // 4, 1.0, 8.0).astype(np.float32) if with_ff else None
     attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=1.0,
                  v_head_dim=dv, scale=1.0 / math.sqrt(D), window=window, softcap=softcap, block_size=b.block,
                  **tuning_attrs)
+    norms = [(g.standard_normal(D) * 0.3 + 1).astype(np.float32) for _ in range(2)] if qk_norm else []
+    if qk_norm:
+        attrs["qk_norm_eps"] = 1e-6
 
     def ref():
+        q, k = q0, k0
+        if qk_norm:     # per-head RMS norms in float64 first
+            q, k = ((x.astype(np.float64).reshape(b.T, -1, D) / np.sqrt((x.astype(np.float64).reshape(b.T, -1, D) ** 2)
+                     .mean(-1, keepdims=True) + 1e-6) * w).reshape(b.T, -1) for x, w in zip((q0, k0), norms))
         ra = dict(head_dim=D, n_rot=n_rot, base=base, neox=neox, freq_scale=1.0, pos=b.positions, ff=ff)
         ck2, cv2 = ck.astype(np.float64), cv.astype(np.float64)
         kr = rope_reference(k, Hkv, **ra).astype(np.float16)
@@ -157,9 +185,9 @@ def paged_rope_kv_attention_case(name: str, b: Batch, H: int, Hkv: int, D: int, 
             ck2[r], cv2[r] = kr[t], v[t].astype(np.float16)
         out = paged_reference(rope_reference(q, H, **ra), ck2, cv2, b, **attrs)
         return [out, ck2, cv2]
-    tail = [ff] if with_ff else []
-    return Case("rope_kv_attention", name, [q, k, v, ck, cv, *b.inputs(), *tail],
-                ["f32"] * 3 + ["f16"] * 2 + ["i32"] * 3 + ["f32"] * with_ff, ref, (2e-5, HALF_STEP, 0.0),
+    tail = ([ff] if with_ff else []) + norms
+    return Case("rope_kv_attention", name, [q0, k0, v, ck, cv, *b.inputs(), *tail],
+                ["f32"] * 3 + ["f16"] * 2 + ["i32"] * 3 + ["f32"] * len(tail), ref, (2e-5, HALF_STEP, 0.0),
                 attrs=attrs, n_tokens=b.n_tokens, n_seqs=b.n_seqs)
 
 
@@ -181,3 +209,6 @@ def _paged_cases() -> Iterable[Case]:
             base=1e6, window=50, softcap=30.0, seed=5)
     yield c("3/3 D4 normal (team = 1 lane)", B([(0, 69, 1), (1, 0, 1), (2, 32, 1)], 3, 4, 20, seed=5), 3, 3, 4,
             neox=False, seed=6)
+    yield c("qwen3 q/k norm 16/2 D128 neox ff, slots out of order, 1 padding row",
+            B([(1, 40, 1), (0, 0, 1), (2, 95, 1)], 3, 8, 40, pad=1, seed=6), 16, 2, 128, base=1e6, with_ff=True,
+            qk_norm=True, seed=7)
