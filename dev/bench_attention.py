@@ -37,6 +37,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oxigpu.backends import numpy_ops  # noqa: E402
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
 from oxigpu.backends.wgpu.kernel import prepare, rel_error  # noqa: E402
+from oxigpu.backends.wgpu.ops.attention import reference as attention_reference  # noqa: E402
 
 SHAPES = {   # name: (n_head, n_head_kv, head_dim, window)
     "qwen": (14, 2, 64, 0),          # Qwen2.5-0.5B
@@ -89,9 +90,22 @@ def prefill_flops(H, D, T, pos, window):
     return 2 * H * 2 * D * keys
 
 
+def _params(pos: int, n_tokens: int, n_seqs: int = 1) -> Params:
+    """Step parameters (trees before batched steps have no ``n_seqs``)."""
+    try:
+        return Params(pos=pos, n_tokens=n_tokens, n_seqs=n_seqs)
+    except TypeError:
+        return Params(pos=pos, n_tokens=n_tokens)
+
+
 def prefill_bench(dev: Device, args, rows: list) -> None:
+    """Each point of ``--tiles`` ("default", an NRG:RT:KT tile, "fma": the FMA kernel's default tile, "mma":
+    the matrix-unit kernel) in each of ``--modes``: ``contig`` (no block table: the cache rows are the
+    positions) and ``paged`` (one sequence through a scattered block table, the engine's single-stream
+    form), every point checked against float64."""
     t_start = time.time()
     T = args.chunk
+    blk = 32
     for shape in args.shapes.split(","):
         H, Hkv, D, window = SHAPES[shape]
         g = np.random.default_rng(1)
@@ -105,27 +119,36 @@ def prefill_bench(dev: Device, args, rows: list) -> None:
             cv = g.standard_normal((n_ctx, Hkv * D)).astype(np.float16)
             attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=1 / math.sqrt(D),
                          window=window, softcap=0.0)
-            f = lambda a: np.asarray(a, np.float64)   # noqa: E731
-            want = numpy_ops.attention(f(q), f(ck), f(cv), **attrs, **numpy_ops.contiguous(pos, T, n_ctx), n_tokens=T)
+            want = attention_reference(q, ck, cv, **attrs, pos=pos, n_tokens=T)
             flops = prefill_flops(H, D, T, pos, window)
-            dev.write_params(Params(pos=pos, n_tokens=T))
-            line = [f"{shape:8s} T={T} pos={pos}"]
-            for tile in ["default"] + [x for x in args.tiles.split(",") if x]:
-                a = dict(attrs, **({} if tile == "default" else {"prefill_tile": tile}))
-                try:
-                    p = prepare("attention", [q, ck, cv], a, dev=dev)
-                except Exception as e:   # a tile this shape / device cannot take
-                    line.append(f"{tile}: skipped ({str(e)[:80]})")
-                    continue
-                dev.write_params(Params(pos=pos, n_tokens=T))
-                dev.submit(p.dispatches)
-                err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
-                t = time_dispatches(dev, p.dispatches, 0.25)
-                name = f"default={p.kernel.cfg.spec}" if tile == "default" else tile
-                line.append(f"{name}: {t * 1e6:7.1f} us {flops / t * 1e-12:5.2f} TFLOP/s (err {err:.1e})")
-                rows.append({"prefill": shape, "T": T, "pos": pos, "tile": name, "us": t * 1e6,
-                             "tflops": flops / t * 1e-12, "err": err})
-            print(" | ".join(line), flush=True)
+            mb = -(-n_ctx // blk)
+            table = np.random.default_rng(2).permutation(2 * mb)[:mb].astype(np.int32)   # scattered blocks
+            phys = (table[np.arange(n_ctx) // blk] * blk + np.arange(n_ctx) % blk)
+            pk = np.zeros((2 * mb * blk, Hkv * D), np.float16)
+            pv = np.zeros_like(pk)
+            pk[phys], pv[phys] = ck, cv
+            paged_in = [q, pk, pv, np.arange(pos, pos + T, dtype=np.int32), np.zeros(T, np.int32), table[None, :]]
+            for mode in args.modes.split(","):
+                line = [f"{shape:8s} T={T} pos={pos} {mode:6s}"]
+                inputs = [q, ck, cv] if mode == "contig" else paged_in
+                extra = {} if mode == "contig" else {"block_size": blk}
+                for tile in ["default"] + [x for x in args.tiles.split(",") if x]:
+                    knob = {"default": {}, "fma": {"prefill_mma": False}, "mma": {"prefill_mma": True}}.get(
+                        tile, {"prefill_tile": tile})
+                    try:
+                        p = prepare("attention", inputs, dict(attrs, **extra, **knob), dev=dev)
+                    except Exception as e:   # a tile this shape / device cannot take
+                        line.append(f"{tile}: skipped ({str(e)[:80]})")
+                        continue
+                    dev.write_params(_params(pos, T))
+                    dev.submit(p.dispatches)
+                    err = rel_error(dev.read(p.out_bufs[0], np.float32, p.out_shapes[0]), want)
+                    t = time_dispatches(dev, p.dispatches, 0.25)
+                    name = f"{tile}={getattr(p.kernel.cfg, 'spec', p.kernel.cfg)}"
+                    line.append(f"{name}: {t * 1e6:7.1f} us {flops / t * 1e-12:5.2f} TFLOP/s (err {err:.1e})")
+                    rows.append({"prefill": shape, "T": T, "pos": pos, "mode": mode, "tile": name, "us": t * 1e6,
+                                 "tflops": flops / t * 1e-12, "err": err})
+                print(" | ".join(line), flush=True)
 
 
 def make(shape: str, seed: int = 0):
@@ -204,7 +227,8 @@ def main() -> None:
     ap.add_argument("--budget", type=float, default=120.0)
     ap.add_argument("--prefill", action="store_true", help="time the prefill kernel (a chunk per dispatch)")
     ap.add_argument("--chunk", type=int, default=512, help="--prefill: chunk length T")
-    ap.add_argument("--tiles", default="", help="--prefill: NRG:RT:KT tiles to time besides the default")
+    ap.add_argument("--tiles", default="", help="--prefill: NRG:RT:KT tiles (or fma, mma) to time besides the default")
+    ap.add_argument("--modes", default="contig,paged", help="--prefill: contig (no block table), paged (one sequence)")
     args = ap.parse_args()
     if args.prefill and args.positions == "64,4160":
         args.positions = "0"

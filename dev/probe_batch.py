@@ -76,14 +76,22 @@ def gemv_variants(m: int) -> list[tuple[str, dict]]:
     return out
 
 
-def mma_variants(m: int, node: str) -> list[tuple[str, dict]]:
-    out = [("default", {})]
-    tiles = {"32x128": dict(tm=2, tn=8, sn=4), "64x64": dict(tm=4, tn=4, sn=2), "64x128": dict(tm=4, tn=8, sn=4)}
+def mma_variants(m: int, node: str, half: bool = False, only: str = "") -> list[tuple[str, dict]]:
+    """The matrix-unit GEMM's tiles x split-k; ``half``: each also with the K-quant weights dequantized in
+    f16 arithmetic (name suffix h), and the default tile with each loader (defaulth, defaultq: q32)."""
+    out = [("default", {})] + ([("defaulth", {"gemm": {"half": True}}), ("defaultq", {"gemm": {"half": False}})]
+                               if half else [])
+    tiles = {"32x128": dict(tm=2, tn=8, sn=4), "64x64": dict(tm=4, tn=4, sn=2), "64x128": dict(tm=4, tn=8, sn=4),
+             "64x64n4": dict(tm=4, tn=4, sn=4), "32x64": dict(tm=2, tn=4, sn=2)}
     for name, t in tiles.items():
-        if node == "glu" and t["sn"] != 4:
+        if only and name not in only.split(","):
             continue
-        for s in ((1,) if node == "glu" else (1, 2, 4, 8)):
+        for s in (1, 2, 4, 8):
+            if node == "glu" and s == 1 and t["sn"] != 4:
+                continue    # the unsplit GLU epilogue pairs 4 blocks along n
             out.append((f"{name}s{s}", {"gemm": {"mma": True, **t, "splits": s}}))
+            if half:
+                out.append((f"{name}s{s}h", {"gemm": {"mma": True, **t, "splits": s, "half": True}}))
     return out
 
 
@@ -118,6 +126,8 @@ def main() -> None:
     ap.add_argument("--tree", default="", help="checkout whose oxigpu is timed (default: this one)")
     ap.add_argument("--label", default="")
     ap.add_argument("--nocheck", action="store_true", help="time only (err reported as 0)")
+    ap.add_argument("--half", action="store_true", help="mma: each variant also with f16-arithmetic K-quant loaders")
+    ap.add_argument("--tiles", default="", help="mma: only these tiles (e.g. 64x64,64x128)")
     a = ap.parse_args()
     dev = Device.get()
     print(f"oxigpu from {Path(sys.modules['oxigpu'].__file__).parent}", flush=True)
@@ -155,8 +165,8 @@ def main() -> None:
                           "depth": a.depth})
                 continue
             for node_name, (kind, k, ws) in nodes.items():
-                vs = gemv_variants(m) if w == "gemv" else mma_variants(m, node_name) if w == "mma" else \
-                    [("default", {})]
+                vs = (gemv_variants(m) if w == "gemv" else mma_variants(m, node_name, a.half, a.tiles)
+                      if w == "mma" else [("default", {})])
                 for name, attrs in vs:
                     try:
                         node = bb.Node(dev, kind, k, ws, m, attrs, a.copies)

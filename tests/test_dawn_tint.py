@@ -153,3 +153,54 @@ def test_every_quant_type_passes_tint(dev, tmp_path, monkeypatch):
     for src, name in sources.items():
         (tmp_path / f"{name}.wgsl").write_text(src)
     assert _tint_errors(tmp_path) == {}
+
+
+def matrix_stand_ins(src: str) -> str:
+    """A gemm_mma.wgsl source (Dawn's) with its subgroup-matrix types and calls replaced by f32 stand-ins
+    of the same arguments, which Dawn's Null backend (no subgroup matrices) compiles: everything else of
+    the kernel (loaders, index arithmetic, epilogues, uniformity) meets Tint."""
+    import re
+    src = src.replace("enable chromium_experimental_subgroup_matrix;", "")
+    src = src.replace("diagnostic(off, chromium.subgroup_matrix_uniformity);", "")
+    src = re.sub(r"subgroupMatrixLoad<subgroup_matrix_(left|right)<f16, 16, 16>>\(&(\w+), ", r"sml_\2(", src)
+    src = re.sub(r"subgroup_matrix_\w+<f\d+, 16, 16>", "f32", src)
+    src = src.replace("subgroupMatrixMultiplyAccumulate(", "smma(").replace("subgroupMatrixStore(&cs, ", "sms(")
+    assert "subgroup_matrix" not in src and "subgroupMatrix" not in src
+    return src + """
+fn sml_xs(o: u32, t: bool, s: u32) -> f32 { return f32(xs[o]); }
+fn sml_ws(o: u32, t: bool, s: u32) -> f32 { return f32(ws[o]); }
+fn smma(a: f32, b: f32, c: f32) -> f32 { return a * b + c; }
+fn sms(o: u32, c: f32, t: bool, s: u32) { cs[o] = c; }
+"""
+
+
+def test_mma_gemm_passes_tint_with_matrix_stand_ins(dev, tmp_path, monkeypatch):
+    """The matrix-unit GEMM as gemm_shader sets it up on an adapter with subgroup matrices, for every weight
+    loader (f16, q32, dq8, the f16-arithmetic K-quant ones) and GLU / split-k / decode-batch shapes, with
+    the matrix calls stood in (:func:`matrix_stand_ins`); its split-k reduction (GLU pairs there) as is.
+    The matrix calls themselves are checked on the GPU (tests/test_kernel_gemm.py)."""
+    from oxigpu.backends.wgpu.ops.gemm import gemm_shader
+    from oxigpu.backends.wgpu.tuning import DeviceTraits
+
+    mma = DeviceTraits(has_mma=True)
+    cases = [(m, t, n, k, glu, over) for t in ("Q4_K", "Q6_K", "F16", "Q2_K", "Q8_0")
+             for m, n, k, glu, over in ((512, 28672, 4096, True, None), (512, 4096, 14336, False, None),
+                                        (40, 28672, 4096, True, None), (40, 4096, 14336, False, {"half": True}),
+                                        (64, 6144, 4096, True, {"mma": True, "tm": 4, "tn": 4, "sn": 2, "splits": 4,
+                                                                "half": True}))]
+    n_src = 0
+    for m, t, n, k, glu, over in cases:
+        shader, extra, cfg = gemm_shader(mma, m, t, n, over, k, glu=glu)
+        assert shader == "gemm_mma.wgsl"
+        defines = {"QUANT": t.lower(), "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "GLU": glu, "ACT": "silu",
+                   "ID": False, **extra}
+        src = matrix_stand_ins(dev.shader_source(shader, defines, implementation="dawn"))
+        (tmp_path / f"{n_src:02d}-{t}-{extra['WLOAD']}-{m}.wgsl").write_text(src)
+        n_src += 1
+        if cfg.splits > 1:
+            red = dev.shader_source("gemm_reduce.wgsl", {**defines, "SPLITS": cfg.splits}, implementation="dawn")
+            (tmp_path / f"{n_src:02d}-reduce.wgsl").write_text(red)
+            n_src += 1
+    assert {"q4_kh", "q6_kh", "q32", "f16", "dq8"} <= {p.name.split("-")[2] for p in tmp_path.iterdir()
+                                                       if "reduce" not in p.name}
+    assert _tint_errors(tmp_path) == {}

@@ -374,3 +374,26 @@ def test_a_row_in_a_batch_equals_the_row_alone(dev):
             if case.op == "rope_kv_attention":   # the row's own key and value, as written
                 r = b.phys(int(b.row_seq[t]), int(b.positions[t]))
                 assert np.array_equal(got[1][r], alone[1][r]) and np.array_equal(got[2][r], alone[2][r])
+
+
+@pytest.mark.parametrize("mma", [False, True])
+def test_one_sequence_on_a_plan_of_several_slots(dev, mma):
+    """A step of one sequence on a plan whose block table has three slots: the prefill kernels take fixed row
+    blocks (n_seqs 1: no tile search at run time), a plan of one slot has no tile search at all, and the tile
+    search (n_seqs 3: slots 1 and 2 hold no rows) gives the same rows; all against float64."""
+    if mma and not dev.has_mma:
+        pytest.skip("no subgroup matrices (the matrix-unit prefill attention runs on Dawn with them only)")
+    b = Batch([(0, 45, 70)], 3, 8, 40, pad=5, seed=13)
+    case = paged_attention_case("one of three slots", b, 14, 2, 64, window=60, seed=14, prefill_mma=mma)
+    want = case.reference()[0]
+    one = Batch([(0, 45, 70)], 1, 8, 40, pad=5, seed=13)
+    assert np.array_equal(one.block_table[0], b.block_table[0])
+    one_slot = case.inputs[:5] + [one.block_table]
+    outs = {}
+    for name, inputs, n_seqs in (("runtime", case.inputs, 1), ("tiles", case.inputs, 3), ("one slot", one_slot, 1)):
+        p = prepare("attention", inputs, case.attrs, case.in_types, dev=dev)
+        assert p.kernel.prefill and p.kernel.tiles == (name != "one slot")
+        outs[name] = run_op("attention", inputs, case.attrs, n_tokens=b.n_tokens, in_types=case.in_types, dev=dev,
+                            n_seqs=n_seqs)[0]
+        err = rel_error(outs[name], want)
+        assert err <= (MMA_TOL if mma else case.tol), f"{name}: rel. error {err:.3g}"

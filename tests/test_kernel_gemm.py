@@ -79,13 +79,20 @@ def _uses(case, dev, gemm: dict | None, kind: str) -> bool:
     return all(c is not None and getattr(c, kind) for c in cfgs)
 
 
+def _half(case, dev, gemm: dict | None) -> list[str]:
+    """The weight types ``case``'s matrix-unit GEMMs stage through their f16-arithmetic loaders."""
+    m, k = case.inputs[0].shape
+    return [t for w, t in zip(case.inputs[1:], case.in_types[1:])
+            if t != "f32" and gemm_shader(dev, m, t, w.shape[0], gemm, k)[2].half]
+
+
 def _run(case, dev, gemm: dict | None = None) -> None:
     """Runs ``case`` against float64; on the integer-dot or matrix-unit kernel against its twin
     (``q8_gemm_case``, ``mma_gemm_case``)."""
     if _uses(case, dev, gemm, "q8"):
         case = q8_gemm_case(case)
     elif _uses(case, dev, gemm, "mma"):
-        case = mma_gemm_case(case)
+        case = mma_gemm_case(case, _half(case, dev, gemm))
     err = _err(case, dev, gemm)
     assert err <= case.tol, f"{case.name} {gemm}: rel. error {err:.3g} > {case.tol:.3g}"
 
@@ -294,6 +301,68 @@ def test_mma_every_type_and_tile(dev, t, tile):
          {"mma": True, **MMA_TILES[tile]})
 
 
+@pytest.mark.parametrize("t", ["Q4_K", "Q6_K"])
+@pytest.mark.parametrize("tile", [0, 1, 6, 7, 10])
+def test_mma_half_loaders(dev, t, tile):
+    """The K-quant loaders that dequantize in f16 arithmetic (gemm_mma/<type>h.wgsl) against their twin
+    (ops/gemm.py half_dequant): partial tiles, split-k, 32 and 64 k per step; on the matrix units only."""
+    _needs_mma(dev)
+    _run(matmul_case(t, 150, _k(t), 203, bias=tile % 2 == 0, seed=140 + tile), dev,
+         {"mma": True, "half": True, **MMA_TILES[tile]})
+
+
+@pytest.mark.parametrize("t,wload", [("Q4_K", "q4_kh"), ("Q6_K", "q6_kh"), ("Q4_K", "q32"), ("Q6_K", "q32"),
+                                     ("Q8_0", "q32"), ("Q2_K", "dq8"), ("F16", "f16")])
+def test_mma_weight_loaders(dev, t, wload):
+    """The matrix-unit GEMM's weight loaders (gemm_mma/<wload>.wgsl) alone, through gemm_mma_units.wgsl
+    (which lavapipe runs: no subgroup matrices needed): each row's staged halves against the twin's weights
+    (ops/gemm.py half_dequant for the f16-arithmetic ones, numpy's dequantization rounded to f16 for the
+    rest): each weight within one f16 step of its 32-block's largest (lavapipe splits the f16 multiply-add,
+    rounding the product where the twin rounds once: ~13 % of Q4_K's weights land a step of the product's
+    size away; a wrong element or scale moves one by a sixteenth of the block's range or more), the f32
+    loaders equal for all but a few weights (ties)."""
+    from oxigpu.backends.wgpu.device import Dispatch
+    from oxigpu.backends.wgpu.ops.gemm import W16_BINDING, half_dequant
+    from oxigpu.quant import dequantize, quantize
+    if not dev.has_f16:
+        pytest.skip("needs shader-f16")
+    n, k = 5, 1024
+    x = np.random.default_rng(11).standard_normal((n, k)).astype(np.float32) * 0.05
+    x[1] += 0.03      # rows whose mins matter
+    w = quantize(x, get_type(t)) if t != "F16" else x.astype(np.float16)
+    want = half_dequant(w, t) if wload.endswith("h") else \
+        dequantize(w, get_type(t)).astype(np.float16).astype(np.float64)
+    row_bytes = get_type(t).row_bytes(k)
+    pipe = dev.pipeline("gemm_mma_units.wgsl", defines={"KMAX": k, "WLOAD": wload, "QUANT": t.lower(),
+                                                         "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
+    wbuf = dev.upload(np.ascontiguousarray(w).view(np.uint8).reshape(-1))
+    y = dev.upload(np.full((n, k), np.nan, np.float32))
+    binds = {1: dev.uniform([k, n, n, 0, row_bytes, 1, 0, 0] + [0] * 8), 3: wbuf, 5: y}
+    if wload.endswith("h"):   # 16-byte words; Q4_K's reads W only so (GemmKernel.encode binds them so)
+        binds[W16_BINDING] = binds.pop(3) if t == "Q4_K" else binds[3]
+    dev.submit([Dispatch(pipe, dev.bind_group(pipe, binds), (n, 1, 1))])
+    got = dev.read(y, np.float32, (n, k)).astype(np.float64)
+    big = np.repeat(np.abs(want).reshape(n, -1, 32).max(axis=2), 32, axis=1)
+    step = np.spacing(big.astype(np.float16)).astype(np.float64)
+    assert (np.abs(got - want) <= step).all() and np.abs(want).max() > 0.05
+    assert wload.endswith("h") or (got != want).mean() < 0.01
+
+
+@pytest.mark.parametrize("t", ["Q4_K", "Q6_K"])
+def test_half_dequant_twin(t):
+    """half_dequant (the f16-arithmetic loaders' twin) is the file's weights with f16 sub-block factors and
+    one f16 rounding per weight: within 2^-10 of max |w| per row of numpy's f32 dequantization (a wrong
+    element, scale or min moves it by far more), and not equal to it (the factors' rounding shows)."""
+    from oxigpu.backends.wgpu.ops.gemm import half_dequant
+    from oxigpu.quant import dequantize, quantize
+    x = np.random.default_rng(5).standard_normal((7, 512)).astype(np.float32)
+    w = quantize(x, get_type(t))
+    a, b = dequantize(w, get_type(t)).astype(np.float64), half_dequant(w, t)
+    assert a.shape == b.shape == x.shape
+    err = np.abs(a - b).max(axis=1) / np.abs(a).max(axis=1)
+    assert err.max() < 2.0 ** -10 and (a != b.astype(np.float32)).any()
+
+
 def test_mma_epilogues(dev):
     """Residual, multi-output segments with biases, and a binding split, on the matrix units."""
     _needs_mma(dev)
@@ -314,7 +383,9 @@ def test_mma_choice(dev, monkeypatch):
     grid = lambda d: (d["SGM"], d["SGN"], d["TNB"], d["BK"], d["SPLITS"], d["WLOAD"])
     shader, defines, cfg = gemm_shader(dev, 512, "F16", 28672, None, 4096)                     # 8B gate+up
     assert shader == "gemm_mma.wgsl" and grid(defines) == (4, 2, 4, 64, 1, "f16")
-    assert grid(gemm_shader(dev, 512, "Q4_K", 2048, None, 2048)[1]) == (4, 2, 4, 64, 2, "q32")   # 1B o: 64 tiles
+    from oxigpu.backends.wgpu.tuning import tuning
+    q4 = "q4_kh" if "Q4_K" in tuning(dev).gemm.mma_half_types else "q32"    # the class's loader for Q4_K
+    assert grid(gemm_shader(dev, 512, "Q4_K", 2048, None, 2048)[1]) == (4, 2, 4, 64, 2, q4)     # 1B o: 64 tiles
     assert grid(gemm_shader(dev, 512, "Q4_K", 896, None, 4864)[1])[4] > 1                        # Qwen down
     assert grid(gemm_shader(dev, 64, "F16", 28672, None, 4096)[1])[:3] == (2, 2, 2)              # 64 rows
     assert gemm_shader(dev, 512, "Q4_K", 128, None, 1024)[0] != "gemm_mma.wgsl"                # 1 column tile
@@ -334,6 +405,48 @@ def test_mma_choice(dev, monkeypatch):
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[0] != "gemm_mma.wgsl"
 
 
+def test_mma_decode_choice(monkeypatch):
+    """Decode batches (mma_min_rows to short_rows rows) on a device with the matrix units take the first
+    matching GemmTuning.mma_decode rule (GLU rules for the GLU; splits capped at k / min_split_k), also
+    with only ``half`` asked; fewer rows the short GEMM, more the prefill cost model's tile."""
+    from oxigpu.backends.wgpu import tuning as tn
+    mma = tn.DeviceTraits(has_mma=True)
+    rules = (tn.DecodeTile(dict(tm=2, tn=8, sn=4, splits=4), glu=True, m=(17, 32)),
+             tn.DecodeTile(dict(tm=4, tn=4, sn=2, splits=2), glu=True),
+             tn.DecodeTile(dict(tm=4, tn=4, sn=2, splits=8), n=(0, 8191)),
+             tn.DecodeTile(dict(tm=4, tn=8, sn=4, splits=1)))
+    monkeypatch.setitem(tn.TUNING, tn.MMA, replace(tn.TUNING[tn.MMA], gemm=replace(tn.TUNING[tn.MMA].gemm,
+                                                                                    mma_decode=rules)))
+    g = tn.TUNING[tn.MMA].gemm
+    shape = lambda c: (c.tm, c.tn, c.sn, c.splits)
+    assert shape(gemm_shader(mma, 20, "Q4_K", 28672, None, 4096, glu=True)[2]) == (2, 8, 4, 4)
+    assert shape(gemm_shader(mma, 64, "Q4_K", 28672, None, 4096, glu=True)[2]) == (4, 4, 2, 2)
+    assert shape(gemm_shader(mma, 64, "Q6_K", 4096, {"half": True}, 14336)[2]) == (4, 4, 2, 8)
+    assert shape(gemm_shader(mma, 40, "Q4_K", 4096, None, 1024)[2]) == (4, 4, 2, 1024 // g.min_split_k)
+    assert shape(gemm_shader(mma, 40, "Q4_K", 16384, None, 4096)[2]) == (4, 8, 4, 1)
+    assert gemm_shader(mma, 8, "Q4_K", 4096, None, 4096)[0] == "gemm_q.wgsl"
+    assert gemm_shader(mma, 512, "Q4_K", 28672, None, 4096, glu=True)[2].splits == 1     # prefill: epilogue
+
+
+def test_mma_over_gemv(dev, monkeypatch):
+    """GemmTuning.mma_over_gemv sends matmuls of up to gemv_rows rows of the matching shapes to the
+    matrix units with the rule's tile (the others, and devices without the units, keep the GEMV; the test
+    device follows the rule where it has them)."""
+    from oxigpu.backends.wgpu import tuning as tn
+    from oxigpu.backends.wgpu.ops.matmul import gemv_rows
+    mma = tn.DeviceTraits(has_mma=True)
+    rule = tn.DecodeTile(dict(tm=4, tn=4, sn=2, splits=4), glu=False, m=(9, 16), n=(4096, 4096), k=(14336, 14336))
+    monkeypatch.setitem(tn.TUNING, tn.MMA, replace(tn.TUNING[tn.MMA], gemm=replace(tn.TUNING[tn.MMA].gemm,
+                                                                                    mma_over_gemv=(rule,))))
+    assert not gemv_rows(mma, 16, {}, "Q6_K", 4096, 14336) and gemv_rows(mma, 8, {}, "Q6_K", 4096, 14336)
+    assert gemv_rows(mma, 16, {}, "Q6_K", 4096, 4096) and gemv_rows(mma, 16, {}, "Q6_K", 4096, 14336, glu=True)
+    assert gemv_rows(mma, 16, {}) and gemv_rows(mma, 1, {}, "Q6_K", 4096, 14336)
+    assert gemv_rows(dev, 16, {}, "Q6_K", 4096, 14336) == (not dev.has_mma)   # lavapipe: no matrix units
+    shader, _, cfg = gemm_shader(mma, 16, "Q6_K", 4096, None, 14336)
+    assert shader == "gemm_mma.wgsl" and (cfg.tm, cfg.tn, cfg.splits) == (4, 4, 4)
+    assert gemm_shader(mma, 16, "Q6_K", 4096, None, 4096)[0] == "gemm_q.wgsl"
+
+
 @pytest.mark.parametrize("t,act,m,k,n,norm", [("F16", "silu", 150, 224, 203, False),
                                               ("Q4_K", "gelu_tanh", 70, 512, 96, False),
                                               ("Q8_0", "silu", 40, 640, 33, False),
@@ -345,11 +458,17 @@ def test_glu_joined(dev, t, act, m, k, n, norm):
     matrix units one GEMM whose epilogue pairs each subgroup's gate and up blocks (and the x pass), against
     its twin; elsewhere two GEMMs and the glu kernel, against float64 (or the integer-dot twin). Partial
     tiles in m and n; the last rows past n_tokens. With ``norm``, the RMS norm in the prologue."""
+    _glu_joined(dev, t, act, m, k, n, norm)
+
+
+def _glu_joined(dev, t: str, act: str, m: int, k: int, n: int, norm: bool, gemm: dict | None = None) -> None:
     case = matmul_glu_case(t, k, n, act, norm, seed=7, m=m)
+    if gemm is not None:
+        case = replace(case, attrs={**case.attrs, "gemm": gemm})
     x, wg, wu, *nw = case.inputs
-    mma = glu_gemm(dev, m, t, 2 * n, k)
+    mma = glu_gemm(dev, m, t, 2 * n, k, gemm)
     if mma:
-        case = mma_gemm_case(case)
+        case = mma_gemm_case(case, [t] if gemm_shader(dev, m, t, 2 * n, gemm, k, glu=True)[2].half else [])
     elif _uses(case, dev, None, "q8"):
         case = q8_gemm_case(case)
     wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
@@ -358,12 +477,51 @@ def test_glu_joined(dev, t, act, m, k, n, norm):
                            [(m, n)])
     ds = kern.encode([dev.upload(case.inputs[0]), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes),
                       *map(dev.upload, nw), y])
-    assert not mma or len(ds) == 2                         # the x pass and the GEMM
+    if mma:     # the x pass and the GEMM (split-k: and the reduction, which pairs gate and up)
+        splits = gemm_shader(dev, m, t, 2 * n, gemm, k, glu=True)[2].splits
+        assert len(ds) == 2 + (splits > 1)
     live = m - 3                                          # the last rows are padding: never written
     dev.write_params(Params(pos=0, n_tokens=live))
     dev.submit(ds)
     got = dev.read(y, np.float32, (m, n))
     assert rel_error(got[:live], case.reference()[0][:live]) <= case.tol
+
+
+@pytest.mark.parametrize("t,act,m,k,n,norm,gemm", [
+    ("Q4_K", "silu", 40, 1024, 130, True, {"mma": True, "tm": 4, "tn": 4, "sn": 2, "splits": 3}),
+    ("Q6_K", "gelu_tanh", 64, 768, 96, False, {"mma": True, "tm": 2, "tn": 8, "sn": 4, "splits": 2}),
+    ("F16", "silu", 17, 512, 200, False, {"mma": True, "tm": 4, "tn": 8, "sn": 4, "splits": 4}),
+    ("Q4_K", "silu", 33, 2048, 300, True, None),       # a decode batch's default tile and split
+    ("Q8_0", "silu", 64, 1024, 64, False, None)])
+def test_mma_glu_split_k(dev, t, act, m, k, n, norm, gemm):
+    """matmul_glu split-k on the matrix units: the tiles run over the gate and up rows as a plain GEMM's,
+    the reduction pass adds the partial sums and pairs act(gate) * up; against the twin, partial tiles,
+    the last rows past n_tokens."""
+    _needs_mma(dev)
+    _glu_joined(dev, t, act, m, k, n, norm, gemm)
+
+
+@pytest.mark.parametrize("act", ["silu", "gelu_tanh"])
+def test_glu_reduce_pass(dev, act):
+    """gemm_reduce.wgsl under GLU alone (lavapipe runs it; the matrix-unit GEMM that feeds it runs only
+    where subgroup matrices are): partial sums [splits][m][2n] of n gate then n up columns, added in
+    order and paired as act(gate) * up, against float64; rows past n_tokens untouched."""
+    from oxigpu.backends.wgpu.device import PARAMS_BINDING, Dispatch
+    from oxigpu.backends.wgpu.ops.matmul import glu64
+    splits, m, n, live = 3, 5, 300, 3
+    ps = np.random.default_rng(3).standard_normal((splits, m, 2 * n)).astype(np.float32)
+    pipe = dev.pipeline("gemm_reduce.wgsl", defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1,
+                                                      "SPLITS": splits, "GLU": True, "ACT": act})
+    dims = dev.uniform([64, n, 2 * n, 0, 128, m, 0, 0, n, 0, 0, 0, 0, 0, 0, 0])
+    y = dev.upload(np.full((m, n), np.nan, np.float32))
+    ps_buf = dev.upload(ps)     # bias and residual are not read: any buffer but y
+    bg = dev.bind_group(pipe, {PARAMS_BINDING: dev.params_buffer, 1: dims, 4: ps_buf, 5: y, 7: ps_buf, 6: ps_buf})
+    dev.write_params(Params(pos=0, n_tokens=live))
+    dev.submit([Dispatch(pipe, bg, (-(-n // 256), m, 1))])
+    got = dev.read(y, np.float32, (m, n))
+    sums = ps.astype(np.float64).sum(axis=0)
+    want = glu64(sums[:, :n], sums[:, n:], act)
+    assert rel_error(got[:live], want[:live]) <= 1e-6 and np.isnan(got[live:]).all()
 
 
 @pytest.mark.parametrize("t", ["Q4_K", "F16", "Q8_0"])

@@ -187,13 +187,17 @@ def test_engine_numpy_and_wgpu_agree(dev, tiny_models):
         llms.append(llm)
     if outs[0] != outs[1]:
         # A GPU's rope rounds a key differently from numpy in the last bit now and then, which can move a value
-        # across a q8_0 rounding boundary (a step of 1/127 of the block's largest): the two may part only at a
-        # near-tie of numpy's own logits there (lavapipe agrees token for token)
+        # across a q8_0 rounding boundary (a step of 1/127 of the block's largest): the two may part only where
+        # both backends' logits over the common prefix agree within the cache's rounding and numpy's top two
+        # are closer than the backends are to each other (lavapipe agrees token for token)
         j = next(i for i, (a, b) in enumerate(zip(*outs)) if a != b)
-        logits = llms[0]._engine.eval(llms[0].tokenize("The quick brown fox") + outs[0][:j])[0]
-        top2 = np.sort(logits)[-2:]
-        assert {outs[0][j], outs[1][j]} == set(np.argsort(logits)[-2:].tolist()), (j, outs)
-        assert top2[1] - top2[0] <= 2e-2 * np.abs(logits).max(), f"parted at {j} without a near-tie: {outs}"
+        prefix = llms[0].tokenize("The quick brown fox") + outs[0][:j]
+        ln, lw = (llm._engine.eval(prefix)[0] for llm in llms)
+        diff = float(np.abs(ln - lw).max())
+        assert diff <= 5e-2 * np.abs(ln).max(), (j, diff, outs)
+        top2 = np.sort(ln)[-2:]
+        assert {outs[0][j], outs[1][j]} == set(np.argsort(ln)[-2:].tolist()), (j, outs)
+        assert top2[1] - top2[0] <= 2 * diff, f"parted at {j} without a near-tie: {outs}"
 
 
 def _ppl(path, kinds, n_chars=800):

@@ -89,7 +89,7 @@ class Step:
                                         f"{len(seq)})")
         if pos.min() < 0 or pos.max() >= n_ctx:
             raise ContextLengthError(f"positions {pos.min()}..{pos.max()} exceed the context of {n_ctx}")
-        if seq.min() < 0 or seq.max() >= S or len(np.unique(seq)) != S:
+        if seq.min() < 0 or seq.max() >= S or np.count_nonzero(np.bincount(seq, minlength=S)) != S:
             raise InvalidParameterError(f"row_seq must name every slot 0..{S - 1} and no other")
         same = seq[1:] == seq[:-1]
         if (np.count_nonzero(~same) != S - 1) or (pos[1:][same] != pos[:-1][same] + 1).any():
@@ -99,7 +99,7 @@ class Step:
             raise InvalidParameterError("out_rows[s] must be the last row of slot s")
         if plan.graph.decode and (seq != np.arange(n)).any():
             raise InvalidParameterError("a decode plan runs one row per sequence, row t in slot t")
-        table = self._table(plan, n_ctx, pos, seq)
+        table = self._table(plan, n_ctx, pos[last], seq[last])
         given = {"tokens": self.tokens, "positions": self.positions, "row_seq": self.row_seq,
                  "block_table": table, "out_rows": self.out_rows}
         padded = {}
@@ -113,7 +113,8 @@ class Step:
         return padded
 
     def _table(self, plan: Plan, n_ctx: int, pos: np.ndarray, seq: np.ndarray) -> np.ndarray:
-        """The block table, checked: every block a row writes or a query reads lies in the cache."""
+        """The block table, checked: every block a row writes or a query reads lies in the cache (``pos``,
+        ``seq``: each slot's last row, its furthest position)."""
         bt = plan.inputs.get("block_table")
         if bt is None:
             return np.zeros((self.n_seqs, 0), np.int32)
@@ -128,7 +129,7 @@ class Step:
             raise InvalidParameterError(f"block_table is {table.shape}; expected ({self.n_seqs}, <= {mb})")
         n_blocks = min(s.shape[0] for s in plan.states) // KV_BLOCK if plan.states else 0
         need = np.zeros(self.n_seqs, np.int64)
-        np.maximum.at(need, seq, pos // KV_BLOCK + 1)           # blocks up to each slot's last position
+        need[seq] = pos // KV_BLOCK + 1                          # blocks up to each slot's last position
         used = np.arange(table.shape[1])[None, :] < need[:, None]
         if need.max() > table.shape[1] or ((table < 0) | (table >= n_blocks))[used].any():
             raise InvalidParameterError(f"block_table must give every position a block in 0..{n_blocks - 1}")

@@ -35,7 +35,8 @@
 // NKL, NRG, RT (1, 2 or 4), KT, QS, KS, PS (vec4 strides of Q, K and P tile rows: odd), PRB (row blocks
 // per KV head), SHARED, FK_LEN, FV_LEN, FVN (the V tile's buffer: fv, or fk where SHARED), REDUCE (sg | wg)
 // and the generated code blocks DECL, LOAD_K, LOAD_V, STORE_K, STORE_V, S_ZERO, S_STEP, SOFTMAX, PV_STEP,
-// STORE_O (see ops/attention_prefill.py), KVQ (and kv/cols_true.wgsl's defines).
+// STORE_O (see ops/attention_prefill.py), KVQ (and kv/cols_true.wgsl's defines); PAGED (common/paged_*.wgsl)
+// and TILES (rows of several sequences: attention/tiles_true.wgsl).
 #include "common/params.wgsl"
 #include "common/half.wgsl"
 #include "math.wgsl"
@@ -63,8 +64,8 @@ const BK: u32 = NKL * {{KT}}u;
 const QS: u32 = {{QS}}u;
 const KS: u32 = {{KS}}u;
 const PS: u32 = {{PS}}u;
-const PRB: u32 = {{PRB}}u;   // row blocks (PAGED: at most this many tiles) per KV head
-const PAGED: bool = {{PAGED}};
+const PRB: u32 = {{PRB}}u;   // row blocks (TILES: at most this many tiles) per KV head
+const RB: u32 = (ROWS + BQ - 1u) / BQ;   // fixed row blocks per KV head (one sequence)
 
 var<workgroup> fq: array<vec4<f32>, BQ * QS>;    // Q tile [row][d4]
 const SHARED: bool = {{SHARED}};                  // one buffer holds the K tile, then the V tile
@@ -74,7 +75,7 @@ var<workgroup> fp: array<vec4<f32>, BQ * PS>;    // probabilities [row][key / 4]
 
 #include "attention/prefill_{{REDUCE}}.wgsl"
 
-#include "attention/tiles_{{PAGED}}.wgsl"
+#include "attention/tiles_{{TILES}}.wgsl"
 #include "attention/prefill_rows.wgsl"
 
 // Element e of the K (V) tile from key k0, as loaded from the cache (kv/cols_*.wgsl): key k0 + e / D4
@@ -98,7 +99,7 @@ fn put_v(e: u32, v: VRaw) { {{FVN}}[e] = widen_v(v); }
 
 fn put_p(row: u32, key: u32, p: f32) { fp[row * PS + key / 4u][key % 4u] = p; }
 
-// Output vec4 column c4 of row rg (skipped past the last row and, PAGED, for rows of other tiles; rows
+// Output vec4 column c4 of row rg (skipped past the last row and, TILES, for rows of other tiles; rows
 // without keys get zeros).
 fn store_o(rg: u32, kvh: u32, c4: u32, o: vec4<f32>, l: f32) {
   if (rg >= ROWS || !in_tile(rg)) { return; }
@@ -115,13 +116,14 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
   let kvh = w % NKV;
   var rg0 = 0u;
   var range = vec2<u32>(0u);
-  if (PAGED) {                      // this workgroup's tile: rows of one sequence (attention/tiles_true.wgsl)
+  if (!one_seq()) {                 // this workgroup's tile: rows of one sequence (attention/tiles_true.wgsl)
     let tl = find_tile(lid, w / NKV);
     if (tl.z == 0u) { return; }
     rg0 = tl.x * G + tl.y;
     range = tile_keys(tl);
   } else {
-    rg0 = (PRB - 1u - w / NKV) * BQ;  // the longest row blocks first
+    if (w / NKV >= RB) { return; }    // TILES: the tile table's extra workgroups
+    rg0 = (RB - 1u - w / NKV) * BQ;   // the longest row blocks first
     range = key_range(rg0);
   }
   let lo = range.x;

@@ -14,7 +14,7 @@
 // Defines: D, DV, G, NH, NKV, T, SCALE, SOFTCAP (0: none), WINDOW (0: none), PRB (row blocks per KV
 // head), NSG, BK, and the generated blocks (ops/attention_mma.py): QLOAD, K_LOAD, K_LOAD_NEXT, K_STORE,
 // V_LOAD, V_STORE, S_MMA, ODECL, O_RESCALE, PV_MMA, O_OUT; KVQ (quantized caches: dequantized into the
-// staged f16 tile, attention/mma_kv_true.wgsl).
+// staged f16 tile, attention/mma_kv_true.wgsl); PAGED and TILES as attention.wgsl.
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable chromium_experimental_subgroup_matrix;
@@ -42,10 +42,10 @@ const WINDOW: u32 = {{WINDOW}}u;
 const PRB: u32 = {{PRB}}u;
 const NSG: u32 = {{NSG}}u;
 const BQ: u32 = 16u * NSG;
+const RB: u32 = (ROWS + BQ - 1u) / BQ;   // fixed row blocks per KV head (one sequence)
 const BK: u32 = {{BK}}u;
 const WG: u32 = 32u * NSG;
 const THR: u32 = WG;
-const PAGED: bool = {{PAGED}};
 const CPL: u32 = BK / 2u;           // keys (and output columns) per lane of a row
 const LD: u32 = max(D, DV) + 8u;    // halves per staged row (8 of padding)
 const SL: u32 = BK + 4u;            // f32 per score row
@@ -79,7 +79,7 @@ fn store8(e: u32, v: vec4<u32>, V: bool) {
   }
 }
 
-#include "attention/tiles_{{PAGED}}.wgsl"
+#include "attention/tiles_{{TILES}}.wgsl"
 #include "attention/prefill_rows.wgsl"
 
 @compute @workgroup_size(WG)
@@ -91,7 +91,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var rg0 = 0u;
   var lo = 0u;
   var hi = 0u;
-  if (PAGED) {                             // this workgroup's tile: rows of one sequence (attention/tiles_true.wgsl)
+  if (!one_seq()) {                        // this workgroup's tile: rows of one sequence (attention/tiles_true.wgsl)
     let tl = find_tile(lid, w / NKV);
     if (tl.z == 0u) { return; }
     rg0 = tl.x * G + tl.y;
@@ -99,8 +99,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     lo = kr.x;
     hi = kr.y;
   } else {
-    rg0 = (PRB - 1u - w / NKV) * BQ;       // the longest row blocks first
-    let kr = key_range(rg0);               // from P alone: uniform (row_window reads the PAGED tile's state)
+    if (w / NKV >= RB) { return; }         // TILES: the tile table's extra workgroups
+    rg0 = (RB - 1u - w / NKV) * BQ;        // the longest row blocks first
+    let kr = key_range(rg0);               // uniform (row_window reads the TILES tile's state)
     lo = kr.x;
     hi = kr.y;
   }

@@ -17,9 +17,10 @@
 // Rows at or past the step's n_tokens read as zero; row tiles wholly past it return at once. ID: matmul_id's
 // grouped GEMM over experts (common/gemm_id_true.wgsl: rows gathered per tile, each tile its expert's weights). Split-k
 // (SPLITS > 1, common/split_k.wgsl): workgroup z covers k_range(z) and writes partial sums.
-// GLU (matmul_glu, TNB 4, unsplit): W holds D.n gate rows then D.n up rows; each subgroup's 64 tile
+// GLU (matmul_glu): W holds D.n gate rows then D.n up rows. Unsplit (TNB 4), each subgroup's 64 tile
 // columns are 32 gate rows and the matching up rows (wrow), and it stores ACT(x Wg) * (x Wu) for its 32
-// output columns (put_glu), so the gate and up products never leave the workgroup.
+// output columns (put_glu), so the gate and up products never leave the workgroup. Split-k, the tiles run
+// over the 2 D.n rows as a plain GEMM's and gemm_reduce.wgsl pairs gate and up sums (any tile).
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable chromium_experimental_subgroup_matrix;
@@ -36,6 +37,7 @@ const TNB: u32 = {{TNB}}u;       // 16 x 16 blocks per subgroup along n: 2 or 4
 const BK: u32 = {{BK}}u;         // k per step: 32 or 64
 const SPLITS: u32 = {{SPLITS}}u;
 const GLU: bool = {{GLU}};
+const GLU_EPI: bool = GLU && SPLITS == 1u;       // the GLU in this kernel's epilogue (else in the reduction)
 const BM: u32 = 16u * FM * SGM;
 const BN: u32 = 16u * TNB * SGN;
 const WG: u32 = 32u * SGM * SGN;
@@ -62,6 +64,9 @@ var<private> wr: array<WBlock, WPL>;
 
 fn act(v: f32) -> f32 { return {{ACT}}(v); }
 
+// A word's two halves (the loaders' reinterpretation; gemm_mma_units.wgsl has naga's form).
+fn h2(u: u32) -> vec2<f16> { return bitcast<vec2<f16>>(u); }
+
 // GLU: the output column of a lane's unit i, tile row r = r0 + RS i (r0 = lid / UPR < RS; n0: the tile's
 // first row), and whether the row is an up row. Each subgroup column r / 64 of the tile covers 32 output
 // columns from n0 / 2: gate rows, then the matching up rows. With RS a divisor of 32, r0 only moves the row
@@ -77,14 +82,14 @@ fn glu_col(n0: u32, r0: u32, i: u32) -> vec2<u32> {
 // Weight row of a lane's unit i in a tile wholly inside W: n0 + r, or under GLU the gate or up row of
 // its output column.
 fn wrow_in(n0: u32, r0: u32, i: u32) -> u32 {
-  if (!GLU) { return n0 + RS * i + r0; }
+  if (!GLU_EPI) { return n0 + RS * i + r0; }
   let c = glu_col(n0, r0, i);
   return select(c.x, D.n + c.x, c.y != 0u);
 }
 
 // wrow_in anywhere: past the last output column (GLU) D.rows, a row out of range (read as zero).
 fn wrow_at(n0: u32, r0: u32, i: u32) -> u32 {
-  if (GLU && glu_col(n0, r0, i).x >= D.n) { return D.rows; }
+  if (GLU_EPI && glu_col(n0, r0, i).x >= D.n) { return D.rows; }
   return wrow_in(n0, r0, i);
 }
 
@@ -113,7 +118,7 @@ fn fetch(m0: u32, n0: u32, k0: u32, lid: u32) {
   }
   let r0 = lid / UPR;
   let j = k0 / WU + lid % UPR;
-  let wfull = k0 + BK <= D.k && select(n0 + BN <= D.rows, n0 / 2u + BN / 2u <= D.n, GLU);
+  let wfull = k0 + BK <= D.k && select(n0 + BN <= D.rows, n0 / 2u + BN / 2u <= D.n, GLU_EPI);
   if (wfull) {
     for (var i = 0u; i < WPL; i++) {
       if (lid + i * WG < WUN) { wr[i] = w_fast(wrow_in(n0, r0, i), j); }
@@ -256,7 +261,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   }
   let e = lid % 32u;
   let m = m0 + 16u * FM * sm;
-  if (GLU) {   // TNB 4: blocks 0, 1 gate and 2, 3 up, for the same 32 output columns
+  if (GLU_EPI) {   // TNB 4: blocks 0, 1 gate and 2, 3 up, for the same 32 output columns
     let nc = n0 / 2u + 32u * sn;
     put_glu(sg, e, m, nc, c00, c02);
     put_glu(sg, e, m, nc + 16u, c01, c03);

@@ -170,14 +170,37 @@ class GemmTuning:
     mma_q8_min_tflops: float = 30.0
     """Quantized weights take the matrix units where ``mma_tile`` expects at least this (the integer-dot
     kernel's rate on the same shapes is 19-37); F16 weights always do."""
+    mma_half_types: tuple[str, ...] = ()
+    """Weight types the matrix-unit kernel dequantizes in f16 arithmetic (ops/gemm.py ``HALF_TYPES``)."""
     mma_min_rows: int = 0
     """Chunks of fewer than ``tiled_min_rows`` rows take the matrix units from this many rows (0: never)."""
-    mma_decode: Mapping[str, int] | None = None
-    mma_decode_glu: Mapping[str, int] | None = None
-    """Decode batches (``mma_min_rows`` to ``short_rows`` rows) on the matrix units take this tile and split-k
-    (the GLU epilogue, unsplit, its own) instead of the cost model's, which rates tiles by their prefill
-    throughput: at these sizes the weight staging, not the products, bounds them, and split-k spreads it
-    over more compute units (docs/perf-log.md, "Decode batches")."""
+    mma_decode: tuple[DecodeTile, ...] = ()
+    """Decode batches (``mma_min_rows`` to ``short_rows`` rows) on the matrix units take the first matching
+    rule's tile and split-k instead of the cost model's, which rates tiles by their prefill throughput: at
+    these sizes the weight staging, not the products, bounds them, and split-k spreads it over more compute
+    units (docs/perf-log.md, "Decode batches")."""
+    mma_over_gemv: tuple[DecodeTile, ...] = ()
+    """Matmuls of 2 to ``Tuning.gemv_rows`` rows that take the matrix units with the first matching rule's
+    tile instead of the multi-row GEMV, where measured faster (one weight per matmul: matmul_multi's
+    mixed-type GEMV keeps its rows)."""
+
+
+@dataclass(frozen=True)
+class DecodeTile:
+    """A decode-batch tile rule (``GemmTuning.mma_decode``): GEMMs of m rows in ``m``, n weight rows (gate
+    and up together for the GLU) in ``n`` and k in ``k`` (inclusive ranges), the GLU ones (``glu`` True),
+    the others (False) or both (None), take ``tile`` (TileConfig fields, ``splits`` capped so that each
+    split keeps ``min_split_k``)."""
+
+    tile: Mapping[str, int]
+    glu: bool | None = None
+    m: tuple[int, int] = (0, INF)
+    n: tuple[int, int] = (0, INF)
+    k: tuple[int, int] = (0, INF)
+
+    def matches(self, m: int, n: int, k: int, glu: bool) -> bool:
+        return ((self.glu is None or self.glu == glu) and self.m[0] <= m <= self.m[1] and self.n[0] <= n <= self.n[1]
+                and self.k[0] <= k <= self.k[1])
 
 
 # -- attention ------------------------------------------------------------------------------------------
@@ -247,7 +270,16 @@ _MMA_GEMM = GemmTuning(
     # the 64-row ones. Its rate is an estimate (each staged weight tile serves 32 rows, a quarter of the
     # 128-row tile's), not a measurement: dev/bench_batch.py times it.
     mma_tiles=(*GemmTuning().mma_tiles, (dict(tm=2, tn=8, sn=4), 30.0)),
-    mma_min_rows=17, mma_decode=dict(tm=4, tn=4, sn=2, splits=8), mma_decode_glu=dict(tm=4, tn=8, sn=4, splits=1))
+    # decode batches' tiles (docs/perf-log.md, "Decode batches, round 2"): the GLU split 4 ways (its gate
+    # and up sums paired in the reduction) in 32 x 64 tiles up to 32 rows, 64 x 64 past; 64 x 64 split 4
+    # ways for outputs of <= 4096 columns, 8 ways for wider ones
+    # Q4_K / Q6_K staged through the f16-arithmetic loaders (16-byte loads for Q4_K): faster at every size
+    # measured, prefill included (docs/perf-log.md, "Decode batches, round 2")
+    mma_half_types=("Q4_K", "Q6_K"),
+    mma_min_rows=17, mma_decode=(DecodeTile(dict(tm=2, tn=4, sn=2, splits=4), glu=True, m=(0, 32)),
+                                 DecodeTile(dict(tm=4, tn=4, sn=2, splits=4), glu=True),
+                                 DecodeTile(dict(tm=4, tn=4, sn=2, splits=4), n=(0, 4096)),
+                                 DecodeTile(dict(tm=4, tn=4, sn=2, splits=8))))
 
 TUNING: dict[str, Tuning] = {c: Tuning(c, slots=132, gemm=_MMA_GEMM if c == MMA else GemmTuning())
                              for c in DEVICE_CLASSES}

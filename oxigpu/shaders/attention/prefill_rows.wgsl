@@ -2,7 +2,7 @@
 // shader defines G, ROWS, WINDOW (0: none) and SOFTCAP (0: none), and includes math.wgsl,
 // common/paged_*.wgsl and attention/tiles_*.wgsl.
 
-// Visible keys of query row rg (of a KV head): [x, x + y); y = 0 for padding rows and (PAGED) rows of
+// Visible keys of query row rg (of a KV head): [x, x + y); y = 0 for padding rows and (TILES) rows of
 // other tiles.
 fn row_window(rg: u32) -> vec2<u32> {
   let t = rg / G;
@@ -18,12 +18,14 @@ fn softcap(s: f32) -> f32 {
   return s;
 }
 
-// Keys any live row of the BQ rows from rg0 can see: [lo, hi). Empty when every row is padding.
+// Keys any live row of the BQ rows from rg0 of ONE sequence can see: [lo, hi). Empty when every row is
+// padding. From P and read-only inputs only: uniform (the key loops hold barriers).
 fn key_range(rg0: u32) -> vec2<u32> {
   let t_first = rg0 / G;
   if (t_first >= P.n_tokens) { return vec2<u32>(0u); }
   let t_last = min((rg0 + BQ - 1u) / G, min({{T}}u, P.n_tokens) - 1u);
+  let p0 = pos_of(t_first);
   var lo = 0u;
-  if (WINDOW > 0u && P.pos + t_first + 1u > WINDOW) { lo = P.pos + t_first + 1u - WINDOW; }
-  return vec2<u32>(lo, P.pos + t_last + 1u);
+  if (WINDOW > 0u && p0 + 1u > WINDOW) { lo = p0 + 1u - WINDOW; }
+  return vec2<u32>(lo, pos_of(t_last) + 1u);
 }

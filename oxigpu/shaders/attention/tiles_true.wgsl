@@ -1,19 +1,19 @@
 // Row tiles of the prefill kernels (attention.wgsl, attention_mma.wgsl) over rows of several sequences
-// (PAGED; FlashAttention's varlen tiles, built by each workgroup from row_seq and positions, no pass
-// before). A tile holds the rows (t, g) of one sequence whose position-row p G + g falls in one bucket
-// of BQ: tiles start where a bucket starts and where a run of the sequence's rows starts (rows of a
-// sequence are contiguous and in position order), so no tile mixes sequences and each sees one key
-// range. Padding rows (t >= n_tokens) are a run of their own (positions t - n_tokens): their tiles see no
-// keys and write zeros. Each workgroup counts the tile starts per token, scans the counts across its THR
-// threads and takes its tile, the last ones first (the later rows of a sequence see more keys). The
-// includer defines THR, BQ, G and T and includes common/paged_true.wgsl and common/params.wgsl.
+// (TILES: paged plans of several slots; FlashAttention's varlen tiles, built by each workgroup from row_seq
+// and positions, no pass before). A tile holds the rows (t, g) of one sequence whose position-row p G + g
+// falls in one bucket of BQ: tiles start where a bucket starts and where a run of the sequence's rows starts
+// (rows of a sequence are contiguous and in position order), so no tile mixes sequences and each sees one
+// key range. Padding rows (t >= n_tokens) are a run of their own (positions t - n_tokens): their tiles see
+// no keys and write zeros. Each workgroup counts the tile starts per token, scans the counts across its THR
+// threads and takes its tile, the last ones first (the later rows of a sequence see more keys). The includer
+// defines THR, BQ, G and T and includes common/paged_true.wgsl and common/params.wgsl.
 
 const TPT: u32 = ({{T}}u + THR - 1u) / THR;   // tokens per thread in the scan
 var<workgroup> tsc: array<u32, THR>;
 var<workgroup> tile_w: vec4<u32>;             // (first token, first head, found, -) of this workgroup's tile
 // (a vec4, not a vec3: a 12-byte workgroup variable misaligned the matrix-unit kernel's staged rows on
 // NVIDIA's driver, as an 8-byte one did: attention_mma.wgsl keeps every workgroup variable 16-byte sized)
-var<private> tile_seq: u32;                   // its sequence (0xFFFFFFFF: padding)
+var<private> tile_seq: u32 = 0u;              // its sequence (0xFFFFFFFF: padding)
 var<private> tile_bucket: u32;                // its bucket of position-rows
 
 fn tok_seq(t: u32) -> u32 {
@@ -81,8 +81,14 @@ fn find_tile(lid: u32, wi: u32) -> vec3<u32> {
   return r;
 }
 
-// Whether row rg (= t G + g) belongs to this workgroup's tile.
+// A step of one sequence (every chunk of a lone prompt): its rows are the slot's positions in order, so
+// the kernels take fixed blocks of BQ rows, as plans of one slot do, and skip the tile search (find_tile's scans
+// and barriers in every workgroup, in_tile's loads per row).
+fn one_seq() -> bool { return P.n_seqs == 1u; }
+
+// Whether row rg (= t G + g) belongs to this workgroup's tile (any row, in a step of one sequence).
 fn in_tile(rg: u32) -> bool {
+  if (one_seq()) { return true; }
   let t = rg / G;
   return t < {{T}}u && tok_seq(t) == tile_seq && (tok_pos(t) * G + rg % G) / BQ == tile_bucket;
 }

@@ -15,7 +15,7 @@ fn w_load(n: u32, j: u32) -> u32 {
 fn w_fast(n: u32, j: u32) -> u32 { return W[(w_base + n * D.row_bytes) / 4u + j]; }
 
 fn w_put(o: u32, b: u32) {
-  let h = bitcast<vec2<f16>>(b);
+  let h = h2(b);
   ws[o] = h.x;
   ws[o + 1u] = h.y;
 }

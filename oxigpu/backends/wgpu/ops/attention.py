@@ -135,7 +135,11 @@ class Attention(OpKernel):
             n_ctx = self.in_shapes[kc + 4][1] * int(a.get("block_size", 32))
         G = H // Hkv
         limit = int(self.dev.limits["max-compute-workgroup-storage-size"])
-        if self.paged:      # the prefill kernels' tile table (attention/tiles_true.wgsl): 256 threads at most
+        # rows of several sequences: the prefill kernels build tiles of one sequence each (tile table:
+        # attention/tiles_true.wgsl, 256 threads at most); a plan of one slot (single stream) takes fixed
+        # row blocks as the contiguous form does, and its tiles keep the whole workgroup memory
+        self.tiles = self.paged and self.in_shapes[kc + 4][0] > 1
+        if self.tiles:
             limit -= 4 * 256 + 16
         common = {"D": D, "DV": DV, "G": G, "NH": H, "NKV": Hkv, "T": T, "SCALE": f32_lit(a["scale"]),
                   "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0)),
@@ -144,9 +148,10 @@ class Attention(OpKernel):
         prefill = T > 1 and not a.get("n_split") and not self.decode_only
         paged = paged_defines(self.paged, a, self.in_shapes[kc + 4] if self.paged else None, self.in_shapes[kc][0],
                               (11, 12, 13))
-        # PAGED prefill: tiles of one sequence each (attention/tiles_true.wgsl), at most one more than the
-        # fixed blocks per run of rows (the runs' and the padding's first tiles may be partial)
-        extra = min(T, self.in_shapes[kc + 4][0] + 1) if self.paged else 0
+        paged |= {"TILES": self.tiles}
+        # tiles of one sequence each (attention/tiles_true.wgsl), at most one more than the fixed blocks per
+        # run of rows (the runs' and the padding's first tiles may be partial)
+        extra = min(T, self.in_shapes[kc + 4][0] + 1) if self.tiles else 0
         mma = a.get("prefill_mma")   # None: chosen here; True or a tile: wherever the device can
         use = prefill and mma is not False and not (mma is None and a.get("prefill_tile")) and self.dev.has_mma
         cls = device_class(self.dev)
@@ -210,6 +215,8 @@ class Attention(OpKernel):
         if not self.paged:
             return {}
         kc = self.k_cache
+        if self.prefill and not self.tiles:     # fixed row blocks of one slot: row_seq is never read
+            return {11: buffers[kc + 2], 13: buffers[kc + 4]}
         return {11: buffers[kc + 2], 12: buffers[kc + 3], 13: buffers[kc + 4]}
 
     def encode(self, buffers: list[Binding]) -> list[Dispatch]:
@@ -343,6 +350,12 @@ def _paged_cases() -> Iterable[Case]:
                                seed=9)
     yield paged_attention_case("prefill tiles 16:1:2s: D=128 GQA4 a chunk of 50 at 31, a row at 0",
                                B([(0, 31, 50), (1, 0, 1)], 2, 8, 30, seed=9), 8, 2, 128, seed=10,
+                               prefill_tile="16:1:2s")
+    # one sequence (n_seqs 1): the prefill kernels' fixed row blocks, keys through its scattered table
+    yield paged_attention_case("one sequence: a 70-row chunk at 45, 5 padding rows; qwen D=64 GQA7",
+                               B([(0, 45, 70)], 1, 8, 30, pad=5, seed=11), 14, 2, 64, seed=12)
+    yield paged_attention_case("one sequence: 40 rows at 100, window=50 softcap; D=128 GQA4 tile 16:1:2s",
+                               B([(0, 100, 40)], 1, 8, 30, seed=12), 8, 2, 128, window=50, softcap=25.0, seed=13,
                                prefill_tile="16:1:2s")
     yield paged_attention_case("decode kernel n_split=8 chunk=32 on a mixed step (a block per token)",
                                B([(2, 45, 20), (0, 500, 1), (1, 3, 1)], 3, 24, 80, pad=2, seed=10), 8, 2, 64,

@@ -20,6 +20,9 @@ from typing import Any
 import numpy as np
 
 from ....errors import DeviceError
+from ....quant import get_type
+from ....quant._bits import bit_planes, f16_field
+from ....quant.kquants import k4_scales
 from ..device import PARAMS_BINDING, Binding, Device, Dispatch
 from ..tuning import GPU, Tuning, device_class, tuning
 from ._common import f32_lit
@@ -42,6 +45,39 @@ Q8_MINS = ("Q4_K", "Q5_K", "Q4_1", "Q5_1")
 MMA_TYPES = (*Q8_TYPES, "F16", "F32", "BF16", "Q2_K")
 """Weight types the matrix-unit GEMM (``gemm_mma.wgsl``) stages: through their gemm_q8 snippet, F16 as it
 is, the rest through their dq8 snippet (``gemm_mma/dq8.wgsl``): every type (F32 only on request)."""
+
+
+HALF_TYPES = ("Q4_K", "Q6_K")
+"""Types with a matrix-unit loader dequantizing in f16 arithmetic (``gemm_mma/<type>h.wgsl``)."""
+W16_BINDING = 12
+"""The weights bound a second time as 16-byte words (the f16-arithmetic loaders, gemm_mma/<type>h.wgsl);
+Q4_K's reads W only so (its blocks are 16-byte multiples), Q6_K's its scales through W too."""
+
+
+def half_dequant(w: np.ndarray, qtype: str) -> np.ndarray:
+    """float64 of the weights as ``gemm_mma/<type>h.wgsl`` stages them in f16: the sub-block factors
+    rounded to f16 (Q4_K: d sc and 8 d sc - dmin m, the latter from f32; Q6_K: d sc per 16), then each
+    weight rounded once from the exact (q - 8) d sc + (8 d sc - dmin m), or (q - 32) d sc (the shader's
+    f16 fused multiply-add; where a driver splits it, a weight may land one f16 step away, well inside
+    the twin's tolerance). ``w``: rows of blocks (uint8)."""
+    qt = get_type(qtype)
+    b = np.ascontiguousarray(w).view(np.uint8).reshape(-1, qt.type_size)
+    n = b.shape[0]
+    f16 = lambda a: np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
+    if qtype == "Q4_K":
+        sc, mn = k4_scales(b[:, 4:16])
+        d32 = f16_field(b, 0) * sc.astype(np.float32)
+        d, c = f16(d32), f16(np.float32(8) * d32 - f16_field(b, 2) * mn.astype(np.float32))
+        q = bit_planes(b[:, 16:].reshape(n, 4, 32), 4).reshape(n, 8, 32).astype(np.float64) - 8
+        out = q * d[:, :, None] + c[:, :, None]
+    elif qtype == "Q6_K":
+        q = bit_planes(b[:, :128].reshape(n, 2, 64), 4).reshape(n, 2, 4, 32)
+        q = (q | (bit_planes(b[:, 128:192].reshape(n, 2, 32), 2) << np.uint8(4))).astype(np.float64) - 32
+        s = f16(f16_field(b, 208) * b[:, 192:208].view(np.int8).astype(np.float32))
+        out = q.reshape(n, 16, 16) * s[:, :, None]
+    else:
+        raise DeviceError(f"matmul: no half-precision matrix-unit loader for {qtype}")
+    return out.astype(np.float16).astype(np.float64).reshape(*w.shape[:-1], -1)
 
 
 def _reduce_s(t: Tuning, m: int, n: int, splits: int) -> float:
@@ -111,7 +147,8 @@ class TileConfig:
     (``gemm_q8.wgsl``), whose steps are ``nb`` 32-element blocks (BK = 32 nb; ``bk`` unused). ``mma``: the
     matrix-unit kernel (``gemm_mma.wgsl``): a grid of tm / fm x tn / sn subgroups, each with fm x sn
     blocks of 16 x 16 (the same 16 tm x 16 tn tile; fm and sn 2 or 4), ``bk`` 32 or 64 k per step
-    (``loaders`` and ``nb`` unused)."""
+    (``loaders`` and ``nb`` unused); ``half``: its ``HALF_TYPES`` weights dequantized in f16 arithmetic
+    (``gemm_mma/<type>h.wgsl``; the twin: :func:`half_dequant`)."""
 
     tm: int = 8
     tn: int = 8
@@ -123,6 +160,7 @@ class TileConfig:
     mma: bool = False
     sn: int = 2
     fm: int = 2
+    half: bool = False
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -180,6 +218,14 @@ def tile_config(m: int, n: int, k: int, q8: bool = False, device: str = GPU) -> 
     return best[1] if best else TileConfig(**base, **{**(g.q8_tiles if q8 else g.f32_tiles)[0][0], "tm": tm})
 
 
+def over_gemv(dev: Device, m: int, qtype: str, n: int, k: int, glu: bool = False) -> Mapping[str, int] | None:
+    """The matrix-unit tile of an m-row matmul of up to ``Tuning.gemv_rows`` rows that leaves the multi-row
+    GEMV (``GemmTuning.mma_over_gemv``; n: weight rows, gate and up for the GLU), or None."""
+    if m < 2 or not dev.has_mma or qtype not in MMA_TYPES or qtype == "F32":
+        return None
+    return next((r.tile for r in tuning(device_class(dev)).gemm.mma_over_gemv if r.matches(m, n, k, glu)), None)
+
+
 def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[str, Any] | None = None,
                 k: int = 0, glu: bool = False) -> tuple[str, dict[str, Any], TileConfig | None]:
     """The GEMM for m > 1 rows: (shader, extra defines, tile; None for gemm_q.wgsl's fixed 32x64).
@@ -193,44 +239,53 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     True puts F16 weights in f16 tiles where the adapter has shader-f16.
 
     ``glu`` (matmul_glu: n gate rows then up rows, ``act(x Wg) * (x Wu)`` stored): only the matrix-unit
-    kernel has that epilogue, with 4 blocks along n per subgroup (2 gate, 2 up) and unsplit; a DeviceError
-    where it is not the kernel (:func:`glu_gemm`).
+    kernel pairs them: unsplit in its epilogue, with 4 blocks along n per subgroup (2 gate, 2 up); split-k in
+    the reduction pass, any tile; a DeviceError where it is not the kernel (:func:`glu_gemm`).
     """
     override = dict(override or {})
     f16_tiles = override.pop("f16", False)
+    half = override.pop("half", None)       # not a tile choice: the default tile takes it too
     cls = device_class(dev)
     g = tuning(cls).gemm
     short = m < g.tiled_min_rows and not override
-    # few rows (decode batches past the GEMV's) still take the matrix units where the class allows
-    short_mma = short and dev.has_mma and 0 < g.mma_min_rows <= m and qtype in MMA_TYPES and qtype != "F32"
+    over = over_gemv(dev, m, qtype, n, k, glu) if short and m < g.mma_min_rows else None
+    # few rows (decode batches past the GEMV's, or left by it) still take the matrix units where the class allows
+    short_mma = short and dev.has_mma and (0 < g.mma_min_rows <= m or over is not None) and qtype in MMA_TYPES \
+        and qtype != "F32"
     if glu and short and not short_mma:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM (short chunks take gemm_q)")
     if short and not short_mma:
         return "gemm_q.wgsl", {}, None
     tile, tflops = mma_tile(m, n, k, cls)
-    decode = g.mma_decode_glu if glu else g.mma_decode
-    if decode and dev.has_mma and g.mma_min_rows <= m <= g.short_rows and qtype in MMA_TYPES and qtype != "F32" \
-            and not override:
+    if glu:     # prefill chunks: the GLU in the epilogue, unsplit (decode batches may split: below)
+        tile = {**tile, "splits": 1}
+    decode = over or next((r.tile for r in g.mma_decode if r.matches(m, n, k, glu)), None)
+    if decode and dev.has_mma and (over or g.mma_min_rows <= m <= g.short_rows) and qtype in MMA_TYPES \
+            and qtype != "F32" and not override:
         splits = max(1, min(decode.get("splits", 1), k // g.min_split_k))
         tile, tflops, short_mma = {**decode, "bk": g.mma_bk, "splits": splits}, g.mma_q8_min_tflops, True
-    if glu:
-        tile = {**tile, "sn": 4, "tn": max(tile["tn"], 4), "splits": 1}
+    if glu and tile["splits"] == 1:     # the epilogue's GLU pairs 2 gate and 2 up blocks of a subgroup
+        tile = {**tile, "sn": 4, "tn": max(tile["tn"], 4)}
     # F32 weights keep their f32 GEMMs unless asked (f16 products would round what the file keeps exact)
     fast = short_mma or qtype == "F16" or (qtype in MMA_TYPES and qtype != "F32" and tflops >= g.mma_q8_min_tflops)
     if override.get("mma", dev.has_mma and fast and not override):
-        cfg = TileConfig(**{**tile, "mma": True, **override})
+        cfg = TileConfig(**{**tile, "mma": True, "half": qtype in g.mma_half_types if half is None else half,
+                            **override})
+        if cfg.half and qtype not in HALF_TYPES:
+            cfg = replace(cfg, half=False)     # asked for every type (tests, sweeps): where a loader has it
         if qtype not in MMA_TYPES or cfg.fm not in (2, 4) or cfg.tm not in (cfg.fm, 2 * cfg.fm, 4 * cfg.fm) \
                 or cfg.sn not in (2, 4) or cfg.tn not in (cfg.sn, 2 * cfg.sn, 4 * cfg.sn) \
                 or cfg.bk not in (32, 64) or not 1 <= cfg.splits <= 8 or 2 * cfg.tm * cfg.bk % (32 * cfg.subgroups):
             raise DeviceError(f"matmul: no matrix-unit GEMM for {qtype} with tile {cfg}")
-        if glu and (cfg.sn != 4 or cfg.splits != 1):
-            raise DeviceError(f"matmul: the GLU epilogue needs 4 blocks along n and no split-k, not {cfg}")
+        if glu and cfg.sn != 4 and cfg.splits == 1:
+            raise DeviceError(f"matmul: the unsplit GLU epilogue needs 4 blocks along n, not {cfg}")
         # 64 k per step (half the barriers) where it fits, else 32
         cfg = _fit_limits(dev, cfg, m, n, TileConfig.smem_bytes, None if "bk" in override else {"bk": 32})
         return ("gemm_mma.wgsl", {"SGM": cfg.tm // cfg.fm, "SGN": cfg.tn // cfg.sn, "FM": cfg.fm, "TNB": cfg.sn,
                                   "BK": cfg.bk,
                                   "SPLITS": cfg.splits,
-                                  "WLOAD": "f16" if qtype == "F16" else "q32" if qtype in Q8_TYPES else "dq8"}, cfg)
+                                  "WLOAD": "f16" if qtype == "F16" else f"{qtype.lower()}h" if cfg.half
+                                  else "q32" if qtype in Q8_TYPES else "dq8"}, cfg)
     if glu:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM")
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
@@ -318,7 +373,9 @@ class GemmKernel:
             # their 32-row tile where an expert's tile holds no more: half the 64-row tiles would be padding)
             mma = dev.has_mma and qtype in MMA_TYPES and qtype != "F32"
             small = {"tm": 2, "tn": 8, "sn": 4} if mma and tile_rows <= 32 else {}
-            override = {"splits": 1, "mma": mma, **small, **(override or {})}
+            # the q32 loaders (ops/moe.py's twin rounds the float weights to f16; the f16-arithmetic ones
+            # are unmeasured there)
+            override = {"splits": 1, "mma": mma, "half": False, **small, **(override or {})}
         shader, extra, self.cfg = gemm_shader(dev, tile_rows or m, qtype, n, override, k=k, glu=defines["GLU"])
         if grouped and self.cfg is None:
             raise DeviceError(f"matmul_id: no tiled GEMM for {qtype} rows of {k}")
@@ -329,6 +386,8 @@ class GemmKernel:
         self.pipe = dev.pipeline(shader, defines={**defines, **extra})
         self.reduce = (dev.pipeline("gemm_reduce.wgsl", defines={**defines, "SPLITS": self.splits})
                        if self.splits > 1 else None)
+        self.glu = bool(defines["GLU"])
+        self.w16 = bool(self.cfg and self.cfg.mma and self.cfg.half)
         # the matrix-unit kernel's x pass applies the RMS norm of a norm prologue (one workgroup per row)
         self.norm_xpass = self.mma and norm_eps is not None
         io = {"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "RPT": rows_per_token}
@@ -370,10 +429,13 @@ class GemmKernel:
                  **grid_binds(self.dev, self.qtype)}
         if self.q8 or self.mma:
             binds = {i: b for i, b in binds.items() if i != 2}
+        if self.w16:    # Q4_K's loader reads W only as 16-byte words
+            binds[W16_BINDING] = binds.pop(3) if self.qtype == "Q4_K" else binds[3]
         if self.splits == 1:
             return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid)]
         nbytes = 4 * self.splits * self.m * rows
         part = (scratch_buffer(self.dev, nbytes, "split-k"), 0, nbytes)
         gemm = Dispatch(self.pipe, self.dev.bind_group(self.pipe, {**binds, 5: part}), grid)
         red = {i: binds[i] for i in (PARAMS_BINDING, 1, 4, 5, 7)} | {6: part}
-        return [gemm, Dispatch(self.reduce, self.dev.bind_group(self.reduce, red), (-(-rows // 256), self.m, 1))]
+        outs = rows // 2 if self.glu else rows      # GLU: one output per gate and up row pair
+        return [gemm, Dispatch(self.reduce, self.dev.bind_group(self.reduce, red), (-(-outs // 256), self.m, 1))]

@@ -22,7 +22,17 @@ from ..kernel import Case, OpKernel, Shape, check, register
 from ..tuning import GPU, device_class, tuning
 from ._common import f32_lit
 from .elementwise import Glu
-from .gemm import Q8_TYPES, GemmKernel, gemm_shader, glu_gemm, q8_round, q8_tie_free, scratch_buffer
+from .gemm import (
+    Q8_TYPES,
+    GemmKernel,
+    gemm_shader,
+    glu_gemm,
+    half_dequant,
+    over_gemv,
+    q8_round,
+    q8_tie_free,
+    scratch_buffer,
+)
 from .norm import RmsNorm
 from .quant_grid import grid_binds, has_grid
 
@@ -211,10 +221,17 @@ def gemv_rows_split(cfg: GemvConfig, m: int, glu: bool, acc: int, tn: Any = None
     return replace(cfg, r=r, xs=False, xq=False, persist=0), xr
 
 
-def gemv_rows(dev: Device, m: int, attrs: dict[str, Any] | None = None) -> bool:
+def gemv_rows(dev: Device, m: int, attrs: dict[str, Any] | None = None, qtype: str = "", n: int = 0, k: int = 0,
+              glu: bool = False) -> bool:
     """Whether an m-row matmul runs as a GEMV (``Tuning.gemv_rows``); a ``gemm`` attr (tests,
-    benchmarks: GEMM tile overrides) keeps several rows on the GEMM."""
-    return m == 1 or (m <= tuning(dev).gemv_rows and "gemm" not in (attrs or {}))
+    benchmarks: GEMM tile overrides) keeps several rows on the GEMM; with the weight's type and shape
+    (n rows, gate and up for the GLU), so do those that ``ops/gemm.py`` ``over_gemv`` sends to the matrix
+    units."""
+    if m == 1:
+        return True
+    if m > tuning(dev).gemv_rows or "gemm" in (attrs or {}):
+        return False
+    return not (qtype and over_gemv(dev, m, qtype, n, k, glu))
 
 
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
@@ -453,7 +470,7 @@ class Gemm:
         self.row_bytes = self.qt.row_bytes(self.k)
         self.n_out = n // 2 if act else n
         self.gemv = None
-        if gemv_rows(dev, m, attrs):
+        if gemv_rows(dev, m, attrs, self.qt.name, n, k, bool(act)):
             self.gemv = Gemv(dev, attrs, k, [qtype], [n], has_bias, has_res, nseg, act, norm_eps, m)
             return
         self.ranges = split_rows(self.n, self.row_bytes, dev.max_storage_binding, dev.storage_align)
@@ -498,12 +515,14 @@ def computed_case(dev: Device, case: Case, attrs: dict[str, Any] | None = None) 
     one, else the case itself (the GEMVs and the other GEMMs hold the f32 bound)."""
     attrs = case.attrs if attrs is None else attrs
     m, k = case.inputs[0].shape
-    if gemv_rows(dev, m, attrs):
+    n_w, glu = _n_weights(case), case.op == "matmul_glu"
+    ws = list(zip(case.inputs[1:1 + n_w], case.in_types[1:1 + n_w]))
+    if all(gemv_rows(dev, m, attrs, t, (1 + glu) * w.shape[0], k, glu) for w, t in ws):
         return case
-    n_w = _n_weights(case)
-    cfgs = [gemm_shader(dev, m, t, w.shape[0], attrs.get("gemm"), k)[2]
-            for w, t in zip(case.inputs[1:1 + n_w], case.in_types[1:1 + n_w])]
-    return mma_gemm_case(case) if all(c is not None and c.mma for c in cfgs) else case
+    cfgs = [gemm_shader(dev, m, t, w.shape[0], attrs.get("gemm"), k)[2] for w, t in ws]
+    if not all(c is not None and c.mma for c in cfgs):
+        return case
+    return mma_gemm_case(case, [t for c, t in zip(cfgs, case.in_types[1:]) if c.half])
 
 
 class _MatmulFamily(OpKernel):
@@ -684,8 +703,8 @@ class MatmulGluKernel(_MatmulFamily):
         nbytes = self.n * get_type(self.qtype).row_bytes(self.k)
         m, n, act = self.m, self.n, self.attrs["act"]
         joined = _contiguous([wg, wu], [nbytes])
-        one = gemv_rows(self.dev, m, self.attrs) or glu_gemm(self.dev, m, self.qtype, 2 * n, self.k,
-                                                             self.attrs.get("gemm"))
+        one = gemv_rows(self.dev, m, self.attrs, self.qtype, 2 * n, self.k, True) or \
+            glu_gemm(self.dev, m, self.qtype, 2 * n, self.k, self.attrs.get("gemm"))
         if joined and 2 * nbytes <= self.dev.max_storage_binding and one:
             gemm = Gemm(self.dev, self.attrs, m, self.k, 2 * n, self.qtype, False, act=act, norm_eps=eps)
             return gemm.encode(x, (wg[0], wg[1], 2 * nbytes), None, y, nw=nw)
@@ -748,13 +767,14 @@ def glu64(g: np.ndarray, u: np.ndarray, act: str) -> np.ndarray:
 
 
 def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callable | None = None,
-             w_round: Callable = lambda w: w, norm_first: bool = False) -> Case:
+             w_round: Callable = lambda w: w, norm_first: bool = False, deq: Callable | None = None) -> Case:
     """A GEMV ``case`` (matmul, matmul_add, matmul_multi, matmul_glu; norm prologue or not) with its
     reference recomputed from :func:`q8x_round`'s x, one piece per weight: what the q8x GEMV computes, to
     be run with ``{"gemv": {"q8x": True, ...}}`` at the f32 tolerance. ``x_round(x, piece)`` replaces
     q8x_round (the integer-dot GEMM: ops/gemm.py ``q8_round``); ``w_round`` rounds the dequantized
     weights (the matrix-unit GEMM: to f16); ``norm_first``: x is rounded after the norm (the matrix-unit
-    GEMM's x pass), not multiplied by the row's 1 / rms after the products (the GEMV)."""
+    GEMM's x pass), not multiplied by the row's 1 / rms after the products (the GEMV); ``deq(w, type)``
+    replaces both dequantization and ``w_round``."""
     x, n_w = case.inputs[0], len(pieces)
     ws = case.inputs[1:1 + n_w] if case.op != "matmul_add" else case.inputs[1:2]
     types = case.in_types[1:1 + len(ws)]
@@ -767,8 +787,8 @@ def q8x_case(case: Case, pieces: Sequence[str], ppb32: int = 2, x_round: Callabl
 
     def reference() -> list[np.ndarray]:
         rnd = x_round or (lambda v, p: q8x_round(v, p, ppb32))
-        ys = [rs * rnd(xw, p) @ w_round(dequantize(w, get_type(t))).astype(np.float64).T
-              for p, w, t in zip(pieces, ws, types)]
+        dq = deq or (lambda w, t: w_round(dequantize(w, get_type(t))))
+        ys = [rs * rnd(xw, p) @ dq(w, t).astype(np.float64).T for p, w, t in zip(pieces, ws, types)]
         if case.op == "matmul_glu":
             return [glu64(*ys, case.attrs["act"])]
         if case.op == "matmul_add":
@@ -788,15 +808,18 @@ def q8_gemm_case(case: Case) -> Case:
     case = replace(case, inputs=[q8_tie_free(case.inputs[0]), *case.inputs[1:]])
     return q8x_case(case, [""] * _n_weights(case), x_round=lambda x, p: q8_round(x))
 
-def mma_gemm_case(case: Case) -> Case:
+def mma_gemm_case(case: Case, half: Sequence[str] = ()) -> Case:
     """A GEMM ``case`` (matmul, matmul_add, matmul_multi, matmul_glu) as the matrix-unit GEMM (``gemm_mma.wgsl``)
     computes it: x and the dequantized weights rounded to f16, their products (exact in f32) summed in
-    f32; to be run with ``{"gemm": {"mma": True}}``. Tolerance: the f32 bound plus 1e-4 for weights whose
+    f32; to be run with ``{"gemm": {"mma": True}}``. Weights of the types in ``half`` as the f16-arithmetic
+    loaders stage them (ops/gemm.py ``half_dequant``). Tolerance: the f32 bound plus 1e-4 for weights whose
     f32 dequantization differs from numpy's in the last bit at an f16 rounding tie (one such weight moves
     an output by ~1.5e-5 of max |ref| at these sizes; a wrong scale, element or row moves it by ~1)."""
     f16 = lambda a: np.asarray(a, np.float32).astype(np.float16).astype(np.float64)
-    twin = q8x_case(case, [""] * _n_weights(case), x_round=lambda x, p: f16(x), w_round=f16, norm_first=True)
-    return replace(twin, name=case.name + " f16 products", tol=case.tol + 1e-4)
+    deq = lambda w, t: half_dequant(w, t) if t in half else f16(dequantize(w, get_type(t)))
+    twin = q8x_case(case, [""] * _n_weights(case), x_round=lambda x, p: f16(x), deq=deq, norm_first=True)
+    return replace(twin, name=case.name + " f16 products" + (" (half loaders)" if half else ""),
+                   tol=case.tol + 1e-4)
 
 
 @check("matmul")

@@ -18,7 +18,7 @@ from ....quant import dequantize, get_type
 from ....quant.samples import random_blocks
 from ..device import Device
 from ..kernel import Case, check
-from .gemm import MMA_TYPES, Q8_TYPES
+from .gemm import HALF_TYPES, MMA_TYPES, Q8_TYPES
 from .matmul import GEMV_PIECES, Q8X_PIECES, TYPES, matmul_case, matmul_tol, mma_gemm_case, q8_gemm_case, q8x_case
 
 
@@ -67,5 +67,7 @@ def quant_checks() -> Iterable[Case]:
             yield replace(q8_gemm_case(c), attrs={"gemm": {"q8": True, "mma": False}})
         if mma and t in MMA_TYPES:
             c = matmul_case(t, 70, 4 * _k(t) if get_type(t).block_size == 1 else 2 * k, 131, bias=True, seed=520 + i)
-            yield replace(mma_gemm_case(c), attrs={"gemm": {"mma": True}})
+            yield replace(mma_gemm_case(c), attrs={"gemm": {"mma": True, "half": False}})
+            if t in HALF_TYPES:
+                yield replace(mma_gemm_case(c, [t]), attrs={"gemm": {"mma": True, "half": True}})
 
