@@ -253,3 +253,9 @@ def test_batched_bench_cli_json_and_table(models):
     assert "B=3: S_PP" in res.stderr
     bad = CliRunner().invoke(cli, [*base[:-4], "--batch", "0,2", "--backend", "numpy"])
     assert bad.exit_code == 1 and "batch sizes >= 1" in bad.output
+    wide = CliRunner().invoke(cli, [*base, "--n-ctx", "64", "--json"])       # a server's context: plans sized by it
+    assert wide.exit_code == 0, wide.output
+    w = json.loads(wide.stdout)
+    assert w["n_ctx"] == 64 and r["n_ctx"] == 16 and [x["n_kv"] for x in w["rows"]] == [16, 48]
+    short = CliRunner().invoke(cli, [*base, "--n-ctx", "8"])
+    assert short.exit_code == 1 and "less than npp + ntg" in short.output

@@ -123,7 +123,7 @@ def bench(model: str | None, n_prompt: int, n_gen: int, depth: str | None, reps:
         result = batched_bench.run_batched_bench(
             resolve_model_path(model), n_prompt=n_prompt, n_gen=n_gen, batches=_ints(batch, "--batch"),
             reps=reps or 1, backend=backend, seed=seed, log=lambda line: click.echo(line, err=True),
-            cache_type_k=cache_type_k, cache_type_v=cache_type_v)
+            cache_type_k=cache_type_k, cache_type_v=cache_type_v, n_ctx=n_ctx)
         click.echo(json.dumps(result, indent=1) if as_json else batched_bench.to_markdown(result).rstrip())
         return
     result = run_bench(resolve_model_path(model), n_prompt=n_prompt, n_gen=n_gen, depths=_depths(depth or "0"),

@@ -45,15 +45,20 @@ Log = Callable[[str], None]
 
 def run_batched_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int = 128,
                       batches: Sequence[int] = (1, 4, 16, 64), reps: int = 1, backend: str = "auto", seed: int = 0,
-                      log: Log | None = None, cache_type_k: str = "f16", cache_type_v: str = "f16") -> dict[str, Any]:
+                      log: Log | None = None, cache_type_k: str = "f16", cache_type_v: str = "f16",
+                      n_ctx: int | None = None) -> dict[str, Any]:
     """Load the model once and measure every batch size (see the module docstring); a JSON-ready dict.
-    ``cache_type_k`` / ``_v``: the KV cache's types (llama-batched-bench's -ctk / -ctv)."""
+    ``cache_type_k`` / ``_v``: the KV cache's types (llama-batched-bench's -ctk / -ctv). ``n_ctx``: the
+    context each sequence is given (default npp + ntg), e.g. a server's, whose plans are sized by it."""
     say = log or (lambda line: None)
     batches = sorted(set(batches))
     if not batches or batches[0] < 1 or n_prompt < 1 or n_gen < 1 or reps < 1:
         raise InvalidParameterError(f"need batch sizes >= 1, npp >= 1, ntg >= 1 and reps >= 1 (got {batches}, "
                                     f"{n_prompt}, {n_gen}, {reps})")
-    n_ctx = n_prompt + n_gen
+    n_seq = n_prompt + n_gen
+    if n_ctx is not None and n_ctx < n_seq:
+        raise InvalidParameterError(f"n_ctx {n_ctx} is less than npp + ntg = {n_seq}")
+    n_ctx = n_ctx or n_seq
     t0 = time.perf_counter()
     hp = HParams.from_gguf(GGUFFile(model_path))
     per_block = block_bytes(hp, kvq.check_type(cache_type_k, "cache_type_k"),
@@ -69,17 +74,17 @@ def run_batched_bench(model_path: str | Path, *, n_prompt: int = 512, n_gen: int
     rng = np.random.default_rng(seed)
     rows = []
     for b in batches:
-        ids = rng.integers(0, engine.vocab_size, (b, n_ctx)).tolist()
+        ids = rng.integers(0, engine.vocab_size, (b, n_seq)).tolist()
         _run(engine, ids, n_prompt, n_gen)                         # warm-up: every plan of this B built and run
         runs = _timed(lambda ids=ids: [_run(engine, ids, n_prompt, n_gen) for _ in range(reps)])
         t_pp, t_tg, t_first = sorted(runs, key=lambda r: r[0] + r[1])[len(runs) // 2]
-        row = {"pp": n_prompt, "tg": n_gen, "b": b, "n_kv": b * n_ctx, "t_pp": t_pp, "s_pp": b * n_prompt / t_pp,
-               "t_tg": t_tg, "s_tg": b * n_gen / t_tg, "t": t_pp + t_tg, "s": b * n_ctx / (t_pp + t_tg),
+        row = {"pp": n_prompt, "tg": n_gen, "b": b, "n_kv": b * n_seq, "t_pp": t_pp, "s_pp": b * n_prompt / t_pp,
+               "t_tg": t_tg, "s_tg": b * n_gen / t_tg, "t": t_pp + t_tg, "s": b * n_seq / (t_pp + t_tg),
                "t_pp_first": t_first, "runs": [list(r) for r in runs]}
         rows.append(row)
         say(f"B={b}: S_PP {row['s_pp']:,.1f} t/s, S_TG {row['s_tg']:,.1f} t/s, S {row['s']:,.1f} t/s")
     return {"model": str(model_path), "backend": engine.backend_name, "n_prompt": n_prompt, "n_gen": n_gen,
-            "reps": reps, "step_rows": engine.step_rows, "rows": rows}
+            "n_ctx": n_ctx, "reps": reps, "step_rows": engine.step_rows, "rows": rows}
 
 
 def _timed(fn: Callable[[], Any]) -> Any:
