@@ -111,7 +111,7 @@ def test_gemv_variants(dev, t, v):
 # Piece layouts (shaders/gemv/<piece>.wgsl, PIECE_TYPES) under other splits and two pieces per loop step
 # (u2, with an odd number of steps), plain and with the norm prologue.
 _PIECE_VARIANTS = [("Q4_K", "q4_k2"), ("Q4_K", "q4_k"), ("Q6_K", "q6_k"), ("Q5_0", "q5_0"), ("Q8_0", "q8_0"),
-                   ("F16", "f16")]
+                   ("F16", "f16"), ("IQ4_XS", "iq4_xs")]
 
 
 @pytest.mark.parametrize("t,piece", _PIECE_VARIANTS)
@@ -169,7 +169,8 @@ def test_gemv_q8x_fused(dev, v):
 
 
 @pytest.mark.parametrize("t,piece,ppb32", [("Q4_K", "q4_k", 2), ("Q4_K", "q4_k2", 2), ("Q6_K", "q6_k", 2),
-                                          ("Q8_0", "q8_0", 1), ("Q4_0", "q4_0", 2), ("Q5_0", "q5_0", 4)])
+                                          ("Q8_0", "q8_0", 1), ("Q4_0", "q4_0", 2), ("Q5_0", "q5_0", 4),
+                                          ("IQ4_XS", "iq4_xs", 2)])
 def test_gemv_xq_is_the_in_kernel_quantization(dev, t, piece, ppb32):
     """x quantized by its own dispatch (xq), or once per workgroup into workgroup memory (xs, also with
     fewer workgroups taking the rows in turn: persist), gives the GEMV the int8 pieces, scales and x^2 sums
@@ -435,6 +436,11 @@ _BATCHES = [  # (case, gemv overrides)
      {"q8x": True, "piece": "q6_k", "u2": True, "tpr": 16}),
     (lambda: matmul_add_case("Q4_K", 4, 1024, 67, bias=True, seed=207), None),
     (lambda: matmul_case("Q8_0", 6, 640, 67, bias=True, seed=208), {"tpr": 64, "r": 8, "gpw": 1, "xr": 1}),
+    (lambda: matmul_case("IQ4_XS", 11, 2304, 67, bias=True, seed=209), {"piece": "iq4_xs", "q8x": False}),
+    (lambda: q8x_case(matmul_case("IQ4_XS", 16, 2304, 70, bias=False, seed=214), ["iq4_xs"]),
+     {"q8x": True, "piece": "iq4_xs", "u2": True, "tpr": 16}),                    # 16 rows, odd block count
+    (lambda: q8x_case(matmul_case("IQ4_XS", 2, 1280, 37, bias=True, seed=215), ["iq4_xs"]),
+     {"q8x": True, "piece": "iq4_xs", "xq": True}),
 ]
 
 

@@ -48,11 +48,11 @@ TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "
 
 
 GEMV_PIECES = {"F32": "f32", "F16": "f16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q5_0": "q5_0",
-               "Q4_K": "q4_k", "Q6_K": "q6_k"}
+               "Q4_K": "q4_k", "Q6_K": "q6_k", "IQ4_XS": "iq4_xs"}
 """Types with a specialized GEMV piece file (shaders/gemv/<name>.wgsl); the rest use the dq8 one."""
 
 PIECE_TYPES = {"f32": "F32", "f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q5_0": "Q5_0",
-               "q4_k": "Q4_K", "q4_k2": "Q4_K", "q6_k": "Q6_K"}
+               "q4_k": "Q4_K", "q4_k2": "Q4_K", "q6_k": "Q6_K", "iq4_xs": "IQ4_XS"}
 """Every specialized piece file and the type it reads (variants included); dq8 reads any type, q32 any of
 ``Q8_TYPES``."""
 
@@ -62,6 +62,7 @@ Q8X_PIECES = {"q4_k": lambda r, p: 2 * (r // 64) + r % 32 // 16,
               "q8_0": lambda r, p: r // 32 * p + r % 32 // (32 // p),
               "q4_0": lambda r, p: r // 32 * p + r % 16 // (16 // p),
               "q5_0": lambda r, p: r // 32 * p + r % 16 // (16 // p),
+              "iq4_xs": lambda r, p: r // 32,
               "q32": lambda r, p: r // 32}
 """Piece files with an integer-dot form (``<piece>_qdot``: x quantized to int8 per piece), and the piece
 (x quantization group) of element r of a 256-block with p = PPB32 pieces per 32-block, from the piece
@@ -387,7 +388,8 @@ class Gemv:
         if len(types) != 2 or int(dev.limits["max-storage-buffers-per-shader-stage"]) < MIXED_STORAGE + grid \
                 or max(nbytes) > dev.max_storage_binding:
             return None
-        special = [get_type(t).name in GEMV_PIECES for t in types]
+        # a table type's piece (IQ4_XS) stays alone: the kernel binds one lookup table, for slot 0
+        special = [get_type(t).name in GEMV_PIECES and not has_grid(t) for t in types]
         if not any(special):
             return None
         return [0, 1] if special[1] else [1, 0]
