@@ -210,8 +210,9 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     assert all(gemv_config(t, 4096, n).q8x for t in ("Q4_K", "Q6_K", "Q8_0", "Q5_0") for n in (4096, 128256))
     assert not gemv_config("Q4_K", 896, 1152).q8x and not gemv_config("Q2_K", 4096, 4096).q8x
     # types without a piece file of their own: integer dots through the generic q32 piece, float ones dq8
-    assert all((c.piece, c.q8x) == ("q32", True) for c in (gemv_config(t, 4096, 4096) for t in ("Q5_K", "IQ4_XS")))
-    assert gemv_config("IQ4_XS", 4096, 4096, int8=False).piece == "dq8"
+    assert all((c.piece, c.q8x) == ("q32", True) for c in (gemv_config(t, 4096, 4096) for t in ("Q5_K", "IQ2_S")))
+    assert (gemv_config("IQ4_XS", 4096, 4096).piece, gemv_config("IQ4_XS", 4096, 28672).xs) == ("iq4_xs", True)
+    assert gemv_config("Q5_K", 4096, 4096, int8=False).piece == "dq8"
     assert not gemv_config("Q5_0", 896, 2304).q8x and gemv_config("Q8_0", 896, 151936).q8x   # short rows
     assert not any(gemv_config(t, 4096, 28672, int8=False).q8x for t in ("Q4_K", "Q6_K", "Q8_0"))
     # x quantized once: by its own dispatch on the 8B's Q8_0/Q4_0 ffn_down and the Q8_0 LM heads; per
