@@ -123,12 +123,13 @@ def test_kv_store_rounds_like_numpy(dev):
 
 
 def test_cache_kernels_refuse_f32_or_odd_caches(dev):
-    """Every kernel that reads or writes the K/V caches names what it needs (f16, rows of even widths)."""
+    """Every kernel that reads or writes the K/V caches names what it needs (f16 or a quantized cache type, rows
+    of even widths)."""
     k = np.zeros((1, 6), np.float32)
-    with pytest.raises(ValueError, match="kv_store: the K/V caches must be f16"):
+    with pytest.raises(ValueError, match=r"kv_store: K/V caches must be of \('f16', 'q8_0', 'q4_0'\).*got \['f32'"):
         run_op("kv_store", [k, k, np.zeros((4, 6), np.float32), np.zeros((4, 6), np.float32)], dev=dev)
     odd = np.zeros((1, 5), np.float32)
-    with pytest.raises(ValueError, match="rows of even widths, got .*widths \\(6, 5\\)"):
+    with pytest.raises(ValueError, match="with even widths .*widths \\(6, 5\\)"):
         run_op("kv_store", [k, odd, np.zeros((4, 6), np.float16), np.zeros((4, 5), np.float16)], dev=dev)
 
 
