@@ -6,14 +6,8 @@
 #include "kv/q8_0.wgsl"
 const q4_0_W64: u32 = 9u;   // words per 64 values: two blocks
 
-// Words of the vec4 of values e .. e + 3 (e % 4 == 0) from the row's first word: the scale's word, the
-// nibbles' first and second.
-fn q4_0_at(e: u32) -> vec3<u32> {
-  let sb = 18u * (e / 32u);
-  let qb = sb + 2u + e % 16u;
-  // odd blocks' quants are word-aligned: their second word is never read (nor past the row's end)
-  return vec3<u32>(sb / 4u, qb / 4u, qb / 4u + select(1u, 0u, (e / 32u) % 2u == 1u));
-}
+// The scale's word and the nibbles' first and second of values e .. e + 3 (kv/q8_0.wgsl).
+fn q4_0_at(e: u32) -> vec3<u32> { return kv_block_words(e, 18u, e % 16u); }
 
 fn q4_0_get4(ws: u32, w0: u32, w1: u32, e: u32) -> vec4<f32> {
   let odd = (e / 32u) % 2u == 1u;

@@ -5,14 +5,17 @@
 #include "common/half.wgsl"
 const q8_0_W64: u32 = 17u;   // words per 64 values: two blocks
 
-// Words of the vec4 of values e .. e + 3 (e % 4 == 0) from the row's first word: the scale's word, the
-// quants' first and second (the quants sit at byte 2 mod 4 in even blocks).
-fn q8_0_at(e: u32) -> vec3<u32> {
-  let sb = 34u * (e / 32u);
-  let qb = sb + 2u + e % 32u;
+// Words of the vec4 of values e .. e + 3 (e % 4 == 0) from the row's first word, in rows of bb-byte blocks
+// (an f16 scale, then the quants; those of value e at byte qoff after it): the scale's word, the quants'
+// first and second (the quants sit at byte 2 mod 4 in even blocks).
+fn kv_block_words(e: u32, bb: u32, qoff: u32) -> vec3<u32> {
+  let sb = bb * (e / 32u);
+  let qb = sb + 2u + qoff;
   // odd blocks' quants are word-aligned: their second word is never read (nor past the row's end)
   return vec3<u32>(sb / 4u, qb / 4u, qb / 4u + select(1u, 0u, (e / 32u) % 2u == 1u));
 }
+
+fn q8_0_at(e: u32) -> vec3<u32> { return kv_block_words(e, 34u, e % 32u); }
 
 fn q8_0_get4(ws: u32, w0: u32, w1: u32, e: u32) -> vec4<f32> {
   let odd = (e / 32u) % 2u == 1u;

@@ -36,7 +36,7 @@ def cache_types(op: str, types: list[str], widths: tuple[int, int]) -> tuple[str
     their rows' widths (values): f16 rows an even number (two halves a word), quantized ones whole pairs of
     blocks (a multiple of 64)."""
     if len(types) != 2 or any(t not in kvq.KV_TYPES for t in types) or any(w % 2 for w in widths) \
-            or any(t != "f16" and w % 64 for t, w in zip(types, widths)):
+            or any(t != "f16" and w % (2 * kvq.BLOCK) for t, w in zip(types, widths)):
         raise ValueError(f"{op}: K/V caches must be of {kvq.KV_TYPES} with even widths (quantized: multiples of "
                          f"64), got {types}, widths {widths}")
     return types[0], types[1]
@@ -50,7 +50,6 @@ def kv_defines(types: tuple[str, str], widths: tuple[int, int]) -> dict:
         return {"KVQ": False}
     return {"KVQ": True, "CTK": types[0], "CTV": types[1],
             "KROW": kvq.row_bytes(types[0], widths[0]) // 4, "VROW": kvq.row_bytes(types[1], widths[1]) // 4}
-
 
 
 def paged_defines(paged: bool, attrs: dict, block_table: tuple[int, ...] | None, cache_rows: int,

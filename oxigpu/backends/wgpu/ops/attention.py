@@ -156,11 +156,12 @@ class Attention(OpKernel):
         use = prefill and mma is not False and not (mma is None and a.get("prefill_tile")) and self.dev.has_mma
         cls = device_class(self.dev)
         mtile = mma_tile(D, DV, limit, mma if isinstance(mma, str) else None, cls) if use else None
-        prb = -(-T * G // mtile.BQ) + extra if mtile else 0
-        # whether the chunk fills the GPU counts row blocks of real rows: the PAGED tile table's `extra`
-        # workgroups are mostly empty (a single sequence's prompt: all of them), so counting them picked the
-        # matrix-unit kernel for chunks the FMA kernel's smaller tiles spread wider (qwen 0.5B: 112 blocks)
-        if mtile is not None and (mma is not None or Hkv * -(-T * G // mtile.BQ) >= tuning(cls).slots):
+        blocks = -(-T * G // mtile.BQ) if mtile else 0
+        prb = blocks + extra if mtile else 0
+        # whether the chunk fills the GPU counts row blocks of real rows: the tile table's `extra` workgroups
+        # are mostly empty, so counting them picked the matrix-unit kernel for chunks the FMA kernel's
+        # smaller tiles spread wider
+        if mtile is not None and (mma is not None or Hkv * blocks >= tuning(cls).slots):
             self.prefill, self.cfg, self.split = True, mtile, 1
             self.n_groups = Hkv * prb
             self.pipe = self.dev.pipeline("attention_mma.wgsl", "main", common | mma_defines(mtile, D, DV) | {
