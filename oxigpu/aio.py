@@ -219,12 +219,14 @@ class AsyncLLM:
         seed: default seed for requests that give none (None: a fresh seed per request).
         progress: called as (stage, done, total) while loading.
         cache_type_k, cache_type_v: the KV cache's types (f16, q8_0, q4_0; ``LLM``'s).
+        warmup: compile every batch size's plan and the greedy and default samplers before returning (as a
+            server does before it listens), instead of when a batch first grows to that size.
     """
 
     def __init__(self, model_path: str | Path | None = None, backend: str = "auto", n_ctx: int | None = None,
                  max_seqs: int = DEFAULT_MAX_SEQS, kv_memory: int | None = None,
                  max_queue: int = DEFAULT_MAX_QUEUE, seed: int | None = None, progress: Progress | None = None,
-                 cache_type_k: str = "f16", cache_type_v: str = "f16"):
+                 cache_type_k: str = "f16", cache_type_v: str = "f16", warmup: bool = False):
         for name, value, low in (("max_seqs", max_seqs, 1), ("max_queue", max_queue, 0)):
             if isinstance(value, bool) or not isinstance(value, int) or value < low:
                 raise InvalidParameterError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -235,6 +237,11 @@ class AsyncLLM:
                         max_seqs=min(max_seqs, MAX_SEQS), kv_memory=kv_memory, cache_type_k=cache_type_k,
                         cache_type_v=cache_type_v)
         self._engine = self._llm.engine
+        if warmup and not self._llm.is_embedding_model:
+            # every batch size's plan and the greedy and default samplers now, not in the middle of a batch
+            for params in (SamplingParams(temperature=0.0), SamplingParams(temperature=1.0, top_p=1.0, top_k=0,
+                                                                           min_p=0.0)):
+                self._engine.prepare(params, progress)
         self.max_seqs, self.max_queue, self.kv_memory = max_seqs, max_queue, kv_memory
         self._cv = threading.Condition()
         self._live: list[_Request] = []

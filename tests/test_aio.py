@@ -153,3 +153,24 @@ def test_construction_is_validated(path):
     for kwargs in ({"max_seqs": 0}, {"max_queue": -1}, {"kv_memory": 0}, {"max_seqs": True}):
         with pytest.raises(InvalidParameterError):
             AsyncLLM(path, backend="numpy", **kwargs)
+
+
+def test_warmup_builds_every_batch_plan_before_the_first_request(path, ref):
+    """With warmup, no batch size compiles a plan mid-serving (seconds each on a GPU): five requests at once
+    grow the batch through the buckets 1, 2, 4 and 5 on plans that were all built at construction."""
+    stages: list[str] = []
+
+    async def go(llm):
+        built = set(llm._engine._plans)
+        assert {("decode", b, b) for b in (1, 2, 4, 5)} | {("mixed", llm._engine.prefill_chunk, 5)} <= built
+        results = await asyncio.gather(*(llm.generate(f"prompt {i}", GREEDY) for i in range(5)))
+        assert set(llm._engine._plans) == built
+        return results
+
+    async def main():
+        async with AsyncLLM(path, backend="numpy", n_ctx=N_CTX, max_seqs=5, warmup=True,
+                            progress=lambda stage, done, total: stages.append(stage)) as llm:
+            return await go(llm)
+    results = asyncio.run(main())
+    assert [r.token_ids for r in results] == [ref.generate(f"prompt {i}", GREEDY).token_ids for i in range(5)]
+    assert "warming up: 5 at once" in stages and stages[-1] == "warm"

@@ -46,11 +46,14 @@ def parse_size(text: str) -> int:
 @click.option("--timeout", "request_timeout", type=click.FloatRange(min=0.001), default=600.0, show_default=True,
               help="Seconds a request may take.")
 @click.option("--max-body", default="4MiB", show_default=True, help="Largest request body.")
+@click.option("--warmup/--no-warmup", default=True, show_default=True,
+              help="Compile every batch size's plan before listening (--no-warmup: listen sooner, compile when a "
+                   "batch first grows to a size, in the middle of serving).")
 @verbose_option
 @friendly_errors
 def serve(model: str | None, host: str, port: int, api_key: str | None, backend: str, n_ctx: int | None,
           max_seqs: int, max_queue: int, kv_memory: str | None, request_timeout: float, max_body: str,
-          verbose: bool, cache_type_k: str, cache_type_v: str) -> None:
+          verbose: bool, cache_type_k: str, cache_type_v: str, warmup: bool) -> None:
     """Serve a model over HTTP with OpenAI's API (chat, completions, streaming)."""
     try:
         import uvicorn  # noqa: F401
@@ -73,7 +76,7 @@ def serve(model: str | None, host: str, port: int, api_key: str | None, backend:
     def loader() -> AsyncLLM:
         return AsyncLLM(path, backend=backend, n_ctx=n_ctx, max_seqs=max_seqs, kv_memory=kv_bytes,
                         max_queue=max_queue, progress=progress, cache_type_k=cache_type_k,
-                        cache_type_v=cache_type_v)
+                        cache_type_v=cache_type_v, warmup=warmup)
 
     failed: list[str] = []
 

@@ -194,32 +194,37 @@ class Engine:
         """The teacher-forcing plan: ``prefill_chunk`` rows of one sequence, logits of every row."""
         return self.plan("all", self.prefill_chunk, 1)
 
-    def prepare(self, params: SamplingParams | None = None) -> None:
+    def prepare(self, params: SamplingParams | None = None, progress: Progress | None = None) -> None:
         """Compile and load every plan a batch may need now (the decode buckets up to ``max_seqs`` and the
         mixed plan of ``max_seqs``), and with ``params`` the GPU-resident loop's sampler for that kind of
         settings on each bucket, instead of on first use: a server does it before taking requests, so no
-        request waits for a compile."""
+        request waits for a compile (seconds each on a GPU, in the middle of a batch)."""
         resident = self.backend.resident
         cfg = sampler_config(params, self.n_ctx, params.seed or 0) if params is not None else None
 
         def slots(S: int) -> Any:
             return pack_batch([cfg] * S, [1] * S, [0] * S, vocab=self.vocab_size)
+        buckets = [1]
+        while buckets[-1] < self.max_seqs:
+            buckets.append(self.decode_bucket(buckets[-1] + 1))
+        total = len(buckets) + 1 + (self.max_seqs > 1)
         plans = []
-        b = 1
-        while True:
+        for b in buckets:
+            if progress is not None:
+                progress(f"warming up: {b} at once", len(plans), total)
             plan = self.plan("decode", b, b)
             plans.append(plan)
             if cfg is not None and resident is not None:
                 resident.resident_step(plan, slots(b))
-            if b >= self.max_seqs:
-                break
-            b = self.decode_bucket(b + 1)
-        plans.append(self.plan("mixed", self.prefill_chunk, 1))
-        if self.max_seqs > 1:
-            plans.append(self.plan("mixed", self.prefill_chunk, self.max_seqs))
+        for S in (1, self.max_seqs) if self.max_seqs > 1 else (1,):
+            if progress is not None:
+                progress(f"warming up: prompts of {S} sequence{'s' * (S > 1)}", len(plans), total)
+            plans.append(self.plan("mixed", self.prefill_chunk, S))
         if cfg is not None and resident is not None:      # host steps draw on the GPU too (run_sampled)
             for plan in plans:
                 resident.prepare_sampled(plan, slots(plan.outputs["logits"].shape[0]))
+        if progress is not None:
+            progress("warm", total, total)
 
     def decode_bucket(self, n_seqs: int) -> int:
         """The decode plan size for ``n_seqs`` sequences: the next power of two, at most ``max_seqs``."""
