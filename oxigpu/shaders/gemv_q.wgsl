@@ -25,13 +25,15 @@
 // (gemv/expert_true.wgsl). SUMK (matmul_id_sum_add): a workgroup's GPW groups are one token's GPW = KSEL
 // pairs over the same R columns, and it stores the pairs' sum weighted by B[pair] (the router's weights),
 // plus the residual (HAS_RES): the experts' mix in the GEMV's epilogue, not a dispatch of its own.
-// Defines: EXPERT, SUMK, QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
+// TABLE: a piece looks up a codebook, staged in workgroup memory first (gemv/table_true.wgsl).
+// Defines: EXPERT, SUMK, TABLE, QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
 // GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XSWORDS, XCLAMP, PERSIST, MULTI, XR, NXB, the
 // generated blocks ACC_DECL, STEP, U2_STEP, ACC_LIST of rows_dot and WROWS, DOT0, DOT1 (see ops/matmul.py).
 #include "math.wgsl"
 #include "common/matmul_io.wgsl"
 #include "gemv/common.wgsl"
 #include "gemv/expert_{{EXPERT}}.wgsl"
+#include "gemv/table_{{TABLE}}.wgsl"
 #include "gemv/{{PIECE0}}.wgsl"
 #include "gemv/{{PIECE1}}.wgsl"
 
@@ -302,6 +304,7 @@ const PERSIST: bool = {{PERSIST}};
 fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let grp = lane.lid / TPR;
   let gl = lane.lid % TPR;
+  stage_table(lane.lid);
   var g = wid.y * nwg.x + wid.x;
   var m0 = 0u;
   if (SUMK) { m0 = g % NXB * GPW; g /= NXB; }   // the token's first pair (NXB: tokens)

@@ -2,7 +2,8 @@
 // sub-block per piece (8 per block, x grouped by 32 as q32's): its 16 bytes of qs (low nibbles: elements
 // 0..15, high: 16..31) as two aligned 16-byte loads (the bytes sit at 8 mod 16 in every other block) and
 // the block's 8-byte header, shared by its 8 lanes. Values: the signed codebook (common/iq4.wgsl) times
-// d (ls - 32), ls the sub-block's 6-bit scale: no offset, so no x sum.
+// d (ls - 32), ls the sub-block's 6-bit scale: no offset, so no x sum. The codebook is looked up in
+// workgroup memory (gemv/table_true.wgsl, TABLE set for this piece).
 #include "common/iq4.wgsl"
 const iq4_xs_QK: u32 = 256u;
 const iq4_xs_QB: u32 = 136u;
@@ -32,7 +33,7 @@ struct iq4_xs_W { lo: vec4<u32>, hi: vec4<u32>, d: f32 }
 
 fn iq4_xs_wload(s: u32, blk: u32, i: u32) -> iq4_xs_W {
   let q = iq4_xs_qs(s, blk, i);
-  let a = iq4w(q.x); let b = iq4w(q.y); let c = iq4w(q.z); let e = iq4w(q.w);
+  let a = iq4w_wg(q.x); let b = iq4w_wg(q.y); let c = iq4w_wg(q.z); let e = iq4w_wg(q.w);
   return iq4_xs_W(vec4<u32>(a.x, b.x, c.x, e.x), vec4<u32>(a.y, b.y, c.y, e.y), iq4_xs_dl(s, blk, i));
 }
 

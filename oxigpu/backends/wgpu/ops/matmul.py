@@ -68,6 +68,8 @@ Q8X_PIECES = {"q4_k": lambda r, p: 2 * (r // 64) + r % 32 // 16,
 (x quantization group) of element r of a 256-block with p = PPB32 pieces per 32-block, from the piece
 file's ``gx``. ``q32`` is the generic one: any type with an integer-dot GEMM loader (``Q8_TYPES``), one
 32-element sub-block per piece."""
+TABLE_PIECES = {"iq4_xs"}
+"""Pieces that look up a codebook, staged in workgroup memory (shaders/gemv/table_true.wgsl)."""
 
 
 def piece_elems(piece: str, ppb32: int = 2) -> int:
@@ -328,7 +330,9 @@ class Gemv:
         xs_words = max(xq_words(p, cfg.ppb32, k) for p in pieces) \
             if cfg.xs and cfg.q8x and all(p in Q8X_PIECES for p in pieces) else 1
         nv = (cfg.r + (norm_eps is not None)) * self.xr      # values a group reduces (gemv/reduce_*.wgsl)
-        if 4 * xs_words > int(dev.limits["max-compute-workgroup-storage-size"]) - 4 * cfg.tpr * cfg.gpw * (nv + 1) - 64:
+        table = 1024 if any(p in TABLE_PIECES for p in pieces) else 0     # gemv/table_true.wgsl's words
+        if 4 * xs_words > int(dev.limits["max-compute-workgroup-storage-size"]) - 4 * cfg.tpr * cfg.gpw * (nv + 1) \
+                - 64 - table:
             cfg, xs_words = replace(cfg, xs=False, xq="xs" not in over), 1    # too big: quantize by dispatch
         if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256 \
                 or (self.mixed and (pieces[1] in ("dq8", "q32") or act or has_res)) \
@@ -349,7 +353,7 @@ class Gemv:
                    "XSTAGE": cfg.xs, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp, "PERSIST": cfg.persist > 0,
                    "REDUCE": "sg" if dev.has_subgroups else "wg", "MULTI": m > 1, "XR": self.xr,
                    "NXB": m // expert[1] if sumk else -(-m // self.xr), "EXPERT": bool(expert), "SUMK": sumk,
-                   **gemv_rows_code(cfg.r, self.xr, m > 1)}
+                   "TABLE": table > 0, **gemv_rows_code(cfg.r, self.xr, m > 1)}
         # several x rows on integer dots: each weight piece decoded once for all of them (gemv_wrows_code)
         wrows = m > 1 and cfg.q8x and all(p in Q8X_PIECES for p in pieces)
         defines |= {"WROWS": gemv_wrows_code(pieces, cfg.r, self.xr, cfg.u2) if wrows else "",

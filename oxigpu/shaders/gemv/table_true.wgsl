@@ -1,0 +1,18 @@
+// The IQ4 codebook words (common/iq4.wgsl's, a byte of two nibbles -> their two int8 values) copied into
+// workgroup memory once per workgroup: the GEMV looks up 4 words per 8 weights, and a warp's lookups into
+// the storage table cost a cache wavefront per distinct line, against a few bank conflicts here.
+#include "common/iq_grid.wgsl"
+var<workgroup> QGW: array<u32, 256>;
+
+// Call in uniform control flow, before any lookup.
+fn stage_table(lid: u32) {
+  for (var i = lid; i < 256u; i += WG) { QGW[i] = QG[i]; }
+  workgroupBarrier();
+}
+
+// common/iq4.wgsl's iq4w through the staged words.
+fn iq4w_wg(w: u32) -> vec2<u32> {
+  let p = QGW[w & 0xFFu] | (QGW[(w >> 8u) & 0xFFu] << 8u);     // lo0 lo1 hi0 hi1
+  let q = QGW[(w >> 16u) & 0xFFu] | (QGW[w >> 24u] << 8u);     // lo2 lo3 hi2 hi3
+  return vec2<u32>((p & 0xFFFFu) | (q << 16u), (p >> 16u) | (q & 0xFFFF0000u));
+}
