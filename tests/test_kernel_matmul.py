@@ -210,9 +210,10 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     assert all(gemv_config(t, 4096, n).q8x for t in ("Q4_K", "Q6_K", "Q8_0", "Q5_0") for n in (4096, 128256))
     assert not gemv_config("Q4_K", 896, 1152).q8x and not gemv_config("Q2_K", 4096, 4096).q8x
     # types without a piece file of their own: integer dots through the generic q32 piece, float ones dq8
-    assert all((c.piece, c.q8x) == ("q32", True) for c in (gemv_config(t, 4096, 4096) for t in ("Q5_K", "IQ2_S")))
+    assert all((c.piece, c.q8x) == ("q32", True) for c in (gemv_config(t, 4096, 4096) for t in ("Q3_K", "IQ2_S")))
+    assert (gemv_config("Q5_K", 4096, 4096).piece, gemv_config("Q5_K", 4096, 4096).q8x) == ("q5_k", True)
     assert (gemv_config("IQ4_XS", 4096, 4096).piece, gemv_config("IQ4_XS", 4096, 28672).xs) == ("iq4_xs", True)
-    assert gemv_config("Q5_K", 4096, 4096, int8=False).piece == "dq8"
+    assert gemv_config("Q3_K", 4096, 4096, int8=False).piece == "dq8"
     assert not gemv_config("Q5_0", 896, 2304).q8x and gemv_config("Q8_0", 896, 151936).q8x   # short rows
     assert not any(gemv_config(t, 4096, 28672, int8=False).q8x for t in ("Q4_K", "Q6_K", "Q8_0"))
     # x quantized once: by its own dispatch on the 8B's Q8_0/Q4_0 ffn_down and the Q8_0 LM heads; per
@@ -229,7 +230,7 @@ def test_gemv_q8x_choice(dev, monkeypatch):
     cfgs = [gemv_config(t, k, n) for t, k, n in (("Q6_K", 2048, 640), ("Q6_K", 4096, 128256), ("Q4_K", 896, 1152))]
     assert not any(c.xq or c.xs for c in cfgs) and not cfgs[0].q8x
     with pytest.raises(DeviceError, match="unsupported GEMV split"):
-        _run(matmul_case("Q5_K", 1, 512, 37, bias=False), dev, {"gemv": {"q8x": True}})
+        _run(matmul_case("Q3_K", 1, 512, 37, bias=False), dev, {"gemv": {"q8x": True}})
     # a Q4_K slot 0 big enough for q8x with an F16 slot 1 (float pieces only): float dots for both
     monkeypatch.setattr(Device, "int8_dots", property(lambda self: True))
     case = matmul_multi_case(("Q4_K", "F16"), 1, 1024, (3200, 67), False, seed=150)
@@ -400,7 +401,7 @@ def test_matmul_multi_three_types_falls_back(dev):
 
 def test_matmul_multi_two_dq8_types_fall_back(dev):
     """Two types without specialized pieces (both would need slot 0): one dispatch per type."""
-    case = matmul_multi_case(("Q5_K", "Q3_K"), 1, 512, (40, 33), False, seed=91)
+    case = matmul_multi_case(("Q3_K", "Q2_K"), 1, 512, (40, 33), False, seed=91)
     assert _run_multi_joined(dev, case, (40, 33)) == 2
 
 

@@ -66,7 +66,7 @@ def _r(types: str | None, k: tuple[int, int] = (0, INF), n: tuple[int, int] = (0
 
 
 _FLOAT = "F32 F16 BF16"
-_K4 = "Q4_K Q6_K IQ4_XS"   # the 256-blocks with integer-dot pieces (IQ4_XS: Q4_K's rows, unmeasured)
+_K4 = "Q4_K Q5_K Q6_K IQ4_XS"   # the 256-blocks with integer-dot pieces (Q5_K, IQ4_XS: Q4_K's rows)
 _LEGACY = "Q8_0 Q4_0"      # 32-blocks with integer-dot pieces
 _I8 = dict(q8x=True, ppb32=2)
 BIG = (2048, 65535)        # both dimensions >= 2048, fewer rows than a vocabulary
@@ -82,7 +82,7 @@ GEMV_RULES: tuple[GemvRule, ...] = (
     _r(_FLOAT, tpr=64, r=1, gpw=2),
     # integer dots, both dimensions >= 2048. Wide outputs (n >= 8192, gate+up): x staged once per
     # workgroup (xs), several rows per group, so each staged x serves many weight rows
-    _r("Q4_K IQ4_XS", k=(2048, 2048), n=(8192, 65535), int8=True, tpr=32, r=8, gpw=4, xs=True, **_I8),
+    _r("Q4_K Q5_K IQ4_XS", k=(2048, 2048), n=(8192, 65535), int8=True, tpr=32, r=8, gpw=4, xs=True, **_I8),
     _r("Q6_K Q8_0 Q4_0", k=(2048, 2048), n=(8192, 65535), int8=True, tpr=32, r=4, gpw=4, xs=True, **_I8),
     _r("Q8_0", k=(2048, INF), n=(8192, 65535), int8=True, tpr=32, r=4, gpw=8, xs=True, **_I8),
     _r("Q4_0", k=(2048, INF), n=(8192, 65535), int8=True, tpr=16, r=4, gpw=16, xs=True, **_I8),
@@ -108,7 +108,7 @@ GEMV_RULES: tuple[GemvRule, ...] = (
     _r(_K4, n=(65536, INF), int8=True, tpr=32, r=4, gpw=4, u2=True, q8x=True),
     _r(_K4, n=(8192, INF), int8=True, tpr=32, r=2, gpw=4, q8x=True, xq=True),
     _r("Q6_K", int8=True, tpr=64, r=2, gpw=2, q8x=True),
-    _r("Q4_K IQ4_XS", int8=True, tpr=32, r=1, gpw=4, q8x=True, xq=True),
+    _r("Q4_K Q5_K IQ4_XS", int8=True, tpr=32, r=1, gpw=4, q8x=True, xq=True),
     # vocabulary-sized 32-block outputs: x quantized once by a dispatch
     _r("Q8_0", n=(65536, INF), int8=True, tpr=32, r=1, gpw=4, xq=True, **_I8),
     # generic defaults: integer dots on long rows and vocabulary-sized outputs where the piece has them

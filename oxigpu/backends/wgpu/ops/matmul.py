@@ -48,16 +48,17 @@ TYPES = ("F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "Q2_K", "
 
 
 GEMV_PIECES = {"F32": "f32", "F16": "f16", "Q8_0": "q8_0", "Q4_0": "q4_0", "Q5_0": "q5_0",
-               "Q4_K": "q4_k", "Q6_K": "q6_k", "IQ4_XS": "iq4_xs"}
+               "Q4_K": "q4_k", "Q5_K": "q5_k", "Q6_K": "q6_k", "IQ4_XS": "iq4_xs"}
 """Types with a specialized GEMV piece file (shaders/gemv/<name>.wgsl); the rest use the dq8 one."""
 
 PIECE_TYPES = {"f32": "F32", "f16": "F16", "q8_0": "Q8_0", "q4_0": "Q4_0", "q5_0": "Q5_0",
-               "q4_k": "Q4_K", "q4_k2": "Q4_K", "q6_k": "Q6_K", "iq4_xs": "IQ4_XS"}
+               "q4_k": "Q4_K", "q4_k2": "Q4_K", "q5_k": "Q5_K", "q6_k": "Q6_K", "iq4_xs": "IQ4_XS"}
 """Every specialized piece file and the type it reads (variants included); dq8 reads any type, q32 any of
 ``Q8_TYPES``."""
 
 Q8X_PIECES = {"q4_k": lambda r, p: 2 * (r // 64) + r % 32 // 16,
               "q4_k2": lambda r, p: 4 * (r // 64) + r % 32 // 8,
+              "q5_k": lambda r, p: 2 * (r // 64) + r % 32 // 16,
               "q6_k": lambda r, p: 4 * (r // 128) + r % 32 // 8,
               "q8_0": lambda r, p: r // 32 * p + r % 32 // (32 // p),
               "q4_0": lambda r, p: r // 32 * p + r % 16 // (16 // p),
