@@ -62,9 +62,12 @@ def bucket_quantile(before: dict[float, float], after: dict[float, float], q: fl
 
 async def one(client: AsyncOpenAI, model: str, prompt: str, max_tokens: int) -> dict:
     t0 = time.perf_counter()
-    times, pieces, usage = [], [], None
+    times, pieces, usage, counts = [], [], None, []
+    # continuous_usage_stats (vLLM's option, oxigpu's too): each chunk says how many tokens came so far, so
+    # the decode window counts exact tokens (a chunk carries a batch of steps' tokens, not a fixed number)
     stream = await client.completions.create(model=model, prompt=prompt, max_tokens=max_tokens, temperature=0,
-                                             stream=True, stream_options={"include_usage": True},
+                                             stream=True, stream_options={"include_usage": True,
+                                                                          "continuous_usage_stats": True},
                                              extra_body={"ignore_eos": True})
     async for chunk in stream:
         if chunk.usage is not None:
@@ -72,12 +75,14 @@ async def one(client: AsyncOpenAI, model: str, prompt: str, max_tokens: int) -> 
         if chunk.choices and chunk.choices[0].text:
             times.append(time.perf_counter())
             pieces.append(chunk.choices[0].text)
+            counts.append(chunk.usage.completion_tokens if chunk.usage is not None else None)
     tokens = usage.completion_tokens if usage else len(pieces)
     gaps = [b - a for a, b in itertools.pairwise(times)]
     # tokens per chunk is about tokens / chunks; spread each gap over them
     per_chunk = max(1.0, (tokens - 1) / max(1, len(gaps)))
     return {"ttft": times[0] - t0 if times else float("nan"), "itl": [g / per_chunk for g in gaps],
             "tokens": tokens, "s": time.perf_counter() - t0, "times": times,
+            "counts": counts if counts and None not in counts else None,
             "per_chunk": tokens / len(times) if times else 0.0}
 
 
@@ -91,7 +96,14 @@ def decode_rate(results: list[dict]) -> tuple[float, float]:
     hi = min(r["times"][-1] for r in results)
     if hi <= lo:
         return float("nan"), 0.0
-    n = sum(r["per_chunk"] * sum(1 for t in r["times"] if lo < t <= hi) for r in results)
+    n = 0.0
+    for r in results:
+        if r["counts"] is None:      # a server without per-chunk counts: its mean tokens per chunk
+            n += r["per_chunk"] * sum(1 for t in r["times"] if lo < t <= hi)
+            continue
+        upto = [c for t, c in zip(r["times"], r["counts"]) if t <= hi]
+        before = [c for t, c in zip(r["times"], r["counts"]) if t <= lo]
+        n += upto[-1] - before[-1]
     return n / (hi - lo), hi - lo
 
 

@@ -247,6 +247,21 @@ def test_streaming_chat_equals_non_streaming(server, client, ref):
     assert finish == {0: [expected.finish_reason], 1: [expected.finish_reason]}
 
 
+def test_stream_continuous_usage_counts_every_chunk(server, client, ref):
+    """vLLM's stream option continuous_usage_stats: every chunk carries the usage so far (through the real
+    client), rising to exactly the final count; the text is unchanged by it."""
+    bias = {int(t): -100.0 for t in ref.tokenizer.eog_ids}
+    expected = ref.generate("Once upon", temperature=0.0, max_tokens=12, logit_bias=bias)
+    stream = client.completions.create(model="x", prompt="Once upon", max_tokens=12, temperature=0, stream=True,
+                                       stream_options={"include_usage": True, "continuous_usage_stats": True},
+                                       logit_bias=no_eog(ref))
+    chunks = list(stream)
+    counts = [c.usage.completion_tokens for c in chunks]
+    assert all(c.usage is not None and c.usage.prompt_tokens == chunks[-1].usage.prompt_tokens for c in chunks)
+    assert counts == sorted(counts) and counts[-1] == len(expected.token_ids) == 12 and counts[0] >= 1
+    assert "".join(c.choices[0].text for c in chunks if c.choices) == expected.text
+
+
 def test_completions_seeded_sampling_equals_llm_generate(server, client, ref):
     settings = {"temperature": 1.3, "top_p": 0.9, "max_tokens": 10}
     prompt = "Once upon a time"

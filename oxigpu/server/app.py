@@ -340,6 +340,8 @@ class _Job:
         self.timeout = config.request_timeout
         self.n = req.n or 1
         self.include_usage = bool(req.stream_options and req.stream_options.include_usage)
+        self.continuous_usage = bool(req.stream_options and req.stream_options.continuous_usage_stats)
+        self.generated = 0          # tokens streamed so far, all choices (continuous_usage_stats)
         # with tools the reply's text holds the calls' markup: streams send it parsed (ToolCallStream)
         self.buffered = plan is not None and plan.format != "none"
         vocab = llm.tokenizer.vocab_size
@@ -405,6 +407,14 @@ class _Job:
         completion = sum(len(r.token_ids) for r in results)
         return P.Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
+    def usage_so_far(self) -> P.Usage | None:
+        """With ``continuous_usage_stats`` (vLLM's stream option), the usage of every chunk: the prompt and
+        the tokens streamed up to it (a client counts exact tokens per chunk from it)."""
+        if not self.continuous_usage:
+            return None
+        prompt = sum(len(p) for p in self.prompts)
+        return P.Usage(prompt_tokens=prompt, completion_tokens=self.generated, total_tokens=prompt + self.generated)
+
     def cancel(self) -> None:
         for s in self.streams:
             s.cancel()
@@ -426,6 +436,7 @@ class _Job:
         n = len(event.token_ids)
         if not n:
             return
+        self.generated += n
         now = time.perf_counter()
         self.metrics.generated_tokens.inc(n)
         last = self._last.get(k)
@@ -501,11 +512,11 @@ class _Job:
 
     async def stream_chat(self, model: str, fingerprint: str) -> AsyncIterator[str]:
         cid, created = _id("chatcmpl"), int(time.time())
-        usage_null = None if self.include_usage else {"usage"}
+        usage_null = None if self.include_usage or self.continuous_usage else {"usage"}
 
         def chunk(choices: list[P.ChatChunkChoice], usage: P.Usage | None = None) -> str:
             c = P.ChatCompletionChunk(id=cid, created=created, model=model, system_fingerprint=fingerprint,
-                                      choices=choices, usage=usage)
+                                      choices=choices, usage=usage or self.usage_so_far())
             return _data(c.model_dump_json(exclude=usage_null))
 
         results: dict[int, GenerationResult] = {}
@@ -546,11 +557,11 @@ class _Job:
 
     async def stream_completion(self, model: str, fingerprint: str) -> AsyncIterator[str]:
         cid, created = _id("cmpl"), int(time.time())
-        usage_null = None if self.include_usage else {"usage"}
+        usage_null = None if self.include_usage or self.continuous_usage else {"usage"}
 
         def chunk(choices: list[P.CompletionChoice], usage: P.Usage | None = None) -> str:
             c = P.Completion(id=cid, created=created, model=model, system_fingerprint=fingerprint,
-                             choices=choices, usage=usage)
+                             choices=choices, usage=usage or self.usage_so_far())
             return _data(c.model_dump_json(exclude=usage_null))
 
         results: dict[int, GenerationResult] = {}

@@ -30,6 +30,7 @@ class ParamError(ValueError):
 class StreamOptions(BaseModel):
     model_config = _REQUEST
     include_usage: bool = False
+    continuous_usage_stats: bool = False     # vLLM's extension: every chunk carries the usage so far
 
 
 class _Sampling(BaseModel):
