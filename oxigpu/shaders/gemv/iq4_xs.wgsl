@@ -28,29 +28,39 @@ fn iq4_xs_dl(s: u32, blk: u32, i: u32) -> f32 {
   return unpack2x16float(h).x * f32(i32(ls) - 32);
 }
 
-// The piece's codebook values as int8: lo (elements 0..15), hi (16..31).
-struct iq4_xs_W { lo: vec4<u32>, hi: vec4<u32>, d: f32 }
-
-fn iq4_xs_wload(s: u32, blk: u32, i: u32) -> iq4_xs_W {
+// The piece's codebook values as int8 for the float dots: lo (elements 0..15), hi (16..31).
+fn iq4_xs_lohi(s: u32, blk: u32, i: u32) -> array<vec4<u32>, 2> {
   let q = iq4_xs_qs(s, blk, i);
   let a = iq4w_wg(q.x); let b = iq4w_wg(q.y); let c = iq4w_wg(q.z); let e = iq4w_wg(q.w);
-  return iq4_xs_W(vec4<u32>(a.x, b.x, c.x, e.x), vec4<u32>(a.y, b.y, c.y, e.y), iq4_xs_dl(s, blk, i));
+  return array<vec4<u32>, 2>(vec4<u32>(a.x, b.x, c.x, e.x), vec4<u32>(a.y, b.y, c.y, e.y));
 }
 
 fn iq4_xs_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
-  let w = iq4_xs_wload(s, blk, i);
-  let lo = dot(sbytes4(w.lo.x), xs[0]) + dot(sbytes4(w.lo.y), xs[1]) +
-           dot(sbytes4(w.lo.z), xs[2]) + dot(sbytes4(w.lo.w), xs[3]);
-  let hi = dot(sbytes4(w.hi.x), xs[4]) + dot(sbytes4(w.hi.y), xs[5]) +
-           dot(sbytes4(w.hi.z), xs[6]) + dot(sbytes4(w.hi.w), xs[7]);
-  return w.d * (lo + hi);
+  let w = iq4_xs_lohi(s, blk, i);
+  let lo = dot(sbytes4(w[0].x), xs[0]) + dot(sbytes4(w[0].y), xs[1]) +
+           dot(sbytes4(w[0].z), xs[2]) + dot(sbytes4(w[0].w), xs[3]);
+  let hi = dot(sbytes4(w[1].x), xs[4]) + dot(sbytes4(w[1].y), xs[5]) +
+           dot(sbytes4(w[1].z), xs[6]) + dot(sbytes4(w[1].w), xs[7]);
+  return iq4_xs_dl(s, blk, i) * (lo + hi);
+}
+
+// The integer dots' form: qs word k's values as iq4w_pq gives them (p[k], q[k]), dotted against x
+// permuted to match (iq4_xperm), so the weights are not reordered into element order.
+struct iq4_xs_W { p: vec4<u32>, q: vec4<u32>, d: f32 }
+
+fn iq4_xs_wload(s: u32, blk: u32, i: u32) -> iq4_xs_W {
+  let q = iq4_xs_qs(s, blk, i);
+  let a = iq4w_pq(q.x); let b = iq4w_pq(q.y); let c = iq4w_pq(q.z); let e = iq4w_pq(q.w);
+  return iq4_xs_W(vec4<u32>(a.x, b.x, c.x, e.x), vec4<u32>(a.y, b.y, c.y, e.y), iq4_xs_dl(s, blk, i));
 }
 
 // The multi-row GEMV's split of qdot: the piece decoded once (wload), reduced per x row (wdot).
 fn iq4_xs_wdot(w: iq4_xs_W, xq: XQ) -> f32 {
-  let lo = idot(w.lo.x, xq.q[0]) + idot(w.lo.y, xq.q[1]) + idot(w.lo.z, xq.q[2]) + idot(w.lo.w, xq.q[3]);
-  let hi = idot(w.hi.x, xq.q[4]) + idot(w.hi.y, xq.q[5]) + idot(w.hi.z, xq.q[6]) + idot(w.hi.w, xq.q[7]);
-  return w.d * xq.d * f32(lo + hi);
+  let x0 = iq4_xperm(xq.q[0], xq.q[4]); let x1 = iq4_xperm(xq.q[1], xq.q[5]);
+  let x2 = iq4_xperm(xq.q[2], xq.q[6]); let x3 = iq4_xperm(xq.q[3], xq.q[7]);
+  let t = idot(w.p.x, x0.x) + idot(w.q.x, x0.y) + idot(w.p.y, x1.x) + idot(w.q.y, x1.y) +
+          idot(w.p.z, x2.x) + idot(w.q.z, x2.y) + idot(w.p.w, x3.x) + idot(w.q.w, x3.y);
+  return w.d * xq.d * f32(t);
 }
 
 fn iq4_xs_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {

@@ -16,3 +16,16 @@ fn iq4w_wg(w: u32) -> vec2<u32> {
   let q = QGW[(w >> 16u) & 0xFFu] | (QGW[w >> 24u] << 8u);     // lo2 lo3 hi2 hi3
   return vec2<u32>((p & 0xFFFFu) | (q << 16u), (p >> 16u) | (q & 0xFFFF0000u));
 }
+
+// The lookups alone: .x the codebook values of w's nibbles in the order (lo0, lo1, hi0, hi1), .y (lo2, lo3,
+// hi2, hi3) (lo: a byte's low nibble, hi: its high one). An integer dot takes them against x words in the
+// same order (iq4_xperm), permuted once per x row instead of once per weight row.
+fn iq4w_pq(w: u32) -> vec2<u32> {
+  return vec2<u32>(QGW[w & 0xFFu] | (QGW[(w >> 8u) & 0xFFu] << 8u), QGW[(w >> 16u) & 0xFFu] | (QGW[w >> 24u] << 8u));
+}
+
+// x's int8 words a (elements j .. j + 3, the low nibbles' partners) and b (the high nibbles', 16 on) in
+// iq4w_pq's order.
+fn iq4_xperm(a: u32, b: u32) -> vec2<u32> {
+  return vec2<u32>((a & 0xFFFFu) | (b << 16u), (a >> 16u) | (b & 0xFFFF0000u));
+}
