@@ -39,23 +39,13 @@ fn lw32(b: u32) -> array<vec4<u32>, 2> {
   return array<vec4<u32>, 2>((lo >> sh) | (wsel(v0, v1, s + 1u) << sh), (hi >> sh) | (wsel(v1, v2, s + 1u) << sh));
 }
 
-fn q6_bytes(ql: vec4<u32>, qh: vec4<u32>, t: u32) -> vec4<u32> {
-  return ((ql >> vec4<u32>(4u * (t >> 1u))) & vec4<u32>(0x0F0F0F0Fu)) |
-         (((qh >> vec4<u32>(2u * t)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u));
-}
-
-// Sub-block j = quarter t = j % 4 of half n = j / 4 (as gemm_q8/q6_k.wgsl).
+// Sub-block j (quant/q6_k.wgsl's q6_sub, as gemm_q8/q6_k.wgsl).
 fn qh(blk: u32, j: u32) -> QH {
-  let n = j >> 2u;
-  let t = j & 3u;
-  let ql = blk + 64u * n + 32u * (t & 1u);
-  let qh = blk + 128u + 32u * n;
-  let d = f16at(blk + 208u);
-  let sc = bitcast<i32>(ld16(blk + 192u + 8u * n + 2u * t));
-  let s = vec2<f16>(d * vec2<f32>(f32((sc << 24u) >> 24u), f32((sc << 16u) >> 24u)));   // exact, rounded once
-  let l = lw32(ql);
-  let h = lw32(qh);
-  return QH(q6_bytes(l[0], h[0], t), q6_bytes(l[1], h[1], t), s);
+  let b = q6_sub(blk, j);
+  let s = vec2<f16>(f16at(blk + 208u) * b.sc);   // exact, rounded once
+  let l = lw32(b.ql);
+  let h = lw32(b.qh);
+  return QH(q6_bytes(l[0], h[0], b.t), q6_bytes(l[1], h[1], b.t), s);
 }
 
 // 32-block j of weight row n; zero past the rows or past k.

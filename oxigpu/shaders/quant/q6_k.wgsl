@@ -20,3 +20,21 @@ fn dq8(blk: u32, c: u32) -> V8 {
   let d = f16at(blk + 208u) * sc;
   return V8(d * (vec4<f32>(lo[0] | h0) - 32.0), d * (vec4<f32>(lo[1] | h1) - 32.0));
 }
+
+// The integer-dot and matrix-unit loaders' 32-block j of a block (quarter t = j % 4 of half n = j / 4):
+// the byte offsets of its low and high bits, and its two int8 scales (16 elements each).
+struct Q6Sub { ql: u32, qh: u32, t: u32, sc: vec2<f32> }
+
+fn q6_sub(blk: u32, j: u32) -> Q6Sub {
+  let n = j >> 2u;
+  let t = j & 3u;
+  let sc = bitcast<i32>(ld16(blk + 192u + 8u * n + 2u * t));
+  return Q6Sub(blk + 64u * n + 32u * (t & 1u), blk + 128u + 32u * n, t,
+               vec2<f32>(f32((sc << 24u) >> 24u), f32((sc << 16u) >> 24u)));
+}
+
+// The 6-bit values (0..63, a byte each) of 16 bytes of low bits ql and high bits qh of quarter t.
+fn q6_bytes(ql: vec4<u32>, qh: vec4<u32>, t: u32) -> vec4<u32> {
+  return ((ql >> vec4<u32>(4u * (t >> 1u))) & vec4<u32>(0x0F0F0F0Fu)) |
+         (((qh >> vec4<u32>(2u * t)) & vec4<u32>(0x03030303u)) << vec4<u32>(4u));
+}
