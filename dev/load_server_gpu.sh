@@ -18,6 +18,9 @@ mkdir -p "$OUT"
   2>"$OUT/load.log" | tee "$OUT/load.md"
 if "$PY" -m oxigpu bench --help | grep -q -- '--batch'; then
   "$PY" -m oxigpu bench -m "$MODEL" --backend wgpu --batch 64 -p 128 -n "$MAX_TOKENS" | tee "$OUT/bench_batch64.txt"
+  # the same with the server's context: plans sized for n_ctx 2048 (the batched attention splits by it)
+  "$PY" -m oxigpu bench -m "$MODEL" --backend wgpu --batch 64 -p 128 -n "$MAX_TOKENS" --n-ctx 2048 \
+    | tee "$OUT/bench_batch64_ctx.txt"
 else
   echo "oxigpu bench has no --batch yet: no engine figure to compare with" | tee "$OUT/bench_batch64.txt"
   exit 0
@@ -28,10 +31,14 @@ fi
 import json, sys
 out = sys.argv[1]
 http = next(r for r in json.load(open(f"{out}/load.json")) if r["concurrency"] == 64)
-row = [l for l in open(f"{out}/bench_batch64.txt") if l.startswith("|") and l.split("|")[3].strip() == "64"][-1]
-c = [x.strip() for x in row.strip().strip("|").split("|")]
-tg, b, s_tg, t = int(c[1]), int(c[2]), float(c[7]), float(c[8])
+def row(name):
+    r = [l for l in open(f"{out}/{name}") if l.startswith("|") and l.split("|")[3].strip() == "64"][-1]
+    c = [x.strip() for x in r.strip().strip("|").split("|")]
+    return int(c[1]), int(c[2]), float(c[7]), float(c[8])
+tg, b, s_tg, t = row("bench_batch64.txt")
+s_ctx = row("bench_batch64_ctx.txt")[2]
 print(f"\n64 clients through HTTP vs `oxigpu bench --batch 64`: all decoding {http['decode_tok_per_s']:,.0f} vs "
-      f"S_TG {s_tg:,.0f} tok/s ({http['decode_tok_per_s'] / s_tg:.2f}x); whole run {http['tok_per_s']:,.0f} vs "
+      f"S_TG {s_tg:,.0f} tok/s ({http['decode_tok_per_s'] / s_tg:.2f}x; at the server's n_ctx 2048, {s_ctx:,.0f}: "
+      f"{http['decode_tok_per_s'] / s_ctx:.2f}x); whole run {http['tok_per_s']:,.0f} vs "
       f"{b * tg / t:,.0f} generated tok/s ({http['tok_per_s'] / (b * tg / t):.2f}x)")
 PYEOF
