@@ -159,6 +159,27 @@ def test_engine_same_generations_on_both_backends(dev, synth_files):
     assert outcome["wgpu"] == outcome["numpy"]
 
 
+def test_eval_queues_unread_chunks(dev, synth_files, monkeypatch):
+    """A 50-token prompt in 16-token chunks: the first three chunks are queued without reading their logits
+    (Backend.run's read=False), the last one read; its logits equal the numpy engine's (float tolerance) and
+    the same engine's with every chunk read back (exactly: the same kernels in the same order)."""
+    path = synth_files["tiny-qwen2"]
+    tokens = [int(t) for t in np.random.default_rng(7).integers(3, 200, 50)]
+    ref, _ = Engine(path, backend="numpy", n_ctx=N_CTX, prefill_chunk=16).eval(tokens)
+    eng = Engine(path, backend="wgpu", n_ctx=N_CTX, prefill_chunk=16)
+    reads = []
+    run = eng.backend.run
+    monkeypatch.setattr(eng.backend, "run", lambda plan, step, trace=None, read=True:
+                        reads.append(read) or run(plan, step, trace, read))
+    queued, _ = eng.eval(tokens)
+    assert reads == [False, False, False, True]
+    np.testing.assert_allclose(queued, ref, rtol=0, atol=2e-3 * np.abs(ref).max())
+    monkeypatch.setattr(eng.backend, "run", lambda plan, step, trace=None, read=True: run(plan, step, trace, True))
+    eng.forget()
+    every, _ = eng.eval(tokens)
+    assert np.array_equal(queued, every)
+
+
 def test_interleaved_generations(dev, synth_files):
     """Two generations stepping in turn on one wgpu engine each get what they get alone (each notices the
     other used the cache and re-establishes its own context)."""

@@ -211,9 +211,11 @@ class Backend(Protocol):
         """Allocate ``plan``'s weights (shared by all plans), states and activations; idempotent."""
         ...
 
-    def run(self, plan: Plan, step: Step, trace: Trace | None = None) -> dict[str, np.ndarray]:
+    def run(self, plan: Plan, step: Step, trace: Trace | None = None, read: bool = True) -> dict[str, np.ndarray]:
         """One step of ``plan``: write the KV rows of ``step``'s tokens, return the outputs ({name: array};
-        per-slot outputs may hold only the step's ``n_seqs`` valid rows)."""
+        per-slot outputs may hold only the step's ``n_seqs`` valid rows). ``read`` False (a prompt chunk
+        whose logits nobody needs): the outputs may be left unread ({}), so a device's queue takes the
+        next chunk while this one runs; the next read waits for both."""
         ...
 
     def reset(self) -> None:

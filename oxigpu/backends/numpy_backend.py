@@ -126,8 +126,9 @@ class NumpyBackend:
         return _Loaded(arena, buffers, steps, id_limits)
 
     # -- running ------------------------------------------------------------------------------------
-    def run(self, plan: Plan, step: Step, trace: Trace | None = None) -> dict[str, np.ndarray]:
-        """One step (see :class:`~.base.Step`); ``trace`` as :data:`~.base.Trace` says."""
+    def run(self, plan: Plan, step: Step, trace: Trace | None = None, read: bool = True) -> dict[str, np.ndarray]:
+        """One step (see :class:`~.base.Step`); ``trace`` as :data:`~.base.Trace` says. The outputs are
+        computed either way (``read`` matters to a device queue only)."""
         padded = step.padded_inputs(plan, self.n_ctx)
         n_tokens, n_seqs = step.n_tokens, step.n_seqs
         self.load(plan)

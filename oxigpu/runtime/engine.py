@@ -230,14 +230,16 @@ class Engine:
         """The decode plan size for ``n_seqs`` sequences: the next power of two, at most ``max_seqs``."""
         return min(1 << max(0, n_seqs - 1).bit_length(), self.max_seqs)
 
-    def forward(self, step: Step, decode: bool) -> np.ndarray:
-        """Run ``step`` (``decode``: one row per sequence) on the plan of its bucket; logits [n_seqs, vocab]."""
+    def forward(self, step: Step, decode: bool, read: bool = True) -> np.ndarray | None:
+        """Run ``step`` (``decode``: one row per sequence) on the plan of its bucket; logits [n_seqs, vocab]
+        (``read`` False: None, the step queued and its logits left unread, Backend.run's ``read``)."""
         if decode:
             b = self.decode_bucket(step.n_seqs)
             plan = self.plan("decode", b, b)
         else:
             plan = self.plan("mixed", self.prefill_chunk, 1 if step.n_seqs == 1 else self.max_seqs)
-        return self.backend.run(plan, step)["logits"][:step.n_seqs]
+        out = self.backend.run(plan, step, read=read)
+        return out["logits"][:step.n_seqs] if read else None
 
     def forward_sampled(self, step: Step, decode: bool, reqs: Sequence[Request | None]
                         ) -> tuple[list[int], np.ndarray | None] | None:
@@ -307,7 +309,9 @@ class Engine:
                 start, logits = reused, None
                 while start < n:
                     count = min(self.prefill_chunk, n - start)
-                    logits = self.forward(Step.single(tokens[start:start + count], start, seq.blocks), count == 1)
+                    # only the last chunk's logits are read: the earlier ones queue without a round trip
+                    logits = self.forward(Step.single(tokens[start:start + count], start, seq.blocks), count == 1,
+                                          read=start + count >= n)
                     start += count
                     self.pool.register(seq, tokens, start)
             finally:

@@ -418,7 +418,8 @@ class Speculator:
             if not pool.grow(cache.blocks, start + count):
                 raise AssertionError("the draft model's pool holds a full context, yet it could not give one")
             chunk = tokens[start:start + count]
-            logits = d.forward(Step.single(chunk, start, cache.blocks.blocks), count == 1)
+            logits = d.forward(Step.single(chunk, start, cache.blocks.blocks), count == 1,
+                               read=start + count >= len(tokens))
             cache.tokens += chunk
             start += count
             pool.register(cache.blocks, cache.tokens, start)

@@ -121,11 +121,13 @@ def _run(engine: Engine, ids: list[list[int]], n_prompt: int, n_gen: int) -> tup
                         chunks.append((i, done[i], take))
                         budget -= take
                 step = Step.batch([(ids[i][p:p + n], p, seqs[i].blocks) for i, p, n in chunks])
-                engine.forward(step, decode=False)
-                if t_first is None:
-                    t_first = time.perf_counter() - t
                 for i, _, n in chunks:
                     done[i] += n
+                # logits read on the first step (its time) and the last (T_PP ends when all are in); the
+                # steps between queue without a round trip, as llama_decode's batches do
+                engine.forward(step, decode=False, read=t_first is None or min(done) >= n_prompt)
+                if t_first is None:
+                    t_first = time.perf_counter() - t
             t_pp = time.perf_counter() - t
             t = time.perf_counter()
             if engine.backend.resident is not None:

@@ -361,9 +361,11 @@ class WgpuBackend:
             raise DeviceError(f"{_describe(node, in_types)} (kernel {KERNELS[node.op].__name__}): {e}") from e
 
     # -- running ------------------------------------------------------------------------------------
-    def run(self, plan: Plan, step: Step, trace: Trace | None = None) -> dict[str, np.ndarray]:
+    def run(self, plan: Plan, step: Step, trace: Trace | None = None, read: bool = True) -> dict[str, np.ndarray]:
         """One step, as NumpyBackend.run. With ``trace`` (a debug mode) every node is submitted on its own
-        and its outputs (for ``kv_store``: the two caches) are read back and passed to ``trace``."""
+        and its outputs (for ``kv_store``: the two caches) are read back and passed to ``trace``. ``read``
+        False: submitted, nothing read back ({}): the host encodes the next chunk while the GPU runs this
+        one (the next chunk's input writes queue after this chunk's work)."""
         padded = step.padded_inputs(plan, self.n_ctx)
         n_tokens = step.n_tokens
         loaded = self._loaded(plan)
@@ -378,6 +380,8 @@ class WgpuBackend:
                     self.dev.submit(ds)
                     vals = node.outputs or written_states(node)
                     trace(node, tuple(self._read_value(loaded, v) for v in vals))
+            if not read and trace is None:
+                return {}
             # logits of S slots: only the n_seqs valid rows cross the bus (the rest is padding)
             slots = plan.graph.S if "out_rows" in plan.inputs or plan.graph.decode else None
             return {name: self._read_value(loaded, v, step.n_seqs if v.shape[0] == slots else None)
