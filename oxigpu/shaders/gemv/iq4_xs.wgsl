@@ -4,7 +4,6 @@
 // the block's 8-byte header, shared by its 8 lanes. Values: the signed codebook (common/iq4.wgsl) times
 // d (ls - 32), ls the sub-block's 6-bit scale: no offset, so no x sum. The codebook is looked up in
 // workgroup memory (gemv/table_true.wgsl, TABLE set for this piece).
-#include "common/iq4.wgsl"
 const iq4_xs_QK: u32 = 256u;
 const iq4_xs_QB: u32 = 136u;
 const iq4_xs_PPB: u32 = 8u;

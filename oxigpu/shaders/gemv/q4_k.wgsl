@@ -21,8 +21,8 @@ fn q4_k_comb(s: u32, blk: u32, i: u32, lo: f32, hi: f32, xl: f32, xh: f32) -> f3
   return sm.x * lo - sm.y * xl + sm.z * hi - sm.w * xh;
 }
 
-fn q4_k_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
-  let q = q4_k_nib(s, blk, i);
+// The float dot of the piece's values q (q4_k_nib's layout; Q5_K's pieces pass theirs: gemv/q5_k.wgsl).
+fn q4_k_vgdot(s: u32, blk: u32, i: u32, q: array<vec4<u32>, 2>, xs: XS) -> f32 {
   let lo = dot(b2f(q[0].x, 0.0), xs[0]) + dot(b2f(q[0].y, 0.0), xs[1]) +
            dot(b2f(q[0].z, 0.0), xs[2]) + dot(b2f(q[0].w, 0.0), xs[3]);
   let hi = dot(b2f(q[1].x, 0.0), xs[4]) + dot(b2f(q[1].y, 0.0), xs[5]) +
@@ -30,13 +30,21 @@ fn q4_k_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
   return q4_k_comb(s, blk, i, lo, hi, hsum(xs[0] + xs[1] + xs[2] + xs[3]), hsum(xs[4] + xs[5] + xs[6] + xs[7]));
 }
 
+fn q4_k_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
+  return q4_k_vgdot(s, blk, i, q4_k_nib(s, blk, i), xs);
+}
+
 // The piece's weights as the integer dots take them (wload), once for every x row of a multi-row GEMV
 // (wdot); qdot is the two in one.
 struct q4_k_W { lo: vec4<u32>, hi: vec4<u32>, sm: vec4<f32> }
 
-fn q4_k_wload(s: u32, blk: u32, i: u32) -> q4_k_W {
-  let q = q4_k_nib(s, blk, i);
+// The piece's values q (q4_k_nib's layout) with the scales of its sub-blocks.
+fn q4_k_vwload(s: u32, blk: u32, i: u32, q: array<vec4<u32>, 2>) -> q4_k_W {
   return q4_k_W(q[0], q[1], kscales(wq(s, blk >> 4u), i >> 1u));
+}
+
+fn q4_k_wload(s: u32, blk: u32, i: u32) -> q4_k_W {
+  return q4_k_vwload(s, blk, i, q4_k_nib(s, blk, i));
 }
 
 fn q4_k_wdot(w: q4_k_W, xq: XQ) -> f32 {
@@ -46,9 +54,13 @@ fn q4_k_wdot(w: q4_k_W, xq: XQ) -> f32 {
   return xq.d * (sm.x * lo - sm.y * f32(xsum(xq, 0u, 4u)) + sm.z * hi - sm.w * f32(xsum(xq, 4u, 4u)));
 }
 
-fn q4_k_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
-  let q = q4_k_nib(s, blk, i);
+// The integer dot of the piece's values q (q4_k_nib's layout).
+fn q4_k_vqdot(s: u32, blk: u32, i: u32, q: array<vec4<u32>, 2>, xq: XQ) -> f32 {
   let lo = idot(q[0].x, xq.q[0]) + idot(q[0].y, xq.q[1]) + idot(q[0].z, xq.q[2]) + idot(q[0].w, xq.q[3]);
   let hi = idot(q[1].x, xq.q[4]) + idot(q[1].y, xq.q[5]) + idot(q[1].z, xq.q[6]) + idot(q[1].w, xq.q[7]);
   return xq.d * q4_k_comb(s, blk, i, f32(lo), f32(hi), f32(xsum(xq, 0u, 4u)), f32(xsum(xq, 4u, 4u)));
+}
+
+fn q4_k_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
+  return q4_k_vqdot(s, blk, i, q4_k_nib(s, blk, i), xq);
 }

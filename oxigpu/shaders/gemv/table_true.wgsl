@@ -10,11 +10,10 @@ fn stage_table(lid: u32) {
   workgroupBarrier();
 }
 
-// common/iq4.wgsl's iq4w through the staged words.
+// common/iq4.wgsl's iq4w through the staged words: .x the low nibbles' values, .y the high ones'.
 fn iq4w_wg(w: u32) -> vec2<u32> {
-  let p = QGW[w & 0xFFu] | (QGW[(w >> 8u) & 0xFFu] << 8u);     // lo0 lo1 hi0 hi1
-  let q = QGW[(w >> 16u) & 0xFFu] | (QGW[w >> 24u] << 8u);     // lo2 lo3 hi2 hi3
-  return vec2<u32>((p & 0xFFFFu) | (q << 16u), (p >> 16u) | (q & 0xFFFF0000u));
+  let p = iq4w_pq(w);
+  return iq4_xperm(p.x, p.y);
 }
 
 // The lookups alone: .x the codebook values of w's nibbles in the order (lo0, lo1, hi0, hi1), .y (lo2, lo3,
@@ -25,7 +24,8 @@ fn iq4w_pq(w: u32) -> vec2<u32> {
 }
 
 // x's int8 words a (elements j .. j + 3, the low nibbles' partners) and b (the high nibbles', 16 on) in
-// iq4w_pq's order.
+// iq4w_pq's order: the 16-bit halves interleaved, (a.lo, b.lo) and (a.hi, b.hi); the same move takes
+// iq4w_pq's pairs to element order.
 fn iq4_xperm(a: u32, b: u32) -> vec2<u32> {
   return vec2<u32>((a & 0xFFFFu) | (b << 16u), (a >> 16u) | (b & 0xFFFF0000u));
 }
