@@ -207,7 +207,8 @@ class Engine:
         buckets = [1]
         while buckets[-1] < self.max_seqs:
             buckets.append(self.decode_bucket(buckets[-1] + 1))
-        total = len(buckets) + 1 + (self.max_seqs > 1)
+        mixed = (1, self.max_seqs) if self.max_seqs > 1 else (1,)
+        total = len(buckets) + len(mixed)
         plans = []
         for b in buckets:
             if progress is not None:
@@ -216,7 +217,7 @@ class Engine:
             plans.append(plan)
             if cfg is not None and resident is not None:
                 resident.resident_step(plan, slots(b))
-        for S in (1, self.max_seqs) if self.max_seqs > 1 else (1,):
+        for S in mixed:
             if progress is not None:
                 progress(f"warming up: prompts of {S} sequence{'s' * (S > 1)}", len(plans), total)
             plans.append(self.plan("mixed", self.prefill_chunk, S))

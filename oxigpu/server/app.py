@@ -402,18 +402,16 @@ class _Job:
     def prefix(self, k: int) -> str:
         return self.echo[k // self.n] if self.echo else ""
 
-    def usage(self, results: Sequence[GenerationResult]) -> P.Usage:
+    def usage(self, results: Sequence[GenerationResult] | None = None) -> P.Usage:
+        """The prompt and the completions' tokens: of ``results``, else those streamed so far."""
         prompt = sum(len(p) for p in self.prompts)
-        completion = sum(len(r.token_ids) for r in results)
+        completion = self.generated if results is None else sum(len(r.token_ids) for r in results)
         return P.Usage(prompt_tokens=prompt, completion_tokens=completion, total_tokens=prompt + completion)
 
     def usage_so_far(self) -> P.Usage | None:
-        """With ``continuous_usage_stats`` (vLLM's stream option), the usage of every chunk: the prompt and
-        the tokens streamed up to it (a client counts exact tokens per chunk from it)."""
-        if not self.continuous_usage:
-            return None
-        prompt = sum(len(p) for p in self.prompts)
-        return P.Usage(prompt_tokens=prompt, completion_tokens=self.generated, total_tokens=prompt + self.generated)
+        """With ``continuous_usage_stats`` (vLLM's stream option), the usage of every chunk: the tokens
+        streamed up to it (a client counts exact tokens per chunk from it)."""
+        return self.usage() if self.continuous_usage else None
 
     def cancel(self) -> None:
         for s in self.streams:
