@@ -180,6 +180,29 @@ def test_eval_queues_unread_chunks(dev, synth_files, monkeypatch):
     assert np.array_equal(queued, every)
 
 
+def test_unchanged_host_inputs_are_not_rewritten(dev, synth_files, monkeypatch):
+    """A step's row_seq, out_rows and block table are written only when they differ from what their buffer
+    holds (the GPU never writes them): a prompt evaluated again writes tokens, positions and the params but
+    not those, and its logits stay the same; a shorter prompt writes its out_rows."""
+    from oxigpu.backends.wgpu.device import Device
+
+    eng = Engine(synth_files["tiny-qwen2"], backend="wgpu", n_ctx=N_CTX, prefill_chunk=16)
+    tokens = [int(t) for t in np.random.default_rng(8).integers(3, 200, 16)]
+    first, _ = eng.eval(tokens)
+    names = []
+    write = Device.write
+    monkeypatch.setattr(Device, "write", lambda self, buf, data, offset=0:
+                        names.append(buf.label) or write(self, buf, data, offset))
+    eng.forget()
+    again, _ = eng.eval(tokens)
+    assert np.array_equal(first, again)
+    assert not {"row_seq", "out_rows", "block_table"} & set(names) and {"tokens", "positions"} <= set(names)
+    names.clear()
+    eng.forget()
+    eng.eval(tokens[:7])
+    assert "out_rows" in names                     # its last row moved
+
+
 def test_interleaved_generations(dev, synth_files):
     """Two generations stepping in turn on one wgpu engine each get what they get alone (each notices the
     other used the cache and re-establishes its own context)."""

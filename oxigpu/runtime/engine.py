@@ -354,6 +354,12 @@ class Engine:
             self.pool.clear_cache()
 
     def _checked(self, tokens: Sequence[int]) -> list[int]:
+        ids = np.asarray(tokens) if isinstance(tokens, (list, np.ndarray)) else None
+        if ids is not None and ids.ndim == 1 and ids.dtype.kind in "iu" and 1 <= len(ids) <= self.n_ctx:
+            # the common case in one vector pass (a prefill chunk's first submit waits for this)
+            if ids.min() < 0 or ids.max() >= self.vocab_size:
+                self._check_ids(ids.tolist())
+            return ids.tolist()
         tokens = [int(t) for t in tokens]
         if not 1 <= len(tokens) <= self.n_ctx:
             raise ContextLengthError(
