@@ -169,12 +169,14 @@ def test_eval_queues_unread_chunks(dev, synth_files, monkeypatch):
     eng = Engine(path, backend="wgpu", n_ctx=N_CTX, prefill_chunk=16)
     reads = []
     run = eng.backend.run
-    monkeypatch.setattr(eng.backend, "run", lambda plan, step, trace=None, read=True:
-                        reads.append(read) or run(plan, step, trace, read))
+    monkeypatch.setattr(eng.backend, "run", lambda plan, step, trace=None, read=True, meanwhile=None:
+                        reads.append(read) or run(plan, step, trace, read, meanwhile))
     queued, _ = eng.eval(tokens)
     assert reads == [False, False, False, True]
     np.testing.assert_allclose(queued, ref, rtol=0, atol=2e-3 * np.abs(ref).max())
-    monkeypatch.setattr(eng.backend, "run", lambda plan, step, trace=None, read=True: run(plan, step, trace, True))
+    assert eng.eval(tokens)[1] == 32          # its full block joined the prefix cache as the chunks ran
+    monkeypatch.setattr(eng.backend, "run", lambda plan, step, trace=None, read=True, meanwhile=None:
+                        run(plan, step, trace, True, meanwhile))
     eng.forget()
     every, _ = eng.eval(tokens)
     assert np.array_equal(queued, every)

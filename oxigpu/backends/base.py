@@ -211,11 +211,13 @@ class Backend(Protocol):
         """Allocate ``plan``'s weights (shared by all plans), states and activations; idempotent."""
         ...
 
-    def run(self, plan: Plan, step: Step, trace: Trace | None = None, read: bool = True) -> dict[str, np.ndarray]:
+    def run(self, plan: Plan, step: Step, trace: Trace | None = None, read: bool = True,
+            meanwhile: Callable[[], None] | None = None) -> dict[str, np.ndarray]:
         """One step of ``plan``: write the KV rows of ``step``'s tokens, return the outputs ({name: array};
         per-slot outputs may hold only the step's ``n_seqs`` valid rows). ``read`` False (a prompt chunk
         whose logits nobody needs): the outputs may be left unread ({}), so a device's queue takes the
-        next chunk while this one runs; the next read waits for both."""
+        next chunk while this one runs; the next read waits for both. ``meanwhile()`` is called once the
+        step is submitted, before its outputs are read: host work that overlaps the device's."""
         ...
 
     def reset(self) -> None:

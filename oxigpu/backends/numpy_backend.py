@@ -126,9 +126,10 @@ class NumpyBackend:
         return _Loaded(arena, buffers, steps, id_limits)
 
     # -- running ------------------------------------------------------------------------------------
-    def run(self, plan: Plan, step: Step, trace: Trace | None = None, read: bool = True) -> dict[str, np.ndarray]:
+    def run(self, plan: Plan, step: Step, trace: Trace | None = None, read: bool = True,
+            meanwhile: Callable[[], None] | None = None) -> dict[str, np.ndarray]:
         """One step (see :class:`~.base.Step`); ``trace`` as :data:`~.base.Trace` says. The outputs are
-        computed either way (``read`` matters to a device queue only)."""
+        computed either way (``read`` matters to a device queue only); ``meanwhile`` runs after them."""
         padded = step.padded_inputs(plan, self.n_ctx)
         n_tokens, n_seqs = step.n_tokens, step.n_seqs
         self.load(plan)
@@ -143,6 +144,8 @@ class NumpyBackend:
             run_node(n_tokens, n_seqs)
             if trace is not None:
                 trace(node, outs if node.outputs else tuple(loaded.buffers[v] for v in written_states(node)))
+        if meanwhile is not None:
+            meanwhile()
         slots = plan.graph.S if "out_rows" in plan.inputs or plan.graph.decode else None
         return {name: loaded.buffers[v][:n_seqs if v.shape[0] == slots else None].copy()
                 for name, v in plan.outputs.items()}

@@ -231,15 +231,17 @@ class Engine:
         """The decode plan size for ``n_seqs`` sequences: the next power of two, at most ``max_seqs``."""
         return min(1 << max(0, n_seqs - 1).bit_length(), self.max_seqs)
 
-    def forward(self, step: Step, decode: bool, read: bool = True) -> np.ndarray | None:
+    def forward(self, step: Step, decode: bool, read: bool = True,
+                meanwhile: Callable[[], None] | None = None) -> np.ndarray | None:
         """Run ``step`` (``decode``: one row per sequence) on the plan of its bucket; logits [n_seqs, vocab]
-        (``read`` False: None, the step queued and its logits left unread, Backend.run's ``read``)."""
+        (``read`` False: None, the step queued and its logits left unread; ``read`` and ``meanwhile`` as
+        Backend.run's)."""
         if decode:
             b = self.decode_bucket(step.n_seqs)
             plan = self.plan("decode", b, b)
         else:
             plan = self.plan("mixed", self.prefill_chunk, 1 if step.n_seqs == 1 else self.max_seqs)
-        out = self.backend.run(plan, step, read=read)
+        out = self.backend.run(plan, step, read=read, meanwhile=meanwhile)
         return out["logits"][:step.n_seqs] if read else None
 
     def forward_sampled(self, step: Step, decode: bool, reqs: Sequence[Request | None]
@@ -309,12 +311,13 @@ class Engine:
                 self.scheduler.make_room(seq, n)
                 start, logits = reused, None
                 while start < n:
-                    count = min(self.prefill_chunk, n - start)
-                    # only the last chunk's logits are read: the earlier ones queue without a round trip
-                    logits = self.forward(Step.single(tokens[start:start + count], start, seq.blocks), count == 1,
-                                          read=start + count >= n)
-                    start += count
-                    self.pool.register(seq, tokens, start)
+                    end = min(start + self.prefill_chunk, n)
+                    # only the last chunk's logits are read: the earlier ones queue without a round trip;
+                    # the chunk's blocks join the prefix cache while the device computes them (the queue
+                    # runs any later reader after them)
+                    logits = self.forward(Step.single(tokens[start:end], start, seq.blocks), end - start == 1,
+                                          read=end >= n, meanwhile=lambda e=end: self.pool.register(seq, tokens, e))
+                    start = end
             finally:
                 self.pool.release(seq)
         return np.asarray(logits).reshape(-1), reused

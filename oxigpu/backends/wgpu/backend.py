@@ -368,7 +368,8 @@ class WgpuBackend:
             raise DeviceError(f"{_describe(node, in_types)} (kernel {KERNELS[node.op].__name__}): {e}") from e
 
     # -- running ------------------------------------------------------------------------------------
-    def run(self, plan: Plan, step: Step, trace: Trace | None = None, read: bool = True) -> dict[str, np.ndarray]:
+    def run(self, plan: Plan, step: Step, trace: Trace | None = None, read: bool = True,
+            meanwhile: Callable[[], None] | None = None) -> dict[str, np.ndarray]:
         """One step, as NumpyBackend.run. With ``trace`` (a debug mode) every node is submitted on its own
         and its outputs (for ``kv_store``: the two caches) are read back and passed to ``trace``. ``read``
         False: submitted, nothing read back ({}): the host encodes the next chunk while the GPU runs this
@@ -386,6 +387,8 @@ class WgpuBackend:
                     self.dev.submit(ds)
                     vals = node.outputs or written_states(node)
                     trace(node, tuple(self._read_value(loaded, v) for v in vals))
+            if meanwhile is not None:
+                meanwhile()
             if not read and trace is None:
                 return {}
             # logits of S slots: only the n_seqs valid rows cross the bus (the rest is padding)
