@@ -335,13 +335,16 @@ def test_without_a_vulkan_driver(synth_files):
 @pytest.mark.parametrize("n", [3, 70, 140])
 def test_short_prompt_in_a_long_prefill_plan(dev, synth_files, n):
     """A prompt far shorter than the prefill plan (the GPU default is 512 rows): the GEMMs skip the row
-    tiles past n_tokens; every real row's logits still agree with numpy's."""
+    tiles past n_tokens; every real row's logits still agree with numpy's (f32 rounding on lavapipe; on a
+    GPU, whose prefill GEMMs round x to int8 or f16, within the gemv-sized int8 parity bound of
+    tests/test_wgpu_parity.py)."""
     model = GGUFFile(synth_files["tiny-llama"])
     toks = np.asarray(tokens_for(model, n, seed=n), np.int32)
     plan = compile(build_graph(model, None, 160, 192, "all"))
     ref = NumpyBackend(model, 192).run(plan, Step.single(toks, 0))["logits"][:n]
     assert np.isfinite(ref).all() and ref.std() > 0.05
-    assert rel_err(WgpuBackend(model, 192, dev).run(plan, Step.single(toks, 0))["logits"][:n], ref) <= REL
+    bound = 3e-2 if dev.int8_dots or dev.has_mma else REL
+    assert rel_err(WgpuBackend(model, 192, dev).run(plan, Step.single(toks, 0))["logits"][:n], ref) <= bound
 
 
 def test_parallel_build_matches_the_serial_one(dev, synth_files, monkeypatch):
