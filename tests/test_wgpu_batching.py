@@ -29,6 +29,17 @@ def llm(tiny_models) -> LLM:
     return LLM(tiny_models["tiny-qwen2"], backend="wgpu", n_ctx=128, max_seqs=4)
 
 
+@pytest.fixture
+def float_llm(tiny_models, monkeypatch) -> LLM:
+    """``llm`` with f32 kernels everywhere. On a GPU the GEMMs and large GEMVs round x to int8 or f16 (as
+    llama.cpp's do), moving logits by ~1e-3 of their range: enough for a seeded draw at temperature 1 to
+    land across a CDF boundary, so a draw-for-draw equality with numpy needs f32 (lavapipe has it anyway)."""
+    from oxigpu.backends.wgpu.device import Device
+    monkeypatch.setenv("OXIGPU_INT8_DOTS", "0")
+    monkeypatch.setattr(Device.get(), "has_mma", False)
+    return LLM(tiny_models["tiny-qwen2"], backend="wgpu", n_ctx=128, max_seqs=4)
+
+
 def test_a_batch_equals_each_prompt_alone(llm):
     """Five prompts on four slots (a decode bucket of 4, then 2 and 1 as they finish); the longest runs
     last, alone, on the GPU-resident loop through the blocks the batch left it."""
@@ -143,7 +154,7 @@ def test_resident_batch_equals_host_steps_and_reads_once_per_batch(llm):
     assert counts["write"] <= 10 + batches, counts   # the loop's setup (tables, sampler state), a write per batch
 
 
-def test_constrained_sequences_batched_on_the_resident_loop_equal_numpy(tiny_models, llm):
+def test_constrained_sequences_batched_on_the_resident_loop_equal_numpy(tiny_models, float_llm):
     """Two constrained sequences (a JSON schema, a regex) and a free one decode together on the GPU-resident
     loop, each step's masks computed while its forward runs: every output equals the sequence's output alone
     on the numpy backend (host-stepped), and the constrained outputs hold."""
@@ -154,8 +165,8 @@ def test_constrained_sequences_batched_on_the_resident_loop_equal_numpy(tiny_mod
             dict(temperature=1.0, seed=3, max_tokens=30)]
     ref = LLM(tiny_models["tiny-qwen2"], backend="numpy", n_ctx=128)
     want = [ref.generate("Hi", **kw).token_ids for kw in runs]
-    eng = llm.engine
-    gens = [llm.stream("Hi", **kw) for kw in runs]
+    eng = float_llm.engine
+    gens = [float_llm.stream("Hi", **kw) for kw in runs]
     resident = eng.scheduler.resident_steps
     for g in gens:
         list(g)
@@ -164,7 +175,7 @@ def test_constrained_sequences_batched_on_the_resident_loop_equal_numpy(tiny_mod
     assert eng.scheduler.resident_steps - resident >= 5   # drawn with masks on the device, not host-stepped
 
 
-def test_host_steps_draw_with_the_gpu_sampler(tiny_models, llm, monkeypatch):
+def test_host_steps_draw_with_the_gpu_sampler(tiny_models, float_llm, monkeypatch):
     """Steps the host runs (prompts joining decoding sequences, the first draw after a prompt) draw with the
     GPU sampler in the same queue and read back only the ids: no [S, vocab] logits (``Engine.forward`` is
     not called while a sequence draws), and every output equals the sequence alone on the numpy backend
@@ -174,13 +185,13 @@ def test_host_steps_draw_with_the_gpu_sampler(tiny_models, llm, monkeypatch):
             dict(regex=r"(yes|no), [a-z]{2,12}\.", temperature=1.0, seed=2, max_tokens=30)]
     ref = LLM(tiny_models["tiny-qwen2"], backend="numpy", n_ctx=128)
     want = [ref.generate(p, **kw) for p, kw in zip(PROMPTS, runs)]
-    eng = llm.engine
+    eng = float_llm.engine
     logits_steps = []
     forward = eng.forward
     monkeypatch.setattr(eng, "forward", lambda step, decode: logits_steps.append(step) or forward(step, decode))
-    first = llm.stream(PROMPTS[0], **runs[0])
+    first = float_llm.stream(PROMPTS[0], **runs[0])
     next(iter(first))                                   # decoding when the others join
-    gens = [first] + [llm.stream(p, **kw) for p, kw in zip(PROMPTS[1:], runs[1:])]
+    gens = [first] + [float_llm.stream(p, **kw) for p, kw in zip(PROMPTS[1:], runs[1:])]
     for g in gens:
         list(g)
     assert [g.result.token_ids for g in gens] == [w.token_ids for w in want]
