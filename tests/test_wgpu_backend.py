@@ -113,6 +113,25 @@ def _host_loop(dev, path, cfg: SamplerConfig, n_ctx: int, n: int = 24):
     return wb, decode, prompt, ctx
 
 
+def test_resident_table_write_is_seen_by_the_next_host_step(dev, synth_files, monkeypatch):
+    """The resident loop's block table write goes through the same record as host steps: a host step after
+    a resident batch on other blocks writes its table again (not skipped as unchanged), and draws what
+    the host loop drew."""
+    from oxigpu.backends.wgpu.device import Device
+
+    cfg = CONFIGS["greedy"]
+    wb, decode, prompt, ctx = _host_loop(dev, synth_files["tiny-llama"], cfg, N_CTX, n=4)
+    mb = decode.inputs["block_table"].shape[1]
+    list(wb.decode_stream(decode, ctx[:len(prompt) + 1], pack_batch([cfg], [len(prompt) + 1], [1]), 2,
+                          list(range(mb))[::-1]))
+    names = []
+    write = Device.write
+    monkeypatch.setattr(Device, "write", lambda self, buf, data, offset=0:
+                        names.append(buf.label) or write(self, buf, data, offset))
+    wb.run(decode, Step.single(np.asarray(ctx[-1:]), len(ctx) - 1))
+    assert "block_table" in names
+
+
 @pytest.mark.parametrize("shape", ["tiny-llama", "tiny-gemma3"])
 def test_resident_decode_launches_only_the_active_splits(dev, synth_files, shape):
     """With a context allocated far beyond the position, the GPU-resident decode sizes each step's attention

@@ -378,7 +378,8 @@ class WgpuBackend:
         n_tokens = step.n_tokens
         loaded = self._loaded(plan)
         with self.dev.step_lock:   # the device's params buffer is shared by every backend on it
-            self._write_inputs(loaded, padded)
+            for name, host in padded.items():
+                self._write_input(loaded, name, host)
             self.dev.write_params(Params(pos=int(step.positions[0]), n_tokens=n_tokens, n_seqs=step.n_seqs))
             if trace is None:
                 self._submit_step(loaded, pieces=n_tokens > 1)
@@ -396,18 +397,18 @@ class WgpuBackend:
             return {name: self._read_value(loaded, v, step.n_seqs if v.shape[0] == slots else None)
                     for name, v in plan.outputs.items()}
 
-    def _write_inputs(self, loaded: _Loaded, padded: dict[str, np.ndarray]) -> None:
-        """Write a step's padded inputs, skipping host-only ones equal to what their buffer holds: each
-        write is a queued copy the chunk's first submit waits behind (docs/perf-log.md, fourth session)."""
-        for name, host in padded.items():
-            if name in _HOST_ONLY:
-                last = loaded.written.get(name)
-                if last is not None and np.array_equal(last, host):
-                    continue
-                loaded.written.pop(name, None)
-            self.dev.write(loaded.inputs[name], host)
-            if name in _HOST_ONLY:
-                loaded.written[name] = host
+    def _write_input(self, loaded: _Loaded, name: str, host: np.ndarray) -> None:
+        """Write step input ``name``, skipping a host-only one equal to what its buffer holds: each write is
+        a queued copy the chunk's first submit waits behind (docs/perf-log.md, fourth session). Every
+        write of a plan's inputs goes through here, so ``loaded.written`` never misstates a buffer."""
+        if name in _HOST_ONLY:
+            last = loaded.written.pop(name, None)
+            if last is not None and np.array_equal(last, host):
+                loaded.written[name] = last
+                return
+        self.dev.write(loaded.inputs[name], host)
+        if name in _HOST_ONLY:
+            loaded.written[name] = host
 
     def _submit_step(self, loaded: _Loaded, pieces: bool = False) -> None:
         """Submit a step's one pass; when wgpu rejects it, resubmit node by node to name the node at fault.
@@ -536,7 +537,7 @@ class WgpuBackend:
         res = self._resident_for(plan, sampling)
         if sampling.slots.shape[0] != T:
             raise InvalidParameterError(f"the sampler's batch has {sampling.slots.shape[0]} slots, the plan {T}")
-        ins = self._loaded(plan).inputs
+        loaded = self._loaded(plan)
         mb = plan.inputs["block_table"].shape[1]
         table = np.zeros((T, mb), np.int32)
         for s, (bt, p) in enumerate(zip(block_tables, pos0)):
@@ -550,8 +551,8 @@ class WgpuBackend:
         for s, c in enumerate(contexts):
             ring[s, :len(c)] = c
             last[s] = c[-1]
-        self.dev.write(ins["block_table"], table)
-        self.dev.write(ins["row_seq"], np.arange(T, dtype=np.int32))
+        self._write_input(loaded, "block_table", table)
+        self._write_input(loaded, "row_seq", np.arange(T, dtype=np.int32))
         self.dev.write(res.base, np.asarray(pos0 + [0] * (T - n), np.int32))
         sparse = np.zeros((T, res.n_sparse, 2), np.uint32)
         sparse[:, :sampling.sparse.shape[1]] = sampling.sparse
@@ -806,7 +807,8 @@ class WgpuBackend:
         pos0 = [len(c) - 1 if c else 0 for c in contexts]
         logprobs = bool(sampling.logprobs)
         with self.dev.step_lock:
-            self._write_inputs(loaded, padded)
+            for name, host in padded.items():
+                self._write_input(loaded, name, host)
             self.dev.write_params(Params(pos=int(step.positions[0]), n_tokens=step.n_tokens, n_seqs=n))
             sparse = np.zeros((res.S, res.n_sparse, 2), np.uint32)
             sparse[:, :sampling.sparse.shape[1]] = sampling.sparse
