@@ -354,10 +354,11 @@ def test_ctrl_c_while_the_chat_template_renders_stops_only_that_turn(tiny_models
         return real(self, *a, **kw)
     monkeypatch.setattr(ChatTemplate, "render", render)
     res = CliRunner().invoke(cli, ["chat", "-m", tiny_models["tiny-qwen2"], "-n", "3", "--backend", "numpy",
-                                   "--n-ctx", "128"], input="first\nsecond\n")
+                                   "--n-ctx", "128", "--temp", "0"], input="first\nsecond\n")
     assert res.exit_code == 0, res.output
     assert "(stopped)" in res.stderr and "Traceback" not in res.output and len(calls) == 2
-    assert res.stdout.strip()                       # the second turn answered
+    # the second turn answered; greedy, because a sampled answer of a tiny model can be all whitespace
+    assert res.stdout.strip()
 
 
 # -- 9. many GPU models in one process ------------------------------------------------------------------
