@@ -193,3 +193,41 @@ def test_batched_steps_give_each_sequence_its_solo_logits(synth_files, shape):
         nb.run(decode, Step.batch([(a[13:15], 13, blocks[0])]))
     with pytest.raises(InvalidParameterError, match="block in"):
         nb.run(mixed, Step.batch([(b[13:15], 13, [3 * mb + 5])]))
+
+
+def test_one_slot_steps_are_checked_as_strictly_as_batches(synth_files):
+    """A one-slot step takes a shorter path through Step.padded_inputs (a prompt chunk waits for it): it
+    pads a good step exactly as the general checks do, and refuses every bad one with their message."""
+    model = GGUFFile(synth_files["tiny-qwen2"])
+    mb = N_CTX // 32
+    mixed = compile(build_graph(model, None, 16, N_CTX, "last", S=1, n_blocks=mb))
+    decode = compile(build_graph(model, None, 2, N_CTX, "last", S=2, n_blocks=mb))
+    i32 = lambda *a: np.asarray(a, np.int32)                                   # noqa: E731
+    ids = np.arange(5, 15, dtype=np.int32)
+    blocks = np.arange(mb, dtype=np.int32)[::-1].copy()
+    good = [Step.single(ids, 0, blocks), Step.single(ids[:1], 40, blocks), Step.single(ids, N_CTX - 10, blocks),
+            Step.single(ids, 3)]
+    for step in good:
+        fast = step.padded_inputs(mixed, N_CTX)
+        general = step._checked_table(mixed, N_CTX)
+        assert np.array_equal(fast["block_table"][:1, :general.shape[1]], general)
+        assert np.array_equal(fast["positions"][:step.n_tokens], step.positions)
+        assert not fast["positions"][step.n_tokens:].any() and not fast["row_seq"].any()
+    s = Step.single(ids, 4, blocks)
+    bad = [(dataclasses.replace(s, positions=s.positions + N_CTX - 10), ContextLengthError, "exceed the context"),
+           (dataclasses.replace(s, positions=s.positions - 5), ContextLengthError, "exceed the context"),
+           (dataclasses.replace(s, positions=s.positions[::-1].copy()), InvalidParameterError, "consecutive"),
+           (dataclasses.replace(s, positions=np.r_[s.positions[:5], s.positions[6:], 14].astype(np.int32)),
+            InvalidParameterError, "consecutive"),
+           (dataclasses.replace(s, row_seq=np.r_[np.zeros(9), 1].astype(np.int32)), InvalidParameterError,
+            "row_seq must name"),
+           (dataclasses.replace(s, out_rows=i32(3)), InvalidParameterError, "out_rows"),
+           (dataclasses.replace(s, positions=s.positions[:4]), InvalidParameterError, "differ in length"),
+           (Step.single(ids, 30, i32(0)), InvalidParameterError, "block in"),     # rows 32.. have none
+           (dataclasses.replace(s, block_table=np.full((1, mb), mb, np.int32)), InvalidParameterError, "block in"),
+           (dataclasses.replace(s, block_table=np.full((1, mb), -1, np.int32)), InvalidParameterError, "block in")]
+    for step, err, msg in bad:
+        with pytest.raises(err, match=msg):
+            step.padded_inputs(mixed, N_CTX)
+    with pytest.raises(InvalidParameterError, match="one row per sequence"):     # a decode plan's slot: one row
+        Step.single(ids[:2], 0, blocks).padded_inputs(decode, N_CTX)

@@ -202,9 +202,10 @@ def test_eval_queues_unread_chunks(dev, synth_files, monkeypatch):
 
 
 def test_unchanged_host_inputs_are_not_rewritten(dev, synth_files, monkeypatch):
-    """A step's row_seq, out_rows and block table are written only when they differ from what their buffer
-    holds (the GPU never writes them): a prompt evaluated again writes tokens, positions and the params but
-    not those, and its logits stay the same; a shorter prompt writes its out_rows."""
+    """A step's row_seq, out_rows, block table and (on a plan the resident loop never ran) positions are
+    written only when they differ from what their buffer holds: a prompt evaluated again writes its tokens
+    and the params but not those, and its logits stay the same; a shorter prompt writes its out_rows and
+    positions."""
     from oxigpu.backends.wgpu.device import Device
 
     eng = Engine(synth_files["tiny-qwen2"], backend="wgpu", n_ctx=N_CTX, prefill_chunk=16)
@@ -217,11 +218,36 @@ def test_unchanged_host_inputs_are_not_rewritten(dev, synth_files, monkeypatch):
     eng.forget()
     again, _ = eng.eval(tokens)
     assert np.array_equal(first, again)
-    assert not {"row_seq", "out_rows", "block_table"} & set(names) and {"tokens", "positions"} <= set(names)
+    assert not {"row_seq", "out_rows", "block_table", "positions"} & set(names) and "tokens" in names
     names.clear()
     eng.forget()
     eng.eval(tokens[:7])
-    assert "out_rows" in names                     # its last row moved
+    assert {"out_rows", "positions"} <= set(names)     # its last row moved, its padded positions differ
+
+
+def test_positions_the_resident_loop_advanced_are_written_again(dev, synth_files, monkeypatch):
+    """The resident loop advances a plan's positions on the device: a host step at the position the host
+    last wrote, after a resident stream on that plan, writes them again and gets the logits it got before
+    (the stream rewrote the cache rows with the same greedy tokens)."""
+    from oxigpu.backends.wgpu.device import Device
+
+    cfg = CONFIGS["greedy"]
+    wb, decode, prompt, ctx = _host_loop(dev, synth_files["tiny-llama"], cfg, N_CTX, n=4)
+    last = Step.single(np.asarray(ctx[-1:]), len(ctx) - 1)
+    before = wb.run(decode, last)["logits"].copy()
+
+    def stream():
+        list(wb.decode_stream(decode, ctx[:len(prompt) + 1], pack_batch([cfg], [len(prompt) + 1], [1]), 6))
+    stream()                                        # builds the plan's resident variant
+    assert rel_err(wb.run(decode, last)["logits"], before) <= REL
+    stream()                                        # runs it again, the host having written positions since
+    names = []
+    write = Device.write
+    monkeypatch.setattr(Device, "write", lambda self, buf, data, offset=0:
+                        names.append(buf.label) or write(self, buf, data, offset))
+    after = wb.run(decode, last)["logits"]
+    assert "positions" in names
+    assert rel_err(after, before) <= REL
 
 
 def test_interleaved_generations(dev, synth_files):

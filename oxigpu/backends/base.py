@@ -83,6 +83,43 @@ class Step:
             raise InvalidParameterError(f"n_tokens must be in 1..{T}, got {n}")
         if not 1 <= S <= n_slots:
             raise InvalidParameterError(f"n_seqs must be in 1..{n_slots}, got {S}")
+        if S == 1 and (n == 1 or not plan.graph.decode) and self._one_run(n, n_ctx):
+            # one sequence's rows, as Step.single makes them (a prompt chunk's first submit waits for this)
+            table = self._table(plan, n_ctx, self.positions[-1:], self.row_seq[:1])
+        else:
+            table = self._checked_table(plan, n_ctx)
+        given = {"tokens": self.tokens, "positions": self.positions, "row_seq": self.row_seq,
+                 "block_table": table, "out_rows": self.out_rows}
+        padded = {}
+        for name, v in plan.inputs.items():
+            if name not in given:
+                raise InvalidParameterError(f"the plan reads an input {name!r} no step provides")
+            dtype = np.int32 if v.dtype == "i32" else np.float32
+            src = np.asarray(given[name])
+            if src.shape == v.shape and src.dtype == dtype and name not in HOST_ONLY_INPUTS:
+                padded[name] = src          # full already: no copy
+                continue
+            host = np.zeros(v.shape, dtype)
+            host[tuple(slice(0, k) for k in src.shape)] = src
+            padded[name] = host
+        return padded
+
+    def _one_run(self, n: int, n_ctx: int) -> bool:
+        """The step is one run of ``n`` rows of slot 0 at consecutive positions in the context, its logits
+        row the last: what the general checks accept for one slot, in a few vector tests (False: let them
+        say what is wrong)."""
+        pos, seq, out = self.positions, self.row_seq, self.out_rows
+        if not all(isinstance(a, np.ndarray) and a.dtype == np.int32 and a.ndim == 1 for a in (pos, seq, out)):
+            return False
+        if len(pos) != n or len(seq) != n or len(out) != 1 or int(out[0]) != n - 1:
+            return False
+        p0, p1 = int(pos[0]), int(pos[-1])
+        return (0 <= p0 and p1 < n_ctx and p1 - p0 == n - 1 and not seq.any()
+                and (n == 1 or bool((np.diff(pos) == 1).all())))
+
+    def _checked_table(self, plan: Plan, n_ctx: int) -> np.ndarray:
+        """The general checks of the rows against the slots; the checked block table."""
+        n, S = self.n_tokens, self.n_seqs
         pos, seq, out = (np.asarray(a, np.int64) for a in (self.positions, self.row_seq, self.out_rows))
         if len(pos) != n or len(seq) != n:
             raise InvalidParameterError(f"tokens, positions and row_seq differ in length ({n}, {len(pos)}, "
@@ -99,18 +136,7 @@ class Step:
             raise InvalidParameterError("out_rows[s] must be the last row of slot s")
         if plan.graph.decode and (seq != np.arange(n)).any():
             raise InvalidParameterError("a decode plan runs one row per sequence, row t in slot t")
-        table = self._table(plan, n_ctx, pos[last], seq[last])
-        given = {"tokens": self.tokens, "positions": self.positions, "row_seq": self.row_seq,
-                 "block_table": table, "out_rows": self.out_rows}
-        padded = {}
-        for name, v in plan.inputs.items():
-            if name not in given:
-                raise InvalidParameterError(f"the plan reads an input {name!r} no step provides")
-            host = np.zeros(v.shape, np.int32 if v.dtype == "i32" else np.float32)
-            src = np.asarray(given[name])
-            host[tuple(slice(0, k) for k in src.shape)] = src
-            padded[name] = host
-        return padded
+        return self._table(plan, n_ctx, pos[last], seq[last])
 
     def _table(self, plan: Plan, n_ctx: int, pos: np.ndarray, seq: np.ndarray) -> np.ndarray:
         """The block table, checked: every block a row writes or a query reads lies in the cache (``pos``,
@@ -125,15 +151,26 @@ class Step:
         table = np.asarray(self.block_table, np.int64)
         if table.shape[1] == 0:                                  # the identity table (Step.single)
             table = np.broadcast_to(np.arange(mb), (self.n_seqs, mb))
-        if table.shape[0] != self.n_seqs or table.shape[1] > mb:
+        if table.ndim != 2 or table.shape[0] != self.n_seqs or table.shape[1] > mb:
             raise InvalidParameterError(f"block_table is {table.shape}; expected ({self.n_seqs}, <= {mb})")
-        n_blocks = min(s.shape[0] for s in plan.states) // KV_BLOCK if plan.states else 0
+        n_blocks = plan.kv_blocks
+        if self.n_seqs == 1:                                     # one row of the table: its used blocks
+            k = int(pos[0]) // KV_BLOCK + 1
+            if k > table.shape[1] or table[0, :k].min() < 0 or table[0, :k].max() >= n_blocks:
+                raise InvalidParameterError(f"block_table must give every position a block in 0..{n_blocks - 1}")
+            return table.astype(np.int32)
         need = np.zeros(self.n_seqs, np.int64)
         need[seq] = pos // KV_BLOCK + 1                          # blocks up to each slot's last position
         used = np.arange(table.shape[1])[None, :] < need[:, None]
         if need.max() > table.shape[1] or ((table < 0) | (table >= n_blocks))[used].any():
             raise InvalidParameterError(f"block_table must give every position a block in 0..{n_blocks - 1}")
         return table.astype(np.int32)
+
+
+HOST_ONLY_INPUTS = ("row_seq", "block_table", "out_rows")
+"""Step inputs no kernel writes. :meth:`Step.padded_inputs` always pads them into arrays of their own: a
+backend may keep one to skip writing the same values again, so it must not be the caller's, which may
+change. (The others may be the caller's own array when it is full already.)"""
 
 
 class ResidentDecode(Protocol):

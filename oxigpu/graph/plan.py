@@ -8,10 +8,11 @@ inputs, so kernels need not be written to work in place.
 """
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass, field
 
-from .ir import OPS, Graph, Node, Value, slots_of, written_states
+from .ir import KV_BLOCK, OPS, Graph, Node, Value, slots_of, written_states
 
 ALIGN = 256
 
@@ -45,6 +46,12 @@ class Plan:
     @property
     def outputs(self) -> dict[str, Value]:
         return self.graph.outputs
+
+    @functools.cached_property
+    def kv_blocks(self) -> int:
+        """KV blocks its caches hold (the smallest state's rows / KV_BLOCK; 0 without states): the bound of
+        every block-table entry, checked each step."""
+        return min(s.shape[0] for s in self.states) // KV_BLOCK if self.states else 0
 
     def __repr__(self) -> str:
         return (f"Plan(T={self.T}, {len(self.nodes)} nodes, {len(self.weights)} weights, "

@@ -356,20 +356,21 @@ class Engine:
         with self.lock:
             self.pool.clear_cache()
 
-    def _checked(self, tokens: Sequence[int]) -> list[int]:
+    def _checked(self, tokens: Sequence[int]) -> np.ndarray:
+        """``tokens`` checked (length, ids in the vocabulary) as an int32 array, what the steps take as is."""
         ids = np.asarray(tokens) if isinstance(tokens, (list, np.ndarray)) else None
         if ids is not None and ids.ndim == 1 and ids.dtype.kind in "iu" and 1 <= len(ids) <= self.n_ctx:
             # the common case in one vector pass (a prefill chunk's first submit waits for this)
             if ids.min() < 0 or ids.max() >= self.vocab_size:
                 self._check_ids(ids.tolist())
-            return ids.tolist()
+            return ids.astype(np.int32)
         tokens = [int(t) for t in tokens]
         if not 1 <= len(tokens) <= self.n_ctx:
             raise ContextLengthError(
                 f"{len(tokens)} tokens do not fit in the context of {self.n_ctx}; pass fewer tokens or a larger "
                 f"n_ctx (up to {self.hparams.n_ctx_train})")
         self._check_ids(tokens)
-        return tokens
+        return np.asarray(tokens, np.int32)
 
     def _check_ids(self, tokens: Sequence[int]) -> None:
         try:                                     # one vector test: a prefill chunk's ids cost microseconds

@@ -101,11 +101,14 @@ class _Loaded:
     node_dispatches: list[list[Dispatch]]
     dispatches: list[Dispatch]
     written: dict[str, np.ndarray] = field(default_factory=dict)
-    """What the host last wrote to the inputs only the host writes (``_HOST_ONLY``): an unchanged one is
-    not written again (a prompt's row_seq, out_rows and block table repeat from chunk to chunk)."""
+    """What the host last wrote to the inputs only the host writes (``_HOST_ONLY``, and ``positions`` while
+    ``gpu_positions`` is False): an unchanged one is not written again (a prompt's row_seq, out_rows and
+    block table repeat from chunk to chunk, a benchmark's positions from prompt to prompt)."""
+    gpu_positions: bool = False
+    """A resident variant of the plan exists: its steps advance ``positions`` on the device."""
 
 
-_HOST_ONLY = ("row_seq", "block_table", "out_rows")
+_HOST_ONLY = base.HOST_ONLY_INPUTS
 """Step inputs no kernel writes (the resident loop advances ``positions`` and feeds ``tokens`` on the GPU)."""
 
 
@@ -401,14 +404,15 @@ class WgpuBackend:
         """Write step input ``name``, skipping a host-only one equal to what its buffer holds: each write is
         a queued copy the chunk's first submit waits behind (docs/perf-log.md, fourth session). Every
         write of a plan's inputs goes through here, so ``loaded.written`` never misstates a buffer."""
-        if name in _HOST_ONLY:
+        kept = name in _HOST_ONLY or (name == "positions" and not loaded.gpu_positions)
+        if kept:
             last = loaded.written.pop(name, None)
-            if last is not None and np.array_equal(last, host):
+            if last is not None and last.shape == host.shape and last.tobytes() == host.tobytes():
                 loaded.written[name] = last
                 return
         self.dev.write(loaded.inputs[name], host)
-        if name in _HOST_ONLY:
-            loaded.written[name] = host
+        if kept:   # positions may be the caller's array (Step.padded_inputs): keep a copy
+            loaded.written[name] = host if name in _HOST_ONLY else host.copy()
 
     def _submit_step(self, loaded: _Loaded, pieces: bool = False) -> None:
         """Submit a step's one pass; when wgpu rejects it, resubmit node by node to name the node at fault.
@@ -710,6 +714,8 @@ class WgpuBackend:
         if key in self._resident:
             return self._resident[key]
         loaded = self._loaded(plan)
+        loaded.gpu_positions = True           # next_params (below) writes them from now on
+        loaded.written.pop("positions", None)
         logits = plan.outputs["logits"]
         tokens = plan.inputs["tokens"]
         if not self._staging:
