@@ -2,7 +2,8 @@
 ends of its pass, and the host's clock at each submit and at the logits read, over evals of NP tokens
 into an empty cache. Where the wall time of a chunk goes beyond its GPU work: the GPU's start after the
 eval begins, its idle gaps between pieces, and the read after its end. Runs on the ce6912e tree too (the
-same Device.encode), so two trees compare in one call (docs/perf-log.md, fourth session).
+same Device.encode), so two trees compare in one call (docs/perf-log.md, fourth session). Each chunk's
+first piece is encoded in place here (the backend encodes it ahead, while the chunk before runs).
 
     PYTHONPATH=<tree> python3 dev/probe_pp_gpu.py MODEL.gguf REPS"""
 import statistics as st
@@ -45,6 +46,8 @@ def read(self, *a, **k):
 
 
 D.Device.submit, D.Device.read = submit, read
+# every piece through submit() above, with its timestamps: no first piece encoded ahead (Device.prepare)
+D.Device.prepare = lambda self, ds: None
 rows = []
 for r in range(reps + 1):
     if hasattr(e, "forget"):

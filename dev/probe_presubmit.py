@@ -23,6 +23,7 @@ TARGETS = ["oxigpu.runtime.engine:Engine._checked", "oxigpu.runtime.engine:Engin
            "oxigpu.backends.wgpu.backend:WgpuBackend._loaded", "oxigpu.backends.wgpu.backend:step_inputs",
            "oxigpu.backends.wgpu.device:Device.write", "oxigpu.backends.wgpu.device:Device.write_params",
            "oxigpu.backends.wgpu.device:Device.submit", "oxigpu.backends.wgpu.device:Device.encode",
+           "oxigpu.backends.wgpu.device:Device.submit_prepared", "oxigpu.backends.wgpu.device:Device.prepare",
            "oxigpu.backends.wgpu.device:Device.read"]
 
 

@@ -225,6 +225,25 @@ def test_unchanged_host_inputs_are_not_rewritten(dev, synth_files, monkeypatch):
     assert {"out_rows", "positions"} <= set(names)     # its last row moved, its padded positions differ
 
 
+def test_prepared_first_pieces_give_the_same_logits(dev, synth_files, monkeypatch):
+    """Each prefill chunk's first piece is encoded while the chunk before it runs and submitted after the
+    next chunk's input writes: prompts of several chunks give the logits of chunks encoded as they go."""
+    from oxigpu.backends.wgpu.device import Device
+
+    prompts = [[int(t) for t in np.random.default_rng(s).integers(3, 200, 40)] for s in (1, 2)]
+    used = []
+    submit_prepared = Device.submit_prepared
+    monkeypatch.setattr(Device, "submit_prepared", lambda self, cb: used.append(1) or submit_prepared(self, cb))
+    eng = Engine(synth_files["tiny-qwen2"], backend="wgpu", n_ctx=N_CTX, prefill_chunk=16)
+    got = [eng.eval(p)[0] for p in prompts]
+    assert len(used) == 5                          # every chunk but the first one's
+    monkeypatch.setattr(Device, "prepare", lambda self, ds: None)
+    plain = Engine(synth_files["tiny-qwen2"], backend="wgpu", n_ctx=N_CTX, prefill_chunk=16)
+    for p, g in zip(prompts, got):
+        assert np.array_equal(plain.eval(p)[0], g)
+    assert len(used) == 5
+
+
 def test_positions_the_resident_loop_advanced_are_written_again(dev, synth_files, monkeypatch):
     """The resident loop advances a plan's positions on the device: a host step at the position the host
     last wrote, after a resident stream on that plan, writes them again and gets the logits it got before

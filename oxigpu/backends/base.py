@@ -8,6 +8,7 @@ plans on a GPU.
 """
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -83,11 +84,11 @@ class Step:
             raise InvalidParameterError(f"n_tokens must be in 1..{T}, got {n}")
         if not 1 <= S <= n_slots:
             raise InvalidParameterError(f"n_seqs must be in 1..{n_slots}, got {S}")
-        if S == 1 and (n == 1 or not plan.graph.decode) and self._one_run(n, n_ctx):
-            # one sequence's rows, as Step.single makes them (a prompt chunk's first submit waits for this)
-            table = self._table(plan, n_ctx, self.positions[-1:], self.row_seq[:1])
-        else:
-            table = self._checked_table(plan, n_ctx)
+        if S == 1 and (n == 1 or not plan.graph.decode):
+            fast = self._one_slot_inputs(plan, n_ctx)
+            if fast is not None:
+                return fast
+        table = self._checked_table(plan, n_ctx)
         given = {"tokens": self.tokens, "positions": self.positions, "row_seq": self.row_seq,
                  "block_table": table, "out_rows": self.out_rows}
         padded = {}
@@ -104,18 +105,53 @@ class Step:
             padded[name] = host
         return padded
 
-    def _one_run(self, n: int, n_ctx: int) -> bool:
-        """The step is one run of ``n`` rows of slot 0 at consecutive positions in the context, its logits
-        row the last: what the general checks accept for one slot, in a few vector tests (False: let them
-        say what is wrong)."""
-        pos, seq, out = self.positions, self.row_seq, self.out_rows
-        if not all(isinstance(a, np.ndarray) and a.dtype == np.int32 and a.ndim == 1 for a in (pos, seq, out)):
-            return False
-        if len(pos) != n or len(seq) != n or len(out) != 1 or int(out[0]) != n - 1:
-            return False
-        p0, p1 = int(pos[0]), int(pos[-1])
-        return (0 <= p0 and p1 < n_ctx and p1 - p0 == n - 1 and not seq.any()
-                and (n == 1 or bool((np.diff(pos) == 1).all())))
+    def _one_slot_inputs(self, plan: Plan, n_ctx: int) -> dict[str, np.ndarray] | None:
+        """:meth:`padded_inputs` of a step of one slot as Step.single makes it (one run of rows at consecutive
+        positions, its logits row the last), or None for the general checks to judge. A prompt chunk's
+        first submit waits for this, with the CPU's caches cold after the last chunk's wait: so few numpy
+        calls, the positions and row_seq compared as bytes (docs/perf-log.md, fifth session)."""
+        pos, seq, out, bt, tok = self.positions, self.row_seq, self.out_rows, self.block_table, self.tokens
+        n = len(tok)
+        for a in (pos, seq, out, bt, tok):
+            if type(a) is not np.ndarray or a.dtype != np.int32:
+                return None
+        if pos.shape != (n,) or seq.shape != (n,) or out.shape != (1,) or int(out[0]) != n - 1 or bt.ndim != 2:
+            return None
+        p0 = int(pos[0])
+        if p0 < 0 or p0 + n > n_ctx or pos.tobytes() != _arange_bytes(n_ctx)[4 * p0:4 * (p0 + n)] \
+                or seq.tobytes() != bytes(4 * n):
+            return None
+        padded = {}
+        for name, v in plan.inputs.items():
+            if v.dtype != "i32":
+                return None
+            if name == "tokens" or name == "positions":
+                src = tok if name == "tokens" else pos
+                if v.shape == (n,):
+                    padded[name] = src             # full already: no copy
+                    continue
+                host = np.zeros(v.shape, np.int32)
+                host[:n] = src
+            elif name == "row_seq":
+                host = np.zeros(v.shape, np.int32)
+            elif name == "out_rows":
+                host = np.zeros(v.shape, np.int32)
+                host[0] = n - 1
+            elif name == "block_table":
+                mb, w, k = v.shape[1], bt.shape[1], (p0 + n - 1) // KV_BLOCK + 1   # k: blocks the rows reach
+                if mb * KV_BLOCK < n_ctx or bt.shape[0] != 1 or w > mb or k > (w or mb):
+                    return None
+                if w:                              # used entries in 0..kv_blocks-1 (negatives wrap high)
+                    if int(np.maximum.reduce(bt[0, :k].view(np.uint32))) >= plan.kv_blocks:
+                        return None
+                elif k > plan.kv_blocks:           # the identity table
+                    return None
+                host = np.zeros(v.shape, np.int32)
+                host[0, :w or mb] = bt[0] if w else np.arange(mb, dtype=np.int32)
+            else:
+                return None
+            padded[name] = host
+        return padded
 
     def _checked_table(self, plan: Plan, n_ctx: int) -> np.ndarray:
         """The general checks of the rows against the slots; the checked block table."""
@@ -165,6 +201,12 @@ class Step:
         if need.max() > table.shape[1] or ((table < 0) | (table >= n_blocks))[used].any():
             raise InvalidParameterError(f"block_table must give every position a block in 0..{n_blocks - 1}")
         return table.astype(np.int32)
+
+
+@functools.lru_cache(maxsize=8)
+def _arange_bytes(n: int) -> bytes:
+    """0, 1, ..., n - 1 as int32 bytes: one slot's positions are consecutive iff they equal a slice of it."""
+    return np.arange(n, dtype=np.int32).tobytes()
 
 
 HOST_ONLY_INPUTS = ("row_seq", "block_table", "out_rows")

@@ -361,7 +361,8 @@ class Engine:
         ids = np.asarray(tokens) if isinstance(tokens, (list, np.ndarray)) else None
         if ids is not None and ids.ndim == 1 and ids.dtype.kind in "iu" and 1 <= len(ids) <= self.n_ctx:
             # the common case in one vector pass (a prefill chunk's first submit waits for this)
-            if ids.min() < 0 or ids.max() >= self.vocab_size:
+            # one reduction: negative ids wrap to the top of uint64
+            if int(np.maximum.reduce(ids.astype(np.int64, copy=False).view(np.uint64))) >= self.vocab_size:
                 self._check_ids(ids.tolist())
             return ids.astype(np.int32)
         tokens = [int(t) for t in tokens]

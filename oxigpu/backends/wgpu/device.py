@@ -582,6 +582,25 @@ class Device:
         except Exception as e:
             raise self.error(f"submitting {len(dispatches)} dispatches", e) from e
 
+    def prepare(self, dispatches: Sequence[Dispatch]) -> Any:
+        """``dispatches`` encoded in one compute pass of a finished command buffer, for
+        :meth:`submit_prepared` later: encoded while the GPU is busy anyway, off the path between a
+        step's input writes and its submit."""
+        try:
+            enc = self.device.create_command_encoder()
+            self.encode(enc, dispatches)
+            return enc.finish()
+        except Exception as e:
+            raise self.error(f"encoding {len(dispatches)} dispatches", e) from e
+
+    def submit_prepared(self, command_buffer: Any) -> None:
+        """Submit a command buffer from :meth:`prepare` (once: WebGPU command buffers are single-use)."""
+        self.counts["submit"] += 1
+        try:
+            self.queue.submit([command_buffer])
+        except Exception as e:
+            raise self.error("submitting a prepared pass", e) from e
+
     def submit_indexed(self, command_buffer: Any) -> int | None:
         """Submit one command buffer; returns its submission index for :meth:`read_submitted` (None
         where wgpu-native's C API is not reachable)."""
