@@ -441,3 +441,60 @@ def test_parallel_build_matches_the_serial_one(dev, synth_files, monkeypatch):
 
 def _raise(e: Exception):
     raise e
+
+
+def test_long_context_steps_take_the_deep_attention_variant(dev, synth_files, monkeypatch):
+    """A one-sequence plan whose prefill attention has a variant for long contexts (``OpKernel.deep``: the
+    matrix-unit kernel where the FMA one is chosen for its row blocks) submits it for chunks whose keys
+    reach ``deep_keys``, the FMA kernel's dispatches below that, and the prepared first piece of the
+    variant the chunk takes; every chunk's logits agree with numpy's. Where the device has no matrix units
+    (lavapipe), the variant is the FMA kernel with another tile: the same selection, a real kernel."""
+    import dataclasses
+
+    from oxigpu.backends.wgpu import tuning as T
+    from oxigpu.backends.wgpu.ops.attention import Attention
+
+    deep_keys = 48
+    if dev.has_mma:
+        cls = T.device_class(dev)
+        t = T.TUNING[cls]
+        monkeypatch.setitem(T.TUNING, cls, dataclasses.replace(t, prefill=dataclasses.replace(
+            t.prefill, mma_deep_keys=deep_keys)))
+    else:
+        init = Attention.__init__
+
+        def with_variant(self, *a, **kw):
+            init(self, *a, **kw)
+            if self.prefill and "prefill_tile" not in self.attrs:
+                self.deep = Attention(self.dev, {**self.attrs, "prefill_tile": "8:1:1"}, self.in_shapes,
+                                      self.in_types, self.out_shapes)
+                self.deep_keys = deep_keys
+        monkeypatch.setattr(Attention, "__init__", with_variant)
+    model = GGUFFile(synth_files["tiny-qwen2"])
+    toks = np.asarray(tokens_for(model, 64), np.int32)
+    plan = compile(build_graph(model, None, 16, N_CTX, "all"))
+    wb, nb = WgpuBackend(model, N_CTX, dev), NumpyBackend(model, N_CTX)
+    loaded = wb._loaded(plan)
+    assert loaded.deep_dispatches is not None and loaded.deep_keys == deep_keys
+    deep_pipes = {d.pipeline for d in loaded.deep_dispatches} - {d.pipeline for d in loaded.dispatches}
+    assert deep_pipes
+    seen, prepared = [], {}
+    submit, prepare, submit_prepared = Device.submit, Device.prepare, Device.submit_prepared
+
+    def spy_prepare(self, ds):
+        cb = prepare(self, ds)
+        prepared[id(cb)] = list(ds)
+        return cb
+    monkeypatch.setattr(Device, "submit", lambda self, ds: seen.append(list(ds)) or submit(self, ds))
+    monkeypatch.setattr(Device, "prepare", spy_prepare)
+    monkeypatch.setattr(Device, "submit_prepared", lambda self, cb: seen.append(prepared[id(cb)]) or
+                        submit_prepared(self, cb))
+    bound = 3e-2 if dev.int8_dots or dev.has_mma else REL
+    for pos in range(0, 64, 16):
+        seen.clear()
+        step = Step.single(toks[pos:pos + 16], pos)
+        got = wb.run(plan, step)["logits"]
+        assert rel_err(got, nb.run(plan, step)["logits"]) <= bound
+        assert sum(map(len, seen)) == len(loaded.dispatches)      # the whole plan, once
+        used = {d.pipeline for ds in seen for d in ds}
+        assert bool(used & deep_pipes) == (pos + 16 >= deep_keys), pos

@@ -106,8 +106,13 @@ class _Loaded:
     block table repeat from chunk to chunk, a benchmark's positions from prompt to prompt)."""
     gpu_positions: bool = False
     """A resident variant of the plan exists: its steps advance ``positions`` on the device."""
-    first_piece: Any = None
-    """The next prefill chunk's first piece (``_FIRST_PIECE`` dispatches), encoded while the last chunk ran."""
+    first_piece: tuple[bool, Any] | None = None
+    """The next prefill chunk's first piece (``_FIRST_PIECE`` dispatches), encoded while the last chunk ran,
+    and whether it is of ``deep_dispatches``."""
+    deep_dispatches: list[Dispatch] | None = None
+    """``dispatches`` with the kernels that have a variant for long contexts (``OpKernel.deep``) in it,
+    for steps whose keys reach ``deep_keys``."""
+    deep_keys: int = 0
 
 
 _HOST_ONLY = base.HOST_ONLY_INPUTS
@@ -232,8 +237,14 @@ class WgpuBackend:
             self._write(writes)
             built = [self._build(*job) for job in jobs]
         node_dispatches = [ds for _, ds in built]
-        self._plans[plan.key] = _Loaded(lowered, arenas, bindings, inputs, [k for k, _ in built], node_dispatches,
-                                        [d for ds in node_dispatches for d in ds])
+        loaded = _Loaded(lowered, arenas, bindings, inputs, [k for k, _ in built], node_dispatches,
+                         [d for ds in node_dispatches for d in ds])
+        deep = [k for k, _ in built if k.deep is not None]
+        if deep:   # the plan's dispatches for long contexts: those kernels' variants in their place
+            loaded.deep_keys = min(k.deep_keys for k in deep)
+            loaded.deep_dispatches = [d for (k, ds), job in zip(built, jobs)
+                                      for d in (k.deep.encode(job[2]) if k.deep is not None else ds)]
+        self._plans[plan.key] = loaded
 
     def _allocate(self, plan: Plan, raw: set[Value]) -> list[tuple[Any, np.ndarray, int]]:
         """Buffers for the plan's weights not yet on the device (their data returned as (buffer, array,
@@ -387,7 +398,8 @@ class WgpuBackend:
                 self._write_input(loaded, name, host)
             self.dev.write_params(Params(pos=int(step.positions[0]), n_tokens=n_tokens, n_seqs=step.n_seqs))
             if trace is None:
-                self._submit_step(loaded, pieces=n_tokens > 1)
+                deep = loaded.deep_dispatches is not None and int(step.positions.max()) + 1 >= loaded.deep_keys
+                self._submit_step(loaded, pieces=n_tokens > 1, deep=deep)
             else:
                 for node, ds in zip(plan.nodes, loaded.node_dispatches):
                     self.dev.submit(ds)
@@ -416,27 +428,29 @@ class WgpuBackend:
         if kept:   # positions may be the caller's array (Step.padded_inputs): keep a copy
             loaded.written[name] = host if name in _HOST_ONLY else host.copy()
 
-    def _submit_step(self, loaded: _Loaded, pieces: bool = False) -> None:
+    def _submit_step(self, loaded: _Loaded, pieces: bool = False, deep: bool = False) -> None:
         """Submit a step's one pass; when wgpu rejects it, resubmit node by node to name the node at fault.
 
         ``pieces`` (prefill chunks): submit as the passes are encoded, in pieces of 16, 32, 64, ...
         dispatches, so the GPU starts on the first while the host encodes the rest instead of waiting for
         the whole chunk's encoding (1-4 ms of Python and wgpu-core per chunk: docs/perf-log.md, Prefill)."""
         try:
+            ds = loaded.deep_dispatches if deep and loaded.deep_dispatches is not None else loaded.dispatches
             if pieces:
-                ds, i, n = loaded.dispatches, 0, _FIRST_PIECE
+                i, n = 0, _FIRST_PIECE
                 first, loaded.first_piece = loaded.first_piece, None
-                if first is not None:
-                    self.dev.submit_prepared(first)
+                if first is not None and first[0] == deep and first[1] is not None:
+                    self.dev.submit_prepared(first[1])
                     i, n = n, 2 * n
                 while i < len(ds):
                     self.dev.submit(ds[i:i + n])
                     i, n = i + n, 2 * n
                 # the next chunk's first piece, encoded now while the GPU runs this one: that chunk then
-                # submits right after its input writes (the encoding: ~0.1 ms of a 512-token chunk's ~8)
-                loaded.first_piece = self.dev.prepare(ds[:_FIRST_PIECE])
+                # submits right after its input writes (the encoding: ~0.1 ms of a 512-token chunk's ~8).
+                # Of the variant this chunk took: the next chunk's context is longer, rarely shorter
+                loaded.first_piece = (deep, self.dev.prepare(ds[:_FIRST_PIECE]))
             else:
-                self.dev.submit(loaded.dispatches)
+                self.dev.submit(ds)
         except DeviceError as e:
             if not self.dev.lost:
                 for node, kernel, ds in zip(loaded.nodes, loaded.kernels, loaded.node_dispatches):

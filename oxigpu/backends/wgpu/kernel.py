@@ -62,6 +62,11 @@ class OpKernel:
         what it computes rather than to a bound loose enough for every path; most kernels return ``case``."""
         return case
 
+    deep: OpKernel | None = None
+    """A variant for steps whose keys reach ``deep_keys`` or more (the matrix-unit prefill attention, where
+    the FMA kernel serves short contexts better): the backend submits its dispatches for those steps."""
+    deep_keys: int = 0
+
     def decode_groups(self, pos: int) -> int | None:
         """Workgroups a one-row decode step at ``pos`` needs where the kernel can launch fewer than its whole
         grid there (the GPU-resident loop sizes its dispatches so); None: the grid stays whole."""

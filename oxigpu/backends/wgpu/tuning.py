@@ -238,6 +238,11 @@ class PrefillTuning:
     """Matrix-unit kernel tiles (subgroups, keys per tile), in order of preference; the kernel is taken
     where its 64-row blocks give at least ``slots`` workgroups (below that the FMA kernel's smaller tiles
     spread wider)."""
+    mma_deep_keys: int = 1024
+    """Below ``slots`` row blocks, one sequence's chunks whose keys reach this many still take the
+    matrix-unit kernel: each block's longer key loop outweighs the idle compute units (qwen 0.5B's 512-row
+    chunks: FMA 4 % ahead at 512 keys, the matrix units 5 % ahead at 1024, 36 % at 4608; docs/perf-log.md,
+    fifth session)."""
 
 
 @dataclass(frozen=True)
