@@ -243,6 +243,8 @@ class PrefillTuning:
     matrix-unit kernel: each block's longer key loop outweighs the idle compute units (qwen 0.5B's 512-row
     chunks: FMA 4 % ahead at 512 keys, the matrix units 5 % ahead at 1024, 36 % at 4608; docs/perf-log.md,
     fifth session)."""
+    mma_deep_dim: int = 128
+    """...for head dims up to this: gemma3 270M's 256-dim global layers gained nothing at 4608 keys."""
 
 
 @dataclass(frozen=True)

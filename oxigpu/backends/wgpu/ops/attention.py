@@ -173,8 +173,9 @@ class Attention(OpKernel):
         tile = prefill_config(D, DV, limit, a.get("prefill_tile"), T * G, Hkv, cls) if prefill else None
         self.prefill = tile is not None
         if self.prefill:
-            deep_keys, window = tuning(cls).prefill.mma_deep_keys, int(a.get("window", 0))
-            if mtile is not None and mma is None and not 0 < window < deep_keys:
+            pt = tuning(cls).prefill
+            deep_keys, window = pt.mma_deep_keys, int(a.get("window", 0))
+            if mtile is not None and mma is None and max(D, DV) <= pt.mma_deep_dim and not 0 < window < deep_keys:
                 # too few row blocks to fill the GPU with the matrix-unit kernel, but with a longer context
                 # each block's keys make up for that (qwen 0.5B pp512 @ d4096: +36 %); a sliding window
                 # shorter than that never gets there
