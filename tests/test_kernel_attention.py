@@ -343,7 +343,8 @@ def test_paged_prefill_mma(dev, case):
         pytest.skip("the decode kernel's case, or head dims the matrix-unit kernel does not take")
     attrs = {**{k: v for k, v in case.attrs.items() if k != "prefill_tile"}, "prefill_mma": True}
     assert isinstance(prepare("attention", case.inputs, attrs, case.in_types, dev=dev).kernel.cfg, MmaTile)
-    got = run_op("attention", case.inputs, attrs, n_tokens=case.n_tokens, in_types=case.in_types, dev=dev)
+    got = run_op("attention", case.inputs, attrs, n_tokens=case.n_tokens, in_types=case.in_types, dev=dev,
+                 n_seqs=case.n_seqs)
     err = rel_error(got[0], case.reference()[0])
     assert err <= MMA_TOL, f"{case.name}: rel. error {err:.3g}"
 

@@ -153,10 +153,7 @@ class Attention(OpKernel):
         # run of rows (the runs' and the padding's first tiles may be partial)
         extra = min(T, self.in_shapes[kc + 4][0] + 1) if self.tiles else 0
         mma = a.get("prefill_mma")   # None: chosen here; True or a tile: wherever the device can
-        # not chosen for tiles of several sequences: the matrix-unit kernel fails its float64 checks there
-        # (tests/test_kernel_attention.py test_paged_prefill_mma); one sequence's chunks keep it
-        use = prefill and mma is not False and not (mma is None and (a.get("prefill_tile") or self.tiles)) \
-            and self.dev.has_mma
+        use = prefill and mma is not False and not (mma is None and a.get("prefill_tile")) and self.dev.has_mma
         cls = device_class(self.dev)
         mtile = mma_tile(D, DV, limit, mma if isinstance(mma, str) else None, cls) if use else None
         blocks = -(-T * G // mtile.BQ) if mtile else 0
