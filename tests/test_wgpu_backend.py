@@ -227,7 +227,8 @@ def test_unchanged_host_inputs_are_not_rewritten(dev, synth_files, monkeypatch):
 
 def test_prepared_first_pieces_give_the_same_logits(dev, synth_files, monkeypatch):
     """Each prefill chunk's first piece is encoded while the chunk before it runs and submitted after the
-    next chunk's input writes: prompts of several chunks give the logits of chunks encoded as they go."""
+    next chunk's input writes: prompts of several chunks give the logits of chunks encoded as they go, and
+    a failure to encode ahead only leaves the next chunk to encode its piece itself."""
     from oxigpu.backends.wgpu.device import Device
 
     prompts = [[int(t) for t in np.random.default_rng(s).integers(3, 200, 40)] for s in (1, 2)]
@@ -241,6 +242,14 @@ def test_prepared_first_pieces_give_the_same_logits(dev, synth_files, monkeypatc
     plain = Engine(synth_files["tiny-qwen2"], backend="wgpu", n_ctx=N_CTX, prefill_chunk=16)
     for p, g in zip(prompts, got):
         assert np.array_equal(plain.eval(p)[0], g)
+    assert len(used) == 5
+
+    def fail(self, ds):
+        raise DeviceError("encoding failed")
+    monkeypatch.setattr(Device, "prepare", fail)     # after the step's submits: it still completes
+    failing = Engine(synth_files["tiny-qwen2"], backend="wgpu", n_ctx=N_CTX, prefill_chunk=16)
+    for p, g in zip(prompts, got):
+        assert np.array_equal(failing.eval(p)[0], g)
     assert len(used) == 5
 
 

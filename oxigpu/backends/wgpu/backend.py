@@ -445,21 +445,26 @@ class WgpuBackend:
                 while i < len(ds):
                     self.dev.submit(ds[i:i + n])
                     i, n = i + n, 2 * n
-                # the next chunk's first piece, encoded now while the GPU runs this one: that chunk then
-                # submits right after its input writes (the encoding: ~0.1 ms of a 512-token chunk's ~8).
-                # Of the variant this chunk took: the next chunk's context is longer, rarely shorter
-                loaded.first_piece = (deep, self.dev.prepare(ds[:_FIRST_PIECE]))
             else:
                 self.dev.submit(ds)
         except DeviceError as e:
             if not self.dev.lost:
-                for node, kernel, ds in zip(loaded.nodes, loaded.kernels, loaded.node_dispatches):
+                for node, kernel, nds in zip(loaded.nodes, loaded.kernels, loaded.node_dispatches):
                     try:
-                        self.dev.submit(ds)
+                        self.dev.submit(nds)
                     except DeviceError:
                         raise DeviceError(f"{_describe(node, kernel.in_types)} (kernel "
                                           f"{type(kernel).__name__}): {e}") from e
             raise
+        if pieces:
+            # the next chunk's first piece, encoded now while the GPU runs this one: that chunk then
+            # submits right after its input writes (the encoding: ~0.1 ms of a 512-token chunk's ~8). Of
+            # the variant this chunk took: the next chunk's context is longer, rarely shorter. This step
+            # is submitted already: a failure here only leaves the next chunk to encode its piece itself
+            try:
+                loaded.first_piece = (deep, self.dev.prepare(ds[:_FIRST_PIECE]))
+            except DeviceError:
+                loaded.first_piece = None
 
     def _read_value(self, loaded: _Loaded, v: Value, rows: int | None = None) -> np.ndarray:
         """``v`` read back (its first ``rows`` rows only, when given)."""
