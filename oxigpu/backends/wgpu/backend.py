@@ -106,9 +106,9 @@ class _Loaded:
     block table repeat from chunk to chunk, a benchmark's positions from prompt to prompt)."""
     gpu_positions: bool = False
     """A resident variant of the plan exists: its steps advance ``positions`` on the device."""
-    first_piece: tuple[bool, Any] | None = None
-    """The next prefill chunk's first piece (``_FIRST_PIECE`` dispatches), encoded while the last chunk ran,
-    and whether it is of ``deep_dispatches``."""
+    first_piece: tuple[tuple[Dispatch, ...], Any] | None = None
+    """The next prefill chunk's first piece (``_FIRST_PIECE`` dispatches): the dispatches, and the command
+    buffer they were encoded into while the last chunk ran."""
     deep_dispatches: list[Dispatch] | None = None
     """``dispatches`` with the kernels that have a variant for long contexts (``OpKernel.deep``) in it,
     for steps whose keys reach ``deep_keys``."""
@@ -439,7 +439,7 @@ class WgpuBackend:
             if pieces:
                 i, n = 0, _FIRST_PIECE
                 first, loaded.first_piece = loaded.first_piece, None
-                if first is not None and first[0] == deep and first[1] is not None:
+                if first is not None and first[1] is not None and first[0] == tuple(ds[:n]):
                     self.dev.submit_prepared(first[1])
                     i, n = n, 2 * n
                 while i < len(ds):
@@ -459,10 +459,12 @@ class WgpuBackend:
         if pieces:
             # the next chunk's first piece, encoded now while the GPU runs this one: that chunk then
             # submits right after its input writes (the encoding: ~0.1 ms of a 512-token chunk's ~8). Of
-            # the variant this chunk took: the next chunk's context is longer, rarely shorter. This step
+            # the variant this chunk took (the next chunk's context is longer, rarely shorter); kept with
+            # the dispatches it holds, so a chunk whose first dispatches differ encodes its own. This step
             # is submitted already: a failure here only leaves the next chunk to encode its piece itself
+            piece = ds[:_FIRST_PIECE]
             try:
-                loaded.first_piece = (deep, self.dev.prepare(ds[:_FIRST_PIECE]))
+                loaded.first_piece = (tuple(piece), self.dev.prepare(piece))
             except DeviceError:
                 loaded.first_piece = None
 
