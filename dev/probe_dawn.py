@@ -31,6 +31,13 @@ def instance():
     return wgpudawn, extras
 
 
+def mma_device(wgpu):
+    """The high-performance adapter's device with f16, subgroups, timestamps and subgroup matrices."""
+    ad = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
+    return ad.request_device_sync(required_features=["shader-f16", "subgroups", "timestamp-query",
+                                                     "chromium-experimental-subgroup-matrix"])
+
+
 def pipeline(dev, src: str, label: str):
     """The compute pipeline of ``src`` (entry ``main``), or None after printing the compiler's errors."""
     try:
@@ -397,9 +404,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 def f16_tiled() -> None:
     """Times f16_tiled_src at the 8B's prefill shapes, four tile shapes each."""
     wgpu, _ = instance()
-    ad = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
-    dev = ad.request_device_sync(required_features=["shader-f16", "subgroups", "timestamp-query",
-                                                    "chromium-experimental-subgroup-matrix"])
+    dev = mma_device(wgpu)
     rng = np.random.default_rng(2)
     for M, N, K in ((512, 4096, 4096), (512, 14336, 4096), (512, 4096, 14336)):
         x = (rng.standard_normal((M, K)) * 0.1).astype(np.float16)

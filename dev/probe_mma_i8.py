@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from probe_dawn import bind, gpu_time, instance, pipeline  # noqa: E402
+from probe_dawn import bind, gpu_time, instance, mma_device, pipeline  # noqa: E402
 
 HEAD = ("diagnostic(off, chromium.subgroup_matrix_uniformity);\nenable f16;\n"
         "enable chromium_experimental_subgroup_matrix;\n")
@@ -68,9 +68,7 @@ fn main(@builtin(workgroup_id) wg: vec3<u32>, @builtin(local_invocation_index) l
 
 def main() -> None:
     wgpu, _ = instance()
-    ad = wgpu.gpu.request_adapter_sync(power_preference="high-performance")
-    dev = ad.request_device_sync(required_features=["shader-f16", "subgroups", "timestamp-query",
-                                                    "chromium-experimental-subgroup-matrix"])
+    dev = mma_device(wgpu)
     rng = np.random.default_rng(0)
     a = rng.integers(-128, 128, (16, 32), dtype=np.int8)
     b = rng.integers(-128, 128, (32, 16), dtype=np.int8)

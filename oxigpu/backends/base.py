@@ -190,11 +190,6 @@ class Step:
         if table.ndim != 2 or table.shape[0] != self.n_seqs or table.shape[1] > mb:
             raise InvalidParameterError(f"block_table is {table.shape}; expected ({self.n_seqs}, <= {mb})")
         n_blocks = plan.kv_blocks
-        if self.n_seqs == 1:                                     # one row of the table: its used blocks
-            k = int(pos[0]) // KV_BLOCK + 1
-            if k > table.shape[1] or table[0, :k].min() < 0 or table[0, :k].max() >= n_blocks:
-                raise InvalidParameterError(f"block_table must give every position a block in 0..{n_blocks - 1}")
-            return table.astype(np.int32)
         need = np.zeros(self.n_seqs, np.int64)
         need[seq] = pos // KV_BLOCK + 1                          # blocks up to each slot's last position
         used = np.arange(table.shape[1])[None, :] < need[:, None]

@@ -394,8 +394,7 @@ class WgpuBackend:
         n_tokens = step.n_tokens
         loaded = self._loaded(plan)
         with self.dev.step_lock:   # the device's params buffer is shared by every backend on it
-            for name, host in padded.items():
-                self._write_input(loaded, name, host)
+            self._write_inputs(loaded, padded)
             self.dev.write_params(Params(pos=int(step.positions[0]), n_tokens=n_tokens, n_seqs=step.n_seqs))
             if trace is None:
                 deep = loaded.deep_dispatches is not None and int(step.positions.max()) + 1 >= loaded.deep_keys
@@ -413,6 +412,10 @@ class WgpuBackend:
             slots = plan.graph.S if "out_rows" in plan.inputs or plan.graph.decode else None
             return {name: self._read_value(loaded, v, step.n_seqs if v.shape[0] == slots else None)
                     for name, v in plan.outputs.items()}
+
+    def _write_inputs(self, loaded: _Loaded, padded: dict[str, np.ndarray]) -> None:
+        for name, host in padded.items():
+            self._write_input(loaded, name, host)
 
     def _write_input(self, loaded: _Loaded, name: str, host: np.ndarray) -> None:
         """Write step input ``name``, skipping a host-only one equal to what its buffer holds: each write is
@@ -843,8 +846,7 @@ class WgpuBackend:
         pos0 = [len(c) - 1 if c else 0 for c in contexts]
         logprobs = bool(sampling.logprobs)
         with self.dev.step_lock:
-            for name, host in padded.items():
-                self._write_input(loaded, name, host)
+            self._write_inputs(loaded, padded)
             self.dev.write_params(Params(pos=int(step.positions[0]), n_tokens=step.n_tokens, n_seqs=n))
             sparse = np.zeros((res.S, res.n_sparse, 2), np.uint32)
             sparse[:, :sampling.sparse.shape[1]] = sampling.sparse
