@@ -460,11 +460,10 @@ class WgpuBackend:
                                           f"{type(kernel).__name__}): {e}") from e
             raise
         if pieces:
-            # the next chunk's first piece, encoded now while the GPU runs this one: that chunk then
-            # submits right after its input writes (the encoding: ~0.1 ms of a 512-token chunk's ~8). Of
-            # the variant this chunk took (the next chunk's context is longer, rarely shorter); kept with
-            # the dispatches it holds, so a chunk whose first dispatches differ encodes its own. This step
-            # is submitted already: a failure here only leaves the next chunk to encode its piece itself
+            # the next chunk's first piece, encoded now while the GPU runs this one, so that chunk submits
+            # right after its input writes; kept with its dispatches, so a chunk whose first dispatches
+            # differ (the other attention variant) encodes its own. This step is submitted already: a
+            # failure here only leaves the next chunk to encode its piece itself
             piece = ds[:_FIRST_PIECE]
             try:
                 loaded.first_piece = (tuple(piece), self.dev.prepare(piece))

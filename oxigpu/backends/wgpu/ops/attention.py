@@ -174,8 +174,8 @@ class Attention(OpKernel):
             deep_keys, window = pt.mma_deep_keys, int(a.get("window", 0))
             if mtile is not None and mma is None and max(D, DV) <= pt.mma_deep_dim and not 0 < window < deep_keys:
                 # too few row blocks to fill the GPU with the matrix-unit kernel, but with a longer context
-                # each block's keys make up for that (qwen 0.5B pp512 @ d4096: +36 %); a sliding window
-                # shorter than that never gets there
+                # each block's keys make up for that (tuning.py mma_deep_keys); a sliding window shorter
+                # than that never gets there
                 self.deep = type(self)(self.dev, {**a, "prefill_mma": True}, self.in_shapes, self.in_types,
                                        self.out_shapes)
                 self.deep_keys = deep_keys
