@@ -1,6 +1,7 @@
 #!/bin/bash
 # On the GPU machine, after `source .gpu/bootstrap.sh`: oxigpu against llama.cpp on an IQ-type file that
-# llama.cpp's own llama-quantize writes from an `oxigpu synth` F16 file (oxigpu cannot write IQ types),
+# llama.cpp's own llama-quantize writes from an `oxigpu synth` F16 file (for IQ4_XS, `oxigpu synth --type iq4_xs`
+# writes the same mix directly, in seconds),
 # both engines in the same call through `oxigpu bench --compare-llamacpp` (tg128 and pp512, depth 0).
 #   bash dev/gpu_iq_bench.sh [TYPE (IQ4_XS)] [SHAPE (llama-3.1-8b)]
 # Each call does the steps still missing and stops before one that would not finish inside a 10-minute call

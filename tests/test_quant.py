@@ -24,7 +24,7 @@ FLOAT_TYPES = ("F32", "F16", "BF16")
 BLOCK_TYPES = tuple(t for t in SUPPORTED if t not in FLOAT_TYPES)
 K_QUANTS = ("Q2_K", "Q3_K", "Q4_K", "Q5_K", "Q6_K")
 GGUF_QUANTIZED = ("Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "BF16", "F16", "F32", "TQ1_0", "TQ2_0")
-DEQUANT_ONLY = ("IQ4_NL", "IQ4_XS", "IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")
+DEQUANT_ONLY = ("IQ2_XXS", "IQ2_XS", "IQ2_S", "IQ3_XXS", "IQ3_S", "IQ1_S", "IQ1_M")
 
 
 def random_raw(qt: QuantType, n_rows: int, n_cols: int, rng: np.random.Generator) -> np.ndarray:
@@ -245,7 +245,7 @@ def test_kquant_shapes_and_scale_invariance(name):
     np.testing.assert_array_equal(y4, y * np.float32(4))
 
 
-@pytest.mark.parametrize("name", K_QUANTS)
+@pytest.mark.parametrize("name", (*K_QUANTS, "IQ4_NL", "IQ4_XS"))
 def test_kquant_degenerate_blocks(name):
     """All-zero blocks decode to zeros; constant and one-hot blocks stay close."""
     x = np.zeros((4, 256), np.float32)
@@ -264,7 +264,7 @@ def test_quantize_rejects_bad_input():
     with pytest.raises(InvalidParameterError, match="non-finite"):
         quantize(np.full((1, 256), np.inf, np.float32), "Q6_K")
     with pytest.raises(UnsupportedQuantTypeError, match="dequantize only"):
-        quantize(np.ones((1, 32), np.float32), "IQ4_NL")
+        quantize(np.ones((1, 256), np.float32), "IQ3_S")
     with pytest.raises(UnsupportedQuantTypeError, match="dequantize only"):
         quantize(np.ones((1, 256), np.float32), "IQ2_XXS")
 

@@ -117,6 +117,18 @@ def test_gemma3_270m_plan_reproduces_the_real_histogram():
     assert Counter(p.qtype for p in plan) == {"Q8_0": 10, "Q5_0": 81, "Q4_K": 27, "Q6_K": 9, "F32": 109}
 
 
+def test_iq4_xs_plan_follows_llama_quantize():
+    """llama-quantize's IQ4_XS mix of the 8B (no importance matrix): attn_v Q5_K (4 query heads per KV
+    head), the first 32/8 ffn_down Q5_K, the LM head Q6_K, the rest IQ4_XS (the counts of the file it wrote
+    from our F16 8B, docs/perf-log.md)."""
+    plan = {p.name: p.qtype for p in plan_tensors(SHAPES["llama-3.1-8b"], Mix("IQ4_XS"))}
+    assert Counter(plan.values()) == {"IQ4_XS": 189, "Q5_K": 36, "Q6_K": 1, "F32": 66}
+    assert plan["blk.3.ffn_down.weight"] == "Q5_K" and plan["blk.4.ffn_down.weight"] == "IQ4_XS"
+    assert plan["token_embd.weight"] == "IQ4_XS" and plan["output.weight"] == "Q6_K"
+    # rows of 896 hold no 256-blocks: IQ4_XS falls back to IQ4_NL, as llama.cpp's does
+    assert Counter(p.qtype for p in plan_tensors(SHAPES["qwen2.5-0.5b"], Mix("IQ4_XS")))["IQ4_NL"] == 120
+
+
 @pytest.mark.realmodel
 @pytest.mark.parametrize("fixture", ["gemma3_path", "qwen_path"])
 def test_mix_rules_reproduce_real_q4_k_m_files(request, fixture):

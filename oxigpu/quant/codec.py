@@ -7,7 +7,7 @@ from gguf import quants as gguf_quants
 
 from oxigpu.errors import InvalidParameterError, UnsupportedQuantTypeError
 
-from . import floats, iquants, kquantize, kquants, legacy
+from . import floats, iquantize, iquants, kquantize, kquants, legacy
 from ._bits import Kernel
 from .registry import QuantType, get_type
 
@@ -15,7 +15,8 @@ _DEQUANT: dict[str, Kernel] = {**floats.DEQUANT, **legacy.DEQUANT, **kquants.DEQ
 # Types whose gguf-package quantizer gives ggml's reference bytes (up to the sign of a zero f16
 # scale or min); F32/F16 are casts.
 _GGUF_QUANTIZE = frozenset({"F32", "F16", "BF16", "Q4_0", "Q4_1", "Q5_0", "Q5_1", "Q8_0", "TQ1_0", "TQ2_0"})
-QUANTIZABLE: frozenset[str] = _GGUF_QUANTIZE | frozenset(kquantize.QUANTIZE)
+_QUANTIZE = {**kquantize.QUANTIZE, **iquantize.QUANTIZE}
+QUANTIZABLE: frozenset[str] = _GGUF_QUANTIZE | frozenset(_QUANTIZE)
 
 # Elements per chunk: each chunk's temporaries stay in L2 between the few passes of a kernel.
 _DEQUANT_CHUNK = 1 << 18
@@ -70,9 +71,9 @@ def dequantize_rows(raw2d: np.ndarray, qtype: int | str | QuantType, rows) -> np
 def quantize(x: np.ndarray, qtype: int | str | QuantType) -> np.ndarray:
     """float32 (..., n) -> ggml bytes uint8 (..., row_bytes); n must be a multiple of the block size.
 
-    Legacy, ternary and float types use the gguf package (ggml's reference arithmetic); the K-quants use
-    our vectorized copies of ggml's `quantize_row_q*_K_ref`, byte-identical to them. The IQ types are
-    dequantize-only (their files come from llama.cpp's quantizer).
+    Legacy, ternary and float types use the gguf package (ggml's reference arithmetic); the K-quants and
+    IQ4_NL/IQ4_XS use our vectorized copies of ggml's reference quantizers, byte-identical to them. The
+    other IQ types are dequantize-only (their files come from llama.cpp's quantizer).
     """
     qt = get_type(qtype)
     x = np.asarray(x, dtype=np.float32)
@@ -91,7 +92,7 @@ def quantize(x: np.ndarray, qtype: int | str | QuantType) -> np.ndarray:
         return np.ascontiguousarray(q).view(np.uint8).reshape(x.shape[:-1] + (row_bytes,))
     blocks = np.ascontiguousarray(x).reshape(-1, qt.block_size)
     out = np.empty((blocks.shape[0], qt.type_size), np.uint8)
-    fn = kquantize.QUANTIZE[qt.name]
+    fn = _QUANTIZE[qt.name]
     step = max(1, _QUANTIZE_CHUNK // qt.block_size)
     with np.errstate(all="ignore"):  # masked-out groups divide by zero, exactly as C would
         for s in range(0, blocks.shape[0], step):

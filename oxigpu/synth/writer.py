@@ -82,7 +82,8 @@ def plan_tensors(shape: Shape, mix: Mix) -> list[TensorPlan]:
         ne = tuple(shape_np[::-1])
         kind = ("rope_freqs" if name == "rope_freqs.weight" else "matrix" if len(ne) >= 2
                 else "norm" if name.endswith("norm.weight") else "bias")
-        out.append(TensorPlan(name, ne, mix.tensor_type(name, ne, shape.n_layer, shape.tied), kind))
+        out.append(TensorPlan(name, ne, mix.tensor_type(name, ne, shape.n_layer, shape.tied,
+                                                          shape.n_head // max(shape.n_head_kv, 1)), kind))
     return out
 
 
