@@ -1,0 +1,166 @@
+"""An MMQ-style decode-batch GEMM on Dawn's integer subgroup matrices: Q4_K weights unpacked to int8 in
+workgroup memory, x quantized to int8 per 32 (as the GEMV's x), i8 x i8 -> i32 products of 16 x 16 x 32,
+each scaled by its 32-block's weight and x scales through workgroup memory (a subgroup matrix's elements
+are not addressable) and summed in f32 per lane. The question behind issue 23's B = 16 and 64 rows: the
+f16 matrix-unit GEMM is bound by staging f16 weights and the multi-row GEMV by its x loads.
+
+    DAWN_TOGGLES=vulkan_enable_f16_on_nvidia python3 dev/probe_mmq.py [M,M ...] [N] [K]   # GPU machine
+
+Checked against float64 (the dequantized weights times the int8 x as the kernel sees it), then timed
+(weights larger than the L2, so streamed from memory as in a decode step).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+sys.path.insert(0, os.path.join(os.path.dirname(__file__), ".."))
+from probe_dawn import bind, gpu_time, instance, mma_device, pipeline  # noqa: E402
+
+from oxigpu.quant import dequantize, quantize  # noqa: E402
+
+SRC = """diagnostic(off, chromium.subgroup_matrix_uniformity);
+enable chromium_experimental_subgroup_matrix;
+// Y[m, n] = sum_k x[m, k] W[n, k]: x int8 [M][K] (X, 4 a word) with per-32 scales dx and dx-scaled sums sx
+// (XS: [M][K / 32] pairs); W Q4_K rows (144-byte blocks). Workgroup: 4 subgroups, a 16 FM x 64 tile; each
+// subgroup owns 16 columns and all FM row blocks. Per 256-k block: the 64 rows' nibbles to int8 in ws
+// ([n][k], padded), their 8 sub-block scales d sc and dmin m in wsc / wmn; per 32-k sub-block j and row
+// block f: C = X_f,j x W_j (i32), stored to the subgroup's cs slot, and each lane adds its 8 elements
+// scaled: acc += f32(C) dx dsc - sx dmin m.
+@group(0) @binding(0) var<storage, read> X: array<i32>;
+@group(0) @binding(1) var<storage, read> XS: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> W4: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> Y: array<f32>;
+const M = {M}u;
+const N = {N}u;
+const K = {K}u;
+const FM = {FM}u;
+const NBK = K / 256u;            // Q4_K blocks per row
+const RV = NBK * 9u;             // vec4 per row (144 bytes a block)
+const LDW = 272u;                // int8 per staged row: 256 and 16 of padding
+var<workgroup> ws: array<i32, 64u * LDW / 4u>;
+var<workgroup> wsc: array<f32, 512>;      // [n][j]
+var<workgroup> wmn: array<f32, 512>;
+var<workgroup> cs: array<i32, 1024>;      // a 16 x 16 slot per subgroup
+
+fn nib_lo(v: vec4<u32>) -> vec4<i32> { return bitcast<vec4<i32>>(v & vec4<u32>(0x0F0F0F0Fu)); }
+fn nib_hi(v: vec4<u32>) -> vec4<i32> { return bitcast<vec4<i32>>((v >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)); }
+
+// Byte i of the 12 scale bytes (words s0, s1, s2 of the block's header after d, dmin).
+fn sb(s: vec3<u32>, i: u32) -> u32 { return (s[i / 4u] >> (8u * (i % 4u))) & 0xFFu; }
+
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
+  let n0 = wid.x * 64u;
+  let m0 = wid.y * 16u * FM;
+  let sg = lid / 32u;
+  let e = lid % 32u;
+  let r = lid / 2u;            // the staged row of this lane (2 lanes a row)
+  let h = lid % 2u;            // its half: sub-block pairs 2h, 2h + 1
+  var acc: array<f32, 32>;     // [f][t]: element t * 32 + e of row block f (row 2t + e / 16, column e % 16)
+  for (var b = 0u; b < NBK; b++) {
+    let base = (n0 + r) * RV + b * 9u;
+    let hd = W4[base];
+    let q0 = W4[base + 1u + 4u * h]; let q1 = W4[base + 2u + 4u * h];
+    let q2 = W4[base + 3u + 4u * h]; let q3 = W4[base + 4u + 4u * h];
+    workgroupBarrier();          // the last block's ws and scales are read by every subgroup
+    // qs vec4 i of pair p = i / 2: low nibbles are sub-block 2p's k 16 (i % 2) .., high ones 2p + 1's
+    let o = r * (LDW / 4u) + 32u * h;        // word of k = 128 h (sub-block 4h's first)
+    let a0 = nib_lo(q0); let a1 = nib_hi(q0); let a2 = nib_lo(q1); let a3 = nib_hi(q1);
+    ws[o + 0u] = a0.x; ws[o + 1u] = a0.y; ws[o + 2u] = a0.z; ws[o + 3u] = a0.w;
+    ws[o + 4u] = a2.x; ws[o + 5u] = a2.y; ws[o + 6u] = a2.z; ws[o + 7u] = a2.w;
+    ws[o + 8u] = a1.x; ws[o + 9u] = a1.y; ws[o + 10u] = a1.z; ws[o + 11u] = a1.w;
+    ws[o + 12u] = a3.x; ws[o + 13u] = a3.y; ws[o + 14u] = a3.z; ws[o + 15u] = a3.w;
+    let b0 = nib_lo(q2); let b1 = nib_hi(q2); let b2 = nib_lo(q3); let b3 = nib_hi(q3);
+    ws[o + 16u] = b0.x; ws[o + 17u] = b0.y; ws[o + 18u] = b0.z; ws[o + 19u] = b0.w;
+    ws[o + 20u] = b2.x; ws[o + 21u] = b2.y; ws[o + 22u] = b2.z; ws[o + 23u] = b2.w;
+    ws[o + 24u] = b1.x; ws[o + 25u] = b1.y; ws[o + 26u] = b1.z; ws[o + 27u] = b1.w;
+    ws[o + 28u] = b3.x; ws[o + 29u] = b3.y; ws[o + 30u] = b3.z; ws[o + 31u] = b3.w;
+    let dd = unpack2x16float(hd.x);
+    let s = hd.yzw;
+    for (var jj = 0u; jj < 4u; jj++) {
+      let j = 4u * h + jj;
+      var sc: u32; var mn: u32;
+      if (j < 4u) { sc = sb(s, j) & 63u; mn = sb(s, j + 4u) & 63u; }
+      else {
+        sc = (sb(s, j + 4u) & 0xFu) | ((sb(s, j - 4u) >> 6u) << 4u);
+        mn = (sb(s, j + 4u) >> 4u) | ((sb(s, j) >> 6u) << 4u);
+      }
+      wsc[r * 8u + j] = dd.x * f32(sc);
+      wmn[r * 8u + j] = dd.y * f32(mn);
+    }
+    workgroupBarrier();
+    for (var j = 0u; j < 8u; j++) {
+      let bm = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(&ws, sg * 16u * LDW + 32u * j, true, LDW);
+      let dw = wsc[(sg * 16u + e % 16u) * 8u + j];
+      let mw = wmn[(sg * 16u + e % 16u) * 8u + j];
+      for (var f = 0u; f < FM; f++) {
+        let am = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(&X, (m0 + 16u * f) * K + b * 256u + 32u * j,
+                                                                      false, K);
+        subgroupMatrixStore(&cs, sg * 256u, subgroupMatrixMultiply<i32>(am, bm), false, 16u);
+        workgroupBarrier();
+        for (var t = 0u; t < 8u; t++) {
+          let m = m0 + 16u * f + 2u * t + e / 16u;
+          let xs = XS[m * (K / 32u) + b * 8u + j];
+          acc[f * 8u + t] += f32(cs[sg * 256u + t * 32u + e]) * (xs.x * dw) - xs.y * mw;
+        }
+        workgroupBarrier();
+      }
+    }
+  }
+  for (var f = 0u; f < FM; f++) {
+    for (var t = 0u; t < 8u; t++) {
+      let m = m0 + 16u * f + 2u * t + e / 16u;
+      Y[m * N + n0 + sg * 16u + e % 16u] = acc[f * 8u + t];
+    }
+  }
+}
+"""
+
+
+def quantize_x(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """int8 x per 32 (round to nearest, scale max|x| / 127), its scales and dx-scaled sums."""
+    m, k = x.shape
+    b = x.reshape(m, k // 32, 32).astype(np.float32)
+    d = np.abs(b).max(-1) / np.float32(127)
+    q = np.round(b / np.where(d > 0, d, 1)[..., None]).astype(np.int8)
+    s = d * q.astype(np.float32).sum(-1)
+    return q.reshape(m, k), d.astype(np.float32), s.astype(np.float32)
+
+
+def main() -> None:
+    ms = [int(v) for v in (sys.argv[1] if len(sys.argv) > 1 else "16,64").split(",")]
+    n = int(sys.argv[2]) if len(sys.argv) > 2 else 28672
+    k = int(sys.argv[3]) if len(sys.argv) > 3 else 4096
+    wgpu, _ = instance()
+    dev = mma_device(wgpu)
+    rng = np.random.default_rng(0)
+    distinct = 256                      # distinct quantized rows, tiled to n (cheap to build)
+    raw = quantize(rng.standard_normal((distinct, k), np.float32), "Q4_K")
+    wq = np.tile(raw, (n // distinct, 1))
+    wd = dequantize(raw, "Q4_K").astype(np.float64)
+    for m in ms:
+        x = rng.standard_normal((m, k)).astype(np.float32)
+        xq, dx, sx = quantize_x(x)
+        xs = np.stack([dx, sx], -1).astype(np.float32)
+        ref = (xq.astype(np.float64) * np.repeat(dx, 32, axis=1)) @ wd.T       # (m, distinct)
+        src = SRC.replace("{M}", str(m)).replace("{N}", str(n)).replace("{K}", str(k)).replace("{FM}", str(m // 16))
+        pipe = pipeline(dev, src, f"mmq M={m}")
+        if pipe is None:
+            continue
+        y = np.zeros(m * n, np.float32)
+        bufs, bg = bind(wgpu, dev, pipe, [xq.view(np.int32), xs, wq.view(np.uint32), y])
+        t = gpu_time(wgpu, dev, pipe, bg, (n // 64, 1, 1), reps=5)
+        got = np.frombuffer(dev.queue.read_buffer(bufs[3]), np.float32).reshape(m, n)
+        err = max(np.abs(got[:, i * distinct:(i + 1) * distinct] - ref).max() for i in (0, n // distinct - 1)) \
+            / np.abs(ref).max()
+        gb = wq.nbytes / 1e9
+        print(f"mmq Q4_K M={m} N={n} K={k}: {t * 1e6:.1f} us, {gb / t:.0f} GB/s of weights, "
+              f"{2 * m * n * k / t / 1e12:.1f} TOP/s, rel err {err:.2e}", flush=True)
+
+
+if __name__ == "__main__":
+    main()
