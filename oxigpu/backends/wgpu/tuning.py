@@ -86,11 +86,6 @@ GEMV_RULES: tuple[GemvRule, ...] = (
     _r("Q6_K Q8_0 Q4_0", k=(2048, 2048), n=(8192, 65535), int8=True, tpr=32, r=4, gpw=4, xs=True, **_I8),
     _r("Q8_0", k=(2048, INF), n=(8192, 65535), int8=True, tpr=32, r=4, gpw=8, xs=True, **_I8),
     _r("Q4_0", k=(2048, INF), n=(8192, 65535), int8=True, tpr=16, r=4, gpw=16, xs=True, **_I8),
-    # IQ4_XS rows of 4096..8191 (gate+up, q/k/v, attention output): its codebook lookups bound these
-    # nodes, and four rows per group with two pieces per step keep more of them in flight
-    _r("IQ4_XS", k=(4096, 8191), n=(8192, 65535), int8=True, tpr=32, r=4, gpw=4, u2=True, xs=True, persist=4,
-       **_I8),
-    _r("IQ4_XS", k=(4096, 8191), n=(4096, 8191), int8=True, tpr=32, r=4, gpw=4, u2=True, xs=True, **_I8),
     # ... K-quants on long rows: fewer workgroups than row blocks, each staging x once for several
     _r(_K4, k=(2048, INF), n=(8192, 65535), int8=True, tpr=32, r=8, gpw=4, xs=True, persist=4, **_I8),
     # long rows (k >= 8192, ffn_down): 32-blocks quantize x by a dispatch; K-quants stage it
