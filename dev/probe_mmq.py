@@ -121,6 +121,109 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
 """
 
 
+def src2(m: int, n: int, k: int, fm: int, tn: int, sync: bool) -> str:
+    """The second form: x and the weights both staged per 256-k block (one barrier pair a block), TN column
+    blocks per subgroup, every tile of a sub-block stored before any is read; ``sync``: a barrier pair
+    around the reads (else none: a subgroup reads only its own slot, right after its own stores)."""
+    bn, bm = 64 * tn, 16 * fm
+    tiles = [(f, t) for f in range(fm) for t in range(tn)]
+    acc = [f"a{f}_{t}_{i}" for f, t in tiles for i in range(8)]
+    L = []
+    L.append(f"""diagnostic(off, chromium.subgroup_matrix_uniformity);
+enable chromium_experimental_subgroup_matrix;
+@group(0) @binding(0) var<storage, read> X: array<i32>;
+@group(0) @binding(1) var<storage, read> XS: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> W4: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> Y: array<f32>;
+const N = {n}u;
+const K = {k}u;
+const NBK = K / 256u;
+const RV = NBK * 9u;
+const LDW = 272u;
+const BN = {bn}u;
+const BM = {bm}u;
+const NT = {len(tiles)}u;
+var<workgroup> ws: array<i32, BN * LDW / 4u>;
+var<workgroup> xs: array<i32, BM * LDW / 4u>;
+var<workgroup> wsc: array<f32, BN * 8u>;
+var<workgroup> wmn: array<f32, BN * 8u>;
+var<workgroup> xsc: array<vec2<f32>, BM * 8u>;
+var<workgroup> cs: array<i32, 4u * NT * 256u>;
+fn nib_lo(v: vec4<u32>) -> vec4<i32> {{ return bitcast<vec4<i32>>(v & vec4<u32>(0x0F0F0F0Fu)); }}
+fn nib_hi(v: vec4<u32>) -> vec4<i32> {{ return bitcast<vec4<i32>>((v >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)); }}
+fn sb(s: vec3<u32>, i: u32) -> u32 {{ return (s[i / 4u] >> (8u * (i % 4u))) & 0xFFu; }}
+fn put4(o: u32, v: vec4<i32>) {{ ws[o] = v.x; ws[o + 1u] = v.y; ws[o + 2u] = v.z; ws[o + 3u] = v.w; }}
+// Row r's half h (sub-blocks 4h .. 4h + 3) of block b: nibbles to int8, scales.
+fn stage_w(n0: u32, b: u32, r: u32, h: u32) {{
+  let base = (n0 + r) * RV + b * 9u;
+  let hd = W4[base];
+  let q0 = W4[base + 1u + 4u * h]; let q1 = W4[base + 2u + 4u * h];
+  let q2 = W4[base + 3u + 4u * h]; let q3 = W4[base + 4u + 4u * h];
+  let o = r * (LDW / 4u) + 32u * h;
+  put4(o, nib_lo(q0)); put4(o + 4u, nib_lo(q1)); put4(o + 8u, nib_hi(q0)); put4(o + 12u, nib_hi(q1));
+  put4(o + 16u, nib_lo(q2)); put4(o + 20u, nib_lo(q3)); put4(o + 24u, nib_hi(q2)); put4(o + 28u, nib_hi(q3));
+  let dd = unpack2x16float(hd.x);
+  let s = hd.yzw;
+  for (var jj = 0u; jj < 4u; jj++) {{
+    let j = 4u * h + jj;
+    var sc: u32; var mn: u32;
+    if (j < 4u) {{ sc = sb(s, j) & 63u; mn = sb(s, j + 4u) & 63u; }}
+    else {{
+      sc = (sb(s, j + 4u) & 0xFu) | ((sb(s, j - 4u) >> 6u) << 4u);
+      mn = (sb(s, j + 4u) >> 4u) | ((sb(s, j) >> 6u) << 4u);
+    }}
+    wsc[r * 8u + j] = dd.x * f32(sc);
+    wmn[r * 8u + j] = dd.y * f32(mn);
+  }}
+}}
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+  let n0 = wid.x * BN;
+  let m0 = wid.y * BM;
+  let sg = lid / 32u;
+  let e = lid % 32u;
+  let slot = sg * NT * 256u;
+  var {" = 0.0; var ".join(acc)} = 0.0;
+  for (var b = 0u; b < NBK; b++) {{
+    workgroupBarrier();
+    for (var p = 0u; p < BN / 64u; p++) {{ let i = lid + 128u * p; stage_w(n0, b, i / 2u, i % 2u); }}
+    for (var p = 0u; p < BM / 2u; p++) {{
+      let w = lid + 128u * p;
+      xs[(w / 64u) * (LDW / 4u) + w % 64u] = X[(m0 + w / 64u) * (K / 4u) + b * 64u + w % 64u];
+    }}
+    for (var i = lid; i < BM * 8u; i += 128u) {{
+      let j = i / BM; let r = i % BM;
+      xsc[i] = XS[(m0 + r) * (K / 32u) + b * 8u + j];
+    }}
+    workgroupBarrier();
+    for (var j = 0u; j < 8u; j++) {{""")
+    for t in range(tn):
+        L.append(f"      let b{t} = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(&ws, (sg * {16 * tn}u + {16 * t}u) * LDW + 32u * j, true, LDW);")
+    for f in range(fm):
+        L.append(f"      let x{f} = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(&xs, {16 * f}u * LDW + 32u * j, false, LDW);")
+    for i, (f, t) in enumerate(tiles):
+        L.append(f"      subgroupMatrixStore(&cs, slot + {256 * i}u, subgroupMatrixMultiply<i32>(x{f}, b{t}), false, 16u);")
+    if sync:
+        L.append("      workgroupBarrier();")
+    for t in range(tn):
+        L.append(f"      let nl{t} = sg * {16 * tn}u + {16 * t}u + e % 16u;")
+        L.append(f"      let dw{t} = wsc[nl{t} * 8u + j]; let mw{t} = wmn[nl{t} * 8u + j];")
+    for f in range(fm):
+        for i in range(8):
+            L.append(f"      let xv{f}_{i} = xsc[j * BM + {16 * f + 2 * i}u + e / 16u];")
+    for q, (f, t) in enumerate(tiles):
+        for i in range(8):
+            L.append(f"      a{f}_{t}_{i} += f32(cs[slot + {256 * q + 32 * i}u + e]) * (xv{f}_{i}.x * dw{t}) - xv{f}_{i}.y * mw{t};")
+    if sync:
+        L.append("      workgroupBarrier();")
+    L.append("    }\n  }")
+    for f, t in tiles:
+        for i in range(8):
+            L.append(f"  Y[(m0 + {16 * f + 2 * i}u + e / 16u) * N + n0 + sg * {16 * tn}u + {16 * t}u + e % 16u] = a{f}_{t}_{i};")
+    L.append("}")
+    return "\n".join(L)
+
+
 def quantize_x(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """int8 x per 32 (round to nearest, scale max|x| / 127), its scales and dx-scaled sums."""
     m, k = x.shape
@@ -135,6 +238,7 @@ def main() -> None:
     ms = [int(v) for v in (sys.argv[1] if len(sys.argv) > 1 else "16,64").split(",")]
     n = int(sys.argv[2]) if len(sys.argv) > 2 else 28672
     k = int(sys.argv[3]) if len(sys.argv) > 3 else 4096
+    forms = sys.argv[4].split(",") if len(sys.argv) > 4 else ["v1", "f1t2s", "f1t2n"]
     wgpu, _ = instance()
     dev = mma_device(wgpu)
     rng = np.random.default_rng(0)
@@ -147,19 +251,29 @@ def main() -> None:
         xq, dx, sx = quantize_x(x)
         xs = np.stack([dx, sx], -1).astype(np.float32)
         ref = (xq.astype(np.float64) * np.repeat(dx, 32, axis=1)) @ wd.T       # (m, distinct)
-        src = SRC.replace("{M}", str(m)).replace("{N}", str(n)).replace("{K}", str(k)).replace("{FM}", str(m // 16))
-        pipe = pipeline(dev, src, f"mmq M={m}")
-        if pipe is None:
-            continue
-        y = np.zeros(m * n, np.float32)
-        bufs, bg = bind(wgpu, dev, pipe, [xq.view(np.int32), xs, wq.view(np.uint32), y])
-        t = gpu_time(wgpu, dev, pipe, bg, (n // 64, 1, 1), reps=5)
-        got = np.frombuffer(dev.queue.read_buffer(bufs[3]), np.float32).reshape(m, n)
-        err = max(np.abs(got[:, i * distinct:(i + 1) * distinct] - ref).max() for i in (0, n // distinct - 1)) \
-            / np.abs(ref).max()
-        gb = wq.nbytes / 1e9
-        print(f"mmq Q4_K M={m} N={n} K={k}: {t * 1e6:.1f} us, {gb / t:.0f} GB/s of weights, "
-              f"{2 * m * n * k / t / 1e12:.1f} TOP/s, rel err {err:.2e}", flush=True)
+        for form in forms:
+            if form == "v1":
+                src = SRC.replace("{M}", str(m)).replace("{N}", str(n)).replace("{K}", str(k)) \
+                    .replace("{FM}", str(m // 16))
+                groups = (n // 64, 1, 1)
+            else:      # f<FM>t<TN><s|n>
+                fm, tn, sync = int(form[1]), int(form[3]), form[4] == "s"
+                if m % (16 * fm):
+                    continue
+                src = src2(m, n, k, fm, tn, sync)
+                groups = (n // (64 * tn), m // (16 * fm), 1)
+            pipe = pipeline(dev, src, f"mmq {form} M={m}")
+            if pipe is None:
+                continue
+            y = np.zeros(m * n, np.float32)
+            bufs, bg = bind(wgpu, dev, pipe, [xq.view(np.int32), xs, wq.view(np.uint32), y])
+            t = gpu_time(wgpu, dev, pipe, bg, groups, reps=5)
+            got = np.frombuffer(dev.queue.read_buffer(bufs[3]), np.float32).reshape(m, n)
+            err = max(np.abs(got[:, i * distinct:(i + 1) * distinct] - ref).max() for i in (0, n // distinct - 1)) \
+                / np.abs(ref).max()
+            gb = wq.nbytes / 1e9
+            print(f"mmq {form} Q4_K M={m} N={n} K={k}: {t * 1e6:.1f} us, {gb / t:.0f} GB/s of weights, "
+                  f"{2 * m * n * k / t / 1e12:.1f} TOP/s, rel err {err:.2e}", flush=True)
 
 
 if __name__ == "__main__":
