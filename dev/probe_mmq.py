@@ -224,6 +224,116 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     return "\n".join(L)
 
 
+def src3(m: int, n: int, k: int, fm: int, sync: bool) -> str:
+    """The third form: half-block stages (128 k: 4 sub-blocks), a 16 FM x 128 tile (2 column blocks a
+    subgroup, one weight row a lane), the next stage's weights and x read into registers while this one's
+    products run, and each tile's products read back from the subgroup's own slot right after its store
+    (``sync``: a barrier pair around each sub-block's reads instead)."""
+    bm = 16 * fm
+    tiles = [(f, t) for f in range(fm) for t in range(2)]
+    acc = [f"a{f}_{t}_{i}" for f, t in tiles for i in range(8)]
+    xw = bm * 32 // 128          # x words a lane stages per stage
+    L = [f"""diagnostic(off, chromium.subgroup_matrix_uniformity);
+enable chromium_experimental_subgroup_matrix;
+@group(0) @binding(0) var<storage, read> X: array<i32>;
+@group(0) @binding(1) var<storage, read> XS: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> W4: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> Y: array<f32>;
+const N = {n}u;
+const K = {k}u;
+const NST = K / 128u;            // stages (half blocks)
+const RV = (K / 256u) * 9u;
+const LDW = 144u;                // int8 a staged row: 128 and 16 of padding
+const BM = {bm}u;
+var<workgroup> ws: array<i32, 128u * LDW / 4u>;
+var<workgroup> xs: array<i32, BM * LDW / 4u>;
+var<workgroup> wsc: array<vec2<f32>, 128u * 4u>;       // [n][jj]: d sc, dmin m
+var<workgroup> xsc: array<vec2<f32>, BM * 4u>;         // [jj][m]: dx, sx
+var<workgroup> cs: array<i32, {4 * 256 * (len(tiles) if sync else 1)}u>;
+var<private> wq: array<vec4<u32>, 5>;                  // the next stage: header, 4 qs vec4 (this lane's row)
+var<private> xq: array<i32, {xw}>;
+var<private> xc: vec2<f32>;
+fn nib_lo(v: vec4<u32>) -> vec4<i32> {{ return bitcast<vec4<i32>>(v & vec4<u32>(0x0F0F0F0Fu)); }}
+fn nib_hi(v: vec4<u32>) -> vec4<i32> {{ return bitcast<vec4<i32>>((v >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)); }}
+fn sb(s: vec3<u32>, i: u32) -> u32 {{ return (s[i / 4u] >> (8u * (i % 4u))) & 0xFFu; }}
+fn put4(o: u32, v: vec4<i32>) {{ ws[o] = v.x; ws[o + 1u] = v.y; ws[o + 2u] = v.z; ws[o + 3u] = v.w; }}
+fn fetch(n0: u32, m0: u32, st: u32, lid: u32) {{
+  let b = st / 2u; let h = st % 2u;
+  let base = (n0 + lid) * RV + b * 9u;
+  wq[0] = W4[base];
+  for (var i = 0u; i < 4u; i++) {{ wq[1u + i] = W4[base + 1u + 4u * h + i]; }}
+  for (var i = 0u; i < {xw}u; i++) {{
+    let w = lid + 128u * i;
+    xq[i] = X[(m0 + w / 32u) * (K / 4u) + st * 32u + w % 32u];
+  }}
+  if (lid < BM * 4u) {{ xc = XS[(m0 + lid % BM) * (K / 32u) + st * 4u + lid / BM]; }}
+}}
+fn stage(st: u32, lid: u32) {{
+  let h = st % 2u;
+  let o = lid * (LDW / 4u);
+  put4(o, nib_lo(wq[1])); put4(o + 4u, nib_lo(wq[2])); put4(o + 8u, nib_hi(wq[1])); put4(o + 12u, nib_hi(wq[2]));
+  put4(o + 16u, nib_lo(wq[3])); put4(o + 20u, nib_lo(wq[4])); put4(o + 24u, nib_hi(wq[3])); put4(o + 28u, nib_hi(wq[4]));
+  let dd = unpack2x16float(wq[0].x);
+  let s = wq[0].yzw;
+  for (var jj = 0u; jj < 4u; jj++) {{
+    let j = 4u * h + jj;
+    var sc: u32; var mn: u32;
+    if (j < 4u) {{ sc = sb(s, j) & 63u; mn = sb(s, j + 4u) & 63u; }}
+    else {{
+      sc = (sb(s, j + 4u) & 0xFu) | ((sb(s, j - 4u) >> 6u) << 4u);
+      mn = (sb(s, j + 4u) >> 4u) | ((sb(s, j) >> 6u) << 4u);
+    }}
+    wsc[lid * 4u + jj] = vec2<f32>(dd.x * f32(sc), dd.y * f32(mn));
+  }}
+  for (var i = 0u; i < {xw}u; i++) {{
+    let w = lid + 128u * i;
+    xs[(w / 32u) * (LDW / 4u) + w % 32u] = xq[i];
+  }}
+  if (lid < BM * 4u) {{ xsc[(lid / BM) * BM + lid % BM] = xc; }}
+}}
+@compute @workgroup_size(128)
+fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
+  let n0 = wid.x * 128u;
+  let m0 = wid.y * BM;
+  let sg = lid / 32u;
+  let e = lid % 32u;
+  let slot = sg * {256 * (len(tiles) if sync else 1)}u;
+  var {" = 0.0; var ".join(acc)} = 0.0;
+  fetch(n0, m0, 0u, lid);
+  for (var st = 0u; st < NST; st++) {{
+    workgroupBarrier();
+    stage(st, lid);
+    workgroupBarrier();
+    if (st + 1u < NST) {{ fetch(n0, m0, st + 1u, lid); }}
+    for (var jj = 0u; jj < 4u; jj++) {{"""]
+    for t in range(2):
+        L.append(f"      let b{t} = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(&ws, (sg * 32u + {16 * t}u) * LDW + 32u * jj, true, LDW);")
+        L.append(f"      let w{t} = wsc[(sg * 32u + {16 * t}u + e % 16u) * 4u + jj];")
+    for f in range(fm):
+        L.append(f"      let x{f} = subgroupMatrixLoad<subgroup_matrix_left<i8, 32, 16>>(&xs, {16 * f}u * LDW + 32u * jj, false, LDW);")
+        for i in range(8):
+            L.append(f"      let xv{f}_{i} = xsc[jj * BM + {16 * f + 2 * i}u + e / 16u];")
+    if sync:
+        for q, (f, t) in enumerate(tiles):
+            L.append(f"      subgroupMatrixStore(&cs, slot + {256 * q}u, subgroupMatrixMultiply<i32>(x{f}, b{t}), false, 16u);")
+        L.append("      workgroupBarrier();")
+        for q, (f, t) in enumerate(tiles):
+            for i in range(8):
+                L.append(f"      a{f}_{t}_{i} += f32(cs[slot + {256 * q + 32 * i}u + e]) * (xv{f}_{i}.x * w{t}.x) - xv{f}_{i}.y * w{t}.y;")
+        L.append("      workgroupBarrier();")
+    else:
+        for f, t in tiles:
+            L.append(f"      subgroupMatrixStore(&cs, slot, subgroupMatrixMultiply<i32>(x{f}, b{t}), false, 16u);")
+            for i in range(8):
+                L.append(f"      a{f}_{t}_{i} += f32(cs[slot + {32 * i}u + e]) * (xv{f}_{i}.x * w{t}.x) - xv{f}_{i}.y * w{t}.y;")
+    L.append("    }\n  }")
+    for f, t in tiles:
+        for i in range(8):
+            L.append(f"  Y[(m0 + {16 * f + 2 * i}u + e / 16u) * N + n0 + sg * 32u + {16 * t}u + e % 16u] = a{f}_{t}_{i};")
+    L.append("}")
+    return "\n".join(L)
+
+
 def quantize_x(x: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """int8 x per 32 (round to nearest, scale max|x| / 127), its scales and dx-scaled sums."""
     m, k = x.shape
@@ -256,6 +366,12 @@ def main() -> None:
                 src = SRC.replace("{M}", str(m)).replace("{N}", str(n)).replace("{K}", str(k)) \
                     .replace("{FM}", str(m // 16))
                 groups = (n // 64, 1, 1)
+            elif form.startswith("g"):      # g<FM><s|n>: the third form
+                fm, sync = int(form[1]), form[2] == "s"
+                if m % (16 * fm):
+                    continue
+                src = src3(m, n, k, fm, sync)
+                groups = (n // 128, m // (16 * fm), 1)
             else:      # f<FM>t<TN><s|n>
                 fm, tn, sync = int(form[1]), int(form[3]), form[4] == "s"
                 if m % (16 * fm):
