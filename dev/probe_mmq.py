@@ -224,11 +224,12 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     return "\n".join(L)
 
 
-def src3(m: int, n: int, k: int, fm: int, sync: bool) -> str:
+def src3(m: int, n: int, k: int, fm: int, sync: bool, splits: int = 1) -> str:
     """The third form: half-block stages (128 k: 4 sub-blocks), a 16 FM x 128 tile (2 column blocks a
     subgroup, one weight row a lane), the next stage's weights and x read into registers while this one's
     products run, and each tile's products read back from the subgroup's own slot right after its store
-    (``sync``: a barrier pair around each sub-block's reads instead)."""
+    (``sync``: a barrier pair around each sub-block's reads instead). ``splits``: split-k, workgroup z
+    summing its share of the stages into its own copy of Y (the caller adds them)."""
     bm = 16 * fm
     tiles = [(f, t) for f in range(fm) for t in range(2)]
     acc = [f"a{f}_{t}_{i}" for f, t in tiles for i in range(8)]
@@ -242,6 +243,8 @@ enable chromium_experimental_subgroup_matrix;
 const N = {n}u;
 const K = {k}u;
 const NST = K / 128u;            // stages (half blocks)
+const SPL = {splits}u;
+const M = {m}u;
 const RV = (K / 256u) * 9u;
 const LDW = 144u;                // int8 a staged row: 128 and 16 of padding
 const BM = {bm}u;
@@ -252,7 +255,7 @@ var<workgroup> xsc: array<vec2<f32>, BM * 4u>;         // [jj][m]: dx, sx
 var<workgroup> cs: array<i32, {4 * 256 * (len(tiles) if sync else 1)}u>;
 var<private> wq: array<vec4<u32>, 5>;                  // the next stage: header, 4 qs vec4 (this lane's row)
 var<private> xq: array<i32, {xw}>;
-var<private> xc: vec2<f32>;
+var<private> xc: array<vec2<f32>, 2>;
 fn nib_lo(v: vec4<u32>) -> vec4<i32> {{ return bitcast<vec4<i32>>(v & vec4<u32>(0x0F0F0F0Fu)); }}
 fn nib_hi(v: vec4<u32>) -> vec4<i32> {{ return bitcast<vec4<i32>>((v >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)); }}
 fn sb(s: vec3<u32>, i: u32) -> u32 {{ return (s[i / 4u] >> (8u * (i % 4u))) & 0xFFu; }}
@@ -266,7 +269,10 @@ fn fetch(n0: u32, m0: u32, st: u32, lid: u32) {{
     let w = lid + 128u * i;
     xq[i] = X[(m0 + w / 32u) * (K / 4u) + st * 32u + w % 32u];
   }}
-  if (lid < BM * 4u) {{ xc = XS[(m0 + lid % BM) * (K / 32u) + st * 4u + lid / BM]; }}
+  for (var i = 0u; i < 2u; i++) {{
+    let q = lid + 128u * i;
+    if (q < BM * 4u) {{ xc[i] = XS[(m0 + q % BM) * (K / 32u) + st * 4u + q / BM]; }}
+  }}
 }}
 fn stage(st: u32, lid: u32) {{
   let h = st % 2u;
@@ -289,7 +295,10 @@ fn stage(st: u32, lid: u32) {{
     let w = lid + 128u * i;
     xs[(w / 32u) * (LDW / 4u) + w % 32u] = xq[i];
   }}
-  if (lid < BM * 4u) {{ xsc[(lid / BM) * BM + lid % BM] = xc; }}
+  for (var i = 0u; i < 2u; i++) {{
+    let q = lid + 128u * i;
+    if (q < BM * 4u) {{ xsc[q] = xc[i]; }}
+  }}
 }}
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {{
@@ -299,12 +308,14 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
   let e = lid % 32u;
   let slot = sg * {256 * (len(tiles) if sync else 1)}u;
   var {" = 0.0; var ".join(acc)} = 0.0;
-  fetch(n0, m0, 0u, lid);
-  for (var st = 0u; st < NST; st++) {{
+  let s0 = wid.z * (NST / SPL);
+  let s1 = s0 + NST / SPL;
+  fetch(n0, m0, s0, lid);
+  for (var st = s0; st < s1; st++) {{
     workgroupBarrier();
     stage(st, lid);
     workgroupBarrier();
-    if (st + 1u < NST) {{ fetch(n0, m0, st + 1u, lid); }}
+    if (st + 1u < s1) {{ fetch(n0, m0, st + 1u, lid); }}
     for (var jj = 0u; jj < 4u; jj++) {{"""]
     for t in range(2):
         L.append(f"      let b{t} = subgroupMatrixLoad<subgroup_matrix_right<i8, 16, 32>>(&ws, (sg * 32u + {16 * t}u) * LDW + 32u * jj, true, LDW);")
@@ -329,7 +340,7 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     L.append("    }\n  }")
     for f, t in tiles:
         for i in range(8):
-            L.append(f"  Y[(m0 + {16 * f + 2 * i}u + e / 16u) * N + n0 + sg * 32u + {16 * t}u + e % 16u] = a{f}_{t}_{i};")
+            L.append(f"  Y[wid.z * M * N + (m0 + {16 * f + 2 * i}u + e / 16u) * N + n0 + sg * 32u + {16 * t}u + e % 16u] = a{f}_{t}_{i};")
     L.append("}")
     return "\n".join(L)
 
@@ -366,12 +377,13 @@ def main() -> None:
                 src = SRC.replace("{M}", str(m)).replace("{N}", str(n)).replace("{K}", str(k)) \
                     .replace("{FM}", str(m // 16))
                 groups = (n // 64, 1, 1)
-            elif form.startswith("g"):      # g<FM><s|n>: the third form
+            elif form.startswith("g"):      # g<FM><s|n>[k<splits>]: the third form
                 fm, sync = int(form[1]), form[2] == "s"
+                splits = int(form.split("k")[1]) if "k" in form else 1
                 if m % (16 * fm):
                     continue
-                src = src3(m, n, k, fm, sync)
-                groups = (n // 128, m // (16 * fm), 1)
+                src = src3(m, n, k, fm, sync, splits)
+                groups = (n // 128, m // (16 * fm), splits)
             else:      # f<FM>t<TN><s|n>
                 fm, tn, sync = int(form[1]), int(form[3]), form[4] == "s"
                 if m % (16 * fm):
@@ -381,10 +393,10 @@ def main() -> None:
             pipe = pipeline(dev, src, f"mmq {form} M={m}")
             if pipe is None:
                 continue
-            y = np.zeros(m * n, np.float32)
+            y = np.zeros(groups[2] * m * n, np.float32)
             bufs, bg = bind(wgpu, dev, pipe, [xq.view(np.int32), xs, wq.view(np.uint32), y])
             t = gpu_time(wgpu, dev, pipe, bg, groups, reps=5)
-            got = np.frombuffer(dev.queue.read_buffer(bufs[3]), np.float32).reshape(m, n)
+            got = np.frombuffer(dev.queue.read_buffer(bufs[3]), np.float32).reshape(groups[2], m, n).sum(0)
             err = max(np.abs(got[:, i * distinct:(i + 1) * distinct] - ref).max() for i in (0, n // distinct - 1)) \
                 / np.abs(ref).max()
             gb = wq.nbytes / 1e9
