@@ -100,8 +100,8 @@ L8_IQ4 = [Shape("8B", "glu", ("IQ4_XS", "IQ4_XS"), 4096, (14336, 14336)),
           Shape("8B", "add", ("IQ4_XS",), 14336, (4096,)),
           Shape("8B", "add", ("Q5_K",), 14336, (4096,))]
 """The 8B's IQ4_XS file (llama-quantize's mix: attn_v and the first layers' ffn_down Q5_K)."""
-SETS = {"8b": L8, "8b-iq4": L8_IQ4, "qwen": QWEN, "8b-legacy": L8_LEGACY, "qwen-legacy": QWEN_LEGACY, "f16": F16, "1b": L1,
-        "all": L8 + QWEN}
+SETS = {"8b": L8, "8b-iq4": L8_IQ4, "qwen": QWEN, "8b-legacy": L8_LEGACY, "qwen-legacy": QWEN_LEGACY, "f16": F16,
+        "1b": L1, "all": L8 + QWEN}
 
 PIECES = {"Q4_K": ["q4_k", "q4_k2"]}
 SPLITS_BIG = [(32, 2, 4), (32, 4, 4), (64, 4, 2), (128, 4, 1), (256, 4, 1), (32, 8, 4), (64, 2, 2)]
@@ -109,8 +109,8 @@ SPLITS_SMALL = [(32, 1, 4), (64, 1, 2), (128, 1, 1), (32, 2, 4), (16, 2, 8), (64
                 (8, 4, 16)]
 SPLITS_Q8X = [(32, 4, 4), (32, 8, 4), (64, 4, 2), (64, 2, 2), (32, 2, 4)]
 SPLITS_FLOAT = [(32, 1, 4), (64, 1, 2), (128, 1, 1), (32, 2, 4), (64, 2, 2), (128, 2, 1), (32, 4, 4), (64, 4, 2)]
-SWEEP = {"8B glu": 2, "8B multi Q4_K+Q6_K": 1, "8B multi IQ4_XS": 1, "8B add": 2, "8B mm": 1, "qwen mm": 1, "qwen multi Q5_0 ": 0,
-         "qwen": 2}
+SWEEP = {"8B glu": 2, "8B multi Q4_K+Q6_K": 1, "8B multi IQ4_XS": 1, "8B add": 2, "8B mm": 1, "qwen mm": 1,
+         "qwen multi Q5_0 ": 0, "qwen": 2}
 """Sweep level per case-name prefix (first match): 2 every piece x split x u2, 1 a few, else none."""
 
 
