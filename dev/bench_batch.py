@@ -57,6 +57,9 @@ SETS = {   # node: (kind, k, [(rows, type), ...])
     "test": {"qkv": ("qkv", 512, [(128, "Q4_K"), (32, "Q4_K"), (32, "Q6_K")]),
              "glu": ("glu", 512, [(96, "Q8_0")]), "down": ("add", 768, [(64, "Q6_K")])},
 }
+LM_HEAD = {"8b": ("add", 4096, [(128256, "Q6_K")]), "1b": ("add", 2048, [(128256, "Q6_K")])}
+"""The LM head's shape (timed as a matmul with a residual: the same GEMV), once a step: not in the per-layer
+sums; probe_batch.py --nodes lm."""
 DISTINCT = 64   # quantized rows tiled to the full shape (cheap to build)
 
 

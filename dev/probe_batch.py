@@ -145,6 +145,8 @@ def main() -> None:
               f"err {rec['err']:.1e}", flush=True)
 
     nodes = {n: v for n, v in bb.SETS[a.set].items() if not a.nodes or n in a.nodes.split(",")}
+    if "lm" in a.nodes.split(",") and a.set in bb.LM_HEAD:
+        nodes["lm"] = bb.LM_HEAD[a.set]
     for w in what:
         ms = [int(v) for v in a.m.split(",")] if a.m else {"gemv": [2, 4, 8, 16], "mma": [16, 32, 64],
                                                             "attn": [1, 2, 16, 64],
