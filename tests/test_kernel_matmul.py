@@ -436,6 +436,8 @@ _BATCHES = [  # (case, gemv overrides)
      {**_Q8X, "piece": "q4_k", "xq": True}),                                      # x quantized by its dispatch
     (lambda: q8x_case(matmul_case("Q6_K", 12, 768, 67, bias=False, seed=206), ["q6_k"]),
      {"q8x": True, "piece": "q6_k", "u2": True, "tpr": 16}),
+    (lambda: q8x_case(matmul_case("Q6_K", 16, 768, 67, bias=False, seed=216), ["q6_k"]),
+     {"q8x": True, "piece": "q6_k", "u2": True, "tpr": 16, "r": 4, "xr": 4}),   # the LM head's split
     (lambda: matmul_add_case("Q4_K", 4, 1024, 67, bias=True, seed=207), None),
     (lambda: matmul_case("Q8_0", 6, 640, 67, bias=True, seed=208), {"tpr": 64, "r": 8, "gpw": 1, "xr": 1}),
     (lambda: matmul_case("IQ4_XS", 11, 2304, 67, bias=True, seed=209), {"piece": "iq4_xs", "q8x": False}),

@@ -170,16 +170,19 @@ GEMV_ROWS = {
     ("Q6_K", 14336, 4096, 4, False): ((32, 4, 8, True, True, True, False, 0), 4),
     ("Q6_K", 14336, 4096, 16, False): ((32, 2, 8, True, True, True, False, 0), 4),
     ("F16", 4096, 4096, 2, False): ((256, 2, 1, False, False, False, False, 0), 2),
+    # the LM head: 4 weight rows a group with two-piece steps too (gemv_wide_rows)
+    ("Q6_K", 4096, 128256, 16, False): ((32, 4, 4, True, True, True, False, 0), 4),
+    ("Q6_K", 2048, 128256, 4, False): ((32, 4, 4, True, True, True, False, 0), 4),
 }
 
 
 def test_gemv_rows_pins():
     """The one-row split's lanes, pieces and steps; on integer dots 4 x rows and 4 weight rows per group (2
-    with two-piece steps past 4 rows), floats within 8 sums; x quantized once by the dispatch; matmuls of
-    up to 16 rows are GEMVs on every class."""
+    with two-piece steps past 4 rows, but on vocabulary-sized weights), floats within 8 sums; x quantized
+    once by the dispatch; matmuls of up to 16 rows are GEMVs on every class."""
     for (t, k, n, m, glu), (want, xr) in GEMV_ROWS.items():
         one = gemv_config(t, k, n)
-        cfg, got_xr = gemv_rows_split(one, m, glu, TUNING[MMA].gemv_acc, TUNING[MMA])
+        cfg, got_xr = gemv_rows_split(one, m, glu, TUNING[MMA].gemv_acc, TUNING[MMA], n)
         assert (cfg.tpr, cfg.r, cfg.gpw, cfg.u2, cfg.q8x, cfg.xq, cfg.xs, cfg.persist) == want and got_xr == xr
         assert (cfg.tpr, cfg.u2, cfg.piece, cfg.ppb32, cfg.q8x) == (one.tpr, one.u2, one.piece, one.ppb32, one.q8x)
     assert all(t.gemv_rows == 16 for t in TUNING.values())

@@ -267,6 +267,10 @@ class Tuning:
     gemv_wr_u2: int = 2
     """The integer-dot multi-row GEMV's group: x rows, weight rows (two-piece steps past gemv_xr rows:
     ``gemv_wr_u2``), as measured over 8 and 16 (docs/perf-log.md, "Decode batches")."""
+    gemv_wide_rows: int = 65536
+    """Weights of at least this many rows (a vocabulary: the LM head) keep ``gemv_wr`` rows a group with
+    two-piece steps too: more weight rows a group halve the x reads per weight, which bound these GEMVs at
+    16 rows (docs/perf-log.md, sixth session)."""
     gemm: GemmTuning = field(default_factory=GemmTuning)
     decode: DecodeTuning = field(default_factory=DecodeTuning)
     prefill: PrefillTuning = field(default_factory=PrefillTuning)

@@ -204,12 +204,13 @@ def gemv_wrows_code(pieces: Sequence[str], r: int, xr: int, u2: bool) -> str:
     return "\n\n".join(out)
 
 
-def gemv_rows_split(cfg: GemvConfig, m: int, glu: bool, acc: int, tn: Any = None) -> tuple[GemvConfig, int]:
+def gemv_rows_split(cfg: GemvConfig, m: int, glu: bool, acc: int, tn: Any = None, n: int = 0) -> tuple[GemvConfig, int]:
     """The split of an m-row GEMV from the one-row split ``cfg`` (:func:`gemv_config`) and the x rows per
     group: the same lanes, pieces and steps (so each row's sums are those of the row alone), R reduced so
     that R x XR accumulators stay within ``acc``; GLU keeps R >= 2 (a gate and an up row). On integer dots
     (weights decoded once per group for its x rows) ``Tuning.gemv_xr`` x rows and ``gemv_wr`` weight rows
-    per group (``gemv_wr_u2`` for two-piece steps past gemv_xr rows: their doubled weight registers);
+    per group (``gemv_wr_u2`` for two-piece steps past gemv_xr rows: their doubled weight registers, but
+    on weights of ``gemv_wide_rows`` rows or more, n: the LM head, whose weights do not stay in the cache);
     float dots keep the one-row R within 8 sums. x is quantized once for all rows by the quantize
     dispatch (the per-workgroup staging holds one row), and no persistent launch."""
     if m == 1:
@@ -218,7 +219,8 @@ def gemv_rows_split(cfg: GemvConfig, m: int, glu: bool, acc: int, tn: Any = None
     if cfg.q8x:     # weights decoded once for the group's x rows (gemv_wrows_code): tuning.py's split
         t = tn or tuning(GPU)
         xr = min(m, t.gemv_xr)
-        r = max(rmin, min(t.gemv_wr_u2 if cfg.u2 and m > t.gemv_xr else t.gemv_wr, acc // xr))
+        u2_rows = cfg.u2 and m > t.gemv_xr and n < t.gemv_wide_rows
+        r = max(rmin, min(t.gemv_wr_u2 if u2_rows else t.gemv_wr, acc // xr))
         return replace(cfg, r=r, xs=False, xq=True, persist=0), xr
     xr = max(1, min(m, 8 // rmin))
     r = max(rmin, min(cfg.r, 8 // xr))
@@ -311,7 +313,7 @@ class Gemv:
                 cfg = replace(cfg, gpw=ksel, tpr=min(cfg.tpr, 1 << (256 // ksel).bit_length() - 1), xs=False,
                               xq=cfg.q8x)
         else:
-            cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc, tuning(cls))
+            cfg, self.xr = gemv_rows_split(cfg, m, bool(act), tuning(cls).gemv_acc, tuning(cls), n)
         cfg = replace(cfg, **over)
         if xr_over:
             self.xr = int(xr_over)
