@@ -13,13 +13,12 @@ What we follow, for the dense decoder architectures oxigpu supports (no experts,
 * IQ4_XS (ftype 30) and IQ4_NL (ftype 25), without an importance matrix:
   - `output.weight` (or a tied `token_embd.weight`): Q6_K, as in the K mixes;
   - `attn_v.weight`: Q5_K when n_head / n_head_kv >= 4;
-  - `ffn_down.weight` of the first n_layer/8 layers: Q5_K;
+  - `ffn_down.weight` (and the experts' `ffn_down_exps.weight`) of the first n_layer/8 layers: Q5_K;
   - everything else the base type.
 * Single types (`--type Q8_0`, ...; llama.cpp's `--pure`): every quantized tensor gets that type.
-* Fallback when the row length is not a multiple of the chosen type's block: Q4_K -> Q5_0,
-  Q5_K -> Q5_1, Q6_K -> Q8_0, IQ4_XS -> IQ4_NL, and F16 if even that does not fit. llama.cpp sends Q2_K/Q3_K to IQ4_NL,
-  which oxigpu cannot quantize; we use Q4_0 (also 4.5 bits per weight in 32-blocks) instead. llama.cpp
-  applies the fallback in its mixes; we also apply it to single types so every shape can be written.
+* Fallback when the row length is not a multiple of the chosen type's block, as llama.cpp's: Q4_K ->
+  Q5_0, Q5_K -> Q5_1, Q6_K -> Q8_0, Q2_K / Q3_K / IQ4_XS -> IQ4_NL, and F16 if even that does not fit.
+  llama.cpp applies it in its mixes; we also apply it to single types so every shape can be written.
 """
 from __future__ import annotations
 
@@ -35,7 +34,7 @@ FTYPES = (*MIXES, *SINGLE_TYPES)
 
 _BLOCK = {"F32": 1, "F16": 1, "BF16": 1, "Q4_0": 32, "Q4_1": 32, "Q5_0": 32, "Q5_1": 32, "Q8_0": 32,
           "Q2_K": 256, "Q3_K": 256, "Q4_K": 256, "Q5_K": 256, "Q6_K": 256, "IQ4_XS": 256, "IQ4_NL": 32}
-_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "Q2_K": "Q4_0", "Q3_K": "Q4_0", "IQ4_XS": "IQ4_NL"}
+_FALLBACK = {"Q4_K": "Q5_0", "Q5_K": "Q5_1", "Q6_K": "Q8_0", "Q2_K": "IQ4_NL", "Q3_K": "IQ4_NL", "IQ4_XS": "IQ4_NL"}
 
 
 def use_more_bits(i_layer: int, n_layer: int) -> bool:
@@ -68,7 +67,7 @@ class Mix:
         layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
         if self.ftype in _IQ4:
             if (name.endswith("attn_v.weight") and n_gqa >= 4) or \
-                    (name.endswith("ffn_down.weight") and 0 <= layer < n_layer // 8):
+                    (name.endswith(("ffn_down.weight", "ffn_down_exps.weight")) and 0 <= layer < n_layer // 8):
                 return _fit("Q5_K", ne[0])
             return _fit(base, ne[0])
         if name.endswith(("attn_v.weight", "ffn_down.weight", "ffn_down_exps.weight")) \
