@@ -10,6 +10,7 @@ even, as numpy rounds them), last_row.
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,7 +25,7 @@ from oxigpu.backends.wgpu.ops.embed import table_case
 pytestmark = pytest.mark.gpu
 
 MINE = ("elementwise", "rms_norm", "rope", "kv_store", "embed", "attention", "rope.paged", "kv_store.paged",
-        "attention.paged")   # sample: tests/test_sampling.py
+        "attention.paged", "encoder")   # sample: tests/test_sampling.py
 
 
 def _check(case: Case, dev: Device) -> float:
@@ -37,6 +38,15 @@ def _check(case: Case, dev: Device) -> float:
 def _registered() -> list[Case]:
     load_kernels()
     return [c for name in MINE for c in CHECKS[name]()]
+
+
+def test_every_check_runs_in_some_test():
+    """Each registered check (but the benchmark-size ones, ``.bench``) is named by a test file that runs
+    it: a new op's check otherwise runs only under ``oxigpu kernels``, which CI does not call."""
+    load_kernels()
+    tests = "".join(p.read_text() for p in Path(__file__).parent.glob("test_*.py"))
+    missing = [n for n in CHECKS if not n.endswith(".bench") and f'"{n}"' not in tests]
+    assert not missing, f"checks no test runs: {missing}"
 
 
 @pytest.mark.parametrize("case", _registered(), ids=lambda c: c.name)
