@@ -22,6 +22,25 @@ from probe_dawn import bind, gpu_time, instance, mma_device, pipeline  # noqa: E
 
 from oxigpu.quant import dequantize, quantize  # noqa: E402
 
+COMMON = """@group(0) @binding(0) var<storage, read> X: array<i32>;
+@group(0) @binding(1) var<storage, read> XS: array<vec2<f32>>;
+@group(0) @binding(2) var<storage, read> W4: array<vec4<u32>>;
+@group(0) @binding(3) var<storage, read_write> Y: array<f32>;
+fn nib_lo(v: vec4<u32>) -> vec4<i32> { return bitcast<vec4<i32>>(v & vec4<u32>(0x0F0F0F0Fu)); }
+fn nib_hi(v: vec4<u32>) -> vec4<i32> { return bitcast<vec4<i32>>((v >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)); }
+fn put4(o: u32, v: vec4<i32>) { ws[o] = v.x; ws[o + 1u] = v.y; ws[o + 2u] = v.z; ws[o + 3u] = v.w; }
+// Byte i of the 12 scale bytes (words s0, s1, s2 of the block's header after d, dmin).
+fn sb(s: vec3<u32>, i: u32) -> u32 { return (s[i / 4u] >> (8u * (i % 4u))) & 0xFFu; }
+// Sub-block j's 6-bit scale and min (ggml's get_scale_min_k4).
+fn scale_min(s: vec3<u32>, j: u32) -> vec2<u32> {
+  if (j < 4u) { return vec2<u32>(sb(s, j) & 63u, sb(s, j + 4u) & 63u); }
+  return vec2<u32>((sb(s, j + 4u) & 0xFu) | ((sb(s, j - 4u) >> 6u) << 4u),
+                   (sb(s, j + 4u) >> 4u) | ((sb(s, j) >> 6u) << 4u));
+}
+"""
+"""What every form shares: the bindings (x int8, its scales and sums, the Q4_K rows, y), the nibble and
+scale unpacking (each form declares its own ``ws``, the staged int8 weights ``put4`` writes)."""
+
 SRC = """diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable chromium_experimental_subgroup_matrix;
 // Y[m, n] = sum_k x[m, k] W[n, k]: x int8 [M][K] (X, 4 a word) with per-32 scales dx and dx-scaled sums sx
@@ -30,10 +49,6 @@ enable chromium_experimental_subgroup_matrix;
 // ([n][k], padded), their 8 sub-block scales d sc and dmin m in wsc / wmn; per 32-k sub-block j and row
 // block f: C = X_f,j x W_j (i32), stored to the subgroup's cs slot, and each lane adds its 8 elements
 // scaled: acc += f32(C) dx dsc - sx dmin m.
-@group(0) @binding(0) var<storage, read> X: array<i32>;
-@group(0) @binding(1) var<storage, read> XS: array<vec2<f32>>;
-@group(0) @binding(2) var<storage, read> W4: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read_write> Y: array<f32>;
 const M = {M}u;
 const N = {N}u;
 const K = {K}u;
@@ -46,12 +61,7 @@ var<workgroup> wsc: array<f32, 512>;      // [n][j]
 var<workgroup> wmn: array<f32, 512>;
 var<workgroup> cs: array<i32, 1024>;      // a 16 x 16 slot per subgroup
 
-fn nib_lo(v: vec4<u32>) -> vec4<i32> { return bitcast<vec4<i32>>(v & vec4<u32>(0x0F0F0F0Fu)); }
-fn nib_hi(v: vec4<u32>) -> vec4<i32> { return bitcast<vec4<i32>>((v >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)); }
-
-// Byte i of the 12 scale bytes (words s0, s1, s2 of the block's header after d, dmin).
-fn sb(s: vec3<u32>, i: u32) -> u32 { return (s[i / 4u] >> (8u * (i % 4u))) & 0xFFu; }
-
+{COMMON}
 @compute @workgroup_size(128)
 fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) lid: u32) {
   let n0 = wid.x * 64u;
@@ -83,14 +93,9 @@ fn main(@builtin(workgroup_id) wid: vec3<u32>, @builtin(local_invocation_index) 
     let s = hd.yzw;
     for (var jj = 0u; jj < 4u; jj++) {
       let j = 4u * h + jj;
-      var sc: u32; var mn: u32;
-      if (j < 4u) { sc = sb(s, j) & 63u; mn = sb(s, j + 4u) & 63u; }
-      else {
-        sc = (sb(s, j + 4u) & 0xFu) | ((sb(s, j - 4u) >> 6u) << 4u);
-        mn = (sb(s, j + 4u) >> 4u) | ((sb(s, j) >> 6u) << 4u);
-      }
-      wsc[r * 8u + j] = dd.x * f32(sc);
-      wmn[r * 8u + j] = dd.y * f32(mn);
+      let sm = scale_min(s, j);
+      wsc[r * 8u + j] = dd.x * f32(sm.x);
+      wmn[r * 8u + j] = dd.y * f32(sm.y);
     }
     workgroupBarrier();
     for (var j = 0u; j < 8u; j++) {
@@ -131,10 +136,6 @@ def src2(m: int, n: int, k: int, fm: int, tn: int, sync: bool) -> str:
     L = []
     L.append(f"""diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable chromium_experimental_subgroup_matrix;
-@group(0) @binding(0) var<storage, read> X: array<i32>;
-@group(0) @binding(1) var<storage, read> XS: array<vec2<f32>>;
-@group(0) @binding(2) var<storage, read> W4: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read_write> Y: array<f32>;
 const N = {n}u;
 const K = {k}u;
 const NBK = K / 256u;
@@ -149,11 +150,7 @@ var<workgroup> wsc: array<f32, BN * 8u>;
 var<workgroup> wmn: array<f32, BN * 8u>;
 var<workgroup> xsc: array<vec2<f32>, BM * 8u>;
 var<workgroup> cs: array<i32, 4u * NT * 256u>;
-fn nib_lo(v: vec4<u32>) -> vec4<i32> {{ return bitcast<vec4<i32>>(v & vec4<u32>(0x0F0F0F0Fu)); }}
-fn nib_hi(v: vec4<u32>) -> vec4<i32> {{ return bitcast<vec4<i32>>((v >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)); }}
-fn sb(s: vec3<u32>, i: u32) -> u32 {{ return (s[i / 4u] >> (8u * (i % 4u))) & 0xFFu; }}
-fn put4(o: u32, v: vec4<i32>) {{ ws[o] = v.x; ws[o + 1u] = v.y; ws[o + 2u] = v.z; ws[o + 3u] = v.w; }}
-// Row r's half h (sub-blocks 4h .. 4h + 3) of block b: nibbles to int8, scales.
+{COMMON}// Row r's half h (sub-blocks 4h .. 4h + 3) of block b: nibbles to int8, scales.
 fn stage_w(n0: u32, b: u32, r: u32, h: u32) {{
   let base = (n0 + r) * RV + b * 9u;
   let hd = W4[base];
@@ -166,14 +163,9 @@ fn stage_w(n0: u32, b: u32, r: u32, h: u32) {{
   let s = hd.yzw;
   for (var jj = 0u; jj < 4u; jj++) {{
     let j = 4u * h + jj;
-    var sc: u32; var mn: u32;
-    if (j < 4u) {{ sc = sb(s, j) & 63u; mn = sb(s, j + 4u) & 63u; }}
-    else {{
-      sc = (sb(s, j + 4u) & 0xFu) | ((sb(s, j - 4u) >> 6u) << 4u);
-      mn = (sb(s, j + 4u) >> 4u) | ((sb(s, j) >> 6u) << 4u);
-    }}
-    wsc[r * 8u + j] = dd.x * f32(sc);
-    wmn[r * 8u + j] = dd.y * f32(mn);
+    let sm = scale_min(s, j);
+    wsc[r * 8u + j] = dd.x * f32(sm.x);
+    wmn[r * 8u + j] = dd.y * f32(sm.y);
   }}
 }}
 @compute @workgroup_size(128)
@@ -236,10 +228,6 @@ def src3(m: int, n: int, k: int, fm: int, sync: bool, splits: int = 1) -> str:
     xw = bm * 32 // 128          # x words a lane stages per stage
     L = [f"""diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable chromium_experimental_subgroup_matrix;
-@group(0) @binding(0) var<storage, read> X: array<i32>;
-@group(0) @binding(1) var<storage, read> XS: array<vec2<f32>>;
-@group(0) @binding(2) var<storage, read> W4: array<vec4<u32>>;
-@group(0) @binding(3) var<storage, read_write> Y: array<f32>;
 const N = {n}u;
 const K = {k}u;
 const NST = K / 128u;            // stages (half blocks)
@@ -256,11 +244,7 @@ var<workgroup> cs: array<i32, {4 * 256 * (len(tiles) if sync else 1)}u>;
 var<private> wq: array<vec4<u32>, 5>;                  // the next stage: header, 4 qs vec4 (this lane's row)
 var<private> xq: array<i32, {xw}>;
 var<private> xc: array<vec2<f32>, 2>;
-fn nib_lo(v: vec4<u32>) -> vec4<i32> {{ return bitcast<vec4<i32>>(v & vec4<u32>(0x0F0F0F0Fu)); }}
-fn nib_hi(v: vec4<u32>) -> vec4<i32> {{ return bitcast<vec4<i32>>((v >> vec4<u32>(4u)) & vec4<u32>(0x0F0F0F0Fu)); }}
-fn sb(s: vec3<u32>, i: u32) -> u32 {{ return (s[i / 4u] >> (8u * (i % 4u))) & 0xFFu; }}
-fn put4(o: u32, v: vec4<i32>) {{ ws[o] = v.x; ws[o + 1u] = v.y; ws[o + 2u] = v.z; ws[o + 3u] = v.w; }}
-fn fetch(n0: u32, m0: u32, st: u32, lid: u32) {{
+{COMMON}fn fetch(n0: u32, m0: u32, st: u32, lid: u32) {{
   let b = st / 2u; let h = st % 2u;
   let base = (n0 + lid) * RV + b * 9u;
   wq[0] = W4[base];
@@ -283,13 +267,8 @@ fn stage(st: u32, lid: u32) {{
   let s = wq[0].yzw;
   for (var jj = 0u; jj < 4u; jj++) {{
     let j = 4u * h + jj;
-    var sc: u32; var mn: u32;
-    if (j < 4u) {{ sc = sb(s, j) & 63u; mn = sb(s, j + 4u) & 63u; }}
-    else {{
-      sc = (sb(s, j + 4u) & 0xFu) | ((sb(s, j - 4u) >> 6u) << 4u);
-      mn = (sb(s, j + 4u) >> 4u) | ((sb(s, j) >> 6u) << 4u);
-    }}
-    wsc[lid * 4u + jj] = vec2<f32>(dd.x * f32(sc), dd.y * f32(mn));
+    let sm = scale_min(s, j);
+    wsc[lid * 4u + jj] = vec2<f32>(dd.x * f32(sm.x), dd.y * f32(sm.y));
   }}
   for (var i = 0u; i < {xw}u; i++) {{
     let w = lid + 128u * i;
@@ -374,8 +353,8 @@ def main() -> None:
         ref = (xq.astype(np.float64) * np.repeat(dx, 32, axis=1)) @ wd.T       # (m, distinct)
         for form in forms:
             if form == "v1":
-                src = SRC.replace("{M}", str(m)).replace("{N}", str(n)).replace("{K}", str(k)) \
-                    .replace("{FM}", str(m // 16))
+                src = SRC.replace("{COMMON}", COMMON).replace("{M}", str(m)).replace("{N}", str(n)) \
+                    .replace("{K}", str(k)).replace("{FM}", str(m // 16))
                 groups = (n // 64, 1, 1)
             elif form.startswith("g"):      # g<FM><s|n>[k<splits>]: the third form
                 fm, sync = int(form[1]), form[2] == "s"
