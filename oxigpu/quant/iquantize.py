@@ -27,6 +27,12 @@ def best_index(v: np.ndarray) -> np.ndarray:
     return np.where(v <= KVALUES[0], 0, np.where(v >= KVALUES[15], 15, mu - lower)).astype(np.uint8)
 
 
+def _inv(v: np.ndarray) -> np.ndarray:
+    """1 / v, and 0 where v is 0 (C's `v ? 1/v : 0`)."""
+    with np.errstate(divide="ignore"):
+        return np.where(v != 0, F(1) / v, F(0))
+
+
 def _sums(xs: np.ndarray, w: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     q = KVALUES[idx]
     wq = w * q
@@ -66,8 +72,7 @@ def quantize_iq4_nl(x: np.ndarray) -> np.ndarray:
     nb = x.shape[0]
     xs = np.ascontiguousarray(x.reshape(nb, 32).T)
     scale = _group_scales(xs, _NTRY)
-    inv = np.where(scale != 0, F(1) / np.where(scale != 0, scale, F(1)), F(0))
-    idx = best_index(inv * xs).T
+    idx = best_index(_inv(scale) * xs).T
     return np.concatenate([_f16_bytes(_f16(scale)), _pack_qs(idx)], axis=1)
 
 
@@ -79,11 +84,9 @@ def quantize_iq4_xs(x: np.ndarray) -> np.ndarray:
     first = np.argmax(np.abs(scales), axis=1)                   # C's strict >: the first largest
     max_scale = scales[np.arange(nb), first]
     d = -max_scale / F(32)
-    inv = np.where(d != 0, F(1) / np.where(d != 0, d, F(1)), F(0))
-    ls = np.clip(nearest_int(inv[:, None] * scales), -32, 31)
+    ls = np.clip(nearest_int(_inv(d)[:, None] * scales), -32, 31)
     dl = (d[:, None] * ls.astype(F)).reshape(-1)
-    idl = np.where(dl != 0, F(1) / np.where(dl != 0, dl, F(1)), F(0))
-    idx = best_index(idl * xs).T.reshape(nb, 256)
+    idx = best_index(_inv(dl) * xs).T.reshape(nb, 256)
     lsu = (ls + 32).astype(np.uint32)
     lo = (lsu & 0xF).reshape(nb, 4, 2)
     scales_l = (lo[:, :, 0] | (lo[:, :, 1] << 4)).astype(np.uint8)
