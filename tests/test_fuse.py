@@ -52,9 +52,9 @@ def _ops(g) -> list[str]:
 @pytest.mark.parametrize("shape", SHAPES)
 def test_fused_ops_per_layer(synth_files, shape):
     """q/k/v become matmul_multi, gate/up + glu matmul_glu, both with the norm before them in their
-    prologue; residual adds fold into their matmul except where gemma3's post-norms sit
-    between them; rope q, rope k, kv_store and (decode only) the attention become one node: 5 dispatching
-    nodes a decode layer where no post-norm or q/k norm sits between; no new values appear."""
+    prologue; residual adds fold into their matmul, or, where gemma3's post-norms sit between them, into
+    the post-norm (rms_norm_add); rope q, rope k, kv_store and (decode only) the attention become one node:
+    5 dispatching nodes a decode layer (gemma3: 7); no new values appear."""
     model = GGUFFile(synth_files[shape])
     plain, fused = build_graph(model, None, 1, N_CTX, fuse=False), build_graph(model, None, 1, N_CTX)
     ops = _ops(fused)
@@ -62,21 +62,23 @@ def test_fused_ops_per_layer(synth_files, shape):
     assert ops.count("rope_kv_attention") == 1
     assert not {"rope", "kv_store", "rope_kv_store", "attention"} & set(ops)
     # attn_norm and ffn_norm moved into the GEMVs' prologue, per-head q/k norms into the decode attention
-    # (attr qk_norm_eps); post-norms stay
-    assert ops.count("rms_norm") == {"tiny-gemma3": 2}.get(shape, 0)
+    # (attr qk_norm_eps); post-norms take their residual add
+    assert ops.count("rms_norm") == 0 and "add" not in ops
+    assert ops.count("rms_norm_add") == {"tiny-gemma3": 2}.get(shape, 0)
     rka = [n for n in fused.nodes if n.op == "rope_kv_attention"]
     assert all(("qk_norm_eps" in n.attrs) == (shape in ("tiny-qwen3", "tiny-gemma3")) for n in rka)
     assert all("norm_eps" in n.attrs for n in fused.nodes if n.op in ("matmul_multi", "matmul_glu"))
     assert ops.count("matmul_add") == (0 if shape == "tiny-gemma3" else 2)
     assert "matmul" not in ops or shape == "tiny-gemma3"
-    assert len(ops) == {"tiny-gemma3": 9}.get(shape, 5)
+    assert len(ops) == {"tiny-gemma3": 7}.get(shape, 5)
     assert len(fused.nodes) < len(plain.nodes)
     prefill = build_graph(model, None, 8, N_CTX)
     assert all("norm_eps" in n.attrs for n in prefill.nodes if n.op in ("matmul_multi", "matmul_glu"))
     prefill = _ops(prefill)                                      # the fused attention is decode-only
     assert prefill.count("matmul_multi") == 1 and prefill.count("matmul_glu") == 1 and "glu" not in prefill
     # the pre-norms moved in here too; q/k norms stay (the prefill rope_kv_store takes none)
-    assert prefill.count("rms_norm") == {"tiny-qwen3": 2, "tiny-gemma3": 4}.get(shape, 0)
+    assert prefill.count("rms_norm") == {"tiny-qwen3": 2, "tiny-gemma3": 2}.get(shape, 0)
+    assert prefill.count("rms_norm_add") == {"tiny-gemma3": 2}.get(shape, 0)
     assert prefill.count("rope_kv_store") == 1 and prefill.count("attention") == 1
     assert "rope_kv_attention" not in prefill
     names = lambda g: {v.name for n in g.nodes for v in n.outputs}  # noqa: E731

@@ -49,6 +49,11 @@ def rms_norm(x: np.ndarray, w: np.ndarray, *, eps: float, group: int) -> np.ndar
     return y.reshape(x.shape)
 
 
+def rms_norm_add(x: np.ndarray, w: np.ndarray, res: np.ndarray, *, eps: float, group: int) -> np.ndarray:
+    """``add(res, rms_norm(x, w))`` in one op (a block's post-norm with its residual add)."""
+    return res + rms_norm(x, w, eps=eps, group=group)
+
+
 def matmul(x: np.ndarray, w: np.ndarray, bias: np.ndarray | None = None, *,
            out: np.ndarray | None = None, n_tokens: int | None = None) -> np.ndarray:
     """``x @ w.T (+ bias)`` with ``w`` as ``[n_out, n_in]``; one row goes through BLAS gemv.

@@ -19,6 +19,9 @@ the numpy backend:
 - ``matmul_id_glu``: the experts' gate and up ``matmul_id`` of one x, ids and weight type followed by
   ``glu`` become one node (decode: one GEMV over both weights, stored back to back, with the GLU in its
   epilogue; prefill: one routing for both grouped GEMMs);
+- ``rms_norm_add``: ``add(r, rms_norm(y, w))`` whose normed value feeds only that add (the post-norm of
+  gemma2/gemma3/olmo2 blocks, between their output matmul and the residual) becomes one node: the norm's
+  kernel adds the residual as it stores;
 - norm prologue: an ``rms_norm`` over whole rows read only by a ``matmul_multi`` or ``matmul_glu``
   moves into it (attr ``norm_eps``, the norm weight as its last input): each GEMV workgroup recomputes
   the row's sum of squares, cheap for d <= 4096; in prefill the matrix-unit GEMM's x pass normalizes
@@ -47,7 +50,7 @@ def fuse(graph: Graph) -> Graph:
     """Apply every pattern in order of value; returns ``graph`` with its node list rewritten."""
     nodes = _moe_route(graph, graph.nodes) if graph.decode else graph.nodes
     nodes = _norm_prologue(graph, _glu_epilogue(graph, _multi_matmul(graph, _expert_glu(graph, nodes))))
-    nodes = _rope_kv_store(graph, _residual_epilogue(graph, nodes))
+    nodes = _rope_kv_store(graph, _norm_residual(graph, _residual_epilogue(graph, nodes)))
     nodes = _expert_sum(graph, nodes) if graph.decode else nodes
     graph.nodes = _rope_kv_attention(graph, nodes) if graph.decode else nodes
     return graph
@@ -185,6 +188,17 @@ def _residual_epilogue(n: Node, view: _View) -> _Fused | None:
         if ms is not None and view.single_use(mm_val) and res.shape == mm_val.shape:
             return Node("moe_sum_add", (arg(ms, "y"), arg(ms, "w"), res), n.outputs, {},
                         f"{ms.name}+{n.name}"), (ms,)
+    return None
+
+
+@_pattern("add")
+def _norm_residual(n: Node, view: _View) -> _Fused | None:
+    """``add(r, rms_norm(y, w))`` whose normed value feeds only that add -> ``rms_norm_add`` at the add."""
+    for h, res in ((n.inputs[1], n.inputs[0]), (n.inputs[0], n.inputs[1])):
+        norm = view.made_by(h, "rms_norm")
+        if norm is not None and view.single_use(h) and res.shape == h.shape:
+            return Node("rms_norm_add", (arg(norm, "x"), arg(norm, "w"), res), n.outputs, dict(norm.attrs),
+                        f"{norm.name}+{n.name}"), (norm,)
     return None
 
 

@@ -109,6 +109,8 @@ matmul_glu         x[R, k], W_gate[n, k], W_up[n, k] -> [R, n]    act; glu(matmu
                                                                   quant type)
 (prologue)         matmul_multi / matmul_glu with attr norm_eps   x replaced by rms_norm(x, w_norm,
                    take one more input, w_norm[k], last           norm_eps) (whole-row norm)
+rms_norm_add       x[R, n], w[g], res[R, n] -> [R, n]             eps, group; add(res, rms_norm(x, w))
+                                                                  (a block's post-norm and its residual)
 moe_sum_add        y[T, K*n], w[T, K], res[T, n] -> [T, n]        (none) add(res, moe_sum(y, w))
 matmul_id_sum_add  x[T, K*k], W[E, n, k], ids i32[T, K],          (none) moe_sum_add(matmul_id(x, W, ids),
                    weights[T, K], res[T, n] -> [T, n]             weights, res) (decode graphs: the mix
@@ -204,6 +206,7 @@ _QKV = (_s("q", "act"), _s("k", "act"), _s("v", "act"))
 OPS: dict[str, OpSpec] = {
     "embed": OpSpec((_s("ids", "ids"), _s("table", "table"))),
     "rms_norm": OpSpec((_s("x", "act"), _s("w", "vec"))),
+    "rms_norm_add": OpSpec((_s("x", "act"), _s("w", "vec"), _s("res", "act"))),
     "matmul": OpSpec((_s("x", "act"), _s("w", "matrix"), _s("bias", "vec", optional=True))),
     "rope": OpSpec((_s("x", "act"), _s("positions", "ids"), _ROPE_FF)),
     "kv_store": OpSpec((_s("k", "act"), _s("v", "act"), *_KV, *_PAGED)),

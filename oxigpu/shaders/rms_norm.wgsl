@@ -1,7 +1,8 @@
 // RMS norm over runs of GROUP contiguous values (GROUP == row width: a plain norm; head_dim: per-head
-// Q/K norms), one workgroup per run: y = x / sqrt(mean(x^2) + eps) * w.
+// Q/K norms), one workgroup per run: y = x / sqrt(mean(x^2) + eps) * w, plus res under RES (rms_norm_add:
+// a block's post-norm and its residual add in one pass).
 // Defines: GROUP, NSEG (runs in the tensor), EPS (f32 literal), WG (workgroup size, a power of two),
-// RED ("sg" with subgroups, "wg" without).
+// RED ("sg" with subgroups, "wg" without), RES.
 const WG: u32 = {{WG}}u;
 const ROWS: u32 = 1u;
 #include "common/reduce_{{RED}}.wgsl"
@@ -9,6 +10,8 @@ const ROWS: u32 = 1u;
 @group(0) @binding(1) var<storage, read> x: array<f32>;
 @group(0) @binding(2) var<storage, read> w: array<f32>;
 @group(0) @binding(3) var<storage, read_write> y: array<f32>;
+@group(0) @binding(4) var<storage, read> res: array<f32>;
+const RES: bool = {{RES}};
 
 var<workgroup> inv_s: f32;
 
@@ -27,6 +30,9 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   workgroupBarrier();
   let inv = inv_s;
   if (live) {
-    for (var c = lane.lid; c < {{GROUP}}u; c += WG) { y[base + c] = x[base + c] * inv * w[c]; }
+    for (var c = lane.lid; c < {{GROUP}}u; c += WG) {
+      let v = x[base + c] * inv * w[c];
+      if (RES) { y[base + c] = res[base + c] + v; } else { y[base + c] = v; }
+    }
   }
 }
