@@ -234,7 +234,7 @@ def test_rope_kv_attention_reference_is_the_composition():
 def _registered() -> list[Case]:
     load_kernels()
     return [c for name in ("matmul_add", "matmul_multi", "matmul_glu", "rope_kv_store", "rope_kv_attention",
-                           "rope_kv_attention.paged") for c in CHECKS[name]()]
+                           "rope_kv_attention.paged", "rms_norm_add") for c in CHECKS[name]()]
 
 
 @pytest.mark.gpu
