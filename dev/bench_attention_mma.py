@@ -38,6 +38,9 @@ CASES = [   # name, T, n_tokens, pos, heads, KV heads, head dim, n_ctx, extra at
     ("llama-3.2-1b pp512", 512, 512, 0, 32, 8, 64, 512, {}, 0.0),
     ("llama-3.1-8b pp512", 512, 512, 0, 32, 8, 128, 512, {}, 0.0),
     ("llama-3.1-8b pp512 pos=512", 512, 512, 512, 32, 8, 128, 1024, {}, 0.0),
+    ("qwen2.5-0.5b pp512 pos=4096", 512, 512, 4096, 14, 2, 64, 4608, {}, 0.0),
+    ("llama-3.2-1b pp512 pos=4096", 512, 512, 4096, 32, 8, 64, 4608, {}, 0.0),
+    ("llama-3.1-8b pp512 pos=4096", 512, 512, 4096, 32, 8, 128, 4608, {}, 0.0),
 ]
 MMA_TOL = 5e-3
 
@@ -47,19 +50,24 @@ def main() -> None:
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--copies", type=int, default=20)
     ap.add_argument("--tiles", default="4:64,4:32", help="matrix-unit tiles NSG:BK to time")
+    ap.add_argument("--cases", default="", help="only the cases whose name holds one of these (comma list)")
+    ap.add_argument("--no-fma", action="store_true", help="time the matrix-unit tiles only")
     args = ap.parse_args()
     dev = Device.get()
     print("device:", dev.info()["name"], dev.info()["backend"], "mma:", dev.has_mma, "workgroup memory:",
           dev.limits["max-compute-workgroup-storage-size"], flush=True)
     recs = []
     for name, T, n_tok, pos, H, Hkv, D, n_ctx, extra, growth in CASES:
+        if args.cases and not any(c in name for c in args.cases.split(",")):
+            continue
         case = attention_case(name, T, n_tok, pos, H, Hkv, D, n_ctx, seed=len(recs), **extra)
         q, ck, cv = case.inputs
         if growth:
             ck *= (1.0 + growth * np.arange(n_ctx) / n_ctx).astype(np.float16)[:, None]
         ref = case.reference()[0][:n_tok]
         bufs = [dev.upload(a) for a in (q, ck, cv)]
-        kinds = [("fma", {"prefill_mma": False})] + [(f"mma {t}", {"prefill_mma": t}) for t in args.tiles.split(",")]
+        kinds = [("fma", {"prefill_mma": False})] * (not args.no_fma)
+        kinds += [(f"mma {t}", {"prefill_mma": t}) for t in args.tiles.split(",")]
         kernels, outs, dss = [], [], []
         for kind, a in kinds:
             try:
