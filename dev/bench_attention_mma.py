@@ -49,7 +49,8 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--copies", type=int, default=20)
-    ap.add_argument("--tiles", default="4:64,4:32", help="matrix-unit tiles NSG:BK to time")
+    ap.add_argument("--tiles", default="4:64,4:32", help="matrix-unit tiles NSG:BK to time; "
+                    "NSG:BK/uK: with key units of K keys")
     ap.add_argument("--cases", default="", help="only the cases whose name holds one of these (comma list)")
     ap.add_argument("--no-fma", action="store_true", help="time the matrix-unit tiles only")
     args = ap.parse_args()
@@ -67,7 +68,9 @@ def main() -> None:
         ref = case.reference()[0][:n_tok]
         bufs = [dev.upload(a) for a in (q, ck, cv)]
         kinds = [("fma", {"prefill_mma": False})] * (not args.no_fma)
-        kinds += [(f"mma {t}", {"prefill_mma": t}) for t in args.tiles.split(",")]
+        for t in args.tiles.split(","):   # NSG:BK, or NSG:BK/u<keys per unit>
+            tile, _, units = t.partition("/u")
+            kinds.append((f"mma {t}", {"prefill_mma": tile, "prefill_units": int(units or 0)}))
         kernels, outs, dss = [], [], []
         for kind, a in kinds:
             try:

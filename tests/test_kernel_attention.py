@@ -281,6 +281,16 @@ def _mma_cases():
                        seed=78, prefill_mma=True),
         attention_case("mma rescale D=128 T=130 pos=17 window=70 softcap", 130, 130, 17, 4, 4, 128, 160, window=70,
                        softcap=20.0, seed=79, prefill_mma="4:32"),
+        # key units (one workgroup per row block and unit of keys, merged after): units that start inside a
+        # tile, rows that see none of a unit's keys, windows leaving whole units empty, moved maxima
+        attention_case("mma units of 48 D=64 GQA7 T=150 n_tokens=141 pos=93", 150, 141, 93, 14, 2, 64, 240,
+                       seed=80, prefill_mma=True, prefill_units=48),
+        attention_case("mma units of 64 D=128 GQA4 T=70 pos=300 window=100 softcap", 70, 70, 300, 8, 2, 128, 400,
+                       window=100, softcap=20.0, seed=81, prefill_mma="4:32", prefill_units=64),
+        attention_case("mma rescale units of 96 D=64 GQA4 T=200 pos=40", 200, 200, 40, 8, 2, 64, 256, seed=82,
+                       prefill_mma=True, prefill_units=96),
+        attention_case("mma units from the keys D=64 GQA7 T=150 n_tokens=141 pos=93", 150, 141, 93, 14, 2, 64, 240,
+                       seed=83, prefill_mma=True, prefill_units=-1),
     ]
     for c in cases:
         if "rescale" in c.name:   # keys grow 5x along the cache: later tiles' maxima exceed the first's by > 8
@@ -295,7 +305,8 @@ def test_prefill_mma(dev, case):
     cache rows; the rescale cases move rows' reference maxima after the first tile."""
     if not dev.has_mma:
         pytest.skip("no subgroup matrices (the matrix-unit prefill attention runs on Dawn with them only)")
-    assert isinstance(prepare("attention", case.inputs, case.attrs, dev=dev).kernel.cfg, MmaTile)
+    kernel = prepare("attention", case.inputs, case.attrs, dev=dev).kernel
+    assert isinstance(kernel.cfg, MmaTile) and (kernel.units > 1) == ("units" in case.name)
     got = run_op("attention", case.inputs, case.attrs, case.pos, case.n_tokens, dev=dev)
     err = rel_error(got[0], case.reference()[0])
     assert err <= MMA_TOL, f"{case.name}: rel. error {err:.3g}"

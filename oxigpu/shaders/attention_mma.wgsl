@@ -22,6 +22,7 @@ enable chromium_experimental_subgroup_matrix;
 #include "math.wgsl"
 #include "common/paged_{{PAGED}}.wgsl"
 #include "attention/mma_kv_{{KVQ}}.wgsl"
+#include "attention/mma_out_{{UNITS}}.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
 @group(0) @binding(2) var<storage, read> cache_k: array<MW>;   // f16: [pos][NKV][D] halves, 8 a vec4
@@ -51,6 +52,12 @@ const LD: u32 = max(D, DV) + 8u;    // halves per staged row (8 of padding)
 const SL: u32 = BK + 4u;            // f32 per score row
 const PL: u32 = BK + 8u;            // halves per probability row
 const RESCALE: f32 = 8.0;
+const NU: u32 = {{NU}}u;            // most units (1: a row block walks all its keys; attention/mma_out_*)
+const KU: u32 = {{KU}}u;            // keys per unit, or 0: from the chunk's keys (unit_keys below)
+const WGS: u32 = {{WGS}}u;          // ...with this many row blocks (over all KV heads)
+const RS: u32 = {{RS}}u;            // ...for this many resident workgroups
+const LONGK: u32 = {{LONGK}}u;      // ...and units of at most this many keys
+var<private> unit: u32 = 0u;       // this workgroup's
 
 var<workgroup> kv: array<f16, max(BQ, BK) * LD>;   // the Q tile first, then each K and V tile [row][d]
 var<workgroup> ss: array<f32, BQ * SL>;            // scores, O blocks on their way through, [row][col]
@@ -79,14 +86,29 @@ fn store8(e: u32, v: vec4<u32>, V: bool) {
   }
 }
 
+// Keys per unit: KU, or the chunk's keys (its last row's) cut so that the units' workgroups make RS
+// resident ones (one wave: the last unit's remainder is short and runs in the slots left over), at most
+// LONGK keys a unit and at most NU units; a multiple of BK. From P and the positions only: the same for
+// every workgroup of a step.
+fn unit_keys() -> u32 {
+  if (KU > 0u) { return KU; }
+  let keys = pos_of(min({{T}}u, P.n_tokens) - 1u) + 1u;
+  let fill = (keys * WGS + RS - 1u) / RS;
+  let ku = max(min(fill, LONGK), (keys + NU - 1u) / NU);
+  return (ku + BK - 1u) / BK * BK;
+}
+
 #include "attention/tiles_{{TILES}}.wgsl"
 #include "attention/prefill_rows.wgsl"
 
 @compute @workgroup_size(WG)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>,
         @builtin(num_workgroups) nwg: vec3<u32>) {
-  let w = wid.y * nwg.x + wid.x;
-  if (w >= PRB * NKV) { return; }
+  let wa = wid.y * nwg.x + wid.x;
+  if (wa >= PRB * NKV * NU) { return; }
+  let w = wa % (PRB * NKV);
+  let un = wa / (PRB * NKV);               // uniform (a private variable is not, to the analysis)
+  unit = un;
   let kvh = w % NKV;
   var rg0 = 0u;
   var lo = 0u;
@@ -104,6 +126,18 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     let kr = key_range(rg0);               // uniform (row_window reads the TILES tile's state)
     lo = kr.x;
     hi = kr.y;
+    if (NU > 1u) {                         // this unit's keys only; none: its rows say so to the merge
+      let ku = unit_keys();
+      lo = max(lo, un * ku);
+      hi = min(hi, un * ku + ku);
+      if (lo >= hi) {
+        for (var u = lid; u < BQ; u += WG) {
+          let r = rg0 + u;
+          if (r < ROWS && r / G < P.n_tokens) { put_ml(r / G, kvh * G + r % G, NEG_BIG, 0.0); }
+        }
+        return;
+      }
+    }
   }
   let sg = lid / 32u;
   let e = lid % 32u;
@@ -111,7 +145,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let rg = rg0 + row;
   let c0 = CPL * (e % 2u);
   let win = row_window(rg);
-  let keys = vec2<u32>(win.x, win.x + win.y);   // [first, end) of this row's keys
+  var keys = vec2<u32>(win.x, win.x + win.y);   // [first, end) of this row's keys
+  if (NU > 1u) { keys = vec2<u32>(max(keys.x, lo), min(keys.y, hi)); }   // ... in this unit
 
   // Q tile (times SCALE) as f16 into kv, then each subgroup's 16 rows into registers.
   for (var u = lid; u < BQ * D; u += WG) {
@@ -178,4 +213,5 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   var inv = 0.0;
   if (l > 0.0) { inv = 1.0 / l; }
 {{O_OUT}}
+  if (live && c0 == 0u) { put_ml(t, h, m, l); }
 }

@@ -245,6 +245,19 @@ class PrefillTuning:
     fifth session)."""
     mma_deep_dim: int = 128
     """...for head dims up to this: gemma3 270M's 256-dim global layers gained nothing at 4608 keys."""
+    max_units: int = 8
+    """One sequence's chunks with many keys (OpKernel.deep) cut each row block's keys into at most this many
+    units, a workgroup each, merged after (shaders/attention_merge_units.wgsl; the partials' scratch grows
+    with it): a 512-row chunk of a model with few KV heads has too few row blocks to keep the GPU busy."""
+    unit_fill: int = 2
+    """...of keys enough that the units' workgroups make this many per slot (resident at once: a second
+    wave would cost a whole unit's time again). 2 KV heads, head dim 64, 4,608 keys (112 row blocks): the
+    kernel's time 335 us in one unit, 188 with 2,048-key units (two, and a short third), 247 with three
+    of 1,536 (two waves): docs/perf-log.md, seventh session..."""
+    unit_long_keys: int = 4096
+    """...and one more per this many keys. Where the row blocks alone fill the GPU (8 KV heads: 256) units
+    lose at 4,608 keys (head dim 128: +13 % time with 3) and gain at 33k (the whole pp512 +14 % with 8), so
+    those plans take the units only for steps of twice this many keys or more."""
 
 
 @dataclass(frozen=True)

@@ -13,9 +13,11 @@ split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most row
 ``team_keys`` (keys per team pass, 4 or 8) and
 ``prefill_tile`` (the prefill kernel's tile, "NRG:RT:KT" with an "s" where K and V share a buffer; see
 ops/attention_prefill.py; keeps the FMA kernel) and ``prefill_mma`` (False: the FMA kernel; True or a tile
-"NSG:BK": the matrix-unit kernel wherever the device has it). Without them, where ``Device.has_mma``, the
-head dims allow and the chunk fills the GPU (tuning.py ``PrefillTuning.mma_tiles``), prefill runs
-shaders/attention_mma.wgsl on the matrix units (f16 Q and P: ~5e-4 relative error)."""
+"NSG:BK": the matrix-unit kernel wherever the device has it) and ``prefill_units`` (keys per unit, or -1:
+from the step's keys; the matrix-unit kernel of one sequence cuts each row block's keys into units, merged
+after). Without them, where ``Device.has_mma``, the head dims allow and the chunk fills the GPU (tuning.py
+``PrefillTuning.mma_tiles``), prefill runs shaders/attention_mma.wgsl on the matrix units (f16 Q and P:
+~5e-4 relative error); one sequence's chunks with many keys take the unit-cut variant (``OpKernel.deep``)."""
 from __future__ import annotations
 
 import math
@@ -145,6 +147,7 @@ class Attention(OpKernel):
                   "SOFTCAP": f32_lit(a.get("softcap", 0.0)), "WINDOW": int(a.get("window", 0)),
                   **kv_defines(types, (Hkv * D, Hkv * DV))}
         self.part = self.counters = None
+        self.units = 1
         prefill = T > 1 and not a.get("n_split") and not self.decode_only
         paged = paged_defines(self.paged, a, self.in_shapes[kc + 4] if self.paged else None, self.in_shapes[kc][0],
                               (11, 12, 13))
@@ -161,24 +164,48 @@ class Attention(OpKernel):
         # whether the chunk fills the GPU counts row blocks of real rows: the tile table's `extra` workgroups
         # are mostly empty, so counting them picked the matrix-unit kernel for chunks the FMA kernel's
         # smaller tiles spread wider
+        pt = tuning(cls).prefill
+        window = int(a.get("window", 0))
+        # a variant for one sequence's chunks with many keys (OpKernel.deep): the matrix-unit kernel, its
+        # row blocks' keys cut into units (below); never for head dims it gains nothing on, nor where a
+        # sliding window keeps the keys short
+        deep = (mtile is not None and mma is None and not self.tiles and max(D, DV) <= pt.mma_deep_dim
+                and not 0 < window < pt.mma_deep_keys)
         if mtile is not None and (mma is not None or Hkv * blocks >= tuning(cls).slots):
             self.prefill, self.cfg, self.split = True, mtile, 1
-            self.n_groups = Hkv * prb
+            pu = 0 if self.tiles else int(a.get("prefill_units", 0))
+            ku, nu = (pu, -(-n_ctx // pu)) if pu > 0 else (0, 1)
+            if pu < 0:     # units from the step's keys (attention_mma.wgsl unit_keys)
+                nu = min(pt.max_units, -(-n_ctx // mtile.BK))
+            if nu < 2:
+                ku, nu = 0, 1
+            self.units = nu
+            self.n_groups = Hkv * prb * nu
             self.pipe = self.dev.pipeline("attention_mma.wgsl", "main", common | mma_defines(mtile, D, DV) | {
-                "PRB": prb} | paged)
+                "PRB": prb, "KU": ku, "NU": nu, "WGS": Hkv * blocks, "RS": pt.unit_fill * tuning(cls).slots,
+                "LONGK": pt.unit_long_keys, "UNITS": nu > 1,
+                "TRW": T * H} | paged)
+            if nu > 1:
+                nbytes = 4 * nu * T * H * (DV + 2)
+                self.part = (scratch_buffer(self.dev, nbytes, "attention units"), 0, nbytes)
+                self.merge_pipe = self.dev.pipeline("attention_merge_units.wgsl", "main",
+                                                    {"NU": nu, "TRW": T * H, "NH": H, "DV": DV})
+            elif deep and n_ctx >= 2 * pt.unit_long_keys:
+                # the row blocks fill the GPU, but from two units of unit_long_keys keys on a block's key loop
+                # is long enough that more workgroups still gain
+                self.deep = type(self)(self.dev, {**a, "prefill_mma": True, "prefill_units": -1},
+                                       self.in_shapes, self.in_types, self.out_shapes)
+                self.deep_keys = 2 * pt.unit_long_keys
             return
         tile = prefill_config(D, DV, limit, a.get("prefill_tile"), T * G, Hkv, cls) if prefill else None
         self.prefill = tile is not None
         if self.prefill:
-            pt = tuning(cls).prefill
-            deep_keys, window = pt.mma_deep_keys, int(a.get("window", 0))
-            if mtile is not None and mma is None and max(D, DV) <= pt.mma_deep_dim and not 0 < window < deep_keys:
+            if deep:
                 # too few row blocks to fill the GPU with the matrix-unit kernel, but with a longer context
-                # each block's keys make up for that (tuning.py mma_deep_keys); a sliding window shorter
-                # than that never gets there
-                self.deep = type(self)(self.dev, {**a, "prefill_mma": True}, self.in_shapes, self.in_types,
-                                       self.out_shapes)
-                self.deep_keys = deep_keys
+                # each block's keys make up for that (tuning.py mma_deep_keys)
+                self.deep = type(self)(self.dev, {**a, "prefill_mma": True, "prefill_units": -1},
+                                       self.in_shapes, self.in_types, self.out_shapes)
+                self.deep_keys = pt.mma_deep_keys
             self.cfg = tile
             prb = -(-T * G // tile.BQ) + extra
             self.n_groups = Hkv * prb
@@ -234,11 +261,19 @@ class Attention(OpKernel):
         binds = {0: self.dev.params_buffer, 1: q, 2: k, 3: v, 4: out, **self.paged_binds(buffers)}
         if not self.prefill:
             binds |= {5: self.part, 6: self.counters}
+        if self.prefill and self.units > 1:   # the key units' partials, then their merge into out
+            binds[5] = self.part
+            del binds[4]                        # the kernel writes the partials only
+            merge = self.dev.bind_group(self.merge_pipe, {0: self.dev.params_buffer, 1: self.part, 2: out})
+            n_out = self.in_shapes[0][0] * self.attrs["n_head"] * self.attrs["v_head_dim"]
+            return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), workgroups_for(self.n_groups)),
+                    Dispatch(self.merge_pipe, merge, workgroups_for(-(-n_out // 64)))]
         bg = self.dev.bind_group(self.pipe, binds)
         return [Dispatch(self.pipe, bg, workgroups_for(self.n_groups))]
 
 
-TUNING_ATTRS = ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys", "prefill_tile", "prefill_mma")
+TUNING_ATTRS = ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys", "prefill_tile", "prefill_mma",
+                "prefill_units")
 """The kernel choices above: attrs of a test case that the op itself (numpy_ops.attention) does not take."""
 
 
@@ -378,7 +413,7 @@ def _paged_cases() -> Iterable[Case]:
 def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int, D: int, n_ctx: int,
                    window: int = 0, softcap: float = 0.0, n_split: int = 0, seed: int = 0, dv: int = 0,
                    split_chunk: int = 0, prefill_tile: str = "", team_keys: int = 0,
-                   prefill_mma: bool | str = False) -> Case:
+                   prefill_mma: bool | str = False, prefill_units: int = 0) -> Case:
     """Random q and f16 caches; cache rows at or past pos + n_tokens hold NaN (must never be read).
     ``prefill_mma`` (T > 1): False keeps the FMA kernel these cases' tolerance is for; True or a tile
     "NSG:BK" lets the matrix-unit kernel run where the device has it (test_kernel_attention.py holds it to
@@ -403,6 +438,8 @@ def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int,
         attrs["team_keys"] = team_keys
     if T > 1:
         attrs["prefill_mma"] = prefill_mma
+    if prefill_units:
+        attrs["prefill_units"] = prefill_units
     n_kv = pos + n_tokens
     return Case("attention", name, [q, ck, cv], ["f32", "f16", "f16"],
                 lambda: [reference(q, ck, cv, **attrs, pos=pos, n_tokens=n_tokens)], 2e-5, attrs=attrs,

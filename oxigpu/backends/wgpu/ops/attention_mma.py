@@ -105,7 +105,7 @@ def mma_defines(tile: MmaTile, d: int, dv: int) -> dict[str, str | int]:
             "  workgroupBarrier();",
             "  if (live) {",
             f"    for (var c = c0; c < min(c0 + CPL, {width}u); c++) {{",
-            f"      dst[(t * NH + h) * DV + {16 * g0}u + c] = ss[row * SL + c] * inv;",
+            f"      put_out(t, h, {16 * g0}u + c, ss[row * SL + c], inv);",
             "    }",
             "  }",
             "  workgroupBarrier();"]
