@@ -6,14 +6,15 @@
 // in registers) and walks the keys they can see in tiles of BK keys, staged as f16 in workgroup memory
 // (16-byte cache loads into registers one stage ahead; zero at or past the block's last key: cache rows
 // there may be NaN). Per tile: S = Q K^T per subgroup into workgroup memory (ss); per row (two lanes a
-// row, BK / 2 keys each) the tile's masked maximum, P = exp(S - m) as f16 into ps and the running sum l;
+// row, BK / 2 keys each, read once into registers) the tile's masked maximum, P = exp(S - m) as f16 into ps
+// and the running sum l;
 // O += P V. The result matrices cannot be scaled row by row, so m is a reference maximum that only moves
 // when a tile's maximum exceeds it by more than RESCALE (P <= e^RESCALE stays a finite f16); then, and
 // only then (workgroup-uniform: a flag in workgroup memory), every O block goes through ss to be scaled
 // by exp(m_old - m_new) per row. Real attention rarely moves it past the first tile.
 // Defines: D, DV, G, NH, NKV, T, SCALE, SOFTCAP (0: none), WINDOW (0: none), PRB (row blocks per KV
 // head), NSG, BK, and the generated blocks (ops/attention_mma.py): QLOAD, K_LOAD, K_LOAD_NEXT, K_STORE,
-// V_LOAD, V_STORE, S_MMA, ODECL, O_RESCALE, PV_MMA, O_OUT; KVQ (quantized caches: dequantized into the
+// V_LOAD, V_STORE, S_MMA, SM_READ, SM_WRITE, ODECL, O_RESCALE, PV_MMA, O_OUT; KVQ (quantized caches: dequantized into the
 // staged f16 tile, attention/mma_kv_true.wgsl); PAGED and TILES as attention.wgsl.
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
@@ -144,6 +145,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let row = 16u * sg + e / 2u;             // this lane's row of the block, keys c0 .. c0 + CPL of a tile
   let rg = rg0 + row;
   let c0 = CPL * (e % 2u);
+  // The order a lane takes its CPL scores in, rotated by its place among the 4 lanes whose rows share
+  // banks (SL = 4 mod 32 words: rows r and r + 8, both halves): the 32 lanes read 32 banks at once.
+  let rot = e / 16u + 2u * (e % 2u);
   let win = row_window(rg);
   var keys = vec2<u32>(win.x, win.x + win.y);   // [first, end) of this row's keys
   if (NU > 1u) { keys = vec2<u32>(max(keys.x, lo), min(keys.y, hi)); }   // ... in this unit
@@ -176,10 +180,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 {{K_LOAD_NEXT}}
     }
     var mt = NEG_BIG;
-    for (var c = c0; c < c0 + CPL; c++) {
-      let j = k0 + c;
-      if (j >= keys.x && j < keys.y) { mt = max(mt, softcap(ss[row * SL + c])); }
-    }
+{{SM_READ}}
     mt = max(mt, subgroupShuffleXor(mt, 1u));
     var alpha = 1.0;
     if (mt > m + RESCALE) {
@@ -188,14 +189,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
       m = mt;
       l *= alpha;
     }
-    for (var c = c0; c < c0 + CPL; c++) {
-      let j = k0 + c;
-      var p = 0.0;
-      if (j >= keys.x && j < keys.y) { p = exp(softcap(ss[row * SL + c]) - m); }
-      let ph = f16(p);
-      l += f32(ph);                   // the sum of what PV multiplies
-      ps[row * PL + c] = ph;
-    }
+{{SM_WRITE}}
     if (lid == 0u) { flag[par ^ 1u] = 0u; }   // read by every lane a tile ago
 {{V_STORE}}
     if (workgroupUniformLoad(&flag[par]) != 0u) {   // the barrier that publishes V and P as well

@@ -109,7 +109,19 @@ def mma_defines(tile: MmaTile, d: int, dv: int) -> dict[str, str | int]:
             "    }",
             "  }",
             "  workgroupBarrier();"]
+    cpl = tile.BK // 2
+    sm_read, sm_write = [], []
+    for i in range(cpl):   # this lane's scores of the tile in registers (masked: NEG_BIG), their maximum
+        sm_read += [f"    let c_{i} = c0 + (({i}u + rot) & {cpl - 1}u);",
+                    f"    let v_{i} = select(NEG_BIG, softcap(ss[row * SL + c_{i}]), "
+                    f"k0 + c_{i} >= keys.x && k0 + c_{i} < keys.y);",
+                    f"    mt = max(mt, v_{i});"]
+        sm_write += [f"    let h_{i} = f16(select(0.0, exp(v_{i} - m), v_{i} > NEG_BIG));",
+                     f"    l += f32(h_{i});",     # the sum of what PV multiplies
+                     f"    ps[row * PL + c_{i}] = h_{i};"]
     blocks = {
+        "SM_READ": sm_read,
+        "SM_WRITE": sm_write,
         "QLOAD": qload,
         "K_LOAD": load("rk", nlk, "k0", False, "var "),
         "K_LOAD_NEXT": ["  " + s for s in load("rk", nlk, "nk", False, "")],

@@ -1,0 +1,89 @@
+"""Where the matrix-unit prefill attention's time goes: the production kernel (shaders/attention_mma.wgsl)
+timed with one part of its tile loop taken out at a time (results wrong on purpose; only the time
+differences mean something), as llm.c's dev/cuda experiments separate a kernel's costs.
+
+    python3 dev/ablate_attention_mma.py [--cases pos=4096] [--tiles 4:32,4:32/u-1] [--copies 5]
+
+Ablations (text edits of the expanded shader source): ``no_kload`` (cache loads replaced by their index:
+no memory traffic), ``no_kstore`` / ``no_vstore`` (the f16 staging stores of K / V), ``no_smma`` (all but
+the first k step of S = Q K^T), ``no_pv`` (O += P V), ``no_softmax`` (P = S, no maximum, no exp: the
+scores are still read), ``no_barrier`` (every workgroupBarrier). Needs Dawn with subgroup matrices (the
+H100 / H200).
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_attention_mma import CASES  # noqa: E402
+from bench_gemv import time_variants  # noqa: E402
+
+from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
+from oxigpu.backends.wgpu.ops.attention import Attention, attention_case  # noqa: E402
+
+
+def _drop(pattern: str):
+    rx = re.compile(pattern)
+    return lambda src: "\n".join(line for line in src.split("\n") if not rx.search(line))
+
+
+ABLATIONS = {
+    "full": lambda src: src,
+    "no_kload": lambda src: src.replace(   # (j never is 0xFFFFFFFF: the caches keep their bindings)
+        "v = kv8(phys(tile_seq, j), kvh, e % W8, V);",
+        "v = vec4<u32>(j); if (j == 0xFFFFFFFFu) { v = kv8(0u, kvh, 0u, V); }"),
+    "no_kstore": _drop(r"store8\(lid.*false\);"),
+    "no_vstore": _drop(r"store8\(lid.*true\);"),
+    "no_smma": _drop(r"^\s+s\d+ = subgroupMatrixMultiplyAccumulate"),
+    "no_pv": _drop(r"o\d+ = subgroupMatrixMultiplyAccumulate\(pa"),
+    "no_softmax": lambda src: re.sub(r"exp\((v_\d+) - m\)", r"\1", _drop(r"mt = max\(mt, v_\d+\);")(src)),
+    "no_barrier": lambda src: src.replace("workgroupBarrier();", ""),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--cases", default="pos=4096")
+    ap.add_argument("--tiles", default="4:32,4:32/u-1")
+    ap.add_argument("--copies", type=int, default=5)
+    args = ap.parse_args()
+    dev = Device.get()
+    plain = dev.shader_source
+    for name, T, n_tok, pos, H, Hkv, D, n_ctx, extra, _ in CASES:
+        if not any(c in name for c in args.cases.split(",")):
+            continue
+        case = attention_case(name, T, n_tok, pos, H, Hkv, D, n_ctx, seed=1, **extra)
+        bufs = [dev.upload(a) for a in case.inputs]
+        out = dev.upload(np.zeros((T, H * D), np.float32))
+        for t in args.tiles.split(","):
+            tile, _, units = t.partition("/u")
+            dss = []
+            for abl, edit in ABLATIONS.items():
+                def source(f, d=None, i=None, edit=edit, abl=abl):
+                    src = plain(f, d, i)
+                    if f != "attention_mma.wgsl":
+                        return src
+                    new = edit(src)
+                    if abl != "full" and new == src:
+                        raise SystemExit(f"ablation {abl} matched nothing in the kernel's source")
+                    return new
+                dev.shader_source = source
+                dev._pipelines.clear()
+                k = Attention(dev, case.attrs | {"prefill_mma": tile, "prefill_units": int(units or 0)},
+                              [x.shape for x in case.inputs], case.in_types, [(T, H * D)])
+                dss.append(k.encode([*bufs, out]))
+            dev.shader_source = plain
+            dev.write_params(Params(pos=pos, n_tokens=n_tok))
+            secs = time_variants(dev, dss, args.copies)
+            print(f"{name:34} {t:10} " + "  ".join(f"{a} {s * 1e6:7.1f}" for a, s in zip(ABLATIONS, secs)),
+                  flush=True)
+
+
+if __name__ == "__main__":
+    main()
