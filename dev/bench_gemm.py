@@ -2,6 +2,7 @@
 
     python3 dev/bench_gemm.py [--m 512] [--out DIR] [--budget SECONDS] [--shapes NAME,...]
         [--variants V,...] [--narrow V,...] [--splits 2,4] [--split-tiles T,...] [--rotate R] [--copies N]
+        [--ablate no_wstore,no_xstore,no_fetch,no_mma,no_barrier]
 
 Each case multiplies x [m, k] by a weight of real shape (``distinct`` quantized rows tiled, so building it
 is cheap) with one variant: ``default`` (what ops/gemm.py picks on this adapter), ``f32`` / ``q8`` (its
@@ -152,6 +153,32 @@ def warm_up(dev: Device) -> None:
     print(f"warm-up: gpu {g * 1e3:.0f} ms in {(time.perf_counter() - t0) * 1e3:.0f} ms wall", flush=True)
 
 
+ABLATIONS = {   # edits of the expanded gemm_mma.wgsl source (every weight type's staging writes `ws[...] =`)
+    "no_wstore": r"^\s*ws\[o",                                    # the f16 weight staging stores
+    "no_xstore": r"^\s*xs\[o\] = ",                              # the f16 x staging stores
+    "no_fetch": r"if \(k0 \+ BK < kr\.y\) \{ fetch\(",            # every global load but the first step's
+    "no_mma": r"c\d\d = subgroupMatrixMultiplyAccumulate",          # the products
+    "no_barrier": r"^\s*workgroupBarrier\(\);\s*$",               # the main loop's and epilogue's barriers
+}
+"""Where the matrix-unit GEMM's time goes (``--ablate``): lines of the kernel matching the pattern are
+dropped, as dev/ablate_attention_mma.py does for the prefill attention."""
+
+
+def _ablated(plain, abl: str):
+    import re
+    rx = re.compile(ABLATIONS[abl])
+
+    def source(f, d=None, i=None):
+        src = plain(f, d, i)
+        if f != "gemm_mma.wgsl":
+            return src
+        new = "\n".join(line for line in src.split("\n") if not rx.search(line))
+        if new == src:
+            raise ValueError(f"ablation {abl} matched nothing in gemm_mma.wgsl")
+        return new
+    return source
+
+
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -168,6 +195,8 @@ def main() -> None:
     ap.add_argument("--copies", type=int, default=0,
                     help="copies of the dispatches per timed pass (default: as many as fill ~20 ms; 1: one "
                          "per pass, as the model's per-node profile runs them)")
+    ap.add_argument("--ablate", default="", help="comma list of ABLATIONS: each variant also timed with one part "
+                    "of the matrix-unit kernel taken out (results wrong on purpose; --variants mma ...)")
     ap.add_argument("--rotate", type=int, default=1,
                     help="weight copies the timed passes cycle through (the engine's kernels only): with R x "
                          "the weight bytes past the H100's 50 MB L2 every run reads its weights from HBM, as "
@@ -214,7 +243,13 @@ def main() -> None:
                 variants += [f"{tile} s{s}" for tile in args.split_tiles.split(",") for s in args.splits.split(",")]
         if t == "F16":
             variants.append("f16tiles")
-        for v in variants:
+        plain = dev.shader_source
+        runs_of = [(v, a) for v in variants for a in ["", *filter(None, args.ablate.split(","))]]
+        for v, abl in runs_of:
+            dev.shader_source = plain
+            if abl:
+                dev.shader_source = _ablated(plain, abl)
+                dev._pipelines.clear()
             try:
                 if v == "glu":    # the model's gate+up: n / 2 gate rows then n / 2 up rows, the GLU epilogue
                     half = n // 2 * qt.row_bytes(k)
@@ -244,8 +279,9 @@ def main() -> None:
                     want = wants[kind]
                 err = float(np.abs(got - want).max() / np.abs(want).max())
                 secs = time_dispatches(dev, [x for r in runs for x in r]) / len(runs)
-                rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, cfg=cfg, us=secs * 1e6, rotate=len(runs),
-                           tflops=flops / secs / 1e12, err=err, ok=err <= tol + (1e-4 if kind == "mma" else 0))
+                rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v + (f" [{abl}]" if abl else ""), cfg=cfg,
+                           us=secs * 1e6, rotate=len(runs), tflops=flops / secs / 1e12, err=err,
+                           ok=err <= tol + (1e-4 if kind == "mma" else 0) or bool(abl))   # ablated: wrong by design
                 if cfg.startswith(("q8", "mma")):
                     rec["xpass_us"] = time_dispatches(dev, d[:1]) * 1e6
                 yb.destroy()
@@ -264,7 +300,8 @@ def main() -> None:
         rs = [r for r in rows if r["shape"] == name and "tflops" in r]
         bad = [r["variant"] for r in rows if r["shape"] == name and ("error" in r or not r.get("ok"))]
         get = lambda v, rs=rs: next((f"{r['tflops']:.2f}" for r in rs if r["variant"] == v), "-")
-        best = max(rs, key=lambda r: r["tflops"]) if rs else None
+        whole = [r for r in rs if "[" not in r["variant"]]     # ablated runs are not candidates
+        best = max(whole, key=lambda r: r["tflops"]) if whole else None
         r0 = rows[[r["shape"] for r in rows].index(name)]
         print(f"{name:16} {r0['type']:5} {r0['n']:>5}x{r0['k']:<5} {get('default'):>8} "
               f"{best['tflops'] if best else 0:6.2f}  {best['variant'] if best else ''}"
