@@ -291,6 +291,11 @@ def _mma_cases():
                        prefill_mma=True, prefill_units=96),
         attention_case("mma units from the keys D=64 GQA7 T=150 n_tokens=141 pos=93", 150, 141, 93, 14, 2, 64, 240,
                        seed=83, prefill_mma=True, prefill_units=-1),
+        # K and V staged a word per lane (tile option "w")
+        attention_case("mma words D=128 GQA4 T=130 pos=17 window=70 softcap", 130, 130, 17, 8, 2, 128, 160,
+                       window=70, softcap=20.0, seed=84, prefill_mma="4:32w"),
+        attention_case("mma words D=64 GQA7 T=150 n_tokens=141 pos=93 units of 64", 150, 141, 93, 14, 2, 64, 240,
+                       seed=85, prefill_mma="4:64w", prefill_units=64),
     ]
     for c in cases:
         if "rescale" in c.name:   # keys grow 5x along the cache: later tiles' maxima exceed the first's by > 8
@@ -316,6 +321,7 @@ def test_mma_tile_choice():
     """Head dims the matrix-unit kernel takes, and the tile that fits the workgroup memory."""
     assert mma_tile(64, 64, 49152) == MmaTile(4, 32) and mma_tile(128, 128, 49152) == MmaTile(4, 32)
     assert mma_tile(128, 128, 49152, "4:64") == MmaTile(4, 64) and mma_tile(128, 128, 16384) is None
+    assert mma_tile(64, 64, 49152, "4:32w") == MmaTile(4, 32, True) and not mma_tile(64, 64, 49152).W
     assert mma_tile(256, 256, 1 << 20) is None and mma_tile(72, 64, 49152) is None and mma_tile(96, 64, 49152)
     assert all(MmaTile(4, bk).shared_bytes(128, 128) <= 49152 for bk in (32, 64))
     with pytest.raises(ValueError, match="does not fit"):

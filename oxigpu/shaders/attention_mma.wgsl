@@ -87,6 +87,24 @@ fn store8(e: u32, v: vec4<u32>, V: bool) {
   }
 }
 
+// Word e (halves 2e % W2 ..) of key row k0 + e / W2 (W2 = words per row), zero at or past hi: the
+// word-per-lane staging (MmaTile.W), a subgroup's lanes side by side along a row.
+fn loadw(k0: u32, hi: u32, kvh: u32, e: u32, V: bool) -> u32 {
+  let W2 = select(D, DV, V) / 2u;
+  let j = k0 + e / W2;
+  var v = 0u;
+  if (j < hi) { v = kvw(phys(tile_seq, j), kvh, e % W2, V); }
+  return v;
+}
+
+fn storew(e: u32, v: u32, V: bool) {
+  let W2 = select(D, DV, V) / 2u;
+  let o = (e / W2) * LD + 2u * (e % W2);
+  let h = bitcast<vec2<f16>>(v);
+  kv[o] = h.x;
+  kv[o + 1u] = h.y;
+}
+
 // Keys per unit: KU, or the chunk's keys (its last row's) cut so that the units' workgroups make RS
 // resident ones (one wave: the last unit's remainder is short and runs in the slots left over), at most
 // LONGK keys a unit and at most NU units; a multiple of BK. From P and the positions only: the same for

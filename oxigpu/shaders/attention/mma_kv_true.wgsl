@@ -15,3 +15,10 @@ fn kv8(row: u32, kvh: u32, c8: u32, V: bool) -> vec4<u32> {
   }
   return vec4<u32>(pack2x16float(a.xy), pack2x16float(a.zw), pack2x16float(b.xy), pack2x16float(b.zw));
 }
+
+// Word w (halves 2w, 2w + 1) of KV head kvh of cache row `row`: the word-per-lane staging (MmaTile.W).
+fn kvw(row: u32, kvh: u32, w: u32, V: bool) -> u32 {
+  var a: vec4<f32>;
+  if (V) { a = v_raw(row, kvh, w / 2u); } else { a = k_raw(row, kvh, w / 2u); }
+  return select(pack2x16float(a.xy), pack2x16float(a.zw), (w & 1u) == 1u);
+}

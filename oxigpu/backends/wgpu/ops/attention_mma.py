@@ -20,10 +20,12 @@ in registers (~200 a lane at 128)."""
 
 @dataclass(frozen=True)
 class MmaTile:
-    """NSG subgroups (16 query rows each), BK keys per tile."""
+    """NSG subgroups (16 query rows each), BK keys per tile; W: K and V staged a word per lane (rows side
+    by side, conflict-free 4-byte stores) rather than 16 bytes per lane (f16 caches only)."""
 
     NSG: int = 4
     BK: int = 64
+    W: bool = False
 
     @property
     def BQ(self) -> int:
@@ -46,12 +48,13 @@ def mma_tile(d: int, dv: int, limit: int, tile: str | None = None, device: str =
     if d % 16 or dv % 16 or max(d, dv) > MAX_HEAD:
         return None
     if tile:
-        nsg, bk = (int(v) for v in tile.split(":"))
-        cands = [MmaTile(nsg, bk)]
+        nsg, bk = tile.rstrip("w").split(":")
+        cands = [MmaTile(int(nsg), int(bk), tile.endswith("w"))]
     else:
-        cands = [MmaTile(nsg, bk) for nsg, bk in tuning(device).prefill.mma_tiles]
+        cands = [MmaTile(*t) for t in tuning(device).prefill.mma_tiles]
     for t in cands:
-        if t.BK % 16 or t.BK * d // 8 % t.WG or t.BK * dv // 8 % t.WG:
+        unit = 2 if t.W else 8     # halves a lane stages at a time
+        if t.BK % 16 or t.BK * d // unit % t.WG or t.BK * dv // unit % t.WG:
             continue
         if t.shared_bytes(d, dv) <= limit:
             return t
@@ -67,15 +70,16 @@ def mma_defines(tile: MmaTile, d: int, dv: int) -> dict[str, str | int]:
                "subgroup_matrix_result<f32, 16, 16>")
     mma = "subgroupMatrixMultiplyAccumulate"
     nq, no, ns = d // 16, dv // 16, tile.BK // 16
-    nlk, nlv = tile.BK * d // 8 // tile.WG, tile.BK * dv // 8 // tile.WG
+    unit, sfx = (2, "w") if tile.W else (8, "8")
+    nlk, nlv = tile.BK * d // unit // tile.WG, tile.BK * dv // unit // tile.WG
 
     def load(reg: str, n: int, k0: str, v: bool, decl: str) -> list[str]:
         flag = "true" if v else "false"
-        return [f"  {decl}{reg}{i} = load8({k0}, hi, kvh, lid + {i * tile.WG}u, {flag});" for i in range(n)]
+        return [f"  {decl}{reg}{i} = load{sfx}({k0}, hi, kvh, lid + {i * tile.WG}u, {flag});" for i in range(n)]
 
     def store(reg: str, n: int, v: bool) -> list[str]:
         flag = "true" if v else "false"
-        return [f"    store8(lid + {i * tile.WG}u, {reg}{i}, {flag});" for i in range(n)]
+        return [f"    store{sfx}(lid + {i * tile.WG}u, {reg}{i}, {flag});" for i in range(n)]
 
     qload = [f"  let qa{i} = subgroupMatrixLoad<{L}>(&kv, 16u * sg * LD + {16 * i}u, false, LD);" for i in range(nq)]
     s_mma = []
