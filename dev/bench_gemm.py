@@ -65,7 +65,8 @@ def parse_variant(v: str) -> dict | None:
     """'8x4/16 s2 L128' -> TileConfig fields (split-k 2, 128 loader threads); 'q8 8x4 L256 b2' -> the
     integer-dot kernel's (2 blocks per step); 'default' -> {}; 'f32' / 'q8' -> that kernel's default
     choice; 'mma' / 'mma 2x4 t4 b32 s2 f4' -> the matrix-unit kernel (where Device.has_mma), its default
-    or SGM x SGN subgroups of FM (default 2) x TNB blocks, BK, split-k; 'f16tiles' -> default with F16
+    or SGM x SGN subgroups of FM (default 2) x TNB blocks, BK, split-k (w1: weights staged transposed,
+    TileConfig.wt); 'f16tiles' -> default with F16
     weights in f16 tiles."""
     if v == "default":
         return {}
@@ -74,8 +75,8 @@ def parse_variant(v: str) -> dict | None:
     if v.startswith("mma"):   # 'mma', 'mma 2x4 t4 b32': the matrix-unit kernel, SGM x SGN subgroups, TNB, BK
         out, sg = {"mma": True}, None
         for a in v.split()[1:]:
-            if a[0] in "btsf":
-                out[{"b": "bk", "t": "sn", "s": "splits", "f": "fm"}[a[0]]] = int(a[1:])
+            if a[0] in "btsfw":
+                out[{"b": "bk", "t": "sn", "s": "splits", "f": "fm", "w": "wt"}[a[0]]] = int(a[1:])
             else:
                 sg = [int(i) for i in a.split("x")]
         if sg:

@@ -188,6 +188,9 @@ def test_mma_gemm_passes_tint_with_matrix_stand_ins(dev, tmp_path, monkeypatch):
                                         (40, 28672, 4096, True, None), (40, 4096, 14336, False, {"half": True}),
                                         (64, 6144, 4096, True, {"mma": True, "tm": 4, "tn": 4, "sn": 2, "splits": 4,
                                                                 "half": True}))]
+    # weights staged transposed (TileConfig.wt: the loaders of 32-weight units), plain and GLU
+    cases += [(512, t, n, 4096, glu, {"mma": True, "wt": True}) for t in ("Q4_K", "Q6_K", "Q8_0")
+              for n, glu in ((4096, False), (28672, True))]
     n_src = 0
     for m, t, n, k, glu, over in cases:
         shader, extra, cfg = gemm_shader(mma, m, t, n, over, k, glu=glu)
@@ -195,7 +198,7 @@ def test_mma_gemm_passes_tint_with_matrix_stand_ins(dev, tmp_path, monkeypatch):
         defines = {"QUANT": t.lower(), "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "GLU": glu, "ACT": "silu",
                    "ID": False, **extra}
         src = matrix_stand_ins(dev.shader_source(shader, defines, implementation="dawn"))
-        (tmp_path / f"{n_src:02d}-{t}-{extra['WLOAD']}-{m}.wgsl").write_text(src)
+        (tmp_path / f"{n_src:02d}-{t}-{extra['WLOAD']}-{m}{'-wt' * extra['WT']}.wgsl").write_text(src)
         n_src += 1
         if cfg.splits > 1:
             red = dev.shader_source("gemm_reduce.wgsl", {**defines, "SPLITS": cfg.splits}, implementation="dawn")
@@ -203,4 +206,5 @@ def test_mma_gemm_passes_tint_with_matrix_stand_ins(dev, tmp_path, monkeypatch):
             n_src += 1
     assert {"q4_kh", "q6_kh", "q32", "f16", "dq8"} <= {p.name.split("-")[2] for p in tmp_path.iterdir()
                                                        if "reduce" not in p.name}
+    assert sum(p.name.endswith("-wt.wgsl") for p in tmp_path.iterdir()) == 6
     assert _tint_errors(tmp_path) == {}

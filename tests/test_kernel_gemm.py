@@ -311,16 +311,34 @@ def test_mma_half_loaders(dev, t, tile):
          {"mma": True, "half": True, **MMA_TILES[tile]})
 
 
-@pytest.mark.parametrize("t,wload", [("Q4_K", "q4_kh"), ("Q6_K", "q6_kh"), ("Q4_K", "q32"), ("Q6_K", "q32"),
-                                     ("Q8_0", "q32"), ("Q2_K", "dq8"), ("F16", "f16")])
-def test_mma_weight_loaders(dev, t, wload):
+@pytest.mark.parametrize("t,half", [("Q4_K", True), ("Q6_K", True), ("Q4_K", False), ("Q8_0", False),
+                                    ("Q5_0", False)])
+@pytest.mark.parametrize("tile", [0, 1, 6, 8, 10])
+def test_mma_transposed_weights(dev, t, half, tile):
+    """Weights staged transposed (TileConfig.wt, [k][n] in workgroup memory, the right matrix loaded
+    row-major) for the loaders of 32-weight units: partial tiles, split-k, 32 and 64 k per step, 2 and 4
+    blocks along m; against the same twin as the default staging. F16 and the 8-weight loader refuse it."""
+    from oxigpu.backends.wgpu.tuning import DeviceTraits
+    for wt in ("F16", "Q2_K"):
+        with pytest.raises(DeviceError, match="transposed weight staging"):
+            gemm_shader(DeviceTraits(has_mma=True), 150, wt, 203, {"mma": True, "wt": True}, _k(wt))
+    _needs_mma(dev)
+    _run(matmul_case(t, 150, _k(t), 203, bias=tile % 2 == 0, seed=160 + tile), dev,
+         {"mma": True, "half": half, "wt": True, **MMA_TILES[tile]})
+
+
+@pytest.mark.parametrize("t,wload,wst", [("Q4_K", "q4_kh", 1), ("Q6_K", "q6_kh", 1), ("Q4_K", "q32", 1),
+                                         ("Q6_K", "q32", 1), ("Q8_0", "q32", 1), ("Q2_K", "dq8", 1), ("F16", "f16", 1),
+                                         ("Q4_K", "q4_kh", 3), ("Q6_K", "q6_kh", 3), ("Q8_0", "q32", 3)])
+def test_mma_weight_loaders(dev, t, wload, wst):
     """The matrix-unit GEMM's weight loaders (gemm_mma/<wload>.wgsl) alone, through gemm_mma_units.wgsl
     (which lavapipe runs: no subgroup matrices needed): each row's staged halves against the twin's weights
     (ops/gemm.py half_dequant for the f16-arithmetic ones, numpy's dequantization rounded to f16 for the
     rest): each weight within one f16 step of its 32-block's largest (lavapipe splits the f16 multiply-add,
     rounding the product where the twin rounds once: ~13 % of Q4_K's weights land a step of the product's
     size away; a wrong element or scale moves one by a sixteenth of the block's range or more), the f32
-    loaders equal for all but a few weights (ties)."""
+    loaders equal for all but a few weights (ties). ``wst`` > 1: a row's consecutive k that far apart in
+    workgroup memory, as the transposed staging (TileConfig.wt) puts them."""
     from oxigpu.backends.wgpu.device import Dispatch
     from oxigpu.backends.wgpu.ops.gemm import W16_BINDING, half_dequant
     from oxigpu.quant import dequantize, quantize
@@ -333,7 +351,7 @@ def test_mma_weight_loaders(dev, t, wload):
     want = half_dequant(w, t) if wload.endswith("h") else \
         dequantize(w, get_type(t)).astype(np.float16).astype(np.float64)
     row_bytes = get_type(t).row_bytes(k)
-    pipe = dev.pipeline("gemm_mma_units.wgsl", defines={"KMAX": k, "WLOAD": wload, "QUANT": t.lower(),
+    pipe = dev.pipeline("gemm_mma_units.wgsl", defines={"KMAX": k, "WST": wst, "WLOAD": wload, "QUANT": t.lower(),
                                                          "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
     wbuf = dev.upload(np.ascontiguousarray(w).view(np.uint8).reshape(-1))
     y = dev.upload(np.full((n, k), np.nan, np.float32))

@@ -51,7 +51,14 @@ const UPR: u32 = BK / WU;                        // weight units per row and ste
 const RS: u32 = WG / UPR;                        // tile rows between a lane's consecutive units
 
 var<workgroup> xs: array<f16, BM * LD>;          // [m][k]
-var<workgroup> ws: array<f16, BN * LD>;          // [n][k]: the right matrix, column-major
+// WT: weights staged transposed, [k][n] (the right matrix row-major). A lane's unit is one row's 32 k; in
+// [n][k] the 32 lanes of a store (32 rows, LD halves apart) hit 8 banks (4-way conflicts, every store); in
+// [k][n] they write 32 halves side by side. Loaders of 32-weight units only (q32, q4_kh, q6_kh).
+const WT: bool = {{WT}};
+const LDT: u32 = BN + 8u;                        // halves per staged k row there (8 of padding, as LD)
+const WST: u32 = select(1u, LDT, WT);            // ws distance of a row's consecutive k
+const WNS: u32 = select(LD, 1u, WT);             // ... and of consecutive rows
+var<workgroup> ws: array<f16, {{WSLEN}}>;        // [n][k] (the right matrix column-major) or, WT, [k][n]
 const CSS: u32 = min(SGM * SGN, 8u);             // result slots: one 16 x 16 block per subgroup, at most 8
 var<workgroup> cs: array<f32, CSS * 256u>;       // results on their way out
 
@@ -138,9 +145,9 @@ fn stage(lid: u32) {
     let h = bitcast<vec2<f16>>(xr[i]);
     xs[o] = h.x; xs[o + 1u] = h.y;
   }
-  let wo = (lid / UPR) * LD + WU * (lid % UPR);
+  let wo = (lid / UPR) * WNS + WU * (lid % UPR) * WST;
   for (var i = 0u; i < WPL; i++) {
-    if (lid + i * WG < WUN) { w_put(wo + RS * i * LD, wr[i]); }
+    if (lid + i * WG < WUN) { w_put(wo + RS * i * WNS, wr[i]); }
   }
 }
 
@@ -199,7 +206,7 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let sm = sg % SGM;
   let sn = sg / SGM;
   let xo = 16u * FM * sm * LD;
-  let wo = 16u * TNB * sn * LD;
+  let wo = 16u * TNB * sn * WNS;
   var c00: subgroup_matrix_result<f32, 16, 16>;
   var c01: subgroup_matrix_result<f32, 16, 16>;
   var c02: subgroup_matrix_result<f32, 16, 16>;
@@ -226,8 +233,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     for (var kk = 0u; kk < BK; kk += 16u) {
       let a0 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + kk, false, LD);
       let a1 = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&xs, xo + 16u * LD + kk, false, LD);
-      let b0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + kk, true, LD);
-      let b1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + 16u * LD + kk, true, LD);
+      let b0 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + kk * WST, !WT, select(LD, LDT, WT));
+      let b1 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + 16u * WNS + kk * WST, !WT, select(LD, LDT, WT));
       c00 = subgroupMatrixMultiplyAccumulate(a0, b0, c00);
       c01 = subgroupMatrixMultiplyAccumulate(a0, b1, c01);
       c10 = subgroupMatrixMultiplyAccumulate(a1, b0, c10);
@@ -243,8 +250,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
         c31 = subgroupMatrixMultiplyAccumulate(a3, b1, c31);
       }
       if (TNB == 4u) {
-        let b2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + 32u * LD + kk, true, LD);
-        let b3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + 48u * LD + kk, true, LD);
+        let b2 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + 32u * WNS + kk * WST, !WT, select(LD, LDT, WT));
+        let b3 = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(&ws, wo + 48u * WNS + kk * WST, !WT, select(LD, LDT, WT));
         c02 = subgroupMatrixMultiplyAccumulate(a0, b2, c02);
         c03 = subgroupMatrixMultiplyAccumulate(a0, b3, c03);
         c12 = subgroupMatrixMultiplyAccumulate(a1, b2, c12);

@@ -7,7 +7,8 @@ enable f16;
 #include "common/gemm_id_false.wgsl"
 
 const KMAX: u32 = {{KMAX}}u;
-var<workgroup> ws: array<f16, KMAX>;
+const WST: u32 = {{WST}}u;     // distance of a row's consecutive k in ws (gemm_mma.wgsl's; > 1: transposed)
+var<workgroup> ws: array<f16, KMAX * WST>;
 
 #include "gemm_mma/{{WLOAD}}.wgsl"
 
@@ -18,7 +19,7 @@ fn h2(u: u32) -> vec2<f16> { return vec2<f16>(unpack2x16float(u)); }
 @compute @workgroup_size(64)
 fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   let n = wid.x;
-  for (var u = lid; u < D.k / WU; u += 64u) { w_put(u * WU, w_load(n, u)); }
+  for (var u = lid; u < D.k / WU; u += 64u) { w_put(u * WU * WST, w_load(n, u)); }
   workgroupBarrier();
-  for (var e = lid; e < D.k; e += 64u) { Y[n * D.k + e] = f32(ws[e]); }
+  for (var e = lid; e < D.k; e += 64u) { Y[n * D.k + e] = f32(ws[e * WST]); }
 }

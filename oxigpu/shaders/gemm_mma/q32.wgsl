@@ -15,16 +15,17 @@ fn w_fast(n: u32, j: u32) -> Q32 {
   return q32(w_base + n * D.row_bytes + (j / (QK / 32u)) * QB, j % (QK / 32u));
 }
 
-// 16 int8 (one vec4 of q32) times the scale s, minus the min mn, as 16 halves at ws[o..].
+// 16 int8 (one vec4 of q32) times the scale s, minus the min mn, as 16 halves at ws[o], ws[o + WST] ..
 fn put16(o: u32, q: vec4<u32>, s: f32, mn: f32) {
   for (var e = 0u; e < 4u; e++) {
     let h = vec4<f16>(vec4<f32>(unpack4xI8(q[e])) * s - mn);
-    ws[o + 4u * e] = h.x; ws[o + 4u * e + 1u] = h.y; ws[o + 4u * e + 2u] = h.z; ws[o + 4u * e + 3u] = h.w;
+    let b = o + 4u * e * WST;
+    ws[b] = h.x; ws[b + WST] = h.y; ws[b + 2u * WST] = h.z; ws[b + 3u * WST] = h.w;
   }
 }
 
 fn w_put(o: u32, q: Q32) {
   let mn = select(0.0, q.b, HM == 1u);
   put16(o, q.lo, q.a, mn);
-  put16(o + 16u, q.hi, select(q.a, q.b, FK == 16u), mn);
+  put16(o + 16u * WST, q.hi, select(q.a, q.b, FK == 16u), mn);
 }

@@ -45,18 +45,19 @@ fn w_fast(n: u32, j: u32) -> QH {
   return qh(w_base + n * D.row_bytes + (j / 8u) * QB, j % 8u);
 }
 
-// The 4 weights of nibble word w (low nibble of each byte) at ws[o..o + 4].
+// The 4 weights of nibble word w (low nibble of each byte) at ws[o], ws[o + WST] .. (WST: gemm_mma.wgsl's
+// distance of a row's consecutive k in ws).
 fn put4(o: u32, w: u32, d: vec2<f16>, c: vec2<f16>) {
   let a = fma(h2((w & 0x000F000Fu) | 0x64006400u) - vec2<f16>(1032.0), d, c);
   let b = fma(h2(((w >> 8u) & 0x000F000Fu) | 0x64006400u) - vec2<f16>(1032.0), d, c);
-  ws[o] = a.x; ws[o + 1u] = b.x; ws[o + 2u] = a.y; ws[o + 3u] = b.y;
+  ws[o] = a.x; ws[o + WST] = b.x; ws[o + 2u * WST] = a.y; ws[o + 3u * WST] = b.y;
 }
 
 fn w_put(o: u32, q: QH) {
   let d = vec2<f16>(q.s.x);
   let c = vec2<f16>(q.s.y);
   for (var i = 0u; i < 4u; i++) {
-    put4(o + 4u * i, q.lo[i], d, c);
-    put4(o + 16u + 4u * i, q.hi[i], d, c);
+    put4(o + 4u * i * WST, q.lo[i], d, c);
+    put4(o + (16u + 4u * i) * WST, q.hi[i], d, c);
   }
 }

@@ -59,18 +59,18 @@ fn w_fast(n: u32, j: u32) -> QH {
   return qh(w_base + n * D.row_bytes + (j / 8u) * QB, j % 8u);
 }
 
-// The 4 weights of value word w (one 6-bit value a byte) at ws[o..o + 4], times s.
+// The 4 weights of value word w (one 6-bit value a byte) at ws[o], ws[o + WST] .., times s.
 fn put4(o: u32, w: u32, s: vec2<f16>) {
   let a = (h2((w & 0x00FF00FFu) | 0x64006400u) - vec2<f16>(1056.0)) * s;
   let b = (h2(((w >> 8u) & 0x00FF00FFu) | 0x64006400u) - vec2<f16>(1056.0)) * s;
-  ws[o] = a.x; ws[o + 1u] = b.x; ws[o + 2u] = a.y; ws[o + 3u] = b.y;
+  ws[o] = a.x; ws[o + WST] = b.x; ws[o + 2u * WST] = a.y; ws[o + 3u * WST] = b.y;
 }
 
 fn w_put(o: u32, q: QH) {
   let lo = vec2<f16>(q.s.x);
   let hi = vec2<f16>(q.s.y);
   for (var i = 0u; i < 4u; i++) {
-    put4(o + 4u * i, q.lo[i], lo);
-    put4(o + 16u + 4u * i, q.hi[i], hi);
+    put4(o + 4u * i * WST, q.lo[i], lo);
+    put4(o + (16u + 4u * i) * WST, q.hi[i], hi);
   }
 }

@@ -148,7 +148,8 @@ class TileConfig:
     matrix-unit kernel (``gemm_mma.wgsl``): a grid of tm / fm x tn / sn subgroups, each with fm x sn
     blocks of 16 x 16 (the same 16 tm x 16 tn tile; fm and sn 2 or 4), ``bk`` 32 or 64 k per step
     (``loaders`` and ``nb`` unused); ``half``: its ``HALF_TYPES`` weights dequantized in f16 arithmetic
-    (``gemm_mma/<type>h.wgsl``; the twin: :func:`half_dequant`)."""
+    (``gemm_mma/<type>h.wgsl``; the twin: :func:`half_dequant`); ``wt``: weights staged transposed ([k][n]:
+conflict-free stores for the loaders of 32-weight units)."""
 
     tm: int = 8
     tn: int = 8
@@ -161,6 +162,7 @@ class TileConfig:
     sn: int = 2
     fm: int = 2
     half: bool = False
+    wt: bool = False
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -175,8 +177,10 @@ class TileConfig:
         """Workgroup memory, two buffers of: f32 x (BK x BM) and BK x BN weights of ``wt_bytes``; q8: int8
         x and weights, the x scales (and x sums with ``mins``) per block, the weight scales per ``fk``
         elements (and mins per block)."""
-        if self.mma:   # f16 x and weight rows of bk + 8 padding, a 16 x 16 f32 block per subgroup (<= 8)
-            return 2 * (self.bk + 8) * 16 * (self.tm + self.tn) + 1024 * min(self.subgroups, 8)
+        if self.mma:   # f16 x and weight rows of bk + 8 padding (wt: bk rows of the tile's n + 8), a 16 x 16
+            # f32 block per subgroup (<= 8)
+            w = self.bk * (16 * self.tn + 8) if self.wt else (self.bk + 8) * 16 * self.tn
+            return 2 * ((self.bk + 8) * 16 * self.tm + w) + 1024 * min(self.subgroups, 8)
         if not self.q8:
             return 2 * self.bk * (16 * self.tm * 4 + 16 * self.tn * wt_bytes)
         bm, bn, k = 16 * self.tm, 16 * self.tn, 32 * self.nb
@@ -281,11 +285,16 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
             raise DeviceError(f"matmul: the unsplit GLU epilogue needs 4 blocks along n, not {cfg}")
         # 64 k per step (half the barriers) where it fits, else 32
         cfg = _fit_limits(dev, cfg, m, n, TileConfig.smem_bytes, None if "bk" in override else {"bk": 32})
+        wload = "f16" if qtype == "F16" else f"{qtype.lower()}h" if cfg.half else "q32" if qtype in Q8_TYPES \
+            else "dq8"
+        if cfg.wt and wload in ("f16", "dq8"):
+            raise DeviceError(f"matmul: transposed weight staging (wt) takes 32-weight units, not {wload}")
+        bn = 16 * cfg.tn
         return ("gemm_mma.wgsl", {"SGM": cfg.tm // cfg.fm, "SGN": cfg.tn // cfg.sn, "FM": cfg.fm, "TNB": cfg.sn,
                                   "BK": cfg.bk,
                                   "SPLITS": cfg.splits,
-                                  "WLOAD": "f16" if qtype == "F16" else f"{qtype.lower()}h" if cfg.half
-                                  else "q32" if qtype in Q8_TYPES else "dq8"}, cfg)
+                                  "WLOAD": wload, "WT": cfg.wt,
+                                  "WSLEN": cfg.bk * (bn + 8) if cfg.wt else bn * (cfg.bk + 8)}, cfg)
     if glu:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM")
     q8 = override.get("q8", dev.int8_dots and qtype in Q8_TYPES and m <= 65535)
