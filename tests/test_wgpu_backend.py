@@ -452,6 +452,34 @@ def _raise(e: Exception):
     raise e
 
 
+def test_long_context_steps_take_key_units(dev, synth_files, monkeypatch):
+    """A one-sequence plan whose chunks reach ``mma_deep_keys`` (48 here) runs its prefill attention with key
+    units (attention/units.wgsl: each row block's keys cut into units, a workgroup each, merged by
+    attention_merge_units.wgsl): one merge dispatch more per attention node, and every chunk's logits agree
+    with numpy's, on the FMA kernel (lavapipe) and the matrix-unit one alike."""
+    import dataclasses
+
+    from oxigpu.backends.wgpu import tuning as T
+
+    cls = T.device_class(dev)
+    t = T.TUNING[cls]
+    monkeypatch.setitem(T.TUNING, cls, dataclasses.replace(t, prefill=dataclasses.replace(t.prefill,
+                                                                                           mma_deep_keys=48)))
+    model = GGUFFile(synth_files["tiny-qwen2"])
+    toks = np.asarray(tokens_for(model, 64), np.int32)
+    plan = compile(build_graph(model, None, 16, N_CTX, "all"))
+    wb, nb = WgpuBackend(model, N_CTX, dev), NumpyBackend(model, N_CTX)
+    loaded = wb._loaded(plan)
+    n_attn = sum(n.op == "attention" for n in loaded.nodes)
+    assert n_attn and loaded.deep_keys == 48
+    assert len(loaded.deep_dispatches) == len(loaded.dispatches) + n_attn
+    assert all(k.deep.units > 1 for k in loaded.kernels if getattr(k, "deep", None) is not None)
+    bound = 3e-2 if dev.int8_dots or dev.has_mma else REL
+    for pos in range(0, 64, 16):
+        step = Step.single(toks[pos:pos + 16], pos)
+        assert rel_err(wb.run(plan, step)["logits"], nb.run(plan, step)["logits"]) <= bound, pos
+
+
 def test_long_context_steps_take_the_deep_attention_variant(dev, synth_files, monkeypatch):
     """A one-sequence plan whose prefill attention has a variant for long contexts (``OpKernel.deep``: the
     matrix-unit kernel where the FMA one is chosen for its row blocks) submits it for chunks whose keys
@@ -504,6 +532,8 @@ def test_long_context_steps_take_the_deep_attention_variant(dev, synth_files, mo
         step = Step.single(toks[pos:pos + 16], pos)
         got = wb.run(plan, step)["logits"]
         assert rel_err(got, nb.run(plan, step)["logits"]) <= bound
-        assert sum(map(len, seen)) == len(loaded.dispatches)      # the whole plan, once
+        deep = pos + 16 >= deep_keys
+        # the whole plan, once (a variant with key units adds its merge dispatches)
+        assert sum(map(len, seen)) == len(loaded.deep_dispatches if deep else loaded.dispatches)
         used = {d.pipeline for ds in seen for d in ds}
-        assert bool(used & deep_pipes) == (pos + 16 >= deep_keys), pos
+        assert bool(used & deep_pipes) == deep, pos

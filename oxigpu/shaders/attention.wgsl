@@ -36,7 +36,8 @@
 // per KV head), SHARED, FK_LEN, FV_LEN, FVN (the V tile's buffer: fv, or fk where SHARED), REDUCE (sg | wg)
 // and the generated code blocks DECL, LOAD_K, LOAD_V, STORE_K, STORE_V, S_ZERO, S_STEP, SOFTMAX, PV_STEP,
 // STORE_O (see ops/attention_prefill.py), KVQ (and kv/cols_true.wgsl's defines); PAGED (common/paged_*.wgsl)
-// and TILES (rows of several sequences: attention/tiles_true.wgsl).
+// and TILES (rows of several sequences: attention/tiles_true.wgsl); UNITS and attention/units.wgsl's (key
+// units of one sequence's long chunks; TRW, the output rows, where UNITS).
 #include "common/params.wgsl"
 #include "common/half.wgsl"
 #include "math.wgsl"
@@ -99,20 +100,18 @@ fn put_v(e: u32, v: VRaw) { {{FVN}}[e] = widen_v(v); }
 
 fn put_p(row: u32, key: u32, p: f32) { fp[row * PS + key / 4u][key % 4u] = p; }
 
-// Output vec4 column c4 of row rg (skipped past the last row and, TILES, for rows of other tiles; rows
-// without keys get zeros).
-fn store_o(rg: u32, kvh: u32, c4: u32, o: vec4<f32>, l: f32) {
-  if (rg >= ROWS || !in_tile(rg)) { return; }
-  let t = rg / G;
-  dst[(t * NH + kvh * G + rg % G) * DV4 + c4] = select(vec4<f32>(0.0), o / l, l > 0.0);
-}
+#include "attention/units.wgsl"
+#include "attention/fma_out_{{UNITS}}.wgsl"
 
 @compute @workgroup_size(THR)
 fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>,
            lane: Lane) {
   let lid = lane.lid;
-  let w = wid.y * nwg.x + wid.x;
-  if (w >= PRB * NKV) { return; }
+  let wa = wid.y * nwg.x + wid.x;
+  if (wa >= PRB * NKV * NU) { return; }
+  let w = wa % (PRB * NKV);
+  let un = wa / (PRB * NKV);               // uniform (a private variable is not, to the analysis)
+  unit = un;
   let kvh = w % NKV;
   var rg0 = 0u;
   var range = vec2<u32>(0u);
@@ -125,6 +124,16 @@ fn prefill(@builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: 
     if (w / NKV >= RB) { return; }    // TILES: the tile table's extra workgroups
     rg0 = (RB - 1u - w / NKV) * BQ;   // the longest row blocks first
     range = key_range(rg0);
+    if (NU > 1u) {                    // this unit's keys only; none: its rows say so to the merge
+      range = unit_range(range, un);
+      if (range.x >= range.y) {
+        for (var u = lid; u < BQ; u += THR) {
+          let r = rg0 + u;
+          if (r < ROWS && r / G < P.n_tokens) { store_ml(r, kvh, NEG_BIG, 0.0); }
+        }
+        return;
+      }
+    }
   }
   let lo = range.x;
   let hi = range.y;

@@ -23,6 +23,7 @@ enable chromium_experimental_subgroup_matrix;
 #include "math.wgsl"
 #include "common/paged_{{PAGED}}.wgsl"
 #include "attention/mma_kv_{{KVQ}}.wgsl"
+#include "attention/units.wgsl"
 #include "attention/mma_out_{{UNITS}}.wgsl"
 
 @group(0) @binding(1) var<storage, read> q: array<f32>;
@@ -53,12 +54,6 @@ const LD: u32 = max(D, DV) + 8u;    // halves per staged row (8 of padding)
 const SL: u32 = BK + 4u;            // f32 per score row
 const PL: u32 = BK + 8u;            // halves per probability row
 const RESCALE: f32 = 8.0;
-const NU: u32 = {{NU}}u;            // most units (1: a row block walks all its keys; attention/mma_out_*)
-const KU: u32 = {{KU}}u;            // keys per unit, or 0: from the chunk's keys (unit_keys below)
-const WGS: u32 = {{WGS}}u;          // ...with this many row blocks (over all KV heads)
-const RS: u32 = {{RS}}u;            // ...for this many resident workgroups
-const LONGK: u32 = {{LONGK}}u;      // ...and units of at most this many keys
-var<private> unit: u32 = 0u;       // this workgroup's
 
 var<workgroup> kv: array<f16, max(BQ, BK) * LD>;   // the Q tile first, then each K and V tile [row][d]
 var<workgroup> ss: array<f32, BQ * SL>;            // scores, O blocks on their way through, [row][col]
@@ -105,18 +100,6 @@ fn storew(e: u32, v: u32, V: bool) {
   kv[o + 1u] = h.y;
 }
 
-// Keys per unit: KU, or the chunk's keys (its last row's) cut so that the units' workgroups make RS
-// resident ones (one wave: the last unit's remainder is short and runs in the slots left over), at most
-// LONGK keys a unit and at most NU units; a multiple of BK. From P and the positions only: the same for
-// every workgroup of a step.
-fn unit_keys() -> u32 {
-  if (KU > 0u) { return KU; }
-  let keys = pos_of(min({{T}}u, P.n_tokens) - 1u) + 1u;
-  let fill = (keys * WGS + RS - 1u) / RS;
-  let ku = max(min(fill, LONGK), (keys + NU - 1u) / NU);
-  return (ku + BK - 1u) / BK * BK;
-}
-
 #include "attention/tiles_{{TILES}}.wgsl"
 #include "attention/prefill_rows.wgsl"
 
@@ -146,9 +129,9 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
     lo = kr.x;
     hi = kr.y;
     if (NU > 1u) {                         // this unit's keys only; none: its rows say so to the merge
-      let ku = unit_keys();
-      lo = max(lo, un * ku);
-      hi = min(hi, un * ku + ku);
+      let ur = unit_range(vec2<u32>(lo, hi), un);
+      lo = ur.x;
+      hi = ur.y;
       if (lo >= hi) {
         for (var u = lid; u < BQ; u += WG) {
           let r = rg0 + u;

@@ -173,24 +173,11 @@ class Attention(OpKernel):
                 and not 0 < window < pt.mma_deep_keys)
         if mtile is not None and (mma is not None or Hkv * blocks >= tuning(cls).slots):
             self.prefill, self.cfg, self.split = True, mtile, 1
-            pu = 0 if self.tiles else int(a.get("prefill_units", 0))
-            ku, nu = (pu, -(-n_ctx // pu)) if pu > 0 else (0, 1)
-            if pu < 0:     # units from the step's keys (attention_mma.wgsl unit_keys)
-                nu = min(pt.max_units, -(-n_ctx // mtile.BK))
-            if nu < 2:
-                ku, nu = 0, 1
-            self.units = nu
-            self.n_groups = Hkv * prb * nu
+            units = self._units(n_ctx, mtile.BK, Hkv * blocks)
+            self.n_groups = Hkv * prb * self.units
             self.pipe = self.dev.pipeline("attention_mma.wgsl", "main", common | mma_defines(mtile, D, DV) | {
-                "PRB": prb, "KU": ku, "NU": nu, "WGS": Hkv * blocks, "RS": pt.unit_fill * tuning(cls).slots,
-                "LONGK": pt.unit_long_keys, "UNITS": nu > 1,
-                "TRW": T * H} | paged)
-            if nu > 1:
-                nbytes = 4 * nu * T * H * (DV + 2)
-                self.part = (scratch_buffer(self.dev, nbytes, "attention units"), 0, nbytes)
-                self.merge_pipe = self.dev.pipeline("attention_merge_units.wgsl", "main",
-                                                    {"NU": nu, "TRW": T * H, "NH": H, "DV": DV})
-            elif deep and n_ctx >= 2 * pt.unit_long_keys:
+                "PRB": prb} | units | paged)
+            if self.units == 1 and deep and n_ctx >= 2 * pt.unit_long_keys:
                 # the row blocks fill the GPU, but from two units of unit_long_keys keys on a block's key loop
                 # is long enough that more workgroups still gain
                 self.deep = type(self)(self.dev, {**a, "prefill_mma": True, "prefill_units": -1},
@@ -200,18 +187,28 @@ class Attention(OpKernel):
         tile = prefill_config(D, DV, limit, a.get("prefill_tile"), T * G, Hkv, cls) if prefill else None
         self.prefill = tile is not None
         if self.prefill:
+            blocks = -(-T * G // tile.BQ)
+            units = self._units(n_ctx, tile.BK, Hkv * blocks)
             if deep:
                 # too few row blocks to fill the GPU with the matrix-unit kernel, but with a longer context
                 # each block's keys make up for that (tuning.py mma_deep_keys)
                 self.deep = type(self)(self.dev, {**a, "prefill_mma": True, "prefill_units": -1},
                                        self.in_shapes, self.in_types, self.out_shapes)
                 self.deep_keys = pt.mma_deep_keys
+            elif (self.units == 1 and not self.tiles and "prefill_units" not in a
+                  and not 0 < window < pt.mma_deep_keys
+                  and (Hkv * blocks < pt.unit_fill * tuning(cls).slots or n_ctx >= 2 * pt.unit_long_keys)):
+                # no matrix-unit variant (head dims past mma_deep_dim, or no matrix units): this kernel with
+                # key units, where the row blocks leave the GPU idle or the context is long
+                self.deep = type(self)(self.dev, {**a, "prefill_mma": False, "prefill_units": -1},
+                                       self.in_shapes, self.in_types, self.out_shapes)
+                self.deep_keys = pt.mma_deep_keys
             self.cfg = tile
-            prb = -(-T * G // tile.BQ) + extra
-            self.n_groups = Hkv * prb
+            prb = blocks + extra
+            self.n_groups = Hkv * prb * self.units
             self.split = 1
             defines = common | prefill_defines(tile, common["SCALE"]) | {
-                "PRB": prb, "REDUCE": "sg" if self.dev.has_subgroups else "wg"} | paged
+                "PRB": prb, "REDUCE": "sg" if self.dev.has_subgroups else "wg"} | units | paged
             self.pipe = self.dev.pipeline("attention.wgsl", "prefill", defines)
             return
         cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
@@ -234,6 +231,30 @@ class Attention(OpKernel):
         # one device-wide buffer: a dispatch's partials are merged before the next dispatch runs
         self.part = (scratch_buffer(self.dev, part_bytes, "attention partials"), 0, part_bytes)
         self.counters = self.dev.create_buffer(4 * n_blocks, label="attention.counters")   # zero-filled
+
+    def _units(self, n_ctx: int, bk: int, wgs: int) -> dict:
+        """Key units of a prefill kernel of one sequence (attention/units.wgsl) for attr ``prefill_units``
+        (keys per unit, -1: from the step's keys, 0 or absent: none; never with TILES): sets ``units`` (1:
+        none) and, with units, the partials' scratch and the merge pipeline; returns the shader's defines.
+        ``wgs``: the kernel's row blocks over all KV heads, ``bk`` its keys per tile."""
+        a, cls = self.attrs, device_class(self.dev)
+        pt = tuning(cls).prefill
+        T, H, DV = self.in_shapes[0][0], a["n_head"], a["v_head_dim"]
+        pu = 0 if self.tiles else int(a.get("prefill_units", 0))
+        ku, nu = (pu, -(-n_ctx // pu)) if pu > 0 else (0, 1)
+        if pu < 0:   # as many as fit one storage binding (long chunks of many heads: fewer)
+            cap = self.dev.max_storage_binding // (4 * T * H * (DV + 2))
+            nu = min(pt.max_units, -(-n_ctx // bk), cap)
+        if nu < 2:
+            ku, nu = 0, 1
+        self.units = nu
+        if nu > 1:
+            nbytes = 4 * nu * T * H * (DV + 2)
+            self.part = (scratch_buffer(self.dev, nbytes, "attention units"), 0, nbytes)
+            self.merge_pipe = self.dev.pipeline("attention_merge_units.wgsl", "main",
+                                                {"NU": nu, "TRW": T * H, "NH": H, "DV": DV})
+        return {"KU": ku, "NU": nu, "WGS": wgs, "RS": pt.unit_fill * tuning(cls).slots, "LONGK": pt.unit_long_keys,
+                "UNITS": nu > 1, "TRW": T * H}
 
     def decode_groups(self, pos: int) -> int | None:
         """Workgroups a one-token step at ``pos`` needs: its row blocks' active splits (the shader maps
@@ -402,6 +423,8 @@ def _paged_cases() -> Iterable[Case]:
     yield paged_attention_case("one sequence: 40 rows at 100, window=50 softcap; D=128 GQA4 tile 16:1:2s",
                                B([(0, 100, 40)], 1, 8, 30, seed=12), 8, 2, 128, window=50, softcap=25.0, seed=13,
                                prefill_tile="16:1:2s")
+    yield paged_attention_case("one sequence, key units of 32: a 70-row chunk at 45; qwen D=64 GQA7",
+                               B([(0, 45, 70)], 1, 8, 30, pad=5, seed=11), 14, 2, 64, seed=14, prefill_units=32)
     yield paged_attention_case("decode kernel n_split=8 chunk=32 on a mixed step (a block per token)",
                                B([(2, 45, 20), (0, 500, 1), (1, 3, 1)], 3, 24, 80, pad=2, seed=10), 8, 2, 64,
                                window=100, seed=11, n_split=8, split_chunk=32)
@@ -505,6 +528,14 @@ def _cases() -> Iterable[Case]:
                          4, 1, 256, 260, window=128, softcap=30.0, seed=34)
     yield attention_case("prefill D=64 GQA7 T=16 n_tokens=1 pos=0 (one live row)", 16, 1, 0, 7, 1, 64, 16, seed=35)
     yield attention_case("prefill D=64 GQA7 T=2 n_tokens=2 pos=37", 2, 2, 37, 14, 2, 64, 40, seed=36)
+    # key units (attention/units.wgsl): fixed ones starting inside a tile, rows seeing none of a unit's keys,
+    # windows leaving whole units empty, padding rows; and units sized from the step's keys
+    yield attention_case("prefill units of 24 D=64 GQA7 T=70 n_tokens=67 pos=40", 70, 67, 40, 14, 2, 64, 110,
+                         seed=37, prefill_units=24)
+    yield attention_case("prefill units of 40 D=256 window=50 softcap T=40 pos=100", 40, 40, 100, 4, 1, 256, 140,
+                         window=50, softcap=30.0, seed=38, prefill_units=40)
+    yield attention_case("prefill units from the keys D=128 GQA4 T=100 n_tokens=77 pos=300", 100, 77, 300, 8, 2,
+                         128, 400, seed=39, prefill_units=-1)
     yield attention_case("prefill D=64 GQA1 T=65 n_tokens=65 pos=31 window=40 (window inside the chunk)", 65, 65,
                          31, 2, 2, 64, 96, window=40, softcap=10.0, seed=37)
     yield attention_case("prefill D=64 GQA4 T=33 n_tokens=33 pos=1 window=1 (each row sees itself)", 33, 33, 1,

@@ -135,7 +135,7 @@ def prefill_defines(cfg: PrefillConfig, scale: str) -> dict[str, object]:
 
     decl = []
     for i in rows:
-        decl += [f"let rl{i} = rgi + {NRG * i}u;", f"let rw{i} = row_window(rg0 + rl{i});",
+        decl += [f"let rl{i} = rgi + {NRG * i}u;", f"let rw{i} = unit_window(row_window(rg0 + rl{i}), lo, hi);",
                  f"let qb{i} = rl{i} * QS;", f"let pb{i} = rl{i} * PS;"]
     decl += [f"let kb{j} = (kl + {NKL * j}u) * KS;" for j in keys]
     decl += [f"var o{i}_{c} = vec4<f32>(0.0);" for i in rows for c in cols]
@@ -188,6 +188,8 @@ def prefill_defines(cfg: PrefillConfig, scale: str) -> dict[str, object]:
         pv += ["{"] + ["  " + b for b in blk] + ["}"]
 
     store_o = [f"store_o(rg0 + rl{i}, kvh, kl + {NKL * c}u, o{i}_{c}, l.{COMP[i]});" for i in rows for c in cols]
+    # key units (attention/fma_out_true.wgsl; a no-op otherwise): a row's m and l, once per row group
+    store_o += ["if (kl == 0u) {"] + [f"  store_ml(rg0 + rl{i}, kvh, m.{COMP[i]}, l.{COMP[i]});" for i in rows] + ["}"]
 
     fk_len = cfg.BK * (max(cfg.KS, cfg.dv4) if cfg.shared else cfg.KS)
     return {"NKL": NKL, "NRG": NRG, "RT": RT, "KT": KT, "QS": cfg.QS, "KS": cfg.KS, "PS": cfg.PS,
