@@ -208,3 +208,60 @@ def test_mma_gemm_passes_tint_with_matrix_stand_ins(dev, tmp_path, monkeypatch):
                                                        if "reduce" not in p.name}
     assert sum(p.name.endswith("-wt.wgsl") for p in tmp_path.iterdir()) == 6
     assert _tint_errors(tmp_path) == {}
+
+
+def attention_stand_ins(src: str) -> str:
+    """An attention_mma.wgsl source (Dawn's) with its subgroup-matrix types and calls replaced by f32
+    stand-ins of the same arguments (as :func:`matrix_stand_ins` for the GEMM)."""
+    import re
+    src = src.replace("enable chromium_experimental_subgroup_matrix;", "")
+    src = src.replace("diagnostic(off, chromium.subgroup_matrix_uniformity);", "")
+    src = re.sub(r"subgroupMatrixLoad<subgroup_matrix_\w+<f\d+, 16, 16>>\(&(\w+), ", r"sml_\1(", src)
+    src = re.sub(r"subgroupMatrixStore\(&(\w+), ", r"sms_\1(", src)
+    src = src.replace("subgroupMatrixMultiplyAccumulate(", "smma(").replace("subgroupMatrixMultiply<f32>(", "smm(")
+    src = re.sub(r"subgroup_matrix_\w+<f\d+, 16, 16>", "f32", src)
+    assert "subgroup_matrix" not in src and "subgroupMatrix" not in src
+    return src + """
+fn sml_kv(o: u32, t: bool, s: u32) -> f32 { return f32(kv[o]); }
+fn sml_ps(o: u32, t: bool, s: u32) -> f32 { return f32(ps[o]); }
+fn sml_ss(o: u32, t: bool, s: u32) -> f32 { return ss[o]; }
+fn smma(a: f32, b: f32, c: f32) -> f32 { return a * b + c; }
+fn smm(a: f32, b: f32) -> f32 { return a * b; }
+fn sms_ss(o: u32, c: f32, t: bool, s: u32) { ss[o] = c; }
+"""
+
+
+def test_mma_attention_passes_tint_with_matrix_stand_ins(dev, tmp_path, monkeypatch):
+    """The matrix-unit prefill attention as Attention sets it up on an adapter with subgroup matrices:
+    contiguous and paged, one sequence and tiles of several, key units (fixed, from the step's keys) and
+    their merge, the word staging, a quantized cache, 64- and 128-dim heads; matrix calls stood in. The
+    kernel itself runs on the GPU (tests/test_kernel_attention.py)."""
+    from oxigpu.backends.wgpu.device import Device
+    from oxigpu.backends.wgpu.ops._common import Batch
+    from oxigpu.backends.wgpu.ops.attention import Attention, attention_case, paged_attention_case
+
+    monkeypatch.setattr(Device, "has_mma", property(lambda self: True))
+    monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 49152)    # the H100's
+    cases = [attention_case("a", 150, 141, 93, 14, 2, 64, 240, prefill_mma=True),
+             attention_case("b", 150, 141, 93, 14, 2, 64, 240, prefill_mma=True, prefill_units=48),
+             attention_case("c", 130, 130, 17, 8, 2, 128, 4160, window=70, softcap=20.0, prefill_mma="4:32w",
+                            prefill_units=-1),
+             paged_attention_case("d", Batch([(0, 45, 70)], 1, 8, 30, pad=5, seed=11), 14, 2, 64, prefill_mma=True,
+                                  prefill_units=-1),
+             paged_attention_case("e", Batch([(2, 45, 70), (0, 500, 1), (1, 3, 1)], 3, 24, 120, pad=5), 8, 2, 64,
+                                  prefill_mma="4:64")]
+    n = 0
+    for case in cases:
+        shapes = [np.shape(x) for x in case.inputs]
+        for types in (case.in_types, [case.in_types[0], "q8_0", "q8_0", *case.in_types[3:]]):
+            out = [(shapes[0][0], case.attrs["n_head"] * case.attrs["v_head_dim"])]
+            with dev.recording() as rec:
+                Attention(dev, case.attrs, shapes, types, out)
+            for file, _, defines in rec:
+                src = dev.shader_source(file, defines, implementation="dawn")
+                if file == "attention_mma.wgsl":
+                    src = attention_stand_ins(src)
+                (tmp_path / f"{n:02d}-{case.name}-{file}").write_text(src)
+                n += 1
+    assert sum("merge_units" in p.name for p in tmp_path.iterdir()) >= 3
+    assert _tint_errors(tmp_path) == {}
