@@ -1,0 +1,83 @@
+"""Where the batched decode attention's time goes: the production kernel (shaders/attention_decode.wgsl, as
+rope_kv_attention runs it on a decode batch: one row per sequence, paged caches) timed with one part taken
+out at a time (results wrong on purpose), as dev/ablate_attention_mma.py found the prefill attention's
+softmax conflicts. Also the kernel's time against its bytes (the K and V rows it must read).
+
+    python3 dev/ablate_decode_attention.py [--batch 64] [--pos 576] [--heads 32:8] [--dim 128] [--ctx 1024]
+
+Ablations (line drops / edits of the expanded source): ``no_kv_load`` (the pass's K and V loads: zero
+rows), ``no_exp`` (exp(x) -> x), ``no_barrier`` (workgroup and storage barriers), ``one_split`` (MAXS
+1: every row block in one workgroup, no partials or merge: the split count's cost or gain). Needs a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from bench_gemv import time_variants  # noqa: E402
+
+from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
+from oxigpu.backends.wgpu.kernel import prepare  # noqa: E402
+from oxigpu.backends.wgpu.ops._common import Batch  # noqa: E402
+from oxigpu.backends.wgpu.ops.rope_attention import paged_rope_kv_attention_case  # noqa: E402
+
+
+def _drop(pattern: str):
+    rx = re.compile(pattern)
+    return lambda src: "\n".join(line for line in src.split("\n") if not rx.search(line))
+
+
+ABLATIONS = {
+    "full": lambda src: src,
+    "no_kv_load": _drop(r"^\s+p\.[kv][ab][01] = [kv]4\("),
+    "no_exp": lambda src: src.replace("exp(", "("),
+    "no_barrier": lambda src: re.sub(r"\b(workgroupBarrier|storageBarrier)\(\);", "", src),
+    "one_split": lambda src: re.sub(r"const MAXS: u32 = \d+u;", "const MAXS: u32 = 1u;", src),
+}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--batch", type=int, default=64)
+    ap.add_argument("--pos", type=int, default=576, help="mean position (rows spread over +-32)")
+    ap.add_argument("--heads", default="32:8", help="query heads:KV heads")
+    ap.add_argument("--dim", type=int, default=128)
+    ap.add_argument("--ctx", type=int, default=1024, help="keys a sequence's block table holds")
+    ap.add_argument("--copies", type=int, default=20)
+    args = ap.parse_args()
+    H, Hkv = (int(v) for v in args.heads.split(":"))
+    B, D = args.batch, args.dim
+    blocks = -(-args.ctx // 32)
+    b = Batch([(s, args.pos - 32 + (s * 7) % 64, 1) for s in range(B)], B, blocks, B * blocks)
+    case = paged_rope_kv_attention_case("decode batch", b, H, Hkv, D, seed=1)
+    dev = Device.get()
+    plain = dev.shader_source
+    dss = []
+    for abl, edit in ABLATIONS.items():
+        def source(f, d=None, i=None, edit=edit, abl=abl):
+            src = plain(f, d, i)
+            if f != "attention_decode.wgsl":
+                return src
+            new = edit(src)
+            if abl != "full" and new == src:
+                raise SystemExit(f"ablation {abl} matched nothing in the kernel's source")
+            return new
+        dev.shader_source = source
+        dev._pipelines.clear()
+        dss.append(prepare(case.op, case.inputs, case.attrs, case.in_types, dev).dispatches)
+    dev.shader_source = plain
+    dev.write_params(Params(pos=0, n_tokens=B, n_seqs=B))
+    secs = time_variants(dev, dss, args.copies)
+    n_kv = sum(int(p) + 1 for p in b.positions[:B])
+    gb = 2 * n_kv * Hkv * 2 * D / 1e9     # K and V rows, f16
+    print(f"B={B} pos~{args.pos} H={H}/{Hkv} D={D}: {gb * 1e3:.1f} MB of K and V")
+    for abl, s in zip(ABLATIONS, secs):
+        print(f"  {abl:11} {s * 1e6:8.1f} us  {gb / s:7.1f} GB/s")
+
+
+if __name__ == "__main__":
+    main()
