@@ -21,28 +21,23 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ablation import ablate, drop  # noqa: E402
 from bench_attention_mma import CASES  # noqa: E402
 from bench_gemv import time_variants  # noqa: E402
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
 from oxigpu.backends.wgpu.ops.attention import Attention, attention_case  # noqa: E402
 
-
-def _drop(pattern: str):
-    rx = re.compile(pattern)
-    return lambda src: "\n".join(line for line in src.split("\n") if not rx.search(line))
-
-
 ABLATIONS = {
     "full": lambda src: src,
     "no_kload": lambda src: src.replace(   # (j never is 0xFFFFFFFF: the caches keep their bindings)
         "v = kv8(phys(tile_seq, j), kvh, e % W8, V);",
         "v = vec4<u32>(j); if (j == 0xFFFFFFFFu) { v = kv8(0u, kvh, 0u, V); }"),
-    "no_kstore": _drop(r"store8\(lid.*false\);"),
-    "no_vstore": _drop(r"store8\(lid.*true\);"),
-    "no_smma": _drop(r"^\s+s\d+ = subgroupMatrixMultiplyAccumulate"),
-    "no_pv": _drop(r"o\d+ = subgroupMatrixMultiplyAccumulate\(pa"),
-    "no_softmax": lambda src: re.sub(r"exp\((v_\d+) - m\)", r"\1", _drop(r"mt = max\(mt, v_\d+\);")(src)),
+    "no_kstore": drop(r"store8\(lid.*false\);"),
+    "no_vstore": drop(r"store8\(lid.*true\);"),
+    "no_smma": drop(r"^\s+s\d+ = subgroupMatrixMultiplyAccumulate"),
+    "no_pv": drop(r"o\d+ = subgroupMatrixMultiplyAccumulate\(pa"),
+    "no_softmax": lambda src: re.sub(r"exp\((v_\d+) - m\)", r"\1", drop(r"mt = max\(mt, v_\d+\);")(src)),
     "no_barrier": lambda src: src.replace("workgroupBarrier();", ""),
 }
 
@@ -65,16 +60,7 @@ def main() -> None:
             tile, _, units = t.partition("/u")
             dss = []
             for abl, edit in ABLATIONS.items():
-                def source(f, d=None, i=None, edit=edit, abl=abl):
-                    src = plain(f, d, i)
-                    if f != "attention_mma.wgsl":
-                        return src
-                    new = edit(src)
-                    if abl != "full" and new == src:
-                        raise SystemExit(f"ablation {abl} matched nothing in the kernel's source")
-                    return new
-                dev.shader_source = source
-                dev._pipelines.clear()
+                ablate(dev, plain, "attention_mma.wgsl", abl, edit)
                 k = Attention(dev, case.attrs | {"prefill_mma": tile, "prefill_units": int(units or 0)},
                               [x.shape for x in case.inputs], case.in_types, [(T, H * D)])
                 dss.append(k.encode([*bufs, out]))

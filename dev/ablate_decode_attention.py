@@ -18,6 +18,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ablation import ablate, drop  # noqa: E402
 from bench_gemv import time_variants  # noqa: E402
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
@@ -25,15 +26,9 @@ from oxigpu.backends.wgpu.kernel import prepare  # noqa: E402
 from oxigpu.backends.wgpu.ops._common import Batch  # noqa: E402
 from oxigpu.backends.wgpu.ops.rope_attention import paged_rope_kv_attention_case  # noqa: E402
 
-
-def _drop(pattern: str):
-    rx = re.compile(pattern)
-    return lambda src: "\n".join(line for line in src.split("\n") if not rx.search(line))
-
-
 ABLATIONS = {
     "full": lambda src: src,
-    "no_kv_load": _drop(r"^\s+p\.[kv][ab][01] = [kv]4\("),
+    "no_kv_load": drop(r"^\s+p\.[kv][ab][01] = [kv]4\("),
     "no_exp": lambda src: src.replace("exp(", "("),
     "no_barrier": lambda src: re.sub(r"\b(workgroupBarrier|storageBarrier)\(\);", "", src),
     "one_split": lambda src: re.sub(r"const MAXS: u32 = \d+u;", "const MAXS: u32 = 1u;", src),
@@ -58,16 +53,7 @@ def main() -> None:
     plain = dev.shader_source
     dss = []
     for abl, edit in ABLATIONS.items():
-        def source(f, d=None, i=None, edit=edit, abl=abl):
-            src = plain(f, d, i)
-            if f != "attention_decode.wgsl":
-                return src
-            new = edit(src)
-            if abl != "full" and new == src:
-                raise SystemExit(f"ablation {abl} matched nothing in the kernel's source")
-            return new
-        dev.shader_source = source
-        dev._pipelines.clear()
+        ablate(dev, plain, "attention_decode.wgsl", abl, edit)
         dss.append(prepare(case.op, case.inputs, case.attrs, case.in_types, dev).dispatches)
     dev.shader_source = plain
     dev.write_params(Params(pos=0, n_tokens=B, n_seqs=B))

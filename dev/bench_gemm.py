@@ -39,6 +39,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+from ablation import ablate, drop  # noqa: E402
+
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
 from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES, q8_round, q8_tie_free, tile_config  # noqa: E402
 from oxigpu.backends.wgpu.ops.matmul import MatmulGluKernel, MatmulKernel, glu64  # noqa: E402
@@ -165,21 +167,6 @@ ABLATIONS = {   # edits of the expanded gemm_mma.wgsl source (every weight type'
 dropped, as dev/ablate_attention_mma.py does for the prefill attention."""
 
 
-def _ablated(plain, abl: str):
-    import re
-    rx = re.compile(ABLATIONS[abl])
-
-    def source(f, d=None, i=None):
-        src = plain(f, d, i)
-        if f != "gemm_mma.wgsl":
-            return src
-        new = "\n".join(line for line in src.split("\n") if not rx.search(line))
-        if new == src:
-            raise ValueError(f"ablation {abl} matched nothing in gemm_mma.wgsl")
-        return new
-    return source
-
-
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
@@ -247,10 +234,7 @@ def main() -> None:
         plain = dev.shader_source
         runs_of = [(v, a) for v in variants for a in ["", *filter(None, args.ablate.split(","))]]
         for v, abl in runs_of:
-            dev.shader_source = plain
-            if abl:
-                dev.shader_source = _ablated(plain, abl)
-                dev._pipelines.clear()
+            ablate(dev, plain, "gemm_mma.wgsl", abl or "full", drop(ABLATIONS[abl]) if abl else None)
             try:
                 if v == "glu":    # the model's gate+up: n / 2 gate rows then n / 2 up rows, the GLU epilogue
                     half = n // 2 * qt.row_bytes(k)
