@@ -250,14 +250,12 @@ class PrefillTuning:
     units, a workgroup each, merged after (shaders/attention_merge_units.wgsl; the partials' scratch grows
     with it): a 512-row chunk of a model with few KV heads has too few row blocks to keep the GPU busy."""
     unit_fill: int = 2
-    """...of keys enough that the units' workgroups make this many per slot (resident at once: a second
-    wave would cost a whole unit's time again). 2 KV heads, head dim 64, 4,608 keys (112 row blocks): the
-    kernel's time 335 us in one unit, 188 with 2,048-key units (two, and a short third), 247 with three
-    of 1,536 (two waves): docs/perf-log.md, seventh session..."""
+    """...of keys enough that the units' workgroups make this many per slot: resident at once, one wave
+    (a second wave costs a whole unit's time again; docs/perf-log.md, "Prefill attention key units")..."""
     unit_long_keys: int = 4096
-    """...and one more per this many keys. Where the row blocks alone fill the GPU (8 KV heads: 256) units
-    lose at 4,608 keys (head dim 128: +13 % time with 3) and gain at 33k (the whole pp512 +14 % with 8), so
-    those plans take the units only for steps of twice this many keys or more."""
+    """...and at most this many keys a unit. Plans whose row blocks alone fill the GPU take units only for
+    steps of twice this many keys or more: below that the partials and the merge cost more than the
+    extra workgroups give (measured in the same perf-log entry)."""
 
 
 @dataclass(frozen=True)
