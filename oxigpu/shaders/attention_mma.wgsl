@@ -14,8 +14,9 @@
 // by exp(m_old - m_new) per row. Real attention rarely moves it past the first tile.
 // Defines: D, DV, G, NH, NKV, T, SCALE, SOFTCAP (0: none), WINDOW (0: none), PRB (row blocks per KV
 // head), NSG, BK, and the generated blocks (ops/attention_mma.py): QLOAD, K_LOAD, K_LOAD_NEXT, K_STORE,
-// V_LOAD, V_STORE, S_MMA, SM_READ, SM_WRITE, ODECL, O_RESCALE, PV_MMA, O_OUT; KVQ (quantized caches: dequantized into the
-// staged f16 tile, attention/mma_kv_true.wgsl); PAGED and TILES as attention.wgsl.
+// V_LOAD, V_STORE, S_MMA, SM_READ, SM_WRITE, ODECL, O_RESCALE, PV_MMA, O_OUT; KVQ (quantized caches:
+// dequantized into the staged f16 tile, attention/mma_kv_true.wgsl); PAGED and TILES as attention.wgsl;
+// UNITS and attention/units.wgsl's (key units; TRW, the output rows, where UNITS).
 diagnostic(off, chromium.subgroup_matrix_uniformity);
 enable f16;
 enable chromium_experimental_subgroup_matrix;
@@ -149,9 +150,8 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   // The order a lane takes its CPL scores in, rotated by its place among the 4 lanes whose rows share
   // banks (SL = 4 mod 32 words: rows r and r + 8, both halves): the 32 lanes read 32 banks at once.
   let rot = e / 16u + 2u * (e % 2u);
-  let win = row_window(rg);
-  var keys = vec2<u32>(win.x, win.x + win.y);   // [first, end) of this row's keys
-  if (NU > 1u) { keys = vec2<u32>(max(keys.x, lo), min(keys.y, hi)); }   // ... in this unit
+  let win = unit_window(row_window(rg), lo, hi);   // (with units: the row's keys in this unit)
+  let keys = vec2<u32>(win.x, win.x + win.y);     // [first, end) of this row's keys
 
   // Q tile (times SCALE) as f16 into kv, then each subgroup's 16 rows into registers.
   for (var u = lid; u < BQ * D; u += WG) {
