@@ -42,7 +42,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ablation import ablate, drop  # noqa: E402
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
-from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES, q8_round, q8_tie_free, tile_config  # noqa: E402
+from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES, half_dequant, q8_round, q8_tie_free, tile_config  # noqa: E402
 from oxigpu.backends.wgpu.ops.matmul import MatmulGluKernel, MatmulKernel, glu64  # noqa: E402
 from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
 
@@ -78,7 +78,8 @@ def parse_variant(v: str) -> dict | None:
         out, sg = {"mma": True}, None
         for a in v.split()[1:]:
             if a[0] in "btsfw":
-                out[{"b": "bk", "t": "sn", "s": "splits", "f": "fm", "w": "wt"}[a[0]]] = int(a[1:])
+                key = {"b": "bk", "t": "sn", "s": "splits", "f": "fm", "w": "wt"}[a[0]]
+                out[key] = bool(int(a[1:])) if key == "wt" else int(a[1:])
             else:
                 sg = [int(i) for i in a.split("x")]
         if sg:
@@ -202,6 +203,7 @@ def main() -> None:
     rows = []
     m = args.m
     distinct = 32
+    plain = dev.shader_source   # before any ablation: every shape's runs edit this one
     for name in args.shapes.split(","):
         if time.time() - t_start > args.budget:
             print("budget reached; stopping", flush=True)
@@ -217,6 +219,8 @@ def main() -> None:
         f16 = lambda a: a.astype(np.float16).astype(np.float64)
         ref = lambda x, w, n=n: np.tile(x @ w, (1, n // distinct + 1))[:, :n]
         wants = {"f32": ref(xh.astype(np.float64), wd), "mma": ref(f16(xh), f16(wd))}
+        if t in ("Q4_K", "Q6_K"):   # the matrix-unit kernel's weights dequantized in f16 arithmetic (cfg.half)
+            wants["mmah"] = ref(f16(xh), half_dequant(raw, t).reshape(distinct, k).T)
         if t in Q8_TYPES:
             wants["q8"] = ref(q8_round(xh), wd)
         big = np.tile(raw, (n // distinct + 1, 1))[:n]
@@ -231,7 +235,6 @@ def main() -> None:
                 variants += [f"{tile} s{s}" for tile in args.split_tiles.split(",") for s in args.splits.split(",")]
         if t == "F16":
             variants.append("f16tiles")
-        plain = dev.shader_source
         runs_of = [(v, a) for v in variants for a in ["", *filter(None, args.ablate.split(","))]]
         for v, abl in runs_of:
             ablate(dev, plain, "gemm_mma.wgsl", abl or "full", drop(ABLATIONS[abl]) if abl else None)
@@ -261,17 +264,19 @@ def main() -> None:
                 else:
                     got = dev.read(yb, np.float32, (m, n))
                     kind = cfg.split()[0] if cfg.split()[0] in wants else "f32"
+                    kind = "mmah" if kind == "mma" and c.half else kind
                     want = wants[kind]
                 err = float(np.abs(got - want).max() / np.abs(want).max())
                 secs = time_dispatches(dev, [x for r in runs for x in r]) / len(runs)
                 rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v + (f" [{abl}]" if abl else ""), cfg=cfg,
                            us=secs * 1e6, rotate=len(runs), tflops=flops / secs / 1e12, err=err,
-                           ok=err <= tol + (1e-4 if kind == "mma" else 0) or bool(abl))   # ablated: wrong by design
+                           # ablated: wrong by design
+                           ok=err <= tol + (1e-4 if kind.startswith("mma") else 0) or bool(abl))
                 if cfg.startswith(("q8", "mma")):
                     rec["xpass_us"] = time_dispatches(dev, d[:1]) * 1e6
                 yb.destroy()
-            except Exception as e:  # report and go on
-                rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, error=f"{type(e).__name__}: {e}"[:300])
+            except Exception as e:  # report and go on (the compiler's words come last)
+                rec = dict(shape=name, type=t, m=m, n=n, k=k, variant=v, error=f"{type(e).__name__}: {e}"[-1500:])
             out.write(json.dumps(rec) + "\n")
             out.flush()
             rows.append(rec)

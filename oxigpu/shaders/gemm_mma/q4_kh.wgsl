@@ -12,37 +12,39 @@
 @group(0) @binding(12) var<storage, read> W4: array<vec4<u32>>;
 
 const WU: u32 = 32u;     // halves per weight unit: one 32-block
-struct QH { lo: vec4<u32>, hi: vec4<u32>, s: vec2<f16> }   // nibble words (shifted), f16 of d sc, 8 d sc - dmin m
-alias WBlock = QH;
+// A unit as read: the block's head, the 32 bytes of its nibbles, its 32-block j. fetch only reads (the
+// loads land while the matrix units work on the staged step); w_put, a step later, decodes.
+struct QR { h: vec4<u32>, a: vec4<u32>, b: vec4<u32>, j: u32 }
+alias WBlock = QR;
 
 // Byte b of the scales (words 1..3 of the block's head h).
 fn sbyte(h: vec4<u32>, b: u32) -> u32 {
   return (h[1u + (b >> 2u)] >> (8u * (b & 3u))) & 0xFFu;
 }
 
-fn qh(blk: u32, j: u32) -> QH {
-  let h = W4[blk >> 4u];
-  var sm = vec2<u32>(sbyte(h, j) & 63u, sbyte(h, j + 4u) & 63u);     // get_scale_min_k4
+// f16 of d sc and 8 d sc - dmin m of 32-block j (get_scale_min_k4).
+fn scales(h: vec4<u32>, j: u32) -> vec2<f16> {
+  var sm = vec2<u32>(sbyte(h, j) & 63u, sbyte(h, j + 4u) & 63u);
   if (j >= 4u) {
     let hi = sbyte(h, j + 4u);
     sm = vec2<u32>((hi & 0xFu) | ((sbyte(h, j - 4u) >> 6u) << 4u), (hi >> 4u) | ((sbyte(h, j) >> 6u) << 4u));
   }
   let f = unpack2x16float(h.x) * vec2<f32>(sm);      // f32 products of f16 and 6-bit ints: exact
-  let s = vec2<f16>(f16(f.x), f16(8.0 * f.x - f.y));
-  let w = (blk + 16u + 32u * (j >> 1u)) >> 4u;
-  let sh = vec4<u32>(4u * (j & 1u));
-  return QH(W4[w] >> sh, W4[w + 1u] >> sh, s);
+  return vec2<f16>(f16(f.x), f16(8.0 * f.x - f.y));
 }
 
 // 32-block j of weight row n; zero past the rows or past k.
-fn w_load(n: u32, j: u32) -> QH {
+fn w_load(n: u32, j: u32) -> QR {
   if (n < D.rows && j < D.k / 32u) { return w_fast(n, j); }
-  return QH(vec4<u32>(0u), vec4<u32>(0u), vec2<f16>(0.0));
+  return QR(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), 0u);
 }
 
 // w_load inside W (fetch's tiles wholly inside it): unchecked.
-fn w_fast(n: u32, j: u32) -> QH {
-  return qh(w_base + n * D.row_bytes + (j / 8u) * QB, j % 8u);
+fn w_fast(n: u32, j: u32) -> QR {
+  let blk = w_base + n * D.row_bytes + (j / 8u) * QB;
+  let jj = j % 8u;
+  let w = (blk + 16u + 32u * (jj >> 1u)) >> 4u;
+  return QR(W4[blk >> 4u], W4[w], W4[w + 1u], jj);
 }
 
 // The 4 weights of nibble word w (low nibble of each byte) at ws[o], ws[o + WST] .. (WST: gemm_mma.wgsl's
@@ -53,11 +55,15 @@ fn put4(o: u32, w: u32, d: vec2<f16>, c: vec2<f16>) {
   ws[o] = a.x; ws[o + WST] = b.x; ws[o + 2u * WST] = a.y; ws[o + 3u * WST] = b.y;
 }
 
-fn w_put(o: u32, q: QH) {
-  let d = vec2<f16>(q.s.x);
-  let c = vec2<f16>(q.s.y);
+fn w_put(o: u32, q: QR) {
+  let s = scales(q.h, q.j);
+  let d = vec2<f16>(s.x);
+  let c = vec2<f16>(s.y);
+  let sh = vec4<u32>(4u * (q.j & 1u));
+  let lo = q.a >> sh;
+  let hi = q.b >> sh;
   for (var i = 0u; i < 4u; i++) {
-    put4(o + 4u * i * WST, q.lo[i], d, c);
-    put4(o + (16u + 4u * i) * WST, q.hi[i], d, c);
+    put4(o + 4u * i * WST, lo[i], d, c);
+    put4(o + (16u + 4u * i) * WST, hi[i], d, c);
   }
 }

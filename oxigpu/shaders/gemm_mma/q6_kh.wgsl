@@ -10,8 +10,13 @@
 @group(0) @binding(12) var<storage, read> W4: array<vec4<u32>>;
 
 const WU: u32 = 32u;     // halves per weight unit: one 32-block
-struct QH { lo: vec4<u32>, hi: vec4<u32>, s: vec2<f16> }   // 6-bit value bytes, f16(d sc) of each 16
-alias WBlock = QH;
+// A unit as read: the three 16-byte words around its 32 bytes of low bits (l) and of high bits (h), the
+// words holding its scales and d, and where in them (m: the low and high bits' byte offsets mod 16, t,
+// whether the scales and d sit in the words' upper halves). fetch only reads (the loads land while the
+// matrix units work on the staged step); w_put, a step later, decodes.
+struct QR { l0: vec4<u32>, l1: vec4<u32>, l2: vec4<u32>, h0: vec4<u32>, h1: vec4<u32>, h2: vec4<u32>,
+            sd: vec2<u32>, m: u32 }
+alias WBlock = QR;
 
 // Words s..s + 3 of the eight words a, b (s in 0..4).
 fn wsel(a: vec4<u32>, b: vec4<u32>, s: u32) -> vec4<u32> {
@@ -23,40 +28,38 @@ fn wsel(a: vec4<u32>, b: vec4<u32>, s: u32) -> vec4<u32> {
   return r;
 }
 
-// The 32 bytes at the 2-aligned byte b of W (blocks of 210 bytes: neighbouring blocks and rows differ in
-// alignment) from the three 16-byte words around them: bytes b.. in [0], b + 16.. in [1]. The window stays
-// inside the block (ql and qh end at least 18 bytes before it does).
-fn lw32(b: u32) -> array<vec4<u32>, 2> {
-  let q = b >> 4u;
-  let v0 = W4[q];
-  let v1 = W4[q + 1u];
-  let v2 = W4[q + 2u];
-  let s = (b >> 2u) & 3u;
+// The 32 bytes at byte c (2-aligned, mod 16) of the three 16-byte words v0 v1 v2 read around them (blocks
+// of 210 bytes: neighbouring blocks and rows differ in alignment): bytes c.. in [0], c + 16.. in [1].
+fn w32(v0: vec4<u32>, v1: vec4<u32>, v2: vec4<u32>, c: u32) -> array<vec4<u32>, 2> {
+  let s = c >> 2u;
   let lo = wsel(v0, v1, s);
   let hi = wsel(v1, v2, s);
-  if ((b & 2u) == 0u) { return array<vec4<u32>, 2>(lo, hi); }
+  if ((c & 2u) == 0u) { return array<vec4<u32>, 2>(lo, hi); }
   let sh = vec4<u32>(16u);
   return array<vec4<u32>, 2>((lo >> sh) | (wsel(v0, v1, s + 1u) << sh), (hi >> sh) | (wsel(v1, v2, s + 1u) << sh));
 }
 
-// Sub-block j (quant/q6_k.wgsl's q6_sub, as gemm_q8/q6_k.wgsl).
-fn qh(blk: u32, j: u32) -> QH {
-  let b = q6_sub(blk, j);
-  let s = vec2<f16>(f16at(blk + 208u) * b.sc);   // exact, rounded once
-  let l = lw32(b.ql);
-  let h = lw32(b.qh);
-  return QH(q6_bytes(l[0], h[0], b.t), q6_bytes(l[1], h[1], b.t), s);
-}
-
 // 32-block j of weight row n; zero past the rows or past k.
-fn w_load(n: u32, j: u32) -> QH {
+fn w_load(n: u32, j: u32) -> QR {
   if (n < D.rows && j < D.k / 32u) { return w_fast(n, j); }
-  return QH(vec4<u32>(0u), vec4<u32>(0u), vec2<f16>(0.0));
+  let z = vec4<u32>(0u);
+  return QR(z, z, z, z, z, z, vec2<u32>(0u), 0u);
 }
 
-// w_load inside W (fetch's tiles wholly inside it): unchecked.
-fn w_fast(n: u32, j: u32) -> QH {
-  return qh(w_base + n * D.row_bytes + (j / 8u) * QB, j % 8u);
+// w_load inside W (fetch's tiles wholly inside it): unchecked. Sub-block j % 8 as quant/q6_k.wgsl's
+// q6_sub places it (the window stays inside the block: ql and qh end at least 18 bytes before it does).
+fn w_fast(n: u32, j: u32) -> QR {
+  let blk = w_base + n * D.row_bytes + (j / 8u) * QB;
+  let h = (j % 8u) >> 2u;
+  let t = j & 3u;
+  let ql = blk + 64u * h + 32u * (t & 1u);
+  let qh = blk + 128u + 32u * h;
+  let sc = blk + 192u + 8u * h + 2u * t;
+  let ql4 = ql >> 4u;
+  let qh4 = qh >> 4u;
+  return QR(W4[ql4], W4[ql4 + 1u], W4[ql4 + 2u], W4[qh4], W4[qh4 + 1u], W4[qh4 + 2u],
+            vec2<u32>(W[sc >> 2u], W[(blk + 208u) >> 2u]),
+            (ql & 15u) | ((qh & 15u) << 4u) | (t << 8u) | ((sc & 2u) << 9u) | ((blk & 2u) << 10u));
 }
 
 // The 4 weights of value word w (one 6-bit value a byte) at ws[o], ws[o + WST] .., times s.
@@ -66,11 +69,17 @@ fn put4(o: u32, w: u32, s: vec2<f16>) {
   ws[o] = a.x; ws[o + WST] = b.x; ws[o + 2u * WST] = a.y; ws[o + 3u * WST] = b.y;
 }
 
-fn w_put(o: u32, q: QH) {
-  let lo = vec2<f16>(q.s.x);
-  let hi = vec2<f16>(q.s.y);
+fn w_put(o: u32, q: QR) {
+  let t = (q.m >> 8u) & 3u;
+  let sc = bitcast<i32>(q.sd.x >> (16u * ((q.m >> 10u) & 1u)));          // two int8 scales, 16 elements each
+  let d = unpack2x16float(q.sd.y >> (16u * ((q.m >> 11u) & 1u))).x;
+  let s = vec2<f16>(d * vec2<f32>(f32((sc << 24u) >> 24u), f32((sc << 16u) >> 24u)));   // exact, rounded once
+  let l = w32(q.l0, q.l1, q.l2, q.m & 15u);
+  let h = w32(q.h0, q.h1, q.h2, (q.m >> 4u) & 15u);
+  let lo = vec2<f16>(s.x);
+  let hi = vec2<f16>(s.y);
   for (var i = 0u; i < 4u; i++) {
-    put4(o + 4u * i * WST, q.lo[i], lo);
-    put4(o + (16u + 4u * i) * WST, q.hi[i], hi);
+    put4(o + 4u * i * WST, q6_bytes(l[0], h[0], t)[i], lo);
+    put4(o + (16u + 4u * i) * WST, q6_bytes(l[1], h[1], t)[i], hi);
   }
 }

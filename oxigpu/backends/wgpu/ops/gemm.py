@@ -293,7 +293,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
         return ("gemm_mma.wgsl", {"SGM": cfg.tm // cfg.fm, "SGN": cfg.tn // cfg.sn, "FM": cfg.fm, "TNB": cfg.sn,
                                   "BK": cfg.bk,
                                   "SPLITS": cfg.splits,
-                                  "WLOAD": wload, "WT": cfg.wt,
+                                  "WLOAD": wload, "WT": bool(cfg.wt),
                                   "WSLEN": cfg.bk * (bn + 8) if cfg.wt else bn * (cfg.bk + 8)}, cfg)
     if glu:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM")
