@@ -329,7 +329,9 @@ def test_mma_transposed_weights(dev, t, half, tile):
 
 @pytest.mark.parametrize("t,wload,wst", [("Q4_K", "q4_kh", 1), ("Q6_K", "q6_kh", 1), ("Q4_K", "q32", 1),
                                          ("Q6_K", "q32", 1), ("Q8_0", "q32", 1), ("Q2_K", "dq8", 1), ("F16", "f16", 1),
-                                         ("Q4_K", "q4_kh", 3), ("Q6_K", "q6_kh", 3), ("Q8_0", "q32", 3)])
+                                         ("Q4_K", "q4_kh", 3), ("Q6_K", "q6_kh", 3), ("Q8_0", "q32", 3),
+                                         ("Q8_0", "q32r", 1), ("Q5_0", "q32r", 1), ("Q4_0", "q32r", 1),
+                                         ("Q5_0", "q32r", 3)])
 def test_mma_weight_loaders(dev, t, wload, wst):
     """The matrix-unit GEMM's weight loaders (gemm_mma/<wload>.wgsl) alone, through gemm_mma_units.wgsl
     (which lavapipe runs: no subgroup matrices needed): each row's staged halves against the twin's weights
@@ -394,8 +396,9 @@ def test_mma_choice(dev, monkeypatch):
     """Where the device has the matrix units, prefill chunks take them by default for F16 weights and for
     the quantized types where ``mma_tile`` expects MMA_Q8_TFLOPS (Qwen2.5-0.5B's 896 columns too): 128 x
     128 tiles unsplit where they fill the GPU, split-k or smaller tiles where those fill more SMs, 64 k per
-    step; narrower quantized outputs on request; every type (through its integer-dot loader, or its dq8
-    snippet: Q2_K, BF16; F32 only on request); short chunks and devices without them keep their kernels."""
+    step; narrower quantized outputs on request; every type (through its integer-dot loader, its raw-word
+    one for Q8_0 / Q5_0 / Q4_0, or its dq8 snippet: Q2_K, BF16; F32 only on request); short chunks and
+    devices without them keep their kernels."""
     monkeypatch.setattr(dev, "has_mma", True, raising=False)
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 49152)
     grid = lambda d: (d["SGM"], d["SGN"], d["TNB"], d["BK"], d["SPLITS"], d["WLOAD"])
@@ -415,7 +418,7 @@ def test_mma_choice(dev, monkeypatch):
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 32768)   # 32 k per step where 64 won't fit
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[1]["BK"] == 32
     shader, defines, _ = gemm_shader(dev, 512, "Q5_0", 896, {"mma": True, "tm": 4, "tn": 4}, 896)
-    assert shader == "gemm_mma.wgsl" and (defines["SGN"], defines["WLOAD"]) == (2, "q32")
+    assert shader == "gemm_mma.wgsl" and (defines["SGN"], defines["WLOAD"]) == (2, "q32r")   # read raw
     assert gemm_shader(dev, 8, "F16", 4096, None, 4096)[0] == "gemm_q.wgsl"
     with pytest.raises(DeviceError, match="no matrix-unit GEMM for Q5_K"):
         gemm_shader(dev, 512, "Q5_K", 4096, {"mma": True, "bk": 16}, 4096)

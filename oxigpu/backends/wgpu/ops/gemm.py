@@ -52,6 +52,8 @@ HALF_TYPES = ("Q4_K", "Q6_K")
 W16_BINDING = 12
 """The weights bound a second time as 16-byte words (the f16-arithmetic loaders, gemm_mma/<type>h.wgsl);
 Q4_K's reads W only so (its blocks are 16-byte multiples), Q6_K's its scales through W too."""
+RAW_TYPES = ("Q8_0", "Q5_0", "Q4_0")
+"""Types whose matrix-unit loader reads a unit's words and decodes them a step later (gemm_mma/q32r.wgsl)."""
 
 
 def half_dequant(w: np.ndarray, qtype: str) -> np.ndarray:
@@ -285,8 +287,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
             raise DeviceError(f"matmul: the unsplit GLU epilogue needs 4 blocks along n, not {cfg}")
         # 64 k per step (half the barriers) where it fits, else 32
         cfg = _fit_limits(dev, cfg, m, n, TileConfig.smem_bytes, None if "bk" in override else {"bk": 32})
-        wload = "f16" if qtype == "F16" else f"{qtype.lower()}h" if cfg.half else "q32" if qtype in Q8_TYPES \
-            else "dq8"
+        wload = "f16" if qtype == "F16" else f"{qtype.lower()}h" if cfg.half else "q32r" if qtype in RAW_TYPES \
+            else "q32" if qtype in Q8_TYPES else "dq8"
         if cfg.wt and wload in ("f16", "dq8"):
             raise DeviceError(f"matmul: transposed weight staging (wt) takes 32-weight units, not {wload}")
         bn = 16 * cfg.tn

@@ -1,0 +1,49 @@
+// gemm_mma.wgsl's weight units for the 32-element block types whose block is one unit (Q8_0, Q5_0, Q4_0):
+// fetch only reads the QW words that hold the block (from its 2-aligned start's word), and w_put
+// decodes them a step later, so the loads land while the matrix units work (q32.wgsl decodes as it
+// reads, and the step waits for the loads). The decode, gemm_mma/q32r_<type>.wgsl's q32b, takes the
+// block's words aligned to its first byte, at constant indices (they stay in registers).
+#include "gemm_q8/q32.wgsl"
+#include "gemm_q8/{{QUANT}}.wgsl"
+#include "gemm_mma/q32r_{{QUANT}}.wgsl"
+
+const WU: u32 = 32u;     // halves per weight unit: one 32-block
+struct QR { w: array<u32, QW>, mis: u32 }   // words from the block's word on; mis: 16 if it starts 2 bytes in
+alias WBlock = QR;
+
+// 32-block j of weight row n; zero past the rows or past k.
+fn w_load(n: u32, j: u32) -> QR {
+  if (n < D.rows && j < D.k / 32u) { return w_fast(n, j); }
+  return QR(array<u32, QW>(), 0u);
+}
+
+// w_load inside W (fetch's tiles wholly inside it): unchecked. QW words cover the block either way (its
+// bytes plus the 2 before it fit them), so nothing past W is read.
+fn w_fast(n: u32, j: u32) -> QR {
+  let blk = w_base + n * D.row_bytes + j * QB;
+  let w0 = blk >> 2u;
+  var r: QR;
+  for (var i = 0u; i < QW; i++) { r.w[i] = W[w0 + i]; }
+  r.mis = (blk & 2u) * 8u;
+  return r;
+}
+
+// 16 int8 (one vec4 of q32) times the scale s, minus the min mn, as 16 halves at ws[o], ws[o + WST] ..
+fn put16(o: u32, q: vec4<u32>, s: f32) {
+  for (var e = 0u; e < 4u; e++) {
+    let h = vec4<f16>(vec4<f32>(unpack4xI8(q[e])) * s);
+    let b = o + 4u * e * WST;
+    ws[b] = h.x; ws[b + WST] = h.y; ws[b + 2u * WST] = h.z; ws[b + 3u * WST] = h.w;
+  }
+}
+
+fn w_put(o: u32, r: QR) {
+  var b: array<u32, QW>;
+  for (var i = 0u; i < QW - 1u; i++) {
+    b[i] = select(r.w[i], (r.w[i] >> 16u) | (r.w[i + 1u] << 16u), r.mis != 0u);
+  }
+  b[QW - 1u] = r.w[QW - 1u] >> r.mis;   // 2 bytes in: its upper half lies past the block (unused)
+  let q = q32b(b);
+  put16(o, q.lo, q.a);
+  put16(o + 16u * WST, q.hi, q.a);
+}

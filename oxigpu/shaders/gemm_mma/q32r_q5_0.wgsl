@@ -1,0 +1,13 @@
+// Q5_0's block from its words (gemm_mma/q32r.wgsl): d, the high bits qh at byte 2, 16 bytes of nibbles at
+// byte 6; as gemm_q8/q5_0.wgsl.
+const QW: u32 = 6u;      // words that hold the 22 bytes
+
+fn mid(b: array<u32, QW>, i: u32) -> u32 { return (b[i] >> 16u) | (b[i + 1u] << 16u); }
+
+fn q32b(b: array<u32, QW>) -> Q32 {
+  let qh = mid(b, 0u);
+  let q = vec4<u32>(mid(b, 1u), mid(b, 2u), mid(b, 3u), mid(b, 4u));
+  let mask = vec4<u32>(0x0F0F0F0Fu);
+  return Q32(s8((q & mask) | q5_0_high(qh & 0xFFFFu), 16u),
+             s8(((q >> vec4<u32>(4u)) & mask) | q5_0_high(qh >> 16u), 16u), unpack2x16float(b[0]).x, 0.0);
+}
