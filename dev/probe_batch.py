@@ -86,7 +86,7 @@ def mma_variants(m: int, node: str, half: bool = False, only: str = "") -> list[
     for name, t in tiles.items():
         if only and name not in only.split(","):
             continue
-        for s in (1, 2, 4, 8):
+        for s in (1, 2, 4, 8, 16):
             if node == "glu" and s == 1 and t["sn"] != 4:
                 continue    # the unsplit GLU epilogue pairs 4 blocks along n
             out.append((f"{name}s{s}", {"gemm": {"mma": True, **t, "splits": s}}))

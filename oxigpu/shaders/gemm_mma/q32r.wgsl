@@ -28,13 +28,14 @@ fn w_fast(n: u32, j: u32) -> QR {
   return r;
 }
 
-// 16 int8 (one vec4 of q32) times the scale s, minus the min mn, as 16 halves at ws[o], ws[o + WST] ..
-fn put16(o: u32, q: vec4<u32>, s: f32) {
-  for (var e = 0u; e < 4u; e++) {
-    let h = vec4<f16>(vec4<f32>(unpack4xI8(q[e])) * s);
-    let b = o + 4u * e * WST;
-    ws[b] = h.x; ws[b + WST] = h.y; ws[b + 2u * WST] = h.z; ws[b + 3u * WST] = h.w;
-  }
+// The 4 int8 of word w (byte 0 first) times s, as halves at ws[o], ws[o + WST] ..: byte q ^ 0x80 = q + 128
+// as the low bits of 1024 (0x6400) is 1152 + q, exact; minus 1152, q; times s (d: an f16 value) rounded
+// once, as the f32 product rounded to f16 is (no int -> float -> half conversions per weight).
+fn put4(o: u32, w: u32, s: vec2<f16>) {
+  let u = w ^ 0x80808080u;
+  let a = (h2((u & 0x00FF00FFu) | 0x64006400u) - vec2<f16>(1152.0)) * s;          // bytes 0 and 2
+  let b = (h2(((u >> 8u) & 0x00FF00FFu) | 0x64006400u) - vec2<f16>(1152.0)) * s;  // bytes 1 and 3
+  ws[o] = a.x; ws[o + WST] = b.x; ws[o + 2u * WST] = a.y; ws[o + 3u * WST] = b.y;
 }
 
 fn w_put(o: u32, r: QR) {
@@ -44,6 +45,9 @@ fn w_put(o: u32, r: QR) {
   }
   b[QW - 1u] = r.w[QW - 1u] >> r.mis;   // 2 bytes in: its upper half lies past the block (unused)
   let q = q32b(b);
-  put16(o, q.lo, q.a);
-  put16(o + 16u * WST, q.hi, q.a);
+  let s = vec2<f16>(f16(q.a));
+  for (var i = 0u; i < 4u; i++) {
+    put4(o + 4u * i * WST, q.lo[i], s);
+    put4(o + (16u + 4u * i) * WST, q.hi[i], s);
+  }
 }
