@@ -68,8 +68,8 @@ def parse_variant(v: str) -> dict | None:
     integer-dot kernel's (2 blocks per step); 'default' -> {}; 'f32' / 'q8' -> that kernel's default
     choice; 'mma' / 'mma 2x4 t4 b32 s2 f4' -> the matrix-unit kernel (where Device.has_mma), its default
     or SGM x SGN subgroups of FM (default 2) x TNB blocks, BK, split-k (w1: weights staged transposed,
-    TileConfig.wt); 'f16tiles' -> default with F16
-    weights in f16 tiles."""
+    TileConfig.wt; r1: Q8_0 / Q5_0 / Q4_0 read as 16-byte words, TileConfig.raw16); 'f16tiles' -> default
+    with F16 weights in f16 tiles."""
     if v == "default":
         return {}
     if v in ("f32", "q8"):
@@ -77,9 +77,9 @@ def parse_variant(v: str) -> dict | None:
     if v.startswith("mma"):   # 'mma', 'mma 2x4 t4 b32': the matrix-unit kernel, SGM x SGN subgroups, TNB, BK
         out, sg = {"mma": True}, None
         for a in v.split()[1:]:
-            if a[0] in "btsfw":
-                key = {"b": "bk", "t": "sn", "s": "splits", "f": "fm", "w": "wt"}[a[0]]
-                out[key] = bool(int(a[1:])) if key == "wt" else int(a[1:])
+            if a[0] in "btsfwr":
+                key = {"b": "bk", "t": "sn", "s": "splits", "f": "fm", "w": "wt", "r": "raw16"}[a[0]]
+                out[key] = bool(int(a[1:])) if key in ("wt", "raw16") else int(a[1:])
             else:
                 sg = [int(i) for i in a.split("x")]
         if sg:

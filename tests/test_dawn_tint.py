@@ -176,7 +176,7 @@ fn sms(o: u32, c: f32, t: bool, s: u32) { cs[o] = c; }
 
 def test_mma_gemm_passes_tint_with_matrix_stand_ins(dev, tmp_path, monkeypatch):
     """The matrix-unit GEMM as gemm_shader sets it up on an adapter with subgroup matrices, for every weight
-    loader (f16, q32, q32r, dq8, the f16-arithmetic K-quant ones) and GLU / split-k / decode-batch shapes, with
+    loader (f16, q32, q32r, q32r16, dq8, the f16-arithmetic K-quant ones) and GLU / split-k / decode-batch shapes, with
     the matrix calls stood in (:func:`matrix_stand_ins`); its split-k reduction (GLU pairs there) as is.
     The matrix calls themselves are checked on the GPU (tests/test_kernel_gemm.py)."""
     from oxigpu.backends.wgpu.ops.gemm import gemm_shader
@@ -191,6 +191,7 @@ def test_mma_gemm_passes_tint_with_matrix_stand_ins(dev, tmp_path, monkeypatch):
     # weights staged transposed (TileConfig.wt: the loaders of 32-weight units), plain and GLU
     cases += [(512, t, n, 4096, glu, {"mma": True, "wt": True}) for t in ("Q4_K", "Q6_K", "Q8_0", "IQ4_NL")
               for n, glu in ((4096, False), (28672, True))]
+    cases += [(512, t, 4096, 4096, False, {"mma": True, "raw16": True}) for t in ("Q8_0", "Q5_0", "Q4_0")]
     n_src = 0
     for m, t, n, k, glu, over in cases:
         shader, extra, cfg = gemm_shader(mma, m, t, n, over, k, glu=glu)
@@ -204,8 +205,8 @@ def test_mma_gemm_passes_tint_with_matrix_stand_ins(dev, tmp_path, monkeypatch):
             red = dev.shader_source("gemm_reduce.wgsl", {**defines, "SPLITS": cfg.splits}, implementation="dawn")
             (tmp_path / f"{n_src:02d}-reduce.wgsl").write_text(red)
             n_src += 1
-    assert {"q4_kh", "q6_kh", "q32", "q32r", "f16", "dq8"} <= {p.name.split("-")[2] for p in tmp_path.iterdir()
-                                                       if "reduce" not in p.name}
+    loaders = {p.name.split("-")[2] for p in tmp_path.iterdir() if "reduce" not in p.name}
+    assert {"q4_kh", "q6_kh", "q32", "q32r", "q32r16", "f16", "dq8"} <= loaders
     assert sum(p.name.endswith("-wt.wgsl") for p in tmp_path.iterdir()) == 8
     assert _tint_errors(tmp_path) == {}
 

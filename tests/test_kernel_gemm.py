@@ -331,7 +331,8 @@ def test_mma_transposed_weights(dev, t, half, tile):
                                          ("Q6_K", "q32", 1), ("Q8_0", "q32", 1), ("Q2_K", "dq8", 1), ("F16", "f16", 1),
                                          ("Q4_K", "q4_kh", 3), ("Q6_K", "q6_kh", 3), ("Q8_0", "q32", 3),
                                          ("Q8_0", "q32r", 1), ("Q5_0", "q32r", 1), ("Q4_0", "q32r", 1),
-                                         ("Q5_0", "q32r", 3)])
+                                         ("Q5_0", "q32r", 3), ("Q8_0", "q32r16", 1), ("Q5_0", "q32r16", 1),
+                                         ("Q4_0", "q32r16", 3)])
 def test_mma_weight_loaders(dev, t, wload, wst):
     """The matrix-unit GEMM's weight loaders (gemm_mma/<wload>.wgsl) alone, through gemm_mma_units.wgsl
     (which lavapipe runs: no subgroup matrices needed): each row's staged halves against the twin's weights
@@ -358,8 +359,9 @@ def test_mma_weight_loaders(dev, t, wload, wst):
     wbuf = dev.upload(np.ascontiguousarray(w).view(np.uint8).reshape(-1))
     y = dev.upload(np.full((n, k), np.nan, np.float32))
     binds = {1: dev.uniform([k, n, n, 0, row_bytes, 1, 0, 0] + [0] * 8), 3: wbuf, 5: y}
-    if wload.endswith("h"):   # 16-byte words; Q4_K's reads W only so (GemmKernel.encode binds them so)
-        binds[W16_BINDING] = binds.pop(3) if t == "Q4_K" else binds[3]
+    if wload.endswith("h") or wload == "q32r16":   # 16-byte words; Q4_K's and q32r16's read W only so (as
+        w_only = t == "Q4_K" or wload == "q32r16"    # GemmKernel.encode binds them)
+        binds[W16_BINDING] = binds.pop(3) if w_only else binds[3]
     dev.submit([Dispatch(pipe, dev.bind_group(pipe, binds), (n, 1, 1))])
     got = dev.read(y, np.float32, (n, k)).astype(np.float64)
     big = np.repeat(np.abs(want).reshape(n, -1, 32).max(axis=2), 32, axis=1)

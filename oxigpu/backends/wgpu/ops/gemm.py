@@ -50,10 +50,11 @@ is, the rest through their dq8 snippet (``gemm_mma/dq8.wgsl``): every type (F32 
 HALF_TYPES = ("Q4_K", "Q6_K")
 """Types with a matrix-unit loader dequantizing in f16 arithmetic (``gemm_mma/<type>h.wgsl``)."""
 W16_BINDING = 12
-"""The weights bound a second time as 16-byte words (the f16-arithmetic loaders, gemm_mma/<type>h.wgsl);
-Q4_K's reads W only so (its blocks are 16-byte multiples), Q6_K's its scales through W too."""
+"""The weights bound a second time as 16-byte words (the f16-arithmetic loaders, gemm_mma/<type>h.wgsl, and
+gemm_mma/q32r16.wgsl); Q4_K's and q32r16's read W only so, Q6_K's its scales through W too."""
 RAW_TYPES = ("Q8_0", "Q5_0", "Q4_0")
-"""Types whose matrix-unit loader reads a unit's words and decodes them a step later (gemm_mma/q32r.wgsl)."""
+"""Types whose matrix-unit loader reads a unit's words and decodes them a step later (gemm_mma/q32r.wgsl;
+TileConfig.raw16: as 16-byte words, gemm_mma/q32r16.wgsl)."""
 
 
 def half_dequant(w: np.ndarray, qtype: str) -> np.ndarray:
@@ -165,6 +166,7 @@ conflict-free stores for the loaders of 32-weight units)."""
     fm: int = 2
     half: bool = False
     wt: bool = False
+    raw16: bool = False
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -276,7 +278,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     fast = short_mma or qtype == "F16" or (qtype in MMA_TYPES and qtype != "F32" and tflops >= g.mma_q8_min_tflops)
     if override.get("mma", dev.has_mma and fast and not override):
         cfg = TileConfig(**{**tile, "mma": True, "half": qtype in g.mma_half_types if half is None else half,
-                            **override})
+                            "raw16": g.mma_raw16, **override})
         if cfg.half and qtype not in HALF_TYPES:
             cfg = replace(cfg, half=False)     # asked for every type (tests, sweeps): where a loader has it
         if qtype not in MMA_TYPES or cfg.fm not in (2, 4) or cfg.tm not in (cfg.fm, 2 * cfg.fm, 4 * cfg.fm) \
@@ -287,8 +289,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
             raise DeviceError(f"matmul: the unsplit GLU epilogue needs 4 blocks along n, not {cfg}")
         # 64 k per step (half the barriers) where it fits, else 32
         cfg = _fit_limits(dev, cfg, m, n, TileConfig.smem_bytes, None if "bk" in override else {"bk": 32})
-        wload = "f16" if qtype == "F16" else f"{qtype.lower()}h" if cfg.half else "q32r" if qtype in RAW_TYPES \
-            else "q32" if qtype in Q8_TYPES else "dq8"
+        wload = "f16" if qtype == "F16" else f"{qtype.lower()}h" if cfg.half else \
+            ("q32r16" if cfg.raw16 else "q32r") if qtype in RAW_TYPES else "q32" if qtype in Q8_TYPES else "dq8"
         if cfg.wt and wload in ("f16", "dq8"):
             raise DeviceError(f"matmul: transposed weight staging (wt) takes 32-weight units, not {wload}")
         bn = 16 * cfg.tn
@@ -398,7 +400,9 @@ class GemmKernel:
         self.reduce = (dev.pipeline("gemm_reduce.wgsl", defines={**defines, "SPLITS": self.splits})
                        if self.splits > 1 else None)
         self.glu = bool(defines["GLU"])
-        self.w16 = bool(self.cfg and self.cfg.mma and self.cfg.half)
+        wload = extra.get("WLOAD", "")
+        self.w16 = bool(self.cfg and self.cfg.mma and (self.cfg.half or wload == "q32r16"))
+        self.w16_only = self.w16 and (qtype == "Q4_K" or wload == "q32r16")   # loaders that read W only so
         # the matrix-unit kernel's x pass applies the RMS norm of a norm prologue (one workgroup per row)
         self.norm_xpass = self.mma and norm_eps is not None
         io = {"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "RPT": rows_per_token}
@@ -440,8 +444,8 @@ class GemmKernel:
                  **grid_binds(self.dev, self.qtype)}
         if self.q8 or self.mma:
             binds = {i: b for i, b in binds.items() if i != 2}
-        if self.w16:    # Q4_K's loader reads W only as 16-byte words
-            binds[W16_BINDING] = binds.pop(3) if self.qtype == "Q4_K" else binds[3]
+        if self.w16:
+            binds[W16_BINDING] = binds.pop(3) if self.w16_only else binds[3]
         if self.splits == 1:
             return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid)]
         nbytes = 4 * self.splits * self.m * rows

@@ -256,8 +256,10 @@ def _grid64(n: int) -> tuple[int, int, int]:
 
 
 def _word_span(buf: Any, off: int, nbytes: int) -> tuple[Any, int, int]:
-    """(buffer, offset, size) of nbytes at off, the size rounded up to a word where the buffer allows."""
-    return (buf, off, min((nbytes + 3) // 4 * 4, buf.size - off))
+    """(buffer, offset, size) of nbytes at off, the size rounded up to 16 bytes where the buffer allows
+    (buffers are: Device.create_buffer), so that loaders reading the weights as 16-byte words (W4) reach
+    the word holding the last bytes."""
+    return (buf, off, min((nbytes + 15) // 16 * 16, buf.size - off))
 
 
 def _span(b: Binding) -> tuple[Any, int]:
