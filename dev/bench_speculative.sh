@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Speculative decoding on the GPU machine: `oxigpu bench -md` / `--lookup` (speculative against plain greedy
-# decoding, 20 code prompts, the same loaded model) and llama.cpp's llama-server doing the same on the same
+# decoding, 21 code prompts, the same loaded model) and llama.cpp's llama-server doing the same on the same
 # prompts (its draft model and ngram-simple lookup), reporting tokens/s, speed-up and acceptance.
 #
 # The real Qwen pair cannot travel to the device machine (64 MiB), so by default the files are synthesized:
@@ -14,13 +14,13 @@
 #   source .gpu/bootstrap.sh
 #   bash dev/bench_speculative.sh build        # llama-server with CUDA, detached (~5 min); optional
 #   bash dev/bench_speculative.sh run          # oxigpu's three runs, then llama.cpp's if it was built
-# Env: TARGET, DRAFT (files), N (tokens per prompt, 128), K (drafts per round, 5), PROMPTS (1..20),
+# Env: TARGET, DRAFT (files), N (tokens per prompt, 128), K (drafts per round, 5), PROMPTS (1..21),
 # OUT (results folder), PY.
 set -u -o pipefail
 PY=${PY:-python3}
 OUT=${OUT:-/tmp/spec-out}
 W=/tmp/llamacpp-spec
-N=${N:-128}; K=${K:-5}; PROMPTS=${PROMPTS:-20}
+N=${N:-128}; K=${K:-5}; PROMPTS=${PROMPTS:-21}
 TARGET=${TARGET:-/tmp/spec-target.gguf}; DRAFT=${DRAFT:-/tmp/spec-draft.gguf}
 mkdir -p "$OUT"
 

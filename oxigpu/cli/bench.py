@@ -12,6 +12,7 @@ from ..errors import InvalidParameterError
 from ..runtime.engine import BACKENDS
 from ..tools.bench import run_bench, to_markdown
 from ..tools.compare import DEFAULT_LLAMACPP_ARGS, DEFAULT_ROWS
+from ..tools.spec_bench import EDIT_TASK, PROMPTS
 from .common import (
     cache_options,
     friendly_errors,
@@ -78,8 +79,10 @@ def _depths(text: str) -> list[int]:
                    "-p prompt and -n generated tokens each, instead of pp/tg.")
 @speculative_options
 @cache_options
-@click.option("--prompts", "n_prompts", default=20, show_default=True, type=click.IntRange(1, 20),
-              help="Speculative bench: how many of its 20 code prompts to run.")
+@click.option("--prompts", "n_prompts", default=len(PROMPTS), show_default=True,
+              type=click.IntRange(1, len(PROMPTS)),
+              help=f"Speculative bench: how many of its {len(PROMPTS)} code prompts to run (the last, number "
+                   f"{EDIT_TASK}, an editing task whose answer repeats the prompt's code).")
 @click.option("--dump-prompts", default=None, type=click.Path(file_okay=False),
               help="Speculative bench: write the prompts (chat template applied) here as prompt00.txt ... for "
                    "llama.cpp's tools.")
@@ -97,7 +100,7 @@ def bench(model: str | None, n_prompt: int, n_gen: int, depth: str | None, reps:
     With --compare-llamacpp DIR (or --no-llamacpp): the same tests on each of --rows' synthesized files
     (or -m's file), oxigpu then llama.cpp's llama-bench, side by side with their spreads and ratio.
 
-    With -md/--model-draft FILE or --lookup: speculative against plain greedy decoding of -n tokens on 20
+    With -md/--model-draft FILE or --lookup: speculative against plain greedy decoding of -n tokens on 21
     code prompts (tokens/s of each, speed-up, acceptance rate, identical outputs)."""
     draft, spec = speculative_settings(draft_model, lookup, draft_max, draft_min, spec_ngram)
     if spec is not None:

@@ -1,7 +1,8 @@
 """`oxigpu bench --draft-model FILE` / `--lookup`: speculative decoding against plain decoding, same prompts.
 
-Twenty code-completion and code-editing requests (the work speculation is for: answers that repeat or
-continue code already in the context), each sent through the model's chat template when it has one, greedy,
+Twenty-one code-completion and code-editing requests (the work speculation is for: answers that repeat or
+continue code already in the context; the last, ``EDIT_TASK``, asks for a whole module back with one name
+changed), each sent through the model's chat template when it has one, greedy,
 ``n_gen`` tokens at most. For each prompt the same loaded model generates plain, then speculatively
 (``LLM.speculate`` toggles it, so both sides share weights, plans and device), and the table reports
 generation tokens/s of each (the tokens after the first over the time after the first: the prompt's cost is
@@ -60,7 +61,20 @@ PROMPTS = [
     "        return f'Point({self.x}, {self.y}, {self.z})'\n",
     "Complete this HTML page with a form that has name and email fields and a submit button:\n\n"
     "<!DOCTYPE html>\n<html>\n<head>\n  <title>Sign up</title>\n</head>\n<body>\n",
+    # an editing task whose answer is nearly the whole prompt (what prompt lookup is for; llama.cpp's and
+    # vLLM's n-gram speculation are measured on such requests)
+    "Rename the function `process_items` to `select_active` everywhere in this module and return the whole "
+    "module, with no explanation:\n\nimport json\nfrom pathlib import Path\n\n\ndef load_items(path):\n"
+    "    with open(path) as f:\n        return json.load(f)\n\n\ndef process_items(items, limit=None):\n"
+    "    out = []\n    for item in items:\n        if limit is not None and len(out) >= limit:\n"
+    "            break\n        if item.get(\"active\"):\n"
+    "            out.append({\"id\": item[\"id\"], \"name\": item[\"name\"].strip()})\n    return out\n\n\n"
+    "def save_items(items, path):\n    Path(path).write_text(json.dumps(items, indent=2))\n\n\n"
+    "def main(src, dst, limit=None):\n    items = load_items(src)\n    kept = process_items(items, limit)\n"
+    "    save_items(kept, dst)\n    print(f\"kept {len(kept)} of {len(items)} items\")\n",
 ]
+EDIT_TASK = len(PROMPTS) - 1
+"""The prompt whose answer repeats the prompt's code (issue-level target: prompt lookup >= 1.5x there)."""
 
 
 def prompt_ids(llm: Any, text: str) -> list[int]:
