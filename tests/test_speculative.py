@@ -336,12 +336,21 @@ def test_real_model_greedy_identity(qwen_path):
 
 
 # -- wgpu -------------------------------------------------------------------------------------------------
-def test_wgpu_greedy_identity(models, dev):
+def test_wgpu_greedy_identity(models, dev, monkeypatch):
     """On the GPU backend (lavapipe in CI): the verification plan of k + 1 rows, greedy drafts from the draft
-    model's GPU-resident loop, and lookup give the plain decoder's tokens."""
+    model's GPU-resident loop, and lookup give the plain decoder's tokens; the verification draws every row's
+    id with the GPU sampler (no logits read back), repetition penalties included (each row's own history)."""
+    from oxigpu.runtime.speculative import Speculator
+    on_device = []
+    orig = Speculator._verify_greedy_on_device
+    monkeypatch.setattr(Speculator, "_verify_greedy_on_device",
+                        lambda self, *a: on_device.append(orig(self, *a)) or on_device[-1])
     plain = LLM(models["target"], backend="wgpu", n_ctx=64)
-    ref = plain.generate("Once upon a time", temperature=0, max_tokens=12).token_ids
-    for kw in ({"draft_model": models["q8"], "speculative": {"num_tokens": 3}}, {"speculative": "lookup"}):
-        llm = LLM(models["target"], backend="wgpu", n_ctx=64, **kw)
-        assert llm.generate("Once upon a time", temperature=0, max_tokens=12).token_ids == ref, kw
-        assert llm.speculative_stats["rounds"] > 0
+    for extra in ({}, {"repeat_penalty": 1.5, "repeat_last_n": 16}):
+        ref = plain.generate("Once upon a time", temperature=0, max_tokens=12, **extra).token_ids
+        for kw in ({"draft_model": models["q8"], "speculative": {"num_tokens": 3}}, {"speculative": "lookup"}):
+            on_device.clear()
+            llm = LLM(models["target"], backend="wgpu", n_ctx=64, **kw)
+            assert llm.generate("Once upon a time", temperature=0, max_tokens=12, **extra).token_ids == ref, kw
+            assert llm.speculative_stats["rounds"] > 0
+            assert on_device and all(out is not None for out in on_device), kw

@@ -317,14 +317,17 @@ class Speculator:
             return sched._host_step()
         t1 = time.perf_counter()
         rows = [req.tokens[-1], *drafts]
-        logits = eng.backend.run(self.verify_plan, Step.single(rows, req.computed, req.blocks.blocks))["logits"]
+        step = Step.single(rows, req.computed, req.blocks.blocks)
         s = req.sampler
-        ps, context = [], list(req.tokens)
-        for i in range(len(rows)):
-            ps.append(_dist(logits[i], s, context, s.counter + i))
-            if i < len(drafts):
-                context.append(drafts[i])
-        out = verify(drafts, qs, ps, s.cfg.seed, s.counter)
+        out = self._verify_greedy_on_device(req, step, drafts)
+        if out is None:
+            logits = eng.backend.run(self.verify_plan, step)["logits"]
+            ps, context = [], list(req.tokens)
+            for i in range(len(rows)):
+                ps.append(_dist(logits[i], s, context, s.counter + i))
+                if i < len(drafts):
+                    context.append(drafts[i])
+            out = verify(drafts, qs, ps, s.cfg.seed, s.counter)
         self.stats.draft_s += t1 - t0
         self.stats.verify_s += time.perf_counter() - t1
         self.stats.rounds += 1
@@ -343,6 +346,31 @@ class Speculator:
             eng.pool.shrink(req.blocks, len(req.tokens))      # the blocks only rejected drafts' rows were in
         sched.steps += 1
         return True
+
+    def _verify_greedy_on_device(self, req: Request, step: Step, drafts: list[int]) -> list[int] | None:
+        """Greedy verification with the GPU sampler on every row of the verification step: the ids of its
+        rows cross the bus, not [k + 1, vocab] logits, and the host compares them with the drafts (greedy
+        acceptance: drafts up to the first that differs from its row's id, then that id). None where the
+        backend has no GPU sampler or the sequence does not draw greedily (the rejection scheme then runs
+        on the host, on the logits)."""
+        eng, s = self.engine, req.sampler
+        run = getattr(eng.backend.resident, "run_sampled", None)
+        if run is None or not s.cfg.greedy or s.cfg.mirostat:
+            return None
+        S = self.verify_plan.outputs["logits"].shape[0]
+        contexts: list[list[int] | None] = [list(req.tokens) + drafts[:i] for i in range(len(drafts) + 1)]
+        contexts += [None] * (S - len(contexts))            # the plan's rows past the step draw nothing
+        live = [c for c in contexts if c is not None]
+        slots = sampling.pack_batch([s.cfg] * S, [len(c) if c else 1 for c in contexts],
+                                    [s.counter + i for i in range(S)], [s.mu] * S,
+                                    [s.adjust(c) if c else None for c in contexts], None, vocab=eng.vocab_size)
+        ids, _ = run(self.verify_plan, step, slots, contexts)
+        out = []
+        for i in range(len(live)):
+            out.append(int(ids[i]))
+            if i == len(drafts) or ids[i] != drafts[i]:
+                break
+        return out
 
     # -- drafting --------------------------------------------------------------------------------------------
     def _propose(self, req: Request, k: int) -> tuple[list[int], list[Dist] | None]:

@@ -832,13 +832,15 @@ class WgpuBackend:
 
         ``sampling``: the runtime's ``SlotBatch`` of the plan's S logits rows (row s: sequence s of the step,
         history length ``len(contexts[s])``); ``contexts[s]``: sequence s's tokens, its newest evaluated by
-        this step (None: a row that draws nothing, its id meaningless). The ring gets the window the
+        this step (None: a row that draws nothing, its id meaningless). On an "all" plan (every row's logits:
+        a speculative verification) ``contexts`` may name each of the S rows instead: row r's tokens up to
+        the one it evaluates. The ring gets the window the
         penalties read only where a slot has them."""
         res = self._sampled_for(plan, sampling)
-        n = step.n_seqs
-        if sampling.slots.shape[0] != res.S or len(contexts) != n:
-            raise InvalidParameterError(f"the sampler's batch has {sampling.slots.shape[0]} slots for {n} "
-                                        f"sequences, the plan {res.S} logits rows")
+        n = len(contexts)      # rows that draw: one per sequence, or every logits row of an "all" plan
+        if sampling.slots.shape[0] != res.S or n not in (step.n_seqs, res.S):
+            raise InvalidParameterError(f"the sampler's batch has {sampling.slots.shape[0]} slots and {n} "
+                                        f"contexts for {step.n_seqs} sequences, the plan {res.S} logits rows")
         padded = step.padded_inputs(plan, self.n_ctx)
         loaded = self._loaded(plan)
         cap = self.n_ctx + 1
@@ -846,7 +848,7 @@ class WgpuBackend:
         logprobs = bool(sampling.logprobs)
         with self.dev.step_lock:
             self._write_inputs(loaded, padded)
-            self.dev.write_params(Params(pos=int(step.positions[0]), n_tokens=step.n_tokens, n_seqs=n))
+            self.dev.write_params(Params(pos=int(step.positions[0]), n_tokens=step.n_tokens, n_seqs=step.n_seqs))
             sparse = np.zeros((res.S, res.n_sparse, 2), np.uint32)
             sparse[:, :sampling.sparse.shape[1]] = sampling.sparse
             self.dev.write(res.slots, np.ascontiguousarray(sampling.slots, np.uint32))
