@@ -360,13 +360,12 @@ class Speculator:
         S = self.verify_plan.outputs["logits"].shape[0]
         contexts: list[list[int] | None] = [list(req.tokens) + drafts[:i] for i in range(len(drafts) + 1)]
         contexts += [None] * (S - len(contexts))            # the plan's rows past the step draw nothing
-        live = [c for c in contexts if c is not None]
         slots = sampling.pack_batch([s.cfg] * S, [len(c) if c else 1 for c in contexts],
                                     [s.counter + i for i in range(S)], [s.mu] * S,
                                     [s.adjust(c) if c else None for c in contexts], None, vocab=eng.vocab_size)
         ids, _ = run(self.verify_plan, step, slots, contexts)
         out = []
-        for i in range(len(live)):
+        for i in range(len(drafts) + 1):
             out.append(int(ids[i]))
             if i == len(drafts) or ids[i] != drafts[i]:
                 break

@@ -834,8 +834,7 @@ class WgpuBackend:
         history length ``len(contexts[s])``); ``contexts[s]``: sequence s's tokens, its newest evaluated by
         this step (None: a row that draws nothing, its id meaningless). On an "all" plan (every row's logits:
         a speculative verification) ``contexts`` may name each of the S rows instead: row r's tokens up to
-        the one it evaluates. The ring gets the window the
-        penalties read only where a slot has them."""
+        the one it evaluates. The ring gets the window the penalties read only where a slot has them."""
         res = self._sampled_for(plan, sampling)
         n = len(contexts)      # rows that draw: one per sequence, or every logits row of an "all" plan
         if sampling.slots.shape[0] != res.S or n not in (step.n_seqs, res.S):

@@ -2,6 +2,9 @@
 // put_words(o, b): the block's words b, aligned to its first byte (q32r_<type>.wgsl's q32b decodes them),
 // as 32 halves at ws[o], ws[o + WST] ..
 
+// Bytes 4 i + 2 .. 4 i + 5 of the block words b (every type here starts with its 2-byte d).
+fn mid(b: array<u32, QW>, i: u32) -> u32 { return (b[i] >> 16u) | (b[i + 1u] << 16u); }
+
 // The 4 int8 of word w (byte 0 first) times s, as halves at ws[o], ws[o + WST] ..: byte q ^ 0x80 = q + 128
 // as the low bits of 1024 (0x6400) is 1152 + q, exact; minus 1152, q; times s (d: an f16 value) rounded
 // once, as the f32 product rounded to f16 is (no int -> float -> half conversions per weight).

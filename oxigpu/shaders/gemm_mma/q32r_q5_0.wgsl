@@ -1,9 +1,7 @@
-// Q5_0's block from its words (gemm_mma/q32r.wgsl): d, the high bits qh at byte 2, 16 bytes of nibbles at
-// byte 6; as gemm_q8/q5_0.wgsl.
+// Q5_0's block from its words (gemm_mma/q32r.wgsl; mid: gemm_mma/q32r_put.wgsl): d, the high bits qh at
+// byte 2, 16 bytes of nibbles at byte 6; as gemm_q8/q5_0.wgsl.
 const QW: u32 = 6u;      // words that hold the 22 bytes
 const NV: u32 = 3u;      // 16-byte words that hold it wherever it starts (22 bytes from up to 14 bytes in: 36 > 32)
-
-fn mid(b: array<u32, QW>, i: u32) -> u32 { return (b[i] >> 16u) | (b[i + 1u] << 16u); }
 
 fn q32b(b: array<u32, QW>) -> Q32 {
   let qh = mid(b, 0u);
