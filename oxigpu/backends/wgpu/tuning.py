@@ -301,8 +301,8 @@ _MMA_GEMM = GemmTuning(
     # measured, prefill included (docs/perf-log.md, "Decode batches, round 2")
     mma_half_types=("Q4_K", "Q6_K"),
     # 9-16 decode rows of the large weights (both sides >= 4096) on the matrix units, 32 x 64 tiles split 4
-    # ways: faster than the multi-row GEMV since the loaders read ahead (a step of such weights +13 % at 16
-    # rows; 2048-wide ones lost 3 %: docs/perf-log.md, eighth session)
+    # ways: faster than the multi-row GEMV there since the loaders read ahead; narrower weights keep the GEMV
+    # (docs/perf-log.md, eighth session)
     mma_over_gemv=(DecodeTile(dict(tm=2, tn=4, sn=2, splits=4), m=(9, 16), n=(4096, INF), k=(4096, INF)),),
     mma_min_rows=17, mma_decode=(DecodeTile(dict(tm=2, tn=4, sn=2, splits=4), glu=True, m=(0, 32)),
                                  DecodeTile(dict(tm=4, tn=4, sn=2, splits=4), glu=True),
