@@ -191,7 +191,9 @@ def test_mma_gemm_passes_tint_with_matrix_stand_ins(dev, tmp_path, monkeypatch):
     # weights staged transposed (TileConfig.wt: the loaders of 32-weight units), plain and GLU
     cases += [(512, t, n, 4096, glu, {"mma": True, "wt": True}) for t in ("Q4_K", "Q6_K", "Q8_0", "IQ4_NL")
               for n, glu in ((4096, False), (28672, True))]
-    cases += [(512, t, 4096, 4096, False, {"mma": True, "raw16": True}) for t in ("Q8_0", "Q5_0", "Q4_0")]
+    # the 32-weight units as 16-byte words (the default) and as 32-bit ones
+    cases += [(512, t, 4096, 4096, False, {"mma": True, "raw16": r16}) for t in ("Q8_0", "Q5_0", "Q4_0")
+              for r16 in (True, False)]
     n_src = 0
     for m, t, n, k, glu, over in cases:
         shader, extra, cfg = gemm_shader(mma, m, t, n, over, k, glu=glu)

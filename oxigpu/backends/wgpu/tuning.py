@@ -179,8 +179,9 @@ class GemmTuning:
     rule's tile and split-k instead of the cost model's, which rates tiles by their prefill throughput: at
     these sizes the weight staging, not the products, bounds them, and split-k spreads it over more compute
     units (docs/perf-log.md, "Decode batches")."""
-    mma_raw16: bool = False
-    """Q8_0 / Q5_0 / Q4_0 weights on the matrix units read as 16-byte words (TileConfig.raw16; untimed)."""
+    mma_raw16: bool = True
+    """Q8_0 / Q5_0 / Q4_0 weights on the matrix units read as 16-byte words (TileConfig.raw16): 2-3 loads a
+    32-weight unit instead of 5-9 (docs/perf-log.md, ninth session)."""
     mma_over_gemv: tuple[DecodeTile, ...] = ()
     """Matmuls of 2 to ``Tuning.gemv_rows`` rows that take the matrix units with the first matching rule's
     tile instead of the multi-row GEMV, where measured faster (one weight per matmul: matmul_multi's
