@@ -420,7 +420,9 @@ def test_mma_choice(dev, monkeypatch):
     monkeypatch.setitem(dev.limits, "max-compute-workgroup-storage-size", 32768)   # 32 k per step where 64 won't fit
     assert gemm_shader(dev, 512, "F16", 14336, None, 4096)[1]["BK"] == 32
     shader, defines, _ = gemm_shader(dev, 512, "Q5_0", 896, {"mma": True, "tm": 4, "tn": 4}, 896)
-    assert shader == "gemm_mma.wgsl" and (defines["SGN"], defines["WLOAD"]) == (2, "q32r")   # read raw
+    assert shader == "gemm_mma.wgsl" and (defines["SGN"], defines["WLOAD"]) == (2, "q32r16")   # raw, 16-byte words
+    words32 = {"mma": True, "tm": 4, "tn": 4, "raw16": False}
+    assert gemm_shader(dev, 512, "Q5_0", 896, words32, 896)[1]["WLOAD"] == "q32r"
     assert gemm_shader(dev, 8, "F16", 4096, None, 4096)[0] == "gemm_q.wgsl"
     with pytest.raises(DeviceError, match="no matrix-unit GEMM for Q5_K"):
         gemm_shader(dev, 512, "Q5_K", 4096, {"mma": True, "bk": 16}, 4096)
