@@ -178,7 +178,10 @@ class LLM:
         if self.is_embedding_model:
             raise InvalidParameterError("speculative decoding is for generation models; this is an embedding model")
         config = SpeculativeConfig.parse(speculative, draft_model is not None)
-        self._engine.speculator = None
+        with self._engine.lock:       # the old speculator's draft cache goes back to the draft model's pool
+            old, self._engine.speculator = self._engine.speculator, None
+            if old is not None:
+                old.close()
         self._draft = None
         if config is None:
             return

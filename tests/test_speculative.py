@@ -148,6 +148,27 @@ def test_draft_cache_follows_the_accepted_tokens(models):
     gen.close()
 
 
+def test_toggling_speculation_gives_the_draft_cache_back(models, plain):
+    """The speculative bench's pattern: one draft model (a pool of one small context), speculation turned on
+    and off around every request. A replaced speculator gives its draft cache's blocks back (they used to
+    stay referenced, so the third request found the pool full: "the draft model's pool holds a full context,
+    yet it could not give one"); the blocks in use never exceed one context and none stay after the last."""
+    llm = LLM(models["target"], backend="numpy", n_ctx=64)
+    draft = LLM(models["q8"], backend="numpy", n_ctx=64, max_seqs=1)
+    pool = draft.engine.pool
+    assert pool.n_blocks == blocks_for(64)
+    for i in range(8):
+        prompt = PROMPTS[i % len(PROMPTS)]
+        llm.speculate()
+        ref = llm.generate(prompt, temperature=0, max_tokens=20).token_ids
+        llm.speculate(draft, {"num_tokens": 4})
+        assert llm.generate(prompt, temperature=0, max_tokens=20).token_ids == ref, prompt
+        assert llm.speculative_stats["rounds"] > 0
+        assert pool.n_used <= blocks_for(64) and llm.engine.pool.n_used == 0
+    llm.speculate()
+    assert pool.n_used == 0 and pool.n_free == pool.n_blocks
+
+
 # -- distributions ----------------------------------------------------------------------------------------
 SAMPLED = sampling.SamplerConfig(temperature=0.9, top_k=12, top_p=0.9, min_p=0.02, seed=0)
 

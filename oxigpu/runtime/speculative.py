@@ -274,7 +274,8 @@ def check_params(params: SamplingParams) -> None:
 
 @dataclass
 class _DraftCache:
-    """The draft model's one sequence: its blocks and the tokens whose rows they hold."""
+    """The draft model's one sequence: its blocks and the tokens whose rows they hold. It lives as long as its
+    Speculator, across requests; :meth:`Speculator.close` gives its blocks back."""
 
     blocks: SeqBlocks = field(default_factory=SeqBlocks)
     tokens: list[int] = field(default_factory=list)
@@ -293,6 +294,17 @@ class Speculator:
         self.stats = SpeculativeStats()
         self._cache = _DraftCache()
         self.verify_plan = engine.plan("all", config.num_tokens + 1, 1)
+
+    def close(self) -> None:
+        """Give the draft model's cache blocks back to its pool (registered ones stay in its prefix cache, for
+        the next speculator on that model to match). The cache outlives requests, so a speculator that is
+        replaced (``LLM.speculate``) must call this: otherwise its blocks stay referenced for good, and a
+        draft model toggled on and off leaks the blocks of a context each time until it cannot draft."""
+        if self.draft is None:
+            return
+        with self.draft.lock:
+            self.draft.pool.release(self._cache.blocks)
+            self._cache.tokens.clear()
 
     # -- from the scheduler ----------------------------------------------------------------------------------
     def try_step(self, sched: Scheduler) -> bool:
@@ -431,7 +443,9 @@ class Speculator:
         common = _common_prefix(cache.tokens, tokens)
         limit = len(tokens) - 1 if need_logits else len(tokens)
         common = min(common, limit)
-        if common < len(cache.tokens):
+        if not cache.blocks.blocks:                           # a new cache: what the prefix cache holds
+            cache.tokens = tokens[:pool.match(cache.blocks, tokens, limit)]
+        elif common < len(cache.tokens):
             if common < cache.blocks.n_hashed * KV_BLOCK:   # into blocks shared through the prefix cache
                 pool.release(cache.blocks)
                 cache.tokens = tokens[:pool.match(cache.blocks, tokens, limit)]
