@@ -62,6 +62,7 @@ from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
 _READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
 _MAX_BATCH = 64
 _FIRST_PIECE = 16   # dispatches in a prefill chunk's first submit (the later ones double)
+_WHOLE_ROWS = 8     # plans of at most this many rows prepare their whole pass ahead (_Loaded.whole)
 
 log = logging.getLogger("oxigpu")
 
@@ -113,6 +114,9 @@ class _Loaded:
     """``dispatches`` with the kernels that have a variant for long contexts (``OpKernel.deep``) in it,
     for steps whose keys reach ``deep_keys``."""
     deep_keys: int = 0
+    whole: bool = False
+    """A plan of a few rows (``_WHOLE_ROWS``: a speculative verification): ``first_piece`` is its whole pass,
+    its encoding (a third of such a step's GPU time) done while the step before ran."""
 
 
 _HOST_ONLY = base.HOST_ONLY_INPUTS
@@ -239,6 +243,7 @@ class WgpuBackend:
         node_dispatches = [ds for _, ds in built]
         loaded = _Loaded(lowered, arenas, bindings, inputs, [k for k, _ in built], node_dispatches,
                          [d for ds in node_dispatches for d in ds])
+        loaded.whole = plan.T <= _WHOLE_ROWS
         deep = [k for k, _ in built if k.deep is not None]
         if deep:   # the plan's dispatches for long contexts: those kernels' variants in their place
             loaded.deep_keys = min(k.deep_keys for k in deep)
@@ -440,7 +445,7 @@ class WgpuBackend:
         try:
             ds = loaded.deep_dispatches if deep and loaded.deep_dispatches is not None else loaded.dispatches
             if pieces:
-                i, n = 0, _FIRST_PIECE
+                i, n = 0, len(ds) if loaded.whole else _FIRST_PIECE
                 first, loaded.first_piece = loaded.first_piece, None
                 if first is not None and first[1] is not None and first[0] == tuple(ds[:n]):
                     self.dev.submit_prepared(first[1])
@@ -464,7 +469,7 @@ class WgpuBackend:
             # right after its input writes; kept with its dispatches, so a chunk whose first dispatches
             # differ (the other attention variant) encodes its own. This step is submitted already: a
             # failure here only leaves the next chunk to encode its piece itself
-            piece = ds[:_FIRST_PIECE]
+            piece = ds if loaded.whole else ds[:_FIRST_PIECE]
             try:
                 loaded.first_piece = (tuple(piece), self.dev.prepare(piece))
             except DeviceError:

@@ -152,6 +152,9 @@ class Attention(OpKernel):
         paged = paged_defines(self.paged, a, self.in_shapes[kc + 4] if self.paged else None, self.in_shapes[kc][0],
                               (11, 12, 13))
         paged |= {"TILES": self.tiles}
+        if prefill and not self.tiles and T <= tuning(device_class(self.dev)).prefill.decode_rows and not (
+                {"prefill_tile", "prefill_mma", "prefill_units"} & set(a)):
+            prefill = False     # a few rows of one sequence (a speculative verification): split over the keys
         # tiles of one sequence each (attention/tiles_true.wgsl), at most one more than the fixed blocks per
         # run of rows (the runs' and the padding's first tiles may be partial)
         extra = min(T, self.in_shapes[kc + 4][0] + 1) if self.tiles else 0
