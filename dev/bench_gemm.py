@@ -57,6 +57,10 @@ SHAPES = {   # name: (n, k, weight type) of one prefill GEMM (q/k/v and gate/up 
     "qwen0.5b.down6": (896, 4864, "Q6_K"), "llama8b.o.q40": (4096, 4096, "Q4_0"), "llama8b.v": (1024, 4096, "Q6_K"),
     "llama8b.qkv.f16": (6144, 4096, "F16"), "llama8b.gateup.f16": (28672, 4096, "F16"),
     "llama8b.down.f16": (4096, 14336, "F16"),
+    "llama1b.qkv.f16": (3072, 2048, "F16"), "llama1b.o.f16": (2048, 2048, "F16"),
+    "llama1b.gateup.f16": (16384, 2048, "F16"), "llama1b.down.f16": (2048, 8192, "F16"),
+    "llama8b.qkv.q8": (6144, 4096, "Q8_0"), "llama8b.gateup.q8": (28672, 4096, "Q8_0"),
+    "llama8b.down.q8": (4096, 14336, "Q8_0"),
     "test.q4k": (200, 512, "Q4_K"), "test.f16": (200, 512, "F16"),
 }
 
