@@ -369,9 +369,14 @@ def test_wgpu_greedy_identity(models, dev, monkeypatch):
     plain = LLM(models["target"], backend="wgpu", n_ctx=64)
     for extra in ({}, {"repeat_penalty": 1.5, "repeat_last_n": 16}):
         ref = plain.generate("Once upon a time", temperature=0, max_tokens=12, **extra).token_ids
-        for kw in ({"draft_model": models["q8"], "speculative": {"num_tokens": 3}}, {"speculative": "lookup"}):
+        # lookup of 3-grams only: some steps find no draft (the plain steps between rounds)
+        for kw in ({"draft_model": models["q8"], "speculative": {"num_tokens": 3}},
+                   {"speculative": {"method": "lookup", "ngram": 3, "ngram_min": 3}}):
             on_device.clear()
             llm = LLM(models["target"], backend="wgpu", n_ctx=64, **kw)
             assert llm.generate("Once upon a time", temperature=0, max_tokens=12, **extra).token_ids == ref, kw
-            assert llm.speculative_stats["rounds"] > 0
+            st = llm.speculative_stats
+            assert st["rounds"] > 0
             assert on_device and all(out is not None for out in on_device), kw
+            # rounds without drafts (lookup found none) took their plain steps on the GPU-resident loop
+            assert llm.engine.scheduler.resident_steps >= st["plain_steps"] > 0 or "draft_model" in kw

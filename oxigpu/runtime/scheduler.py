@@ -392,12 +392,15 @@ class Scheduler:
         bias = req.params.logit_bias
         return not bias or all(bias.get(t, 0.0) != -np.inf for t in req.tokens[req.computed + 1:])
 
-    def _resident_step(self) -> bool:
-        """One batch of the GPU-resident loop over the running sequences (started here when needed)."""
+    def _resident_step(self, limit: int | None = None) -> bool:
+        """One batch of the GPU-resident loop over the running sequences (started here when needed; a loop
+        started with ``limit`` runs at most that many steps)."""
         eng = self.engine
         if self._stream is None:
             reqs = list(self.running)
             n_steps = min(min(r.params.max_tokens - len(r.generated), eng.n_ctx - len(r.tokens) + 1) for r in reqs)
+            if limit is not None:
+                n_steps = min(n_steps, limit)
             masks = None
             if not all(_streamable(r) for r in reqs):
                 n_steps = 1                   # host state (mirostat's mu, DRY) depends on this draw

@@ -59,6 +59,9 @@ RESAMPLE_STREAM = 0xC2B2AE35
 """The correction (or extra) token of a round draws ``uniform(seed ^ RESAMPLE_STREAM, counter)``."""
 DRAFT_STREAM = 0x27D4EB2F
 """The draft model draws its token ``counter`` with ``uniform(seed ^ DRAFT_STREAM, counter)``."""
+PLAIN_BURST = 2
+"""Tokens of the GPU-resident loop taken at once where a round has no drafts (lookup found none), before
+drafting is tried again: a synced one-row step costs about two resident ones (dev/probe_verify.py)."""
 MAX_DRAFT = 32
 """Most draft tokens a round may verify (the verification step's rows are k + 1)."""
 
@@ -325,8 +328,13 @@ class Speculator:
         if k >= self.config.min_tokens:
             drafts, qs = self._propose(req, k)
         if len(drafts) < self.config.min_tokens or not eng.pool.grow(req.blocks, req.computed + 1 + len(drafts)):
-            self.stats.plain_steps += 1
-            return sched._host_step()
+            before = len(req.generated)
+            if sched._resident_ok():      # plain steps on the GPU-resident loop, a short burst: a synced
+                done = sched._resident_step(limit=PLAIN_BURST)    # step costs twice a resident one
+            else:
+                done = sched._host_step()
+            self.stats.plain_steps += max(1, len(req.generated) - before)
+            return done
         t1 = time.perf_counter()
         rows = [req.tokens[-1], *drafts]
         step = Step.single(rows, req.computed, req.blocks.blocks)
@@ -459,8 +467,9 @@ class Speculator:
             if not pool.grow(cache.blocks, start + count):
                 raise AssertionError("the draft model's pool holds a full context, yet it could not give one")
             chunk = tokens[start:start + count]
+            # queued unread where no logits are wanted: the draft steps after it run on the same queue
             logits = d.forward(Step.single(chunk, start, cache.blocks.blocks), count == 1,
-                               read=start + count >= len(tokens))
+                               read=need_logits and start + count >= len(tokens))
             cache.tokens += chunk
             start += count
             pool.register(cache.blocks, cache.tokens, start)
