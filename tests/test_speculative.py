@@ -264,6 +264,26 @@ def test_sampled_generation_runs_and_is_seeded(models):
 
 
 # -- lookup -----------------------------------------------------------------------------------------------
+def test_gate_holds_rounds_back_where_they_cost_more_than_they_give():
+    """The gate's arithmetic: a round is worth it while its tokens would have taken longer plainly; a loss
+    holds the next HOLD_TOKENS plain tokens back from drafting; each kind's first timing is dropped."""
+    from oxigpu.runtime.speculative import HOLD_TOKENS, _Gate
+    g = _Gate()
+    g.plain(1.0, 1)
+    g.round(5.0, 2)                 # first timings (a pipeline compiled on first use): dropped
+    assert g.worth() and g.hold == 0 and g.round_s == 0.0 and g.plain_s == 0.0
+    g.plain(0.010, 10)              # 1 ms a plain token
+    g.round(0.003, 2)               # 3 ms for 2 tokens: a loss
+    assert not g.worth() and g.hold == HOLD_TOKENS
+    g.plain(0.006, 6)
+    assert g.hold == HOLD_TOKENS - 6
+    g.plain(0.010, 10)
+    assert g.hold == 0
+    for _ in range(20):
+        g.round(0.003, 5)           # 5 tokens for 3 ms: a gain
+    assert g.worth() and 4.9 < g.tokens <= 5.0 and abs(g.plain_s - 0.001) < 1e-9
+
+
 def test_lookup_drafts_what_followed_the_last_ngram():
     assert lookup([1, 2, 3, 9, 9, 1, 2, 3], 3, 3) == [9, 9, 1]
     assert lookup([5, 1, 2, 7, 1, 2, 8, 6, 1, 2], 2, 2) == [8, 6]           # the latest occurrence

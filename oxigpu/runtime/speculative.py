@@ -62,6 +62,11 @@ DRAFT_STREAM = 0x27D4EB2F
 PLAIN_BURST = 2
 """Tokens of the GPU-resident loop taken at once where a round has no drafts (lookup found none), before
 drafting is tried again: a synced one-row step costs about two resident ones (dev/probe_verify.py)."""
+HOLD_TOKENS = 16
+"""Plain tokens (GPU-resident) taken before a round is tried again where rounds have lately cost more than
+the tokens they gave would have taken plainly (:class:`_Gate`)."""
+GATE_EMA = 0.25
+"""Weight of the newest measurement in the gate's moving averages."""
 MAX_DRAFT = 32
 """Most draft tokens a round may verify (the verification step's rows are k + 1)."""
 
@@ -276,6 +281,45 @@ def check_params(params: SamplingParams) -> None:
 
 
 @dataclass
+class _Gate:
+    """Whether rounds pay: a round (drafting, a synced verification) against the plain tokens it stands
+    for (the GPU-resident loop, no host round trip per token), as moving averages of a round's seconds,
+    its tokens, and a plain token's seconds. Where ``tokens * plain_s`` falls short of ``round_s`` (text
+    that does not repeat the context, a draft model nearly as slow as the model), the next
+    ``HOLD_TOKENS`` come plainly, then a round is tried again: speculation then costs little where it
+    cannot gain, and resumes where the text starts to follow its drafts."""
+
+    round_s: float = 0.0
+    tokens: float = 0.0
+    plain_s: float = 0.0
+    hold: int = 0
+    seen: set[str] = field(default_factory=set)
+    """Kinds measured once: each kind's first measurement is dropped (a first use may compile a pipeline)."""
+
+    def worth(self) -> bool:
+        return self.round_s == 0.0 or self.plain_s == 0.0 or self.tokens * self.plain_s >= self.round_s
+
+    def round(self, seconds: float, tokens: int) -> None:
+        if "round" not in self.seen:
+            self.seen.add("round")
+            return
+        first = self.round_s == 0.0
+        self.round_s = seconds if first else self.round_s + GATE_EMA * (seconds - self.round_s)
+        self.tokens = tokens if first else self.tokens + GATE_EMA * (tokens - self.tokens)
+        if not self.worth():
+            self.hold = HOLD_TOKENS
+
+    def plain(self, seconds: float, tokens: int) -> None:
+        self.hold = max(0, self.hold - tokens)
+        if "plain" not in self.seen:
+            self.seen.add("plain")
+            return
+        if tokens > 0:
+            per = seconds / tokens
+            self.plain_s = per if self.plain_s == 0.0 else self.plain_s + GATE_EMA * (per - self.plain_s)
+
+
+@dataclass
 class _DraftCache:
     """The draft model's one sequence: its blocks and the tokens whose rows they hold. It lives as long as its
     Speculator, across requests; :meth:`Speculator.close` gives its blocks back."""
@@ -296,6 +340,9 @@ class Speculator:
         self.engine, self.config, self.draft = engine, config, draft
         self.stats = SpeculativeStats()
         self._cache = _DraftCache()
+        self._gate = _Gate()
+        self._burst: tuple[Any, Request, float, int] | None = None
+        """The plain burst under way: its GPU-resident stream, request, start time and tokens then."""
         self.verify_plan = engine.plan("all", config.num_tokens + 1, 1)
 
     def close(self) -> None:
@@ -318,6 +365,13 @@ class Speculator:
         req = sched.running[0]
         if req.cancelled or req.remaining != 1:
             return False
+        if self._burst is not None:
+            stream, breq, bt0, bgen = self._burst
+            if sched._stream is stream and breq is req:
+                return False         # the plain burst's GPU-resident loop goes on (the scheduler's step)
+            self._burst = None
+            if breq is req:
+                self._gate.plain(time.perf_counter() - bt0, len(req.generated) - bgen)
         sched._drop_stream()
         eng = self.engine
         k = min(self.config.num_tokens, req.params.max_tokens - len(req.generated) - 1,
@@ -325,16 +379,10 @@ class Speculator:
         drafts: list[int] = []
         qs: list[Dist] | None = None
         t0 = time.perf_counter()
-        if k >= self.config.min_tokens:
+        if k >= self.config.min_tokens and self._gate.hold <= 0:
             drafts, qs = self._propose(req, k)
         if len(drafts) < self.config.min_tokens or not eng.pool.grow(req.blocks, req.computed + 1 + len(drafts)):
-            before = len(req.generated)
-            if sched._resident_ok():      # plain steps on the GPU-resident loop, a short burst: a synced
-                done = sched._resident_step(limit=PLAIN_BURST)    # step costs twice a resident one
-            else:
-                done = sched._host_step()
-            self.stats.plain_steps += max(1, len(req.generated) - before)
-            return done
+            return self._plain(sched, req)
         t1 = time.perf_counter()
         rows = [req.tokens[-1], *drafts]
         step = Step.single(rows, req.computed, req.blocks.blocks)
@@ -364,8 +412,27 @@ class Speculator:
         if not req.done:
             eng.pool.register(req.blocks, req.tokens, req.computed)
             eng.pool.shrink(req.blocks, len(req.tokens))      # the blocks only rejected drafts' rows were in
+        self._gate.round(time.perf_counter() - t0, len(out))
         sched.steps += 1
         return True
+
+    def _plain(self, sched: Scheduler, req: Request) -> bool:
+        """Plain tokens instead of a round: a burst of the GPU-resident loop (``PLAIN_BURST`` tokens, or what
+        the gate holds back), whose later batches the scheduler takes as its own steps; a synced host step
+        where the loop cannot run this sequence."""
+        before = len(req.generated)
+        if not sched._resident_ok():
+            done = sched._host_step()
+            self.stats.plain_steps += max(1, len(req.generated) - before)
+            return done
+        n = max(PLAIN_BURST, self._gate.hold)
+        t0 = time.perf_counter()
+        done = sched._resident_step(limit=n)
+        self.stats.plain_steps += n
+        self._burst = (sched._stream, req, t0, before) if sched._stream is not None else None
+        if self._burst is None:
+            self._gate.plain(time.perf_counter() - t0, len(req.generated) - before)
+        return done
 
     def _verify_greedy_on_device(self, req: Request, step: Step, drafts: list[int]) -> list[int] | None:
         """Greedy verification with the GPU sampler on every row of the verification step: the ids of its
