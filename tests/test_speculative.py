@@ -343,6 +343,21 @@ def test_cli_draft_and_lookup_options(models):
     assert bad.exit_code == 1 and "give one" in bad.stderr
 
 
+def test_bench_locates_a_divergence_and_its_logit_gap(plain):
+    """Where two outputs part, the bench reports the token and the plain choice's lead there (teacher-forced
+    logits): near zero for a near-tie, large for a real difference."""
+    from oxigpu.tools.spec_bench import _divergence, _same
+    prompt = plain.tokenize("Once upon a time")
+    out = plain.generate(prompt, temperature=0, max_tokens=6).token_ids
+    logits = np.asarray(plain.logits(prompt + out[:3]))[-1]
+    other = int(np.argsort(logits)[-2])           # the runner-up at token 3
+    got = _divergence(plain, prompt, out, out[:3] + [other] + out[4:])
+    assert got["diverged_at"] == 3
+    assert got["logit_gap"] == pytest.approx(float(logits[out[3]] - logits[other]), abs=1e-4) and got["logit_gap"] >= 0
+    assert "from token 3" in _same({"identical": False, **got})
+    assert _divergence(plain, prompt, out, out[:4]) == {"diverged_at": 4, "logit_gap": None}   # a prefix: a stop
+
+
 def test_bench_reports_speed_up_and_acceptance(models):
     import json
 

@@ -17,6 +17,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 PROMPTS = [
     "Complete this Python function:\n\ndef is_prime(n: int) -> bool:\n"
     "    \"\"\"Return True when n is a prime number.\"\"\"\n",
@@ -121,13 +123,14 @@ def run_spec_bench(model: Path, draft: Path | None, speculative: dict[str, Any],
                "identical": plain.token_ids == fast.token_ids, **{k: st[k] for k in (
                    "drafted", "accepted", "rounds", "plain_steps", "acceptance_rate", "tokens_per_round")}}
         row["speedup"] = round(row["spec_tok_s"] / row["plain_tok_s"], 3) if row["plain_tok_s"] else 0.0
+        if not row["identical"]:
+            row |= _divergence(llm, x, plain.token_ids, fast.token_ids)
         rounds = max(1, st["rounds"])      # where a round's time goes: drafting, and verifying k + 1 rows
         row["draft_ms_per_round"] = round(1000 * st["draft_s"] / rounds, 3)
         row["verify_ms_per_round"] = round(1000 * st["verify_s"] / rounds, 3)
         rows.append(row)
         log(f"  prompt {i:2d}: plain {row['plain_tok_s']:8.1f} tok/s, speculative {row['spec_tok_s']:8.1f} tok/s "
-            f"(x{row['speedup']:.2f}), accepted {row['accepted']}/{row['drafted']}, "
-            f"{'identical' if row['identical'] else 'DIFFERENT'}")
+            f"(x{row['speedup']:.2f}), accepted {row['accepted']}/{row['drafted']}, {_same(row)}")
     llm.speculate()
 
     def total(key: str) -> float:
@@ -145,9 +148,29 @@ def run_spec_bench(model: Path, draft: Path | None, speculative: dict[str, Any],
                                            / max(1, sum(r["rounds"] for r in rows)), 3),
                "verify_ms_per_round": round(sum(r["verify_ms_per_round"] * r["rounds"] for r in rows)
                                             / max(1, sum(r["rounds"] for r in rows)), 3)}
+    gaps = [abs(r["logit_gap"]) for r in rows if r.get("logit_gap") is not None]
+    summary["max_logit_gap"] = max(gaps) if gaps else None     # where outputs differ: the widest lead lost
     summary["speedup"] = round(summary["spec_tok_s"] / summary["plain_tok_s"], 3) if summary["plain_tok_s"] else 0.0
     return {"model": model.name, "draft": draft.name if draft else None, "speculative": speculative,
             "backend": llm.backend, "n_gen": n_gen, "rows": rows, "summary": summary}
+
+
+def _divergence(llm: Any, prompt: list[int], plain: list[int], spec: list[int]) -> dict[str, Any]:
+    """Where speculative output left the plain one, and by how much the plain choice led the speculative one
+    there in the model's teacher-forced logits: a near-tie (the verification's k + 1-row step sums in
+    another order than a one-row step) or a real difference."""
+    i = next((j for j, (a, b) in enumerate(zip(plain, spec)) if a != b), min(len(plain), len(spec)))
+    if i >= min(len(plain), len(spec)):
+        return {"diverged_at": i, "logit_gap": None}      # one output is the other's prefix (a stop)
+    logits = np.asarray(llm.logits(prompt + plain[:i]))[-1]
+    return {"diverged_at": i, "logit_gap": round(float(logits[plain[i]] - logits[spec[i]]), 5)}
+
+
+def _same(row: dict[str, Any]) -> str:
+    if row["identical"]:
+        return "identical"
+    gap = row.get("logit_gap")
+    return f"DIFFERENT from token {row.get('diverged_at')}" + (f" (logit gap {gap:.4f})" if gap is not None else "")
 
 
 def _rate(result: Any) -> float:
@@ -166,9 +189,11 @@ def to_markdown(result: dict[str, Any]) -> str:
     for r in result["rows"]:
         lines.append(f"| {r['prompt']} | {r['tokens']} | {r['plain_tok_s']:.1f} | {r['spec_tok_s']:.1f} | "
                      f"{r['speedup']:.2f} | {r['accepted']}/{r['drafted']} | {r['tokens_per_round']:.2f} | "
-                     f"{'yes' if r['identical'] else 'NO'} |")
+                     f"{'yes' if r['identical'] else 'NO: ' + _same(r)[10:]} |")
     lines += ["", f"all prompts: plain {s['plain_tok_s']:.1f} tok/s, speculative {s['spec_tok_s']:.1f} tok/s, "
                   f"speed-up x{s['speedup']:.2f}, acceptance {100 * s['acceptance_rate']:.1f} %, "
                   f"{s['tokens_per_round']:.2f} tokens per round ({s['draft_ms_per_round']:.2f} ms drafting, "
-                  f"{s['verify_ms_per_round']:.2f} ms verifying), {s['identical']}/{s['prompts']} identical"]
+                  f"{s['verify_ms_per_round']:.2f} ms verifying), {s['identical']}/{s['prompts']} identical"
+                  + (f" (the others part where the two tokens' logits lie within {s['max_logit_gap']:.4f})"
+                     if s.get("max_logit_gap") is not None else "")]
     return "\n".join(lines) + "\n"
