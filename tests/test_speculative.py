@@ -265,25 +265,43 @@ def test_sampled_generation_runs_and_is_seeded(models):
 
 # -- lookup -----------------------------------------------------------------------------------------------
 def test_gate_holds_rounds_back_where_they_cost_more_than_they_give():
-    """The gate's arithmetic: a round is worth it while its tokens would have taken longer plainly; a loss
-    holds the next HOLD_TOKENS plain tokens back from drafting; each kind's first timing is dropped."""
+    """The gate's arithmetic: a round is worth it while its tokens would have taken longer at the GPU-resident
+    loop's rate; a loss, or a rate not yet known, holds the next HOLD_TOKENS plain tokens back from drafting;
+    the first round's time is dropped."""
     from oxigpu.runtime.speculative import HOLD_TOKENS, _Gate
     g = _Gate()
-    g.plain(1.0, 1)
-    g.round(5.0, 2)                 # first timings (a pipeline compiled on first use): dropped
-    assert g.worth() and g.hold == 0 and g.round_s == 0.0 and g.plain_s == 0.0
-    g.plain(0.010, 10)              # 1 ms a plain token
-    g.round(0.003, 2)               # 3 ms for 2 tokens: a loss
-    assert not g.worth() and g.hold == HOLD_TOKENS
-    g.plain(0.006, 6)
+    g.round(5.0, 2, 0.001)          # first round (a pipeline compiled on first use): dropped
+    assert g.worth(0.001) and g.hold == 0 and g.round_s == 0.0
+    g.round(0.004, 5, 0.0)          # the loop's rate unknown: a plain burst measures it
+    assert g.hold == HOLD_TOKENS
+    g.plain(HOLD_TOKENS)
+    assert g.hold == 0
+    g.round(0.008, 2, 0.001)        # 8 ms for 2 tokens at 1 ms a plain token: a loss on average
+    assert g.hold == HOLD_TOKENS and not g.worth(0.001)
+    g.plain(6)
     assert g.hold == HOLD_TOKENS - 6
-    g.plain(0.010, 10)
+    g.plain(10)
     assert g.hold == 0
     for _ in range(20):
-        g.round(0.003, 5)           # 5 tokens for 3 ms: a gain
-    assert g.worth() and 4.9 < g.tokens <= 5.0 and abs(g.plain_s - 0.001) < 1e-9
+        g.round(0.003, 5, 0.001)    # 5 tokens for 3 ms: a gain
+    assert g.worth(0.001) and 4.9 < g.tokens <= 5.0
+    g.plain(HOLD_TOKENS)            # the hold the early losses left runs out
+    g.round(0.003, 5, 0.001)
+    assert g.hold == 0              # a winning round holds nothing back
 
 
+def test_scheduler_measures_the_loops_steady_rate(models, dev):
+    """Scheduler.token_s: seconds per step of one sequence between the GPU-resident loop's batches (the
+    speculative gate's yardstick), positive once a stream gave two batches, and a step's share of the run."""
+    import time
+    llm = LLM(models["target"], backend="wgpu", n_ctx=64)
+    sched = llm.engine.scheduler
+    assert sched.token_s == 0.0
+    t0 = time.perf_counter()
+    out = llm.generate("Once upon a time", temperature=0, max_tokens=20)
+    elapsed = time.perf_counter() - t0
+    assert len(out.token_ids) == 20 and sched.resident_steps >= 6     # batches of 2, 4, 8, ...
+    assert 0.0 < sched.token_s < elapsed / 4
 def test_lookup_drafts_what_followed_the_last_ngram():
     assert lookup([1, 2, 3, 9, 9, 1, 2, 3], 3, 3) == [9, 9, 1]
     assert lookup([5, 1, 2, 7, 1, 2, 8, 6, 1, 2], 2, 2) == [8, 6]           # the latest occurrence

@@ -127,6 +127,11 @@ class Scheduler:
         self._stream_masked = False              # it draws constrained sequences a run of steps at a time
         self.steps = 0
         self.resident_steps = 0                  # steps whose ids came from the GPU-resident loop
+        self.token_s = 0.0
+        """The loop's seconds per step of one sequence at its steady rate (a moving average over the time
+        between a stream's batches, its first batch left out: it carries the loop's start): speculative
+        decoding weighs its rounds against it."""
+        self._batch_t: float | None = None       # when the stream's last batch was taken
         self.preemptions = 0
 
     # -- from any thread ------------------------------------------------------------------------------------
@@ -412,6 +417,7 @@ class Scheduler:
             if n_steps < 1:
                 return self._host_step()
             self._stream = eng.resident_stream(reqs, n_steps, masks)
+            self._batch_t = None
             self._stream_reqs, self._stream_left, self._stream_masked = reqs, n_steps, masks is not None
         if self._take_stream():
             self.steps += 1
@@ -428,8 +434,14 @@ class Scheduler:
         step."""
         assert self._stream is not None
         ids, rows = next(self._stream, ((), None))
+        now = time.perf_counter()
         if not ids:
+            self._batch_t = None
             return False
+        if self._batch_t is not None and len(self._stream_reqs) == 1:
+            per = (now - self._batch_t) / len(ids)
+            self.token_s = per if self.token_s == 0.0 else self.token_s + 0.25 * (per - self.token_s)
+        self._batch_t = now
         reqs = self._stream_reqs
         running = set(self.running)
         self._stream_left -= len(ids)

@@ -282,41 +282,37 @@ def check_params(params: SamplingParams) -> None:
 
 @dataclass
 class _Gate:
-    """Whether rounds pay: a round (drafting, a synced verification) against the plain tokens it stands
-    for (the GPU-resident loop, no host round trip per token), as moving averages of a round's seconds,
-    its tokens, and a plain token's seconds. Where ``tokens * plain_s`` falls short of ``round_s`` (text
-    that does not repeat the context, a draft model nearly as slow as the model), the next
-    ``HOLD_TOKENS`` come plainly, then a round is tried again: speculation then costs little where it
-    cannot gain, and resumes where the text starts to follow its drafts."""
+    """Whether rounds pay: a round (drafting, a synced verification) against the plain tokens it stands for
+    at the GPU-resident loop's steady rate (``Scheduler.token_s``: no host round trip per token), as moving
+    averages of a round's seconds and tokens. Where ``tokens * token_s`` falls short of ``round_s`` (text
+    that does not repeat the context, a draft model nearly as slow as the model), the next ``HOLD_TOKENS``
+    come plainly, then a round is tried again: speculation then costs little where it cannot gain, and
+    resumes where the text starts to follow its drafts. Before the loop's rate is known, the first measured
+    round is followed by such a burst, which measures it. Greedy requests only (their tokens are the plain
+    decoder's either way); a sampled request's seed must fix its output, so its rounds do not follow
+    timings."""
 
     round_s: float = 0.0
     tokens: float = 0.0
-    plain_s: float = 0.0
     hold: int = 0
-    seen: set[str] = field(default_factory=set)
-    """Kinds measured once: each kind's first measurement is dropped (a first use may compile a pipeline)."""
+    seen: bool = False
+    """The first round was seen (its time dropped: a first use may compile a pipeline)."""
 
-    def worth(self) -> bool:
-        return self.round_s == 0.0 or self.plain_s == 0.0 or self.tokens * self.plain_s >= self.round_s
+    def worth(self, token_s: float) -> bool:
+        return self.round_s == 0.0 or token_s <= 0.0 or self.tokens * token_s >= self.round_s
 
-    def round(self, seconds: float, tokens: int) -> None:
-        if "round" not in self.seen:
-            self.seen.add("round")
+    def round(self, seconds: float, tokens: int, token_s: float) -> None:
+        if not self.seen:
+            self.seen = True
             return
         first = self.round_s == 0.0
         self.round_s = seconds if first else self.round_s + GATE_EMA * (seconds - self.round_s)
         self.tokens = tokens if first else self.tokens + GATE_EMA * (tokens - self.tokens)
-        if not self.worth():
+        if token_s <= 0.0 or not self.worth(token_s):
             self.hold = HOLD_TOKENS
 
-    def plain(self, seconds: float, tokens: int) -> None:
+    def plain(self, tokens: int) -> None:
         self.hold = max(0, self.hold - tokens)
-        if "plain" not in self.seen:
-            self.seen.add("plain")
-            return
-        if tokens > 0:
-            per = seconds / tokens
-            self.plain_s = per if self.plain_s == 0.0 else self.plain_s + GATE_EMA * (per - self.plain_s)
 
 
 @dataclass
@@ -341,8 +337,8 @@ class Speculator:
         self.stats = SpeculativeStats()
         self._cache = _DraftCache()
         self._gate = _Gate()
-        self._burst: tuple[Any, Request, float, int] | None = None
-        """The plain burst under way: its GPU-resident stream, request, start time and tokens then."""
+        self._burst: tuple[Any, Request, int] | None = None
+        """The plain burst under way: its GPU-resident stream, its request and that request's tokens then."""
         self.verify_plan = engine.plan("all", config.num_tokens + 1, 1)
 
     def close(self) -> None:
@@ -366,12 +362,12 @@ class Speculator:
         if req.cancelled or req.remaining != 1:
             return False
         if self._burst is not None:
-            stream, breq, bt0, bgen = self._burst
+            stream, breq, bgen = self._burst
             if sched._stream is stream and breq is req:
                 return False         # the plain burst's GPU-resident loop goes on (the scheduler's step)
             self._burst = None
             if breq is req:
-                self._gate.plain(time.perf_counter() - bt0, len(req.generated) - bgen)
+                self._gate.plain(len(req.generated) - bgen)
         sched._drop_stream()
         eng = self.engine
         k = min(self.config.num_tokens, req.params.max_tokens - len(req.generated) - 1,
@@ -379,7 +375,10 @@ class Speculator:
         drafts: list[int] = []
         qs: list[Dist] | None = None
         t0 = time.perf_counter()
-        if k >= self.config.min_tokens and self._gate.hold <= 0:
+        # only greedy requests are gated: the gate's choices follow timings, and a sampled request's tokens
+        # depend on which of its draws were a round's (its seed must fix its output)
+        gated = req.sampler.cfg.greedy
+        if k >= self.config.min_tokens and not (gated and self._gate.hold > 0):
             drafts, qs = self._propose(req, k)
         if len(drafts) < self.config.min_tokens or not eng.pool.grow(req.blocks, req.computed + 1 + len(drafts)):
             return self._plain(sched, req)
@@ -412,7 +411,8 @@ class Speculator:
         if not req.done:
             eng.pool.register(req.blocks, req.tokens, req.computed)
             eng.pool.shrink(req.blocks, len(req.tokens))      # the blocks only rejected drafts' rows were in
-        self._gate.round(time.perf_counter() - t0, len(out))
+        if gated:
+            self._gate.round(time.perf_counter() - t0, len(out), sched.token_s)
         sched.steps += 1
         return True
 
@@ -425,13 +425,13 @@ class Speculator:
             done = sched._host_step()
             self.stats.plain_steps += max(1, len(req.generated) - before)
             return done
-        n = max(PLAIN_BURST, self._gate.hold)
-        t0 = time.perf_counter()
+        n = min(max(PLAIN_BURST, self._gate.hold), req.params.max_tokens - len(req.generated),
+                self.engine.n_ctx - len(req.tokens) + 1)
         done = sched._resident_step(limit=n)
-        self.stats.plain_steps += n
-        self._burst = (sched._stream, req, t0, before) if sched._stream is not None else None
+        self.stats.plain_steps += n         # queued (a stop string or an end token may end them sooner)
+        self._burst = (sched._stream, req, before) if sched._stream is not None else None
         if self._burst is None:
-            self._gate.plain(time.perf_counter() - t0, len(req.generated) - before)
+            self._gate.plain(len(req.generated) - before)
         return done
 
     def _verify_greedy_on_device(self, req: Request, step: Step, drafts: list[int]) -> list[int] | None:
