@@ -45,6 +45,38 @@ def wall(fn, reps=30):
     return statistics.median(ts)
 
 
+def host_split(fn, reps=30):
+    """Where a synced call's host time goes: the device methods it calls, timed around each call (the read
+    includes the wait for the GPU), and what is left (Python around them)."""
+    names = ("write", "write_params", "encode", "submit", "submit_prepared", "submit_indexed", "prepare",
+             "read_submitted", "read")
+    spent = defaultdict(float)
+    orig = {n: getattr(dev, n) for n in names}
+
+    def timed(n, f):
+        def call(*a, **kw):
+            t0 = time.perf_counter()
+            try:
+                return f(*a, **kw)
+            finally:
+                spent[n] += time.perf_counter() - t0
+        return call
+    fn()
+    for n, f in orig.items():
+        setattr(dev, n, timed(n, f))
+    try:
+        t0 = time.perf_counter()
+        for _ in range(reps):
+            fn()
+        total = (time.perf_counter() - t0) / reps
+    finally:
+        for n, f in orig.items():
+            setattr(dev, n, f)
+    # nested calls (submit inside encode's callers) are counted where they run; encode inside submit twice
+    parts = ", ".join(f"{n} {spent[n] / reps * 1e3:.3f}" for n in names if spent[n])
+    return f"{total * 1e3:.3f} ms a call: {parts} ms (nested calls counted in each)"
+
+
 def gpu_nodes(plan, step, label):
     be.run(plan, step)                  # leaves the step's inputs and params on the device
     groups = be.node_dispatches(plan)
@@ -89,6 +121,8 @@ def resident_run(n=64):
 
 
 w_res = wall(resident_run, reps=5) / 64
+split1 = host_split(lambda: res.run_sampled(dplan, one, slots1, [ctx]))
+print(f"1 row, synced with the GPU sampler, host split: {split1}")
 print(f"1 row: GPU {g1 * 1e3:.3f} ms; host, synced: with logits {w_host1 * 1e3:.3f} ms, with the GPU sampler "
       f"{w_samp1 * 1e3:.3f} ms; GPU-resident loop {w_res * 1e3:.3f} ms a token")
 def verify_case(K: int) -> None:
@@ -102,6 +136,8 @@ def verify_case(K: int) -> None:
     w_logv = wall(lambda: be.run(vplan, rows))
     w_sampv = wall(lambda: res.run_sampled(vplan, rows, slotsv, contexts))
     w_encv = wall(lambda: dev.prepare([d for _, ds in be.node_dispatches(vplan) for d in ds]))
+    print(f"{K + 1} rows, synced with the GPU sampler, host split: "
+          f"{host_split(lambda: res.run_sampled(vplan, rows, slotsv, contexts))}")
     print(f"{K + 1} rows: GPU {gv * 1e3:.3f} ms ({gv / g1:.2f} x 1 row); host, synced: with logits "
           f"{w_logv * 1e3:.3f} ms, with the GPU sampler {w_sampv * 1e3:.3f} ms ({w_sampv / w_res:.2f} x a "
           f"resident token); encoding its dispatches {w_encv * 1e3:.3f} ms")
