@@ -288,6 +288,21 @@ def test_gate_holds_rounds_back_where_they_cost_more_than_they_give():
     g.plain(HOLD_TOKENS)            # the hold the early losses left runs out
     g.round(0.003, 5, 0.001)
     assert g.hold == 0              # a winning round holds nothing back
+    h = _Gate()                     # no resident loop (numpy): host steps are the yardstick
+    h.plain(1, 0.002)
+    h.plain(1, 0.004)
+    assert h.host_s == pytest.approx(0.0025) and h.hold == 0
+
+
+def test_host_steps_run_the_gates_hold_down(models):
+    """Without the GPU-resident loop (numpy), plain host steps count down a hold the gate set: rounds resume."""
+    llm = LLM(models["target"], backend="numpy", n_ctx=128, speculative="lookup")
+    spec = llm.engine.speculator
+    spec._gate.hold = 4
+    out = llm.generate("Once upon a time", temperature=0, max_tokens=24)
+    st = llm.speculative_stats
+    assert len(out.token_ids) == 24 and st["plain_steps"] >= 4 and st["rounds"] > 0
+    assert spec._gate.host_s > 0.0
 
 
 def test_scheduler_measures_the_loops_steady_rate(models, dev):

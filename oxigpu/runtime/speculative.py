@@ -288,7 +288,8 @@ class _Gate:
     that does not repeat the context, a draft model nearly as slow as the model), the next ``HOLD_TOKENS``
     come plainly, then a round is tried again: speculation then costs little where it cannot gain, and
     resumes where the text starts to follow its drafts. Before the loop's rate is known, the first measured
-    round is followed by such a burst, which measures it. Greedy requests only (their tokens are the plain
+    round is followed by such a burst, which measures it. A backend without the loop (numpy) measures its
+    plain host steps instead (``host_s``). Greedy requests only (their tokens are the plain
     decoder's either way); a sampled request's seed must fix its output, so its rounds do not follow
     timings."""
 
@@ -297,6 +298,8 @@ class _Gate:
     hold: int = 0
     seen: bool = False
     """The first round was seen (its time dropped: a first use may compile a pipeline)."""
+    host_s: float = 0.0
+    """A plain host step's seconds (moving average), the yardstick where the backend has no resident loop."""
 
     def worth(self, token_s: float) -> bool:
         return self.round_s == 0.0 or token_s <= 0.0 or self.tokens * token_s >= self.round_s
@@ -311,8 +314,11 @@ class _Gate:
         if token_s <= 0.0 or not self.worth(token_s):
             self.hold = HOLD_TOKENS
 
-    def plain(self, tokens: int) -> None:
+    def plain(self, tokens: int, host_seconds: float = 0.0) -> None:
         self.hold = max(0, self.hold - tokens)
+        if host_seconds > 0.0 and tokens > 0:
+            per = host_seconds / tokens
+            self.host_s = per if self.host_s == 0.0 else self.host_s + GATE_EMA * (per - self.host_s)
 
 
 @dataclass
@@ -412,7 +418,7 @@ class Speculator:
             eng.pool.register(req.blocks, req.tokens, req.computed)
             eng.pool.shrink(req.blocks, len(req.tokens))      # the blocks only rejected drafts' rows were in
         if gated:
-            self._gate.round(time.perf_counter() - t0, len(out), sched.token_s)
+            self._gate.round(time.perf_counter() - t0, len(out), sched.token_s or self._gate.host_s)
         sched.steps += 1
         return True
 
@@ -422,8 +428,11 @@ class Speculator:
         where the loop cannot run this sequence."""
         before = len(req.generated)
         if not sched._resident_ok():
+            t0 = time.perf_counter()
             done = sched._host_step()
-            self.stats.plain_steps += max(1, len(req.generated) - before)
+            n = len(req.generated) - before
+            self.stats.plain_steps += max(1, n)
+            self._gate.plain(n, time.perf_counter() - t0)
             return done
         n = min(max(PLAIN_BURST, self._gate.hold), req.params.max_tokens - len(req.generated),
                 self.engine.n_ctx - len(req.tokens) + 1)
