@@ -31,7 +31,9 @@ seed through their own RNG streams (accept, resample, draft), so a seed still fi
 sampled output is not the plain decoder's token for token: only its distribution is the same.
 
 Speculation runs when one sequence is active (the case it is for: it trades spare compute for latency);
-with several, the scheduler batches them as usual and speculation resumes when one is left.
+with several, the scheduler batches them as usual and speculation resumes when one is left. Steps without
+drafts take their tokens from the GPU-resident loop, and for greedy requests a gate holds rounds back where
+they cost more than the plain tokens they stand for (:class:`_Gate`).
 """
 from __future__ import annotations
 
@@ -360,8 +362,9 @@ class Speculator:
 
     # -- from the scheduler ----------------------------------------------------------------------------------
     def try_step(self, sched: Scheduler) -> bool:
-        """Run a round (or, without a draft, one plain step) when exactly one sequence is running and in its
-        decode phase; False (nothing done) otherwise, for the scheduler's usual step."""
+        """Run a round (or, without drafts or while the gate holds rounds back, plain tokens: :meth:`_plain`)
+        when exactly one sequence is running and in its decode phase; False (nothing done) otherwise, for
+        the scheduler's usual step (which also takes a plain burst's later batches)."""
         if len(sched.running) != 1 or sched.waiting or sched._inbox:
             return False
         req = sched.running[0]
