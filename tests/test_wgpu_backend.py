@@ -97,6 +97,18 @@ def test_resident_decode_draws_the_host_loop_tokens(dev, synth_files, shape, nam
     assert got + [t for b in batches for t in b] == ctx
 
 
+def test_resident_decode_in_one_batch(dev, synth_files):
+    """decode_batch(whole=True) (a speculative round's drafts): every step in one batch, one read-back, the
+    same tokens as the host loop."""
+    cfg = CONFIGS[next(iter(CONFIGS))]
+    wb, decode, prompt, ctx = _host_loop(dev, synth_files["tiny-llama"], cfg, N_CTX, n=8)
+    got = prompt + [ctx[len(prompt)]]
+    table = list(range(decode.inputs["block_table"].shape[1]))
+    batches = [ids for ids, _ in wb.decode_batch(decode, [got], pack_batch([cfg], [len(got)], [1]), 7, [table],
+                                                 whole=True)]
+    assert len(batches) == 1 and got + [t[0] for t in batches[0]] == ctx
+
+
 def _host_loop(dev, path, cfg: SamplerConfig, n_ctx: int, n: int = 24):
     """A wgpu backend, its decode plan, a 10-token prompt and the prompt + n tokens its host loop draws
     (``run`` + the numpy sampler: the whole attention grid every step)."""

@@ -229,15 +229,16 @@ class ResidentDecode(Protocol):
         ...
 
     def decode_batch(self, plan: Plan, contexts: Sequence[Sequence[int]], sampling: Any, n_steps: int,
-                     block_tables: Sequence[Sequence[int]], masks: Callable[[], np.ndarray | None] | None = None
-                     ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+                     block_tables: Sequence[Sequence[int]], masks: Callable[[], np.ndarray | None] | None = None,
+                     whole: bool = False) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
         """:meth:`decode_stream` for several sequences at once, one row each on a decode plan of T >= their
         number of rows (``sampling`` a SlotBatch of T slots): ids [step][sequence] a batch at a time, logprob
         rows [sequence, step, ...] when asked. The iterator also has ``stop()``: queue no more steps, but
         still yield those already queued. ``masks``: constrained slots, each step's masks asked for (uint32
         [rows, W], or [k, rows, W] for a run of k steps whose draws are all known to the host: a constraint's
         forced tokens under one-token masks, then the draw after them; read back at once) while its forward
-        runs on the device."""
+        runs on the device. ``whole``: every step in one batch, read back once (a speculative round's drafts,
+        which nobody streams)."""
         ...
 
     def run_sampled(self, plan: Plan, step: Any, sampling: Any, contexts: Sequence[Sequence[int] | None]

@@ -509,7 +509,7 @@ class Speculator:
         assert resident is not None
         drafts: list[int] = []
         stream = resident.decode_batch(d.decode_plan, [context], req.sampler.slot_batch(context), k,
-                                       [cache.blocks.blocks])
+                                       [cache.blocks.blocks], whole=True)     # one read-back for the k
         try:
             for ids, _ in stream:
                 drafts += [step[0] for step in ids]

@@ -543,8 +543,8 @@ class WgpuBackend:
             yield [t[0] for t in ids], None if rows is None else rows[0]
 
     def decode_batch(self, plan: Plan, contexts: Sequence[Sequence[int]], sampling: Any, n_steps: int,
-                     block_tables: Sequence[Sequence[int]], masks: Callable[[], np.ndarray | None] | None = None
-                     ) -> DecodeStream:
+                     block_tables: Sequence[Sequence[int]], masks: Callable[[], np.ndarray | None] | None = None,
+                     whole: bool = False) -> DecodeStream:
         """Run up to ``n_steps`` decode steps of ``len(contexts)`` sequences on the device, one row each, with
         no host round trip between steps; yield each batch of steps as its drawn ids ([k][n]: step, then
         sequence) and, when asked, logprob rows ([n, k, 1 + alternatives, 2]).
@@ -565,7 +565,9 @@ class WgpuBackend:
         queued before step i's id is read (it takes that id on the device). ``masks()`` is called between
         step i's two submissions for i >= 1 (after the consumer took step i - 1's ids), so the host computes
         the masks while the GPU runs the forward; it returns uint32 [rows, W] for the first rows' slots
-        (None: unchanged). Step 0 draws with ``sampling.mask``.
+        (None: unchanged). Step 0 draws with ``sampling.mask``. ``whole`` (no masks): the steps in one batch of
+        up to ``_MAX_BATCH``, one read-back (a speculative round's drafts: nobody streams them, and each
+        read-back is a host round trip).
         """
         n, T = len(contexts), plan.T
         if not plan.graph.decode or not 1 <= n <= T or len(block_tables) != n:
@@ -605,15 +607,19 @@ class WgpuBackend:
         self.dev.write(res.tok[0], last)
         counters = list(sampling.counters[:n]) if sampling.counters else [0] * n
         ctl = DecodeStream()
-        gen = self._stream if masks is None else self._stream_masked
-        ctl.gen = gen(res, n, pos0, n_steps, bool(sampling.logprobs), counters, ctl, masks)
+        if masks is None:
+            ctl.gen = self._stream(res, n, pos0, n_steps, bool(sampling.logprobs), counters, ctl, None, whole)
+        else:
+            ctl.gen = self._stream_masked(res, n, pos0, n_steps, bool(sampling.logprobs), counters, ctl, masks)
         return ctl
 
     def _stream(self, res: _Resident, n: int, pos0: list[int], n_steps: int, logprobs: bool, counters: list[int],
-                ctl: DecodeStream, masks: None) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+                ctl: DecodeStream, masks: None, whole: bool = False
+                ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
         sizes, done = [], 0
         while done < n_steps:   # 2, 4, ... up to resident_batch: the first ids arrive quickly
-            sizes.append(min(n_steps - done, min(self.resident_batch, _MAX_BATCH), 2 << len(sizes)))
+            step_max = _MAX_BATCH if whole else min(self.resident_batch, _MAX_BATCH, 2 << len(sizes))
+            sizes.append(min(n_steps - done, step_max))
             done += sizes[-1]
         step = 0
         lock = self.dev.step_lock   # a batch's pass writes the device's shared params buffer
