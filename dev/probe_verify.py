@@ -18,7 +18,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from oxigpu.backends.base import Step  # noqa: E402
 from oxigpu.runtime import sampling  # noqa: E402
 from oxigpu.runtime.engine import Engine  # noqa: E402
-from oxigpu.tools.bench import _family  # noqa: E402
+from oxigpu.tools.bench import _table, node_times  # noqa: E402
 
 path = sys.argv[1]
 KS = [int(k) for k in sys.argv[2].split(",")] if len(sys.argv) > 2 else [5]
@@ -80,22 +80,12 @@ def host_split(fn, reps=30):
 def gpu_nodes(plan, step, label):
     be.run(plan, step)                  # leaves the step's inputs and params on the device
     groups = be.node_dispatches(plan)
-    flat = [d for _, ds in groups for d in ds]
-    t_end = time.perf_counter() + 0.3
-    while time.perf_counter() < t_end:
-        dev.submit(flat * 4)
-        dev.sync()
-    per = np.median([dev.time_passes([ds for _, ds in groups]) for _ in range(5)], axis=0)
-    whole = statistics.median(dev.time_passes([flat])[0] for _ in range(5))
-    fam = defaultdict(lambda: [0.0, 0])
-    for (node, _), t in zip(groups, per):
-        f = fam[_family(node, plan)]
-        f[0] += t
-        f[1] += 1
-    print(f"{label}: {len(flat)} dispatches, GPU {whole * 1e6:.0f} us as one pass, "
-          f"nodes apart {per.sum() * 1e6:.0f} us")
-    for name, (t, n) in sorted(fam.items(), key=lambda kv: -kv[1][0])[:8]:
-        print(f"    {name:28s} {n:4d} nodes {t * 1e6:8.1f} us")
+    per, whole, source = node_times(dev, groups)
+    prof = _table(groups, per, plan, source)
+    print(f"{label}: {sum(len(ds) for _, ds in groups)} dispatches, GPU {whole * 1e6:.0f} us as one pass, "
+          f"nodes apart {prof['step_s'] * 1e6:.0f} us ({source})")
+    for row in prof["rows"][:8]:
+        print(f"    {row['family']:28s} {row['dispatches']:4d} dispatches {row['seconds'] * 1e6:8.1f} us")
     return whole
 
 

@@ -410,6 +410,23 @@ def _node_flops(node: Node) -> int:
     return 2 * m * k * sum(w.shape[0] for w in matrices(node))
 
 
+def node_times(dev: Any, step: Sequence[tuple[Node | None, list[Any]]]) -> tuple[list[float], float, str]:
+    """Seconds of each node's dispatches as its own pass and of the whole step as one pass (medians of
+    ``_PROFILE_REPEATS``), after ``_CLOCK_WARMUP_S`` of the whole step to raise the clock, and their source:
+    "timestamp" (GPU clock), or "wall" where the adapter lacks timestamp-query. The step's inputs must be
+    on the device already (a step run just before)."""
+    groups = [ds for _, ds in step]
+    flat = [d for ds in groups for d in ds]
+    t_end = time.perf_counter() + _CLOCK_WARMUP_S
+    while time.perf_counter() < t_end:
+        dev.submit(flat)
+        dev.sync()
+    if dev.has_timestamps:
+        per = np.median([dev.time_passes(groups) for _ in range(_PROFILE_REPEATS)], axis=0).tolist()
+        return per, statistics.median(dev.time_passes([flat])[0] for _ in range(_PROFILE_REPEATS)), "timestamp"
+    return [dev.time(ds, repeat=3) for ds in groups], dev.time(flat, repeat=3), "wall"
+
+
 def _profile_prefill(engine: Engine, chunk: list[int]) -> dict[str, Any]:
     """GPU time per node of one prefill chunk (``chunk``, at position 0), summed by family and by shape.
 
@@ -425,22 +442,8 @@ def _profile_prefill(engine: Engine, chunk: list[int]) -> dict[str, Any]:
     engine.forget()
     engine.eval(chunk)
     if be is not None:
-        dev = be.dev
         step = be.node_dispatches(plan)
-        groups = [ds for _, ds in step]
-        flat = [d for ds in groups for d in ds]
-        t_end = time.perf_counter() + _CLOCK_WARMUP_S
-        while time.perf_counter() < t_end:
-            dev.submit(flat)
-            dev.sync()
-        if dev.has_timestamps:
-            source = "timestamp"
-            per = np.median([dev.time_passes(groups) for _ in range(_PROFILE_REPEATS)], axis=0).tolist()
-            one_pass = statistics.median(dev.time_passes([flat])[0] for _ in range(_PROFILE_REPEATS))
-        else:
-            source = "wall"
-            per = [dev.time(ds, repeat=3) for ds in groups]
-            one_pass = dev.time(flat, repeat=3)
+        per, one_pass, source = node_times(be.dev, step)
     else:
         step = [(node, [node]) for node in plan.nodes]
         source, per, one_pass = "wall", _traced(engine, plan, chunk, 0, plan.nodes), None
