@@ -311,16 +311,20 @@ class _Gate:
             self.seen = True
             return
         first = self.round_s == 0.0
-        self.round_s = seconds if first else self.round_s + GATE_EMA * (seconds - self.round_s)
-        self.tokens = tokens if first else self.tokens + GATE_EMA * (tokens - self.tokens)
+        self.round_s = _ema(self.round_s, seconds, first)
+        self.tokens = _ema(self.tokens, tokens, first)
         if token_s <= 0.0 or not self.worth(token_s):
             self.hold = HOLD_TOKENS
 
     def plain(self, tokens: int, host_seconds: float = 0.0) -> None:
         self.hold = max(0, self.hold - tokens)
         if host_seconds > 0.0 and tokens > 0:
-            per = host_seconds / tokens
-            self.host_s = per if self.host_s == 0.0 else self.host_s + GATE_EMA * (per - self.host_s)
+            self.host_s = _ema(self.host_s, host_seconds / tokens, self.host_s == 0.0)
+
+
+def _ema(old: float, new: float, first: bool) -> float:
+    """The gate's moving average: ``new`` alone for the first measurement."""
+    return new if first else old + GATE_EMA * (new - old)
 
 
 @dataclass

@@ -166,11 +166,14 @@ def _divergence(llm: Any, prompt: list[int], plain: list[int], spec: list[int]) 
     return {"diverged_at": i, "logit_gap": round(float(logits[plain[i]] - logits[spec[i]]), 5)}
 
 
-def _same(row: dict[str, Any]) -> str:
-    if row["identical"]:
-        return "identical"
+def _parted(row: dict[str, Any]) -> str:
+    """Where a differing prompt's outputs part: its token, and the logit gap there when known."""
     gap = row.get("logit_gap")
-    return f"DIFFERENT from token {row.get('diverged_at')}" + (f" (logit gap {gap:.4f})" if gap is not None else "")
+    return f"from token {row.get('diverged_at')}" + (f" (logit gap {gap:.4f})" if gap is not None else "")
+
+
+def _same(row: dict[str, Any]) -> str:
+    return "identical" if row["identical"] else f"DIFFERENT {_parted(row)}"
 
 
 def _rate(result: Any) -> float:
@@ -189,7 +192,7 @@ def to_markdown(result: dict[str, Any]) -> str:
     for r in result["rows"]:
         lines.append(f"| {r['prompt']} | {r['tokens']} | {r['plain_tok_s']:.1f} | {r['spec_tok_s']:.1f} | "
                      f"{r['speedup']:.2f} | {r['accepted']}/{r['drafted']} | {r['tokens_per_round']:.2f} | "
-                     f"{'yes' if r['identical'] else 'NO: ' + _same(r)[10:]} |")
+                     f"{'yes' if r['identical'] else 'NO: ' + _parted(r)} |")
     lines += ["", f"all prompts: plain {s['plain_tok_s']:.1f} tok/s, speculative {s['spec_tok_s']:.1f} tok/s, "
                   f"speed-up x{s['speedup']:.2f}, acceptance {100 * s['acceptance_rate']:.1f} %, "
                   f"{s['tokens_per_round']:.2f} tokens per round ({s['draft_ms_per_round']:.2f} ms drafting, "

@@ -608,14 +608,13 @@ class WgpuBackend:
         counters = list(sampling.counters[:n]) if sampling.counters else [0] * n
         ctl = DecodeStream()
         if masks is None:
-            ctl.gen = self._stream(res, n, pos0, n_steps, bool(sampling.logprobs), counters, ctl, None, whole)
+            ctl.gen = self._stream(res, n, pos0, n_steps, bool(sampling.logprobs), counters, ctl, whole)
         else:
             ctl.gen = self._stream_masked(res, n, pos0, n_steps, bool(sampling.logprobs), counters, ctl, masks)
         return ctl
 
     def _stream(self, res: _Resident, n: int, pos0: list[int], n_steps: int, logprobs: bool, counters: list[int],
-                ctl: DecodeStream, masks: None, whole: bool = False
-                ) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
+                ctl: DecodeStream, whole: bool = False) -> Iterator[tuple[list[list[int]], np.ndarray | None]]:
         sizes, done = [], 0
         while done < n_steps:   # 2, 4, ... up to resident_batch: the first ids arrive quickly
             step_max = _MAX_BATCH if whole else min(self.resident_batch, _MAX_BATCH, 2 << len(sizes))
