@@ -88,12 +88,14 @@ GEMV_RULES: tuple[GemvRule, ...] = (
     _r("Q4_0", k=(2048, INF), n=(8192, 65535), int8=True, tpr=16, r=4, gpw=16, xs=True, **_I8),
     # ... K-quants on long rows: fewer workgroups than row blocks, each staging x once for several
     _r(_K4, k=(2048, INF), n=(8192, 65535), int8=True, tpr=32, r=8, gpw=4, xs=True, persist=4, **_I8),
-    # long rows (k >= 8192, ffn_down): 32-blocks quantize x by a dispatch; K-quants stage it
+    # long rows (k >= 8192, ffn_down): 32-blocks quantize x by a dispatch; K-quants stage it. The K-quant
+    # rows here and the q/k/v ones below take one piece a step: the same single-stream speed as two, and
+    # decode batches (which keep the one-row steps) then hold 4 weight rows a group, not 2 (docs/perf-log.md)
     _r(_LEGACY, k=(8192, INF), n=BIG, int8=True, tpr=64, r=1, gpw=2, xq=True, **_I8),
-    _r(_K4, k=(8192, INF), n=(4096, 8191), int8=True, tpr=32, r=2, gpw=8, u2=True, q8x=True, xs=True),
+    _r(_K4, k=(8192, INF), n=(4096, 8191), int8=True, tpr=32, r=2, gpw=8, q8x=True, xs=True),
     _r(_K4, k=(8192, INF), n=BIG, int8=True, tpr=32, r=1, gpw=8, q8x=True, xs=True),
     # the rest of the >= 2048 square-ish shapes (q/k/v, attention output): x staged per workgroup
-    _r("Q4_K", k=(2048, INF), n=(2048, 3199), int8=True, tpr=32, r=1, gpw=8, piece="q4_k2", u2=True, xs=True, **_I8),
+    _r("Q4_K", k=(2048, INF), n=(2048, 3199), int8=True, tpr=32, r=1, gpw=8, piece="q4_k2", xs=True, **_I8),
     _r(_LEGACY, k=(2048, INF), n=(6144, 65535), int8=True, tpr=32, r=2, gpw=8, u2=True, xs=True, **_I8),
     _r(_LEGACY, k=(2048, INF), n=BIG, int8=True, tpr=32, r=1, gpw=8, u2=True, xs=True, **_I8),
     _r(_K4, k=(2048, INF), n=(6144, 65535), int8=True, tpr=32, r=2, gpw=8, xs=True, **_I8),
