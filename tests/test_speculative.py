@@ -266,8 +266,8 @@ def test_sampled_generation_runs_and_is_seeded(models):
 # -- lookup -----------------------------------------------------------------------------------------------
 def test_gate_holds_rounds_back_where_they_cost_more_than_they_give():
     """The gate's arithmetic: a round is worth it while its tokens would have taken longer at the GPU-resident
-    loop's rate; a loss, or a rate not yet known, holds the next HOLD_TOKENS plain tokens back from drafting;
-    the first round's time is dropped."""
+    loop's rate; a loss, or a rate not yet known, holds the next HOLD_TOKENS plain tokens back from drafting
+    (twice as many after each further loss in a row, until a round pays); the first round's time is dropped."""
     from oxigpu.runtime.speculative import HOLD_TOKENS, _Gate
     g = _Gate()
     g.round(5.0, 2, 0.001)          # first round (a pipeline compiled on first use): dropped
@@ -280,14 +280,17 @@ def test_gate_holds_rounds_back_where_they_cost_more_than_they_give():
     assert g.hold == HOLD_TOKENS and not g.worth(0.001)
     g.plain(6)
     assert g.hold == HOLD_TOKENS - 6
-    g.plain(10)
+    g.plain(HOLD_TOKENS)
     assert g.hold == 0
+    g.round(0.008, 2, 0.001)        # a second loss in a row: twice the hold
+    assert g.hold == 2 * HOLD_TOKENS
+    g.plain(2 * HOLD_TOKENS)
     for _ in range(20):
         g.round(0.003, 5, 0.001)    # 5 tokens for 3 ms: a gain
     assert g.worth(0.001) and 4.9 < g.tokens <= 5.0
-    g.plain(HOLD_TOKENS)            # the hold the early losses left runs out
+    g.plain(g.hold)                 # the hold the early losses left runs out
     g.round(0.003, 5, 0.001)
-    assert g.hold == 0              # a winning round holds nothing back
+    assert g.hold == 0 and g.losses == 0    # a winning round holds nothing back, and ends the run of losses
     h = _Gate()                     # no resident loop (numpy): host steps are the yardstick
     h.plain(1, 0.002)
     h.plain(1, 0.004)

@@ -64,9 +64,13 @@ DRAFT_STREAM = 0x27D4EB2F
 PLAIN_BURST = 2
 """Tokens of the GPU-resident loop taken at once where a round has no drafts (lookup found none), before
 drafting is tried again: a synced one-row step costs about two resident ones (dev/probe_verify.py)."""
-HOLD_TOKENS = 16
+HOLD_TOKENS = 64
 """Plain tokens (GPU-resident) taken before a round is tried again where rounds have lately cost more than
-the tokens they gave would have taken plainly (:class:`_Gate`)."""
+the tokens they gave would have taken plainly (:class:`_Gate`); doubled for each further losing round in a
+row, up to ``HOLD_MAX``: each hold is one stream of the resident loop, and short streams cost their starts
+(prompt lookup over 21 prompts on Qwen2.5-Coder 0.5B, most not repeating their context: 0.66-0.68x of plain
+decoding with fixed holds of 16, 0.85x with these; docs/perf-log.md)."""
+HOLD_MAX = 256
 GATE_EMA = 0.25
 """Weight of the newest measurement in the gate's moving averages."""
 MAX_DRAFT = 32
@@ -288,16 +292,18 @@ class _Gate:
     at the GPU-resident loop's steady rate (``Scheduler.token_s``: no host round trip per token), as moving
     averages of a round's seconds and tokens. Where ``tokens * token_s`` falls short of ``round_s`` (text
     that does not repeat the context, a draft model nearly as slow as the model), the next ``HOLD_TOKENS``
-    come plainly, then a round is tried again: speculation then costs little where it cannot gain, and
-    resumes where the text starts to follow its drafts. Before the loop's rate is known, the first measured
-    round is followed by such a burst, which measures it. A backend without the loop (numpy) measures its
-    plain host steps instead (``host_s``). Greedy requests only (their tokens are the plain
-    decoder's either way); a sampled request's seed must fix its output, so its rounds do not follow
+    (doubled per further loss in a row) come plainly, then a round is tried again: speculation then costs
+    little where it cannot gain, and resumes where the text starts to follow its drafts. Before the loop's
+    rate is known, the first measured round is followed by such a burst, which measures it. A backend without
+    the loop (numpy) measures its plain host steps instead (``host_s``). Greedy requests only (their tokens
+    are the plain decoder's either way); a sampled request's seed must fix its output, so its rounds do not follow
     timings."""
 
     round_s: float = 0.0
     tokens: float = 0.0
     hold: int = 0
+    losses: int = 0
+    """Losing rounds in a row (each doubles the next hold)."""
     seen: bool = False
     """The first round was seen (its time dropped: a first use may compile a pipeline)."""
     host_s: float = 0.0
@@ -313,8 +319,13 @@ class _Gate:
         first = self.round_s == 0.0
         self.round_s = _ema(self.round_s, seconds, first)
         self.tokens = _ema(self.tokens, tokens, first)
-        if token_s <= 0.0 or not self.worth(token_s):
-            self.hold = HOLD_TOKENS
+        if token_s <= 0.0:
+            self.hold = HOLD_TOKENS         # a plain burst measures the loop's rate
+        elif not self.worth(token_s):
+            self.hold = min(HOLD_MAX, HOLD_TOKENS << self.losses)
+            self.losses += 1
+        else:
+            self.losses = 0
 
     def plain(self, tokens: int, host_seconds: float = 0.0) -> None:
         self.hold = max(0, self.hold - tokens)
