@@ -12,8 +12,10 @@ checked against x and weights in f16 with 1e-4 more slack; e.g. ``--variants q8,
 --splits ""``), TileConfig overrides ("8x8/16 s2 L128": TM x TN per thread / BK, split-k 2, 128 loader
 threads; "q8 8x4 L256 b2": the integer-dot kernel with 8 x 4 per thread, 256 loaders, 2 blocks of 32 per
 step; unnamed fields as the default choice of that kernel has them), ``f16tiles`` (F16 weights in f16
-tiles) or ``glu`` (the shape's rows as gate rows then up rows, the model's matmul_glu with its epilogue,
-checked against silu(g) u of the reference). ``--narrow`` variants and the split-k ones run only where
+tiles), ``glu`` (the shape's rows as gate rows then up rows, the model's matmul_glu with its epilogue,
+checked against silu(g) u of the reference) or ``qkv`` / ``qkvplain`` (the model's matmul_multi: the rows
+as q, k and v weights, 2/3, 1/6 and 1/6 of them back to back, three outputs; ``qkv`` with the RMS-norm
+prologue, unit norm weights). ``--narrow`` variants and the split-k ones run only where
 the unsplit 128x128 grid has fewer than 264 workgroups. (The kernels this sweep once compared against, the
 64x128 GEMM of 854b7c9 and the tiled GEMM with parts switched off, are in git history before stop 20.)
 It checks each output against float64 (max |err| / max |ref| <= 2e-7 sqrt(k); the integer-dot kernel
@@ -43,7 +45,7 @@ from ablation import ablate, drop  # noqa: E402
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
 from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES, half_dequant, q8_round, q8_tie_free, tile_config  # noqa: E402
-from oxigpu.backends.wgpu.ops.matmul import MatmulGluKernel, MatmulKernel, glu64  # noqa: E402
+from oxigpu.backends.wgpu.ops.matmul import NORM_EPS, MatmulGluKernel, MatmulKernel, MatmulMultiKernel, glu64  # noqa: E402
 from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
 
 SHAPES = {   # name: (n, k, weight type) of one prefill GEMM (q/k/v and gate/up joined as the backend runs them)
@@ -250,6 +252,20 @@ def main() -> None:
                     yb = dev.create_buffer(4 * m * n // 2)
                     runs = [kern.encode([xb, (w, 0, half), (w, half, half), yb]) for w in wbs]
                     cfg = "glu"
+                elif v in ("qkv", "qkvplain"):   # the model's q/k/v: 2/3, 1/6, 1/6 of the rows back to back, 3 outputs
+                    ns = [n * 2 // 3, n // 6, n - n * 2 // 3 - n // 6]
+                    o = [sum(ns[:i]) for i in range(3)]
+                    rb, norm = qt.row_bytes(k), v == "qkv"     # qkv: with the RMS-norm prologue (weights 1)
+                    kern = MatmulMultiKernel(dev, {"n_w": 3, **({"norm_eps": NORM_EPS} if norm else {})},
+                                             [(m, k), *((r, k) for r in ns), *([(k,)] if norm else [])],
+                                             ["f32", t, t, t, *(["f32"] if norm else [])], [(m, r) for r in ns])
+                    al = dev.storage_align       # each output at an aligned offset of one buffer, as the arena
+                    oy = [sum(-(-4 * m * r // al) * al for r in ns[:i]) for i in range(3)]
+                    yb = dev.create_buffer(oy[-1] + 4 * m * ns[-1])
+                    nwb = [dev.upload(np.ones(k, np.float32))] if norm else []
+                    runs = [kern.encode([xb, *((w, oi * rb, r * rb) for oi, r in zip(o, ns)), *nwb,
+                                         *((yb, yi, 4 * m * r) for yi, r in zip(oy, ns))]) for w in wbs]
+                    cfg = v
                 else:
                     over = parse_variant(v)
                     kern = MatmulKernel(dev, {"gemm": over}, [(m, k), (n, k)], ["f32", t], [(m, n)])
@@ -265,6 +281,13 @@ def main() -> None:
                     w2 = wants["mma" if dev.has_mma else "f32"]
                     want = glu64(w2[:, :n // 2], w2[:, n // 2:], "silu")
                     got, kind = dev.read(yb, np.float32, (m, n // 2)), "mma"
+                elif v in ("qkv", "qkvplain"):
+                    got = np.concatenate([dev.read(yb, np.float32, (m, r), yi) for yi, r in zip(oy, ns)], axis=1)
+                    xn = xh.astype(np.float64)
+                    if v == "qkv":
+                        xn = xn / np.sqrt((xn * xn).mean(axis=1, keepdims=True) + NORM_EPS)
+                    kind = "mma" if dev.has_mma else "f32"
+                    want = ref(f16(xn), f16(wd)) if dev.has_mma else ref(xn, wd)
                 else:
                     got = dev.read(yb, np.float32, (m, n))
                     kind = cfg.split()[0] if cfg.split()[0] in wants else "f32"
