@@ -1,0 +1,125 @@
+"""Where a decode batch's GEMV time goes: the production GEMV (shaders/gemv_q.wgsl, as a decode plan of M rows
+builds it: q/k/v with the norm, the output with its residual, gate+up with the GLU, down, the LM head) timed
+with one part taken out at a time (results wrong on purpose), as dev/ablate_decode_attention.py does for the
+batched attention. The question behind issue 23's 16-row steps (the 1B's multi-row GEMVs, 0.90x llama.cpp's
+S_TG at B = 16): are they bound by the weight loads, the x loads, the integer dots or the rest?
+
+    python3 dev/ablate_gemv.py [--set 1b|8b] [--m 16] [--nodes qkv,o,glu,down,lm] [--rotate 4]
+    python3 dev/ablate_gemv.py --set test --m 6 --nodes qkv,glu,down --rotate 1 --copies 1   # lavapipe
+
+Each node's dispatches (the x quantization, then the GEMV) over ``--rotate`` weight copies, every copy
+writing the same output (so the copies run one after another, and their weights come from memory as a
+model's layers do), after the clock is raised; us per node. Ablations (edits of the expanded source):
+``no_wload`` (the weight words synthesized from their index: no weight reads), ``no_xload`` (the quantized
+x words and scales not read: zeros), ``no_dot`` (dot4I8Packed -> an xor). The node's matmuls may take the
+matrix units instead at some M (ops/gemm.py over_gemv): those nodes are reported as such and not ablated.
+Needs a GPU.
+"""
+from __future__ import annotations
+
+import argparse
+import re
+import sys
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import bench_batch as bb  # noqa: E402
+from ablation import ablate, drop  # noqa: E402
+from bench_gemv import time_variants  # noqa: E402
+
+from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
+from oxigpu.backends.wgpu.ops.matmul import NORM_EPS, MatmulAddKernel, MatmulGluKernel, MatmulMultiKernel  # noqa: E402
+
+ABLATIONS = {
+    "full": None,
+    "no_wload": lambda src: re.sub(r"return (W4|W14)\[i\];", "return vec4<u32>(i, i ^ 0x5A5A5A5Au, 3u * i, i + 7u);",
+                                   re.sub(r"return (W|W1)\[i\];", "return i ^ 0x3C003C00u;", src)),
+    "no_xload": drop(r"r\.xq\.(q\[\d\]|d) = xqw\("),
+    "no_dot": lambda src: src.replace("return dot4I8Packed(w, x);", "return i32(w ^ x);"),
+}
+
+
+def build(dev: Device, kind: str, k: int, ws: list[tuple[int, str]], m: int, rotate: int) -> list:
+    """The node's dispatches over ``rotate`` weight copies, all writing one output buffer."""
+    rng = np.random.default_rng(m)
+    x = dev.upload(rng.standard_normal((m, k)).astype(np.float32))
+    nw = dev.upload(rng.uniform(0.5, 1.5, k).astype(np.float32))
+    raws = [bb.weight(t, n, k, i) for i, (n, t) in enumerate(ws)]
+    types = [t for _, t in ws]
+    if kind == "glu":
+        raws, types = [raws[0], bb.weight(types[0], ws[0][0], k, 7)], types * 2
+    ns = [r.shape[0] for r in raws]
+    slots = [256 * -(-4 * m * n // 256) for n in ns]
+    y = dev.create_buffer(sum(slots))
+    ys = [(y, sum(slots[:i]), 4 * m * n) for i, n in enumerate(ns)]
+    if kind == "glu":
+        kern = MatmulGluKernel(dev, {"act": "silu", "norm_eps": NORM_EPS}, [(m, k), (ns[0], k), (ns[1], k), (k,)],
+                               ["f32", *types, "f32"], [(m, ns[0])])
+    elif kind == "qkv":
+        kern = MatmulMultiKernel(dev, {"n_w": len(ns), "norm_eps": NORM_EPS}, [(m, k), *((n, k) for n in ns), (k,)],
+                                 ["f32", *types, "f32"], [(m, n) for n in ns])
+    else:
+        res = dev.upload(rng.standard_normal((m, ns[0])).astype(np.float32))
+        kern = MatmulAddKernel(dev, {}, [(m, k), (ns[0], k), (m, ns[0])], ["f32", types[0], "f32"], [(m, ns[0])])
+    out = []
+    for _ in range(rotate):
+        groups: dict[str, list[int]] = {}
+        for i, t in enumerate(types):
+            groups.setdefault(t, []).append(i)
+        wb: list = [None] * len(raws)
+        for idx in groups.values():       # one buffer per type, weights back to back (as the backend joins)
+            buf = dev.upload(np.concatenate([raws[i].reshape(-1) for i in idx]))
+            off = 0
+            for i in idx:
+                wb[i] = (buf, off, raws[i].nbytes)
+                off += raws[i].nbytes
+        if kind == "glu":
+            out += kern.encode([x, wb[0], wb[1], nw, ys[0]])
+        elif kind == "qkv":
+            out += kern.encode([x, *wb, nw, *ys])
+        else:
+            out += kern.encode([x, wb[0], res, ys[0]])
+    return out
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--set", default="1b", choices=sorted(bb.SETS))
+    ap.add_argument("--m", type=int, default=16)
+    ap.add_argument("--nodes", default="qkv,o,glu,down,lm")
+    ap.add_argument("--rotate", type=int, default=4)
+    ap.add_argument("--copies", type=int, default=5, help="passes of the rotated copies per timing")
+    a = ap.parse_args()
+    dev = Device.get()
+    dev.write_params(Params(pos=0, n_tokens=a.m))
+    nodes = {**bb.SETS[a.set], **({"lm": bb.LM_HEAD[a.set]} if a.set in bb.LM_HEAD else {})}
+    plain = dev.shader_source
+    print(f"{a.set}, M={a.m}, {a.rotate} weight copies a pass; us per node (its x quantization and GEMV)")
+    for name in a.nodes.split(","):
+        kind, k, ws = nodes[name]
+        dss, names = [], []
+        for abl, edit in ABLATIONS.items():
+            ablate(dev, plain, "gemv_q.wgsl", abl, edit)
+            try:
+                ds = build(dev, kind, k, ws, a.m, a.rotate)
+            except ValueError as e:        # an ablation that matched nothing in this node's kernel
+                print(f"  {name}: {abl}: {e}")
+                continue
+            if not any("gemv_q" in str(d.pipeline.label) for d in ds):
+                print(f"  {name}: no GEMV at M={a.m} ({', '.join(sorted({str(d.pipeline.label) for d in ds}))})")
+                break
+            dss.append(ds)
+            names.append(abl)
+        dev.shader_source = plain
+        if not dss:
+            continue
+        secs = time_variants(dev, dss, a.copies)
+        print(f"  {name:5} " + "  ".join(f"{n} {s * 1e6 / a.rotate:8.1f}" for n, s in zip(names, secs)), flush=True)
+
+
+if __name__ == "__main__":
+    main()
