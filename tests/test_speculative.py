@@ -268,7 +268,7 @@ def test_gate_holds_rounds_back_where_they_cost_more_than_they_give():
     """The gate's arithmetic: a round is worth it while its tokens would have taken longer at the GPU-resident
     loop's rate; a loss, or a rate not yet known, holds the next HOLD_TOKENS plain tokens back from drafting
     (twice as many after each further loss in a row, until a round pays); the first round's time is dropped."""
-    from oxigpu.runtime.speculative import HOLD_TOKENS, _Gate
+    from oxigpu.runtime.speculative import HOLD_MAX, HOLD_TOKENS, _Gate
     g = _Gate()
     g.round(5.0, 2, 0.001)          # first round (a pipeline compiled on first use): dropped
     assert g.worth(0.001) and g.hold == 0 and g.round_s == 0.0
@@ -291,6 +291,12 @@ def test_gate_holds_rounds_back_where_they_cost_more_than_they_give():
     g.plain(g.hold)                 # the hold the early losses left runs out
     g.round(0.003, 5, 0.001)
     assert g.hold == 0 and g.losses == 0    # a winning round holds nothing back, and ends the run of losses
+    holds = []
+    for _ in range(12):             # a long run of losses: the holds double up to HOLD_MAX
+        g.round(0.05, 1, 0.001)
+        holds.append(g.hold)
+        g.plain(g.hold)
+    assert holds[-1] == HOLD_MAX and all(a <= b for a, b in zip(holds, holds[1:])) and holds[0] >= HOLD_TOKENS
     h = _Gate()                     # no resident loop (numpy): host steps are the yardstick
     h.plain(1, 0.002)
     h.plain(1, 0.004)
