@@ -7,13 +7,13 @@ S_TG at B = 16): are they bound by the weight loads, the x loads, the integer do
     python3 dev/ablate_gemv.py [--set 1b|8b] [--m 16] [--nodes qkv,o,glu,down,lm] [--rotate 4]
     python3 dev/ablate_gemv.py --set test --m 6 --nodes qkv,glu,down --rotate 1 --copies 1   # lavapipe
 
-Each node's dispatches (the x quantization, then the GEMV) over ``--rotate`` weight copies, every copy
-writing the same output (so the copies run one after another, and their weights come from memory as a
-model's layers do), after the clock is raised; us per node. Ablations (edits of the expanded source):
-``no_wload`` (the weight words synthesized from their index: no weight reads), ``no_xload`` (the quantized
-x words and scales not read: zeros), ``no_dot`` (dot4I8Packed -> an xor). The node's matmuls may take the
-matrix units instead at some M (ops/gemm.py over_gemv): those nodes are reported as such and not ablated.
-Needs a GPU.
+Each node's dispatches (the x quantization, then the GEMV; dev/bench_batch.py's Node) over ``--rotate``
+weight copies, every copy writing the same output (so the copies run one after another, and their weights
+come from memory as a model's layers do), after the clock is raised; us per node. Ablations (edits of the
+expanded source): ``no_wload`` (the weight words synthesized from their index: no weight reads),
+``no_xload`` (the quantized x words and scales not read: zeros), ``no_dot`` (dot4I8Packed -> an xor).
+The node's matmuls may take the matrix units instead at some M (ops/gemm.py over_gemv): those nodes are
+reported as such and not ablated. Needs a GPU.
 """
 from __future__ import annotations
 
@@ -21,8 +21,6 @@ import argparse
 import re
 import sys
 from pathlib import Path
-
-import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
@@ -32,7 +30,6 @@ from ablation import ablate, drop  # noqa: E402
 from bench_gemv import time_variants  # noqa: E402
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
-from oxigpu.backends.wgpu.ops.matmul import NORM_EPS, MatmulAddKernel, MatmulGluKernel, MatmulMultiKernel  # noqa: E402
 
 ABLATIONS = {
     "full": None,
@@ -41,49 +38,6 @@ ABLATIONS = {
     "no_xload": drop(r"r\.xq\.(q\[\d\]|d) = xqw\("),
     "no_dot": lambda src: src.replace("return dot4I8Packed(w, x);", "return i32(w ^ x);"),
 }
-
-
-def build(dev: Device, kind: str, k: int, ws: list[tuple[int, str]], m: int, rotate: int) -> list:
-    """The node's dispatches over ``rotate`` weight copies, all writing one output buffer."""
-    rng = np.random.default_rng(m)
-    x = dev.upload(rng.standard_normal((m, k)).astype(np.float32))
-    nw = dev.upload(rng.uniform(0.5, 1.5, k).astype(np.float32))
-    raws = [bb.weight(t, n, k, i) for i, (n, t) in enumerate(ws)]
-    types = [t for _, t in ws]
-    if kind == "glu":
-        raws, types = [raws[0], bb.weight(types[0], ws[0][0], k, 7)], types * 2
-    ns = [r.shape[0] for r in raws]
-    slots = [256 * -(-4 * m * n // 256) for n in ns]
-    y = dev.create_buffer(sum(slots))
-    ys = [(y, sum(slots[:i]), 4 * m * n) for i, n in enumerate(ns)]
-    if kind == "glu":
-        kern = MatmulGluKernel(dev, {"act": "silu", "norm_eps": NORM_EPS}, [(m, k), (ns[0], k), (ns[1], k), (k,)],
-                               ["f32", *types, "f32"], [(m, ns[0])])
-    elif kind == "qkv":
-        kern = MatmulMultiKernel(dev, {"n_w": len(ns), "norm_eps": NORM_EPS}, [(m, k), *((n, k) for n in ns), (k,)],
-                                 ["f32", *types, "f32"], [(m, n) for n in ns])
-    else:
-        res = dev.upload(rng.standard_normal((m, ns[0])).astype(np.float32))
-        kern = MatmulAddKernel(dev, {}, [(m, k), (ns[0], k), (m, ns[0])], ["f32", types[0], "f32"], [(m, ns[0])])
-    out = []
-    for _ in range(rotate):
-        groups: dict[str, list[int]] = {}
-        for i, t in enumerate(types):
-            groups.setdefault(t, []).append(i)
-        wb: list = [None] * len(raws)
-        for idx in groups.values():       # one buffer per type, weights back to back (as the backend joins)
-            buf = dev.upload(np.concatenate([raws[i].reshape(-1) for i in idx]))
-            off = 0
-            for i in idx:
-                wb[i] = (buf, off, raws[i].nbytes)
-                off += raws[i].nbytes
-        if kind == "glu":
-            out += kern.encode([x, wb[0], wb[1], nw, ys[0]])
-        elif kind == "qkv":
-            out += kern.encode([x, *wb, nw, *ys])
-        else:
-            out += kern.encode([x, wb[0], res, ys[0]])
-    return out
 
 
 def main() -> None:
@@ -105,7 +59,7 @@ def main() -> None:
         for abl, edit in ABLATIONS.items():
             ablate(dev, plain, "gemv_q.wgsl", abl, edit)
             try:
-                ds = build(dev, kind, k, ws, a.m, a.rotate)
+                ds = [d for run in bb.Node(dev, kind, k, ws, a.m, {}, a.rotate, one_y=True).runs for d in run]
             except ValueError as e:        # an ablation that matched nothing in this node's kernel
                 print(f"  {name}: {abl}: {e}")
                 continue

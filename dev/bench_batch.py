@@ -69,9 +69,12 @@ def weight(t: str, n: int, k: int, seed: int) -> np.ndarray:
 
 
 class Node:
-    """One node's kernel over ``copies`` weight copies (each its own dispatches), its inputs and check."""
+    """One node's kernel over ``copies`` weight copies (each its own dispatches), its inputs and check.
+    ``one_y``: every copy writes the same output buffer, so the copies run one after another (each its own
+    output lets them overlap)."""
 
-    def __init__(self, dev: Device, kind: str, k: int, ws: list[tuple[int, str]], m: int, attrs: dict, copies: int):
+    def __init__(self, dev: Device, kind: str, k: int, ws: list[tuple[int, str]], m: int, attrs: dict, copies: int,
+                 one_y: bool = False):
         rng = np.random.default_rng(m)
         self.dev, self.kind, self.m = dev, kind, m
         self.x = rng.standard_normal((m, k)).astype(np.float32)
@@ -89,7 +92,11 @@ class Node:
         # one residual for every copy: check() reads copy 0 against it (drawn per copy, the add nodes'
         # checks compared copy 0 with the last copy's residual: 1e-2 to 3e-2 "errors")
         self.res = rng.standard_normal((m, ns[0])).astype(np.float32) if kind not in ("glu", "qkv") else None
+        slots = [256 * -(-4 * m * n // 256) for n in ns]    # qkv: its outputs in one buffer
+        y_bytes = sum(slots) if kind == "qkv" else 4 * m * ns[0]
+        shared = dev.create_buffer(y_bytes) if one_y else None
         for _ in range(copies):
+            y = shared if shared is not None else dev.create_buffer(y_bytes)
             groups: dict[str, list[int]] = {}
             for i, t in enumerate(self.types):
                 groups.setdefault(t, []).append(i)
@@ -101,15 +108,12 @@ class Node:
                     wb[i] = (buf, off, self.raws[i].nbytes)
                     off += self.raws[i].nbytes
             if kind == "glu":
-                y = dev.create_buffer(4 * m * ns[0])
                 kern = MatmulGluKernel(dev, {"act": "silu", "norm_eps": NORM_EPS, **attrs},
                                        [(m, k), (ns[0], k), (ns[1], k), (k,)], ["f32", *self.types, "f32"],
                                        [(m, ns[0])])
                 ds = kern.encode([xb, wb[0], wb[1], nwb, y])
                 self.ybufs.append([(y, 0, 4 * m * ns[0])])
             elif kind == "qkv":
-                slots = [256 * -(-4 * m * n // 256) for n in ns]
-                y = dev.create_buffer(sum(slots))
                 ys = [(y, sum(slots[:i]), 4 * m * n) for i, n in enumerate(ns)]
                 kern = MatmulMultiKernel(dev, {"n_w": len(ns), "norm_eps": NORM_EPS, **attrs},
                                          [(m, k), *((n, k) for n in ns), (k,)], ["f32", *self.types, "f32"],
@@ -117,7 +121,6 @@ class Node:
                 ds = kern.encode([xb, *wb, nwb, *ys])
                 self.ybufs.append(ys)
             else:
-                y = dev.create_buffer(4 * m * ns[0])
                 kern = MatmulAddKernel(dev, attrs, [(m, k), (ns[0], k), (m, ns[0])], ["f32", self.types[0], "f32"],
                                        [(m, ns[0])])
                 ds = kern.encode([xb, wb[0], dev.upload(self.res), y])
