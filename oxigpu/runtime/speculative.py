@@ -68,8 +68,7 @@ HOLD_TOKENS = 64
 """Plain tokens (GPU-resident) taken before a round is tried again where rounds have lately cost more than
 the tokens they gave would have taken plainly (:class:`_Gate`); doubled for each further losing round in a
 row, up to ``HOLD_MAX``: each hold is one stream of the resident loop, and short streams cost their starts
-(prompt lookup over 21 prompts on Qwen2.5-Coder 0.5B, most not repeating their context: 0.66-0.68x of plain
-decoding with fixed holds of 16, 0.85x with these; docs/perf-log.md)."""
+(measured in docs/perf-log.md, tenth session)."""
 HOLD_MAX = 256
 GATE_EMA = 0.25
 """Weight of the newest measurement in the gate's moving averages."""
