@@ -4,6 +4,7 @@ out at a time (results wrong on purpose), as dev/ablate_attention_mma.py found t
 softmax conflicts. Also the kernel's time against its bytes (the K and V rows it must read).
 
     python3 dev/ablate_decode_attention.py [--batch 64] [--pos 576] [--heads 32:8] [--dim 128] [--ctx 1024]
+        [--shapes 'sg1:split_group=1,rows4:decode_rows=4;key_slices=2'] [--only-shapes]
 
 Ablations (line drops / edits of the expanded source): ``no_kv_load`` (the pass's K and V loads: zero
 rows), ``no_exp`` (exp(x) -> x), ``no_barrier`` (workgroup and storage barriers), ``one_split`` (MAXS
@@ -43,6 +44,9 @@ def main() -> None:
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--ctx", type=int, default=1024, help="keys a sequence's block table holds")
     ap.add_argument("--copies", type=int, default=20)
+    ap.add_argument("--shapes", default="", help="launch shapes timed beside (unablated), e.g. "
+                    "'sg1:split_group=1,ks2:key_slices=2,rows4:decode_rows=4,kb4:team_keys=4' (ops/attention.py attrs)")
+    ap.add_argument("--only-shapes", action="store_true", help="the full kernel and --shapes, no ablations")
     args = ap.parse_args()
     H, Hkv = (int(v) for v in args.heads.split(":"))
     B, D = args.batch, args.dim
@@ -51,17 +55,25 @@ def main() -> None:
     case = paged_rope_kv_attention_case("decode batch", b, H, Hkv, D, seed=1)
     dev = Device.get()
     plain = dev.shader_source
-    dss = []
+    dss, names = [], []
     for abl, edit in ABLATIONS.items():
+        if args.only_shapes and abl != "full":
+            continue
         ablate(dev, plain, "attention_decode.wgsl", abl, edit)
         dss.append(prepare(case.op, case.inputs, case.attrs, case.in_types, dev).dispatches)
+        names.append(abl)
     dev.shader_source = plain
+    for spec in filter(None, args.shapes.split(",")):
+        name, _, kv = spec.partition(":")
+        attrs = {**case.attrs, **{k: int(v) for k, v in (e.split("=") for e in kv.split(";"))}}
+        dss.append(prepare(case.op, case.inputs, attrs, case.in_types, dev).dispatches)
+        names.append(name)
     dev.write_params(Params(pos=0, n_tokens=B, n_seqs=B))
     secs = time_variants(dev, dss, args.copies)
     n_kv = sum(int(p) + 1 for p in b.positions[:B])
     gb = 2 * n_kv * Hkv * 2 * D / 1e9     # K and V rows, f16
     print(f"B={B} pos~{args.pos} H={H}/{Hkv} D={D}: {gb * 1e3:.1f} MB of K and V")
-    for abl, s in zip(ABLATIONS, secs):
+    for abl, s in zip(names, secs):
         print(f"  {abl:11} {s * 1e6:8.1f} us  {gb / s:7.1f} GB/s")
 
 

@@ -5,8 +5,10 @@ each variant's output is checked against float64 (references cached per node and
 
 ``gemv``: the multi-row GEMV at each M with x rows per group (xr), weight rows per group (r) and float
 dots (q8x off) varied; ``mma``: the matrix-unit GEMM's tiles and split-k at each M (17..64);
-``attn``: rope_kv_attention of M decode rows at depth 512 with the split count, key slices and rows per
-workgroup varied. Results: ``probe.jsonl`` under --out and one line per variant on stdout.
+``attn``: rope_kv_attention of M decode rows at depth 512 (block tables of --ctx keys) with the split count,
+key slices, rows per workgroup and splits per workgroup varied (its copies run on buffers of their own and
+may overlap: dev/ablate_decode_attention.py --shapes times them one after another). Results:
+``probe.jsonl`` under --out and one line per variant on stdout.
 """
 from __future__ import annotations
 
@@ -95,12 +97,13 @@ def mma_variants(m: int, node: str, half: bool = False, only: str = "") -> list[
     return out
 
 
-def time_attn(dev: Device, m: int, depth: int, heads: tuple, copies: int, attrs: dict) -> tuple[float, float]:
+def time_attn(dev: Device, m: int, depth: int, heads: tuple, copies: int, attrs: dict,
+              ctx: int = 0) -> tuple[float, float]:
     from oxigpu.backends.wgpu.kernel import prepare
     from oxigpu.backends.wgpu.ops._common import Batch
     from oxigpu.backends.wgpu.ops.rope_attention import paged_rope_kv_attention_case
     H, Hkv, D = heads
-    blocks = -(-(depth + 1) // 32)
+    blocks = -(-max(depth + 1, ctx) // 32)
     b = Batch([(s, depth, 1) for s in range(m)], m, blocks, m * blocks + 1, seed=m)
     case = paged_rope_kv_attention_case("probe", b, H, Hkv, D, seed=1, **attrs)
     preps = [prepare(case.op, case.inputs, case.attrs, case.in_types, dev) for _ in range(copies)]
@@ -122,6 +125,7 @@ def main() -> None:
     ap.add_argument("--nodes", default="")
     ap.add_argument("--copies", type=int, default=4)
     ap.add_argument("--depth", type=int, default=512)
+    ap.add_argument("--ctx", type=int, default=0, help="attn: keys a sequence's block table holds (default: depth + 1)")
     ap.add_argument("--out", default=os.environ.get("OUT", "."))
     ap.add_argument("--tree", default="", help="checkout whose oxigpu is timed (default: this one)")
     ap.add_argument("--label", default="")
@@ -156,15 +160,16 @@ def main() -> None:
                 H, Hkv, D = bb.ATTN[a.set]
                 vs = [("default", {})] + [(f"split{s}", {"n_split": s}) for s in (1, 2, 8, 16)] + \
                      [(f"ks{s}", {"key_slices": s}) for s in (1, 2, 8)] + \
-                     [(f"rows{r}", {"decode_rows": r}) for r in (1, 4)]
+                     [(f"rows{r}", {"decode_rows": r}) for r in (1, 4)] + \
+                     [(f"sg{g}", {"split_group": g}) for g in (1, 2, 3, 5, 8)]
                 for name, attrs in vs:
                     try:
-                        t, err = time_attn(dev, m, a.depth, bb.ATTN[a.set], a.copies, attrs)
+                        t, err = time_attn(dev, m, a.depth, bb.ATTN[a.set], a.copies, attrs, a.ctx)
                     except Exception as e:   # noqa: BLE001 - a variant the kernel refuses
                         print(f"attn M={m} {name}: {type(e).__name__}: {e}", flush=True)
                         continue
                     emit({"what": w, "node": "attn", "m": m, "variant": name, "us": t * 1e6, "err": err,
-                          "depth": a.depth})
+                          "depth": a.depth, "ctx": a.ctx})
                 continue
             for node_name, (kind, k, ws) in nodes.items():
                 vs = (gemv_variants(m) if w == "gemv" else mma_variants(m, node_name, a.half, a.tiles)

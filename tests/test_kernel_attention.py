@@ -23,6 +23,7 @@ from oxigpu.backends.wgpu.ops.attention import attention_case, decode_config, op
 from oxigpu.backends.wgpu.ops.attention_mma import MmaTile, mma_tile
 from oxigpu.backends.wgpu.ops.rope import reference as rope_reference
 from oxigpu.backends.wgpu.ops.rope_attention import paged_rope_kv_attention_case, rope_kv_attention_case
+from oxigpu.backends.wgpu.tuning import tuning
 
 pytestmark = pytest.mark.gpu
 
@@ -392,6 +393,41 @@ def test_a_row_in_a_batch_equals_the_row_alone(dev):
             if case.op == "rope_kv_attention":   # the row's own key and value, as written
                 r = b.phys(int(b.row_seq[t]), int(b.positions[t]))
                 assert np.array_equal(got[1][r], alone[1][r]) and np.array_equal(got[2][r], alone[2][r])
+
+
+def test_splits_per_workgroup_change_no_bit(dev):
+    """A batch's step with several splits per workgroup (split_group; tuning.py spw_fill chooses it for large
+    batches) gives every row, and every cache row written, bit for bit as one split per workgroup does, for
+    groups that divide the splits evenly or not, and within tolerance of float64."""
+    b = Batch([(0, 700, 1), (1, 31, 1), (2, 5, 1), (3, 1500, 1), (4, 257, 1)], 5, 64, 400, seed=7)
+    for case in (paged_attention_case("groups", b, 8, 2, 64, seed=8, n_split=8, split_chunk=32),
+                 paged_rope_kv_attention_case("groups", b, 8, 2, 64, seed=9, n_split=8, split_chunk=32)):
+        one = run_case(case, dev)
+        err, bound = case_error(case, one, case.reference())
+        assert err <= bound, f"{case.op}: rel. error {err:.3g}"
+        for spw in (2, 3, 8):
+            attrs = {**case.attrs, "split_group": spw}
+            assert prepare(case.op, case.inputs, attrs, case.in_types, dev=dev).kernel.cfg.SPW == spw
+            got = run_op(case.op, case.inputs, attrs, n_tokens=case.n_tokens, in_types=case.in_types, dev=dev,
+                         n_seqs=case.n_seqs)
+            for a, w in zip(got, one):
+                assert np.array_equal(a, w), (case.op, spw)
+
+
+def test_splits_per_workgroup_rule():
+    """Many rows' blocks take several splits a workgroup while no fewer than spw_fill workgroups per slot are
+    left (evened out); a one-row step never does (its host launches the active splits only)."""
+    cls = "mma"
+    fill = tuning(cls).decode.spw_fill * tuning(cls).slots
+    assert decode_config(128, 128, 4, 1, 8, 640, device=cls, per_token=True).SPW == 1
+    for d, t in ((128, 64), (128, 16), (64, 16), (64, 4), (128, 2)):
+        c = decode_config(d, d, 4, t, 8, 640, device=cls, per_token=True)
+        groups = 8 * c.NRB * t * -(-c.MAXS // c.SPW)
+        assert c.MAXS == 5 and 1 <= c.SPW <= 5 and (groups >= fill or c.SPW == 1), (d, t, c)
+        if c.SPW < c.MAXS:      # one more split a workgroup would leave fewer than `fill` workgroups
+            assert 8 * c.NRB * t * -(-c.MAXS // (c.SPW + 1)) < fill or -(-c.MAXS // (c.SPW + 1)) == -(-c.MAXS // c.SPW)
+    assert decode_config(128, 128, 4, 64, 8, 640, device=cls, per_token=True).SPW == 5
+    assert decode_config(128, 128, 4, 16, 8, 640, device=cls, per_token=True, spw=2).SPW == 2
 
 
 @pytest.mark.parametrize("mma", [False, True])

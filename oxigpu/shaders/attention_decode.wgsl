@@ -13,7 +13,10 @@
 // so short contexts use few workgroups per row block and idle workgroups return at once. With T == 1
 // the workgroups take the active splits only, block after block, so a grid of NKV * NRB * nact suffices
 // (the GPU-resident decode launches that many per step: the idle workgroups of a grid sized for the
-// whole context cost a few % of a short context's decode step).
+// whole context cost a few % of a short context's decode step). Where a batch's row blocks alone fill the
+// GPU (T > 1), a workgroup takes SPW consecutive splits of its block one after another, each summed as a
+// workgroup of its own would (so the result is the same for any SPW), its loads running on across the
+// splits' boundaries: short splits cost mostly their workgroups' starts and drains there.
 // Inside a workgroup: R * KS teams of L lanes, team = slice * R + row: each walks its row's share of the
 // split (KB keys per pass, slices interleaved, so a workgroup pass covers BLK = KS * KB keys). A lane
 // holds vec4 columns c0 = lane and c1 = lane + L (NCK, NCV: 1 or 2 of them) of q, of the K and V rows it
@@ -40,7 +43,7 @@
 //
 // Defines: D, DV (head dims, multiples of 4), G, NH, NKV, T, R, NRB (row blocks per KV head, or per token
 // where PAGED), NRBT, PAGED (and common/paged_true.wgsl's: bindings 11-13), L, KS, KB
-// (4 or 8), NCK (= ceil(D / 4 / L), 1 or 2), NCV (likewise for DV), MAXS, CHUNK (a multiple of KS * KB),
+// (4 or 8), NCK (= ceil(D / 4 / L), 1 or 2), NCV (likewise for DV), MAXS, CHUNK (a multiple of KS * KB), SPW,
 // TML, TACC (workgroup arrays of the slice merge; 1 when KS == 1), REDUCE (sg | wg), SCALE, SOFTCAP
 // (0: none), WINDOW (0: none), KV (cache | rope; rope adds common/rope.wgsl's defines), KVQ (and
 // kv/cols_true.wgsl's defines).
@@ -73,6 +76,7 @@ const NCK: u32 = {{NCK}}u;
 const NCV: u32 = {{NCV}}u;
 const MAXS: u32 = {{MAXS}}u;
 const CHUNK: u32 = {{CHUNK}}u;
+const SPW: u32 = {{SPW}}u;        // splits per workgroup (1 where T == 1)
 const WINDOW: u32 = {{WINDOW}}u;
 const SOFTCAP: f32 = {{SOFTCAP}};
 const PART: u32 = DV4 + 1u;      // vec4s per partial row: (m, l, 0, 0), then the DV accumulator
@@ -244,9 +248,9 @@ fn write_out(rw: Row, tl: u32, st: St) {
 fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgroups) nwg: vec3<u32>) {
   let linear = wid.y * nwg.x + wid.x;
   // T == 1: every row block sees the same keys, so a block's nact active splits are consecutive
-  // workgroups and the host may launch only NKV * NRB * nact (Attention.decode_groups); else MAXS per block
-  let per = select(MAXS, splits_of(key_range(0u)).y, {{T}}u == 1u);
-  let split = linear % per;
+  // workgroups and the host may launch only NKV * NRB * nact (Attention.decode_groups); else MAXS / SPW
+  // per block
+  let per = select((MAXS + SPW - 1u) / SPW, splits_of(key_range(0u)).y, {{T}}u == 1u);
   let blk = linear / per;               // kvh * NRBT + rb
   if (blk >= NKV * NRBT) { return; }
   let rb = blk % NRBT;
@@ -255,9 +259,9 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let sp = splits_of(range);
   let kps = sp.x;
   let nact = sp.y;
-  if (split >= nact) { return; }
-  let ks = range.x + split * kps;
-  let ke = min(ks + kps, range.y);
+  let s0 = linear % per * SPW;          // this workgroup's splits: s0 .. s1 - 1
+  if (s0 >= nact) { return; }
+  let s1 = min(s0 + SPW, nact);
 
   let sgs = team_setup(lane);
   let lid = lane.lid;
@@ -282,66 +286,87 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 
   // the block's token (a PAGED block has one; rope_kv_attention, T rows of T sequences, too)
   let bt = block_row(rb, 0u, kvh);
-  var st = first_state(lane, sgs, rw, team, tl, kvh, bt, rb % NRB == 0u, ke, q0, q1);
-  let kend = cache_end(ke, bt.p);           // keys ks .. kend - 1 come from the cache
-  let nblk = (kend - ks + BLK - 1u) / BLK;  // workgroup-uniform: the team sums may hold barriers
-  let step = vec4<u32>(0u, 1u, 2u, 3u);
-  // software pipelined: the next pass's loads are in flight while this one computes (the pass after
-  // the last one re-reads the split's last cached key: clamped, harmless)
-  var cur: Pass;
-  if (nblk > 0u) { cur = load_pass(bt.s, ks + slice * KB, kend - 1u, kvh, kc0, kc1, vc0, vc1); }
-  for (var b = 0u; b < nblk; b++) {
-    let k0 = ks + (b * KS + slice) * KB;
-    let nxt = load_pass(bt.s, k0 + BLK, kend - 1u, kvh, kc0, kc1, vc0, vc1);
-    let ja = vec4<u32>(k0) + step;
-    let jb = ja + vec4<u32>(4u);
-    var sa = dot4(q0, widen_k4(cur.ka0));
-    var sb = vec4<f32>(0.0);
-    if (NCK > 1u) { sa += dot4(q1, widen_k4(cur.ka1)); }
-    if (KB > 4u) {
-      sb = dot4(q0, widen_k4(cur.kb0));
-      if (NCK > 1u) { sb += dot4(q1, widen_k4(cur.kb1)); }
-    }
-    sa = team_sum4(lane, sgs, sa);
-    if (KB > 4u) { sb = team_sum4(lane, sgs, sb); }
-    let visa = visible4(ja, kend, tpos, rw.live);
-    let visb = visible4(jb, kend, tpos, rw.live) & vec4<bool>(KB > 4u);
-    sa = select(vec4<f32>(NEG_BIG), softcap4(sa), visa);
-    sb = select(vec4<f32>(NEG_BIG), softcap4(sb), visb);
-    let mn = max(st.m, max(max4(sa), max4(sb)));
-    let alpha = select(exp(st.m - mn), 1.0, mn == NEG_BIG);
-    let pa = select(vec4<f32>(0.0), exp(sa - vec4<f32>(mn)), visa);
-    let pb = select(vec4<f32>(0.0), exp(sb - vec4<f32>(mn)), visb);
-    st.l = st.l * alpha + dot(pa + pb, vec4<f32>(1.0));
-    let z = vec4<f32>(0.0);
-    var t0 = pv(z, pa, widen_v4(cur.va0));
-    if (KB > 4u) { t0 = t0 + pv(z, pb, widen_v4(cur.vb0)); }
-    st.a0 = st.a0 * alpha + t0;
-    if (NCV > 1u) {
-      var t1 = pv(z, pa, widen_v4(cur.va1));
-      if (KB > 4u) { t1 = t1 + pv(z, pb, widen_v4(cur.vb1)); }
-      st.a1 = st.a1 * alpha + t1;
-    }
-    st.m = mn;
-    cur = nxt;
-  }
-  st = merge_slices(team, tl, st);
   let writer = team < R && rw.valid;
-  if (nact == 1u) {
-    if (writer) { write_out(rw, tl, st); }
-    return;
+  let step = vec4<u32>(0u, 1u, 2u, 3u);
+  // Each split's sums are those of a workgroup of its own (the same passes in the same order, the state
+  // started afresh): SPW only saves the start of a workgroup and keeps the loads in flight across the
+  // splits' boundaries, so a row's result does not depend on it.
+  var ks = range.x + s0 * kps;
+  var ke = min(ks + kps, range.y);
+  var kend = cache_end(ke, bt.p);           // keys ks .. kend - 1 come from the cache
+  // software pipelined: the next pass's loads are in flight while this one computes (after a split's
+  // last pass, the next split's first; after the workgroup's last, a clamped re-read of its last key)
+  var cur: Pass;
+  if (kend > ks) { cur = load_pass(bt.s, ks + slice * KB, kend - 1u, kvh, kc0, kc1, vc0, vc1); }
+  for (var split = s0; split < s1; split++) {
+    var st = first_state(lane, sgs, rw, team, tl, kvh, bt, rb % NRB == 0u, ke, q0, q1);
+    let nblk = (kend - ks + BLK - 1u) / BLK;  // workgroup-uniform: the team sums may hold barriers
+    let nks = ke;                             // the next split's keys
+    let nke = min(nks + kps, range.y);
+    let nkend = cache_end(nke, bt.p);
+    let more = SPW > 1u && split + 1u < s1;   // a constant false where SPW == 1: the one-split loop as before
+    for (var b = 0u; b < nblk; b++) {
+      let k0 = ks + (b * KS + slice) * KB;
+      var nj = k0 + BLK;
+      var nlast = kend - 1u;
+      if (more && b + 1u == nblk) {
+        nj = nks + slice * KB;
+        nlast = nkend - 1u;
+      }
+      let nxt = load_pass(bt.s, nj, nlast, kvh, kc0, kc1, vc0, vc1);
+      let ja = vec4<u32>(k0) + step;
+      let jb = ja + vec4<u32>(4u);
+      var sa = dot4(q0, widen_k4(cur.ka0));
+      var sb = vec4<f32>(0.0);
+      if (NCK > 1u) { sa += dot4(q1, widen_k4(cur.ka1)); }
+      if (KB > 4u) {
+        sb = dot4(q0, widen_k4(cur.kb0));
+        if (NCK > 1u) { sb += dot4(q1, widen_k4(cur.kb1)); }
+      }
+      sa = team_sum4(lane, sgs, sa);
+      if (KB > 4u) { sb = team_sum4(lane, sgs, sb); }
+      let visa = visible4(ja, kend, tpos, rw.live);
+      let visb = visible4(jb, kend, tpos, rw.live) & vec4<bool>(KB > 4u);
+      sa = select(vec4<f32>(NEG_BIG), softcap4(sa), visa);
+      sb = select(vec4<f32>(NEG_BIG), softcap4(sb), visb);
+      let mn = max(st.m, max(max4(sa), max4(sb)));
+      let alpha = select(exp(st.m - mn), 1.0, mn == NEG_BIG);
+      let pa = select(vec4<f32>(0.0), exp(sa - vec4<f32>(mn)), visa);
+      let pb = select(vec4<f32>(0.0), exp(sb - vec4<f32>(mn)), visb);
+      st.l = st.l * alpha + dot(pa + pb, vec4<f32>(1.0));
+      let z = vec4<f32>(0.0);
+      var t0 = pv(z, pa, widen_v4(cur.va0));
+      if (KB > 4u) { t0 = t0 + pv(z, pb, widen_v4(cur.vb0)); }
+      st.a0 = st.a0 * alpha + t0;
+      if (NCV > 1u) {
+        var t1 = pv(z, pa, widen_v4(cur.va1));
+        if (KB > 4u) { t1 = t1 + pv(z, pb, widen_v4(cur.vb1)); }
+        st.a1 = st.a1 * alpha + t1;
+      }
+      st.m = mn;
+      cur = nxt;
+    }
+    st = merge_slices(team, tl, st);
+    if (nact == 1u) {
+      if (writer) { write_out(rw, tl, st); }
+      return;
+    }
+    // Publish this split.
+    if (writer) {
+      let pa = part_at(blk, split, r);
+      if (tl == 0u) { part[pa] = vec4<f32>(st.m, st.l, 0.0, 0.0); }
+      if (tl < DV4) { part[pa + 1u + tl] = st.a0; }
+      if (NCV > 1u && tl + L < DV4) { part[pa + 1u + tl + L] = st.a1; }
+    }
+    ks = nks;
+    ke = nke;
+    kend = nkend;
   }
 
-  // Publish this split; the last of the row block's nact workgroups merges them all.
-  if (writer) {
-    let pa = part_at(blk, split, r);
-    if (tl == 0u) { part[pa] = vec4<f32>(st.m, st.l, 0.0, 0.0); }
-    if (tl < DV4) { part[pa + 1u + tl] = st.a0; }
-    if (NCV > 1u && tl + L < DV4) { part[pa + 1u + tl + L] = st.a1; }
-  }
+  // The workgroup that publishes the row block's last splits merges them all.
   storageBarrier();
-  if (lid == 0u) { last_w = atomicAdd(&counters[blk], 1u); }
-  if (workgroupUniformLoad(&last_w) != nact - 1u) { return; }
+  if (lid == 0u) { last_w = atomicAdd(&counters[blk], s1 - s0) + s1 - s0; }
+  if (workgroupUniformLoad(&last_w) != nact) { return; }
   storageBarrier();
   // Team (slice, r) merges splits slice, slice + KS, ... of row r, eight per step (loads in flight).
   var o = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));

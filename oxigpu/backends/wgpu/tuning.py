@@ -226,6 +226,8 @@ class DecodeTuning:
     wg_per_slot: int = 2
     """Workgroups long contexts spread over, per slot (more per compute unit only queue)."""
     max_splits: int = 256
+    spw_fill: int = 1
+    """A batch's step takes several splits per workgroup while its workgroups still make this many per slot."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ T > 1 runs the decode kernel too (its rows are then the T * G (token, head) pair
 The K/V caches are f16 (two halves per u32: shaders/common/half.wgsl); the math is f32.
 Test/tuning attrs: ``n_split`` (the most splits per row block), ``split_chunk`` (the fewest keys per
 split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most rows per workgroup),
-``team_keys`` (keys per team pass, 4 or 8) and
+``team_keys`` (keys per team pass, 4 or 8), ``split_group`` (splits per workgroup of a batch's step) and
 ``prefill_tile`` (the prefill kernel's tile, "NRG:RT:KT" with an "s" where K and V share a buffer; see
 ops/attention_prefill.py; keeps the FMA kernel) and ``prefill_mma`` (False: the FMA kernel; True or a tile
 "NSG:BK": the matrix-unit kernel wherever the device has it) and ``prefill_units`` (keys per unit, or -1:
@@ -48,6 +48,7 @@ class DecodeConfig:
     NCV: int
     MAXS: int
     CHUNK: int
+    SPW: int = 1
 
     @property
     def blk(self) -> int:
@@ -65,7 +66,7 @@ class DecodeConfig:
 
 def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n_split: int = 0,
                   chunk: int = 0, slices: int = 0, max_rows: int = 0, team_keys: int = 0,
-                  device: str = GPU, per_token: bool = False) -> DecodeConfig:
+                  device: str = GPU, per_token: bool = False, spw: int = 0) -> DecodeConfig:
     """The decode kernel's shape for head dims d/dv, GQA ratio g, T = t rows and an n_ctx cache (the
     constants: tuning.py ``DecodeTuning``).
 
@@ -78,7 +79,10 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
     splits shrink to one workgroup pass, for tests); ``chunk`` overrides the split minimum, ``slices`` KS,
     ``max_rows`` the most rows per workgroup and ``team_keys`` KB. ``per_token`` (rows of several
     sequences): a row block holds rows of one token, NRB per token, split as one token's blocks are
-    (n_ctx: one sequence's most keys), so a row's splits, and its sums, do not depend on the other rows."""
+    (n_ctx: one sequence's most keys), so a row's splits, and its sums, do not depend on the other rows.
+    SPW, splits per workgroup (``spw`` fixes it): where t > 1 rows' blocks of MAXS splits would make more
+    than ``spw_fill`` workgroups per slot, as many consecutive splits per workgroup as keep that many
+    (results do not depend on it: the shader sums each split as its own workgroup would)."""
     tn = tuning(device)
     tu = tn.decode
     d4, dv4 = d // 4, dv // 4
@@ -101,7 +105,16 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
     else:
         span = max(c, tu.chunk_passes * blk)
         maxs = min(-(-n_ctx // span), max(1, tu.wg_per_slot * tn.slots // blocks), tu.max_splits)
-    return DecodeConfig(R=r, NRB=nrb, L=lanes, KS=ks, KB=kb, NCK=nck, NCV=ncv, MAXS=maxs, CHUNK=c)
+    if t == 1:
+        spw = 1             # the host launches a one-row step's active splits only (Attention.decode_groups)
+    elif not spw:
+        all_blocks = blocks * (t if per_token else 1)
+        spw = 1
+        while spw < maxs and all_blocks * -(-maxs // (spw + 1)) >= tu.spw_fill * tn.slots:
+            spw += 1
+        spw = -(-maxs // -(-maxs // spw))     # the same workgroups, their splits evened out
+    return DecodeConfig(R=r, NRB=nrb, L=lanes, KS=ks, KB=kb, NCK=nck, NCV=ncv, MAXS=maxs, CHUNK=c,
+                        SPW=max(1, min(spw, maxs)))
 
 
 @register
@@ -216,18 +229,18 @@ class Attention(OpKernel):
             return
         cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
                             int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)),
-                            cls, self.paged)
+                            cls, self.paged, int(a.get("split_group", 0)))
         self.cfg = cfg
         self.split = cfg.MAXS
         self.one_row, self.window = T == 1, int(a.get("window", 0))
         nrbt = cfg.NRB * (T if self.paged else 1)      # row blocks per KV head
         n_blocks = Hkv * nrbt
         self.n_blocks = n_blocks
-        self.n_groups = n_blocks * cfg.MAXS
+        self.n_groups = n_blocks * -(-cfg.MAXS // cfg.SPW)
         merge = cfg.KS * cfg.R if cfg.KS > 1 else 1
         self.pipe = self.dev.pipeline("attention_decode.wgsl", "main", common | {
             "R": cfg.R, "NRB": cfg.NRB, "NRBT": nrbt, "L": cfg.L, "KS": cfg.KS, "KB": cfg.KB, "NCK": cfg.NCK,
-            "NCV": cfg.NCV, "MAXS": cfg.MAXS, "CHUNK": cfg.CHUNK, "TML": merge,
+            "NCV": cfg.NCV, "MAXS": cfg.MAXS, "CHUNK": cfg.CHUNK, "SPW": cfg.SPW, "TML": merge,
             "TACC": merge * DV // 4 if cfg.KS > 1 else 1, "REDUCE": "sg" if self.dev.has_subgroups else "wg",
             **paged, **self.key_source()})
         part_bytes = n_blocks * cfg.MAXS * cfg.R * (DV // 4 + 1) * 16 if cfg.MAXS > 1 else 16
@@ -296,8 +309,8 @@ class Attention(OpKernel):
         return [Dispatch(self.pipe, bg, workgroups_for(self.n_groups))]
 
 
-TUNING_ATTRS = ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys", "prefill_tile", "prefill_mma",
-                "prefill_units")
+TUNING_ATTRS = ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys", "split_group", "prefill_tile",
+                "prefill_mma", "prefill_units")
 """The kernel choices above: attrs of a test case that the op itself (numpy_ops.attention) does not take."""
 
 
