@@ -1,5 +1,6 @@
 // Team sums of attention_decode.wgsl with subgroup shuffles: a team is L consecutive invocations (L a
-// power of two). An xor butterfly sums inside min(L, subgroup size) lanes; only where the subgroup is
+// power of two). Shuffles sum inside min(L, subgroup size) lanes (a transposed butterfly where the team
+// fits a subgroup and has 4 lanes or more, a plain one below); only where the subgroup is
 // narrower than the team (e.g. an 8-wide CPU device and L = 32) a workgroup-memory hop joins the
 // sub-teams (`sgs` is workgroup-uniform, so that branch and its barriers are too). Every lane of a team
 // ends with bit-identical totals (x + y == y + x at each butterfly level; the hop sums in one order).
@@ -9,6 +10,7 @@
 struct Lane {
   @builtin(local_invocation_index) lid: u32,
   @builtin(subgroup_size) sg_size: u32,
+  @builtin(subgroup_invocation_id) sg_lane: u32,
 }
 
 var<workgroup> red: array<vec4<f32>, WG / 4u + 1u>;   // WebGPU subgroups have at least 4 lanes
@@ -23,7 +25,19 @@ fn team_setup(lane: Lane) -> u32 {
 // The team total of v (4 independent sums) in every lane of the team.
 fn team_sum4(lane: Lane, sgs: u32, v: vec4<f32>) -> vec4<f32> {
   var t = v;
-  if (sgs >= L) {
+  if (sgs >= L && L >= 4u) {
+    // transposed: two exchanges of half the vector leave lane i with component i % 4 summed over its
+    // quad, a scalar butterfly sums it over the team, and every lane reads the four totals from the
+    // team's first four lanes (10 shuffles for a 32-lane team instead of 20)
+    let odd = (lane.sg_lane & 1u) != 0u;
+    let h = select(v.xz, v.yw, odd) + subgroupShuffleXor(select(v.yw, v.xz, odd), 1u);
+    let hi = (lane.sg_lane & 2u) != 0u;
+    var c = select(h.x, h.y, hi) + subgroupShuffleXor(select(h.y, h.x, hi), 2u);
+    for (var m = 4u; m < L; m <<= 1u) { c += subgroupShuffleXor(c, m); }
+    let b = lane.sg_lane & ~(L - 1u);
+    return vec4<f32>(subgroupShuffle(c, b), subgroupShuffle(c, b + 1u), subgroupShuffle(c, b + 2u),
+                     subgroupShuffle(c, b + 3u));
+  } else if (sgs >= L) {
     for (var m = 1u; m < L; m <<= 1u) { t += subgroupShuffleXor(t, m); }
   } else {
     for (var m = 1u; m < sgs; m <<= 1u) { t += subgroupShuffleXor(t, m); }
