@@ -363,11 +363,14 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     kend = nkend;
   }
 
-  // The workgroup that publishes the row block's last splits merges them all.
+  // The workgroup that publishes the row block's last splits merges them all (one that holds every split
+  // needs no count).
   storageBarrier();
-  if (lid == 0u) { last_w = atomicAdd(&counters[blk], s1 - s0) + s1 - s0; }
-  if (workgroupUniformLoad(&last_w) != nact) { return; }
-  storageBarrier();
+  if (s1 - s0 < nact) {
+    if (lid == 0u) { last_w = atomicAdd(&counters[blk], s1 - s0) + s1 - s0; }
+    if (workgroupUniformLoad(&last_w) != nact) { return; }
+    storageBarrier();
+  }
   // Team (slice, r) merges splits slice, slice + KS, ... of row r, eight per step (loads in flight).
   var o = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
   var s = slice;

@@ -226,8 +226,9 @@ class DecodeTuning:
     wg_per_slot: int = 2
     """Workgroups long contexts spread over, per slot (more per compute unit only queue)."""
     max_splits: int = 256
-    spw_fill: int = 1
-    """A batch's step takes several splits per workgroup while its workgroups still make this many per slot."""
+    spw_fill: float = 1.5
+    """A batch's step takes several splits per workgroup while its workgroups still make this many per slot
+    (8B at B = 4: two splits a workgroup, 192 workgroups, lost 3 %; docs/perf-log.md, eleventh session)."""
 
 
 @dataclass(frozen=True)
