@@ -35,9 +35,9 @@ fn k_col(p: u32, kb: u32, c: u32, inv: f32) -> vec4<f32> {
 }
 
 // 1 / rms of a head from each lane's sum of squares of its columns, in every lane of the team.
-// Workgroup-uniform control flow (team_sum4 may hold barriers).
+// Workgroup-uniform control flow (the team sums may hold barriers).
 fn head_inv(lane: Lane, sgs: u32, ss: f32) -> f32 {
-  return inverseSqrt(team_sum4(lane, sgs, vec4<f32>(ss, 0.0, 0.0, 0.0)).x / f32({{HD}}u) + {{QK_EPS}});
+  return inverseSqrt(team_sum1(lane, sgs, ss) / f32({{HD}}u) + {{QK_EPS}});
 }
 
 // The query head's 1 / rms (1 without QK_NORM); the team's columns tl and tl + L of the head at qb.
@@ -67,7 +67,7 @@ fn cache_end(ke: u32, p: u32) -> u32 { return min(ke, p); }
 // The online-softmax state a team starts its split with: in the split holding the block's key (bt: its
 // token, at position bt.p), slice 0's team of each live row starts with that key (score from k rotated
 // in registers, value from v); the `writer` block's first team writes the rotated k and the v row to the
-// cache row of that key. Elsewhere empty. Call in workgroup-uniform control flow (team_sum4 may hold
+// cache row of that key. Elsewhere empty. Call in workgroup-uniform control flow (the team sums may hold
 // barriers).
 fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: Row, writer: bool, ke: u32,
                q0: vec4<f32>, q1: vec4<f32>) -> St {
@@ -79,7 +79,7 @@ fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: 
   let inv = k_inv(lane, sgs, kb, tl);
   if (tl < D4) { k0 = k_col(bt.p, kb, tl, inv); }
   if (NCK > 1u && tl + L < D4) { k1 = k_col(bt.p, kb, tl + L, inv); }
-  let s = team_sum4(lane, sgs, vec4<f32>(dot(q0, k0) + dot(q1, k1), 0.0, 0.0, 0.0)).x;
+  let s = team_sum1(lane, sgs, dot(q0, k0) + dot(q1, k1));
   let vb = (bt.t * NKV + kvh) * DV4;
   if (writer && team == 0u && rw.live) {
     let row = phys(bt.s, bt.p);

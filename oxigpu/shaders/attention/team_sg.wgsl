@@ -52,3 +52,14 @@ fn team_sum4(lane: Lane, sgs: u32, v: vec4<f32>) -> vec4<f32> {
   }
   return t;
 }
+
+// The team total of one value in every lane of the team (a q or k norm, a key's score): a plain butterfly
+// (5 shuffles for 32 lanes; team_sum4's component x is summed in the same pairs, so the totals agree).
+fn team_sum1(lane: Lane, sgs: u32, v: f32) -> f32 {
+  if (sgs >= L) {
+    var t = v;
+    for (var m = 1u; m < L; m <<= 1u) { t += subgroupShuffleXor(t, m); }
+    return t;
+  }
+  return team_sum4(lane, sgs, vec4<f32>(v, 0.0, 0.0, 0.0)).x;
+}

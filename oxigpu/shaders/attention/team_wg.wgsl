@@ -19,3 +19,5 @@ fn team_sum4(lane: Lane, sgs: u32, v: vec4<f32>) -> vec4<f32> {
   workgroupBarrier();
   return t;
 }
+
+fn team_sum1(lane: Lane, sgs: u32, v: f32) -> f32 { return team_sum4(lane, sgs, vec4<f32>(v, 0.0, 0.0, 0.0)).x; }
