@@ -228,7 +228,7 @@ class DecodeTuning:
     max_splits: int = 256
     spw_fill: float = 1.5
     """A batch's step takes several splits per workgroup while its workgroups still make this many per slot
-    (8B at B = 4: two splits a workgroup, 192 workgroups, lost 3 %; docs/perf-log.md, eleventh session)."""
+    (fewer left the 8B's B = 4 slower; docs/perf-log.md, eleventh session)."""
 
 
 @dataclass(frozen=True)
