@@ -1,11 +1,11 @@
 // Team sums of attention_decode.wgsl with subgroup shuffles: a team is L consecutive invocations (L a
-// power of two). Shuffles sum inside min(L, subgroup size) lanes (a transposed butterfly where the team
-// fits a subgroup and has 4 lanes or more, a plain one below); only where the subgroup is
+// power of two). Shuffles sum inside min(L, subgroup size) lanes (a transposed butterfly where TRANSPOSED,
+// the team fits a subgroup and has 4 lanes or more, a plain one otherwise); only where the subgroup is
 // narrower than the team (e.g. an 8-wide CPU device and L = 32) a workgroup-memory hop joins the
 // sub-teams (`sgs` is workgroup-uniform, so that branch and its barriers are too). Every lane of a team
 // ends with bit-identical totals (x + y == y + x at each butterfly level; the hop sums in one order).
 // Assumes subgroups are contiguous, aligned runs of local_invocation_index (as gemv/reduce_sg.wgsl does).
-// The includer defines L and WG.
+// The includer defines L and WG; defines: TRANSPOSED.
 
 struct Lane {
   @builtin(local_invocation_index) lid: u32,
@@ -14,6 +14,7 @@ struct Lane {
 }
 
 var<workgroup> red: array<vec4<f32>, WG / 4u + 1u>;   // WebGPU subgroups have at least 4 lanes
+const TRANSPOSED: bool = {{TRANSPOSED}};
 var<workgroup> sgs_w: u32;
 
 // The subgroup width, workgroup-uniform (invocation 0's; every subgroup of a 1-D workgroup has it).
@@ -25,10 +26,12 @@ fn team_setup(lane: Lane) -> u32 {
 // The team total of v (4 independent sums) in every lane of the team.
 fn team_sum4(lane: Lane, sgs: u32, v: vec4<f32>) -> vec4<f32> {
   var t = v;
-  if (sgs >= L && L >= 4u) {
+  if (TRANSPOSED && sgs >= L && L >= 4u) {
     // transposed: two exchanges of half the vector leave lane i with component i % 4 summed over its
     // quad, a scalar butterfly sums it over the team, and every lane reads the four totals from the
-    // team's first four lanes (10 shuffles for a 32-lane team instead of 20)
+    // team's first four lanes (10 shuffles for a 32-lane team instead of 20). Each component is summed in
+    // the butterfly's pairs, so both forms give the same bits: batches take this one (fewer shuffles), a
+    // one-row step the butterfly (one dependent shuffle fewer, where latency bounds it).
     let odd = (lane.sg_lane & 1u) != 0u;
     let h = select(v.xz, v.yw, odd) + subgroupShuffleXor(select(v.yw, v.xz, odd), 1u);
     let hi = (lane.sg_lane & 2u) != 0u;

@@ -242,6 +242,7 @@ class Attention(OpKernel):
             "R": cfg.R, "NRB": cfg.NRB, "NRBT": nrbt, "L": cfg.L, "KS": cfg.KS, "KB": cfg.KB, "NCK": cfg.NCK,
             "NCV": cfg.NCV, "MAXS": cfg.MAXS, "CHUNK": cfg.CHUNK, "SPW": cfg.SPW, "TML": merge,
             "TACC": merge * DV // 4 if cfg.KS > 1 else 1, "REDUCE": "sg" if self.dev.has_subgroups else "wg",
+            "TRANSPOSED": T > 1,
             **paged, **self.key_source()})
         part_bytes = n_blocks * cfg.MAXS * cfg.R * (DV // 4 + 1) * 16 if cfg.MAXS > 1 else 16
         # one device-wide buffer: a dispatch's partials are merged before the next dispatch runs
