@@ -220,6 +220,9 @@ class DecodeTuning:
     """Key slices per row the row count is chosen for (fewer rows, more slices: more keys in flight)."""
     rows: int = 8
     """Most query rows per workgroup (larger GQA groups take several row blocks)."""
+    key_slices: int = 0
+    """Key slices per row (0: as many as the lanes allow). Every plan must take the same (a row's sums
+    depend on it), the single stream's included."""
     chunk_passes: int = 4
     """Workgroup passes per split the split count is planned for on long contexts: a pass costs about
     half of the cross-workgroup merge."""

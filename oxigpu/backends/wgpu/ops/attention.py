@@ -93,7 +93,7 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
     r = max(1, min(rows, max_rows or tu.rows, tu.lanes // (lanes * tu.slices) or 1, tu.lanes // lanes))
     nrb = -(-rows // r)
     blocks = n_kv_head * nrb
-    ks = slices or max(1, min(8, tu.lanes // (lanes * r)))
+    ks = slices or tu.key_slices or max(1, min(8, tu.lanes // (lanes * r)))
     if lanes * r * ks > 256:
         raise ValueError(f"attention: {ks} key slices of {r} rows x {lanes} lanes exceed 256 invocations")
     nck, ncv = -(-d4 // lanes), -(-dv4 // lanes)
