@@ -231,7 +231,7 @@ class DecodeTuning:
     max_splits: int = 256
     spw_fill: float = 1.5
     """A batch's step takes several splits per workgroup while its workgroups still make this many per slot
-    (fewer left the 8B's B = 4 slower; docs/perf-log.md, eleventh session)."""
+    (fewer were slower at a 4-row batch; docs/perf-log.md, eleventh session)."""
 
 
 @dataclass(frozen=True)
