@@ -25,11 +25,12 @@
 // holds the same statistics). There are no private arrays: drivers may put loop-indexed ones in local
 // memory. The KS slices of a row merge through workgroup memory at the end.
 // Merge across workgroups: with one active split the workgroup writes the output. Otherwise each writes
-// its partial (max m, sum l, accumulator) to `part`, then storageBarrier() (device-scope release) and one
-// atomicAdd on the row block's counter; the workgroup that sees nact - 1 is last: storageBarrier()
-// (acquire), it merges every partial into the output (online, eight splits per step) and resets the
-// counter to 0 for the next run (the counters start zeroed; replays in one pass and across submits are
-// tested in tests/test_kernel_attention.py).
+// its partials (max m, sum l, accumulator) to `part`, then storageBarrier() (device-scope release) and one
+// atomicAdd of its split count on the row block's counter; the workgroup that brings it to nact is last:
+// storageBarrier() (acquire), it merges every partial into the output (online, eight splits per step) and
+// resets the counter to 0 for the next run (the counters start zeroed; replays in one pass and across
+// submits are tested in tests/test_kernel_attention.py). A workgroup that holds all nact splits merges
+// them without the counter.
 // Masking: keys outside a row's causal/window range get no weight; loads are clamped into the split's
 // range, so no cache row at or past pos + n_tokens is read. Padded rows (t >= n_tokens) write zeros.
 // The caches hold packed halves (common/half.wgsl: a vec4 column of a row is a vec2<u32>); passes keep
