@@ -23,6 +23,7 @@ from oxigpu.backends.wgpu.ops.matmul import (
     MatmulMultiKernel,
     computed_case,
     gemv_config,
+    gemv_tsum_code,
     matmul_add_case,
     matmul_case,
     matmul_glu_case,
@@ -528,3 +529,37 @@ def test_gemv_rows_on_hardware_defaults(dev, monkeypatch):
     got = run_op(case.op, case.inputs, case.attrs, in_types=case.in_types, dev=dev)[0]
     assert rel_error(got, case.reference()[0]) <= case.tol
     _assert_rows_alone(dev, case, None, got)
+
+
+def _tsum_pipelines(dev) -> set[str]:
+    return {str(dict(k[2]).get("TSUM")) for k in dev._pipelines if k[0] == "gemv_q.wgsl" and k[1] == "main"}
+
+
+@pytest.mark.parametrize("i", range(3))
+def test_gemv_transposed_sums_same_bits(dev, i):
+    """The transposed butterfly (gemv/reduce_sg.wgsl TSUM) adds each group total in the plain butterfly's
+    pairs: the same bits, with 8 sums on one row, 16 over 4 x rows (more sums than a lavapipe subgroup's
+    lanes) and the x^2 sums of the norm prologue beside them; and it is compiled in (not skipped)."""
+    if not dev.has_subgroups:
+        pytest.skip("no subgroups: the workgroup-memory reduction")
+    q8 = {"q8x": True, "ppb32": 2}
+    if i < 2:
+        case = q8x_case(matmul_case("Q4_K", 1 if i == 0 else 7, 1024, 70, bias=True, seed=230 + i), ["q4_k"])
+        gemv = {**q8, "piece": "q4_k", "tpr": 32, "r": 8, "gpw": 4, "xq": True} if i == 0 else \
+            {**q8, "piece": "q4_k", "tpr": 32, "r": 4, "gpw": 2, "xq": True, "xr": 4}
+        outs = [run_op(case.op, case.inputs, {**case.attrs, "gemv": {**gemv, "tsum": t}}, in_types=case.in_types,
+                       dev=dev)[0] for t in (False, True)]
+    else:
+        case = matmul_glu_case("Q4_K", 1024, 67, "silu", True, seed=232, m=6)
+        outs = [_glu_joined(dev, case, {"gemv": {"tsum": t}})[0] for t in (False, True)]
+    assert {"True", "False"} <= _tsum_pipelines(dev)
+    assert rel_error(outs[1], case.reference()[0]) <= case.tol
+    assert np.array_equal(outs[0], outs[1])
+
+
+def test_gemv_tsum_code_shuffles():
+    """16 sums: 8 + 4 + 2 + 1 shuffles of the halving levels and the scalar levels' loop (one shuffle in it);
+    no transposed form for a count that is not a power of two."""
+    code = gemv_tsum_code(16)
+    assert code.count("subgroupShuffleXor") == 16 and code.count("if (") >= 4 + 16
+    assert gemv_tsum_code(12) == "" and gemv_tsum_code(1) == ""

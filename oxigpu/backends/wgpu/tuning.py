@@ -293,6 +293,9 @@ class Tuning:
     gemv_wr_u2: int = 2
     """The integer-dot multi-row GEMV's group: x rows, weight rows (two-piece steps past gemv_xr rows:
     ``gemv_wr_u2``), as measured over 8 and 16 (docs/perf-log.md, "Decode batches")."""
+    gemv_tsum_rows: int = 2
+    """GEMVs of at least this many x rows sum their groups' lanes by the transposed butterfly (gemv/reduce_sg.wgsl
+    TSUM: the same bits, fewer shuffles; 1: the one-row GEMV too)."""
     gemv_wide_rows: int = 65536
     """Weights of at least this many rows (a vocabulary: the LM head) keep ``gemv_wr`` rows a group with
     two-piece steps too: more weight rows a group halve the x reads per weight, which bound these GEMVs at

@@ -168,6 +168,33 @@ def gemv_rows_code(r: int, xr: int, multi: bool) -> dict[str, str]:
             "U2_STEP": "\n".join(ind + x for x in u2), "ACC_LIST": ", ".join(accs)}
 
 
+def gemv_tsum_code(na: int) -> str:
+    """gemv/reduce_sg.wgsl's TSUM_CODE: a transposed butterfly over the NA (a power of two) sums of a group.
+    Level m (1, 2, 4, .. while m < c, the lanes the shuffles reach) pairs value 2j with 2j + 1 and each lane
+    keeps the one whose index bit matches its lane bit, taking its partner's copy: NA/2 + NA/4 + .. shuffles
+    instead of NA a level (16 against 80 for 16 sums on 32 lanes). Each value is summed in the pairs of the
+    plain butterfly, so the totals are bit for bit the same. Then lane q = gl % c holds the totals of values
+    q % w + w j (w = min(c, NA)) and writes them where the plain form's lane 0 wrote all."""
+    if na < 2 or na & (na - 1):
+        return ""
+    out = ["    let q = gl % c;", "    " + " ".join(f"var u{i} = v[{i}];" for i in range(na))]
+    n, m = na, 1
+    while n > 1:
+        n //= 2
+        out += [f"    if ({m}u < c) {{", f"      let h = (q & {m}u) != 0u;"]
+        out += [f"      u{j} = select(u{2 * j}, u{2 * j + 1}, h) + subgroupShuffleXor(select(u{2 * j + 1}, "
+                f"u{2 * j}, h), {m}u);" for j in range(n)]
+        out += ["    }"]
+        m *= 2
+    out += [f"    for (var m = {na}u; m < c; m <<= 1u) {{ u0 += subgroupShuffleXor(u0, m); }}",
+            f"    let w = min(c, {na}u);",
+            "    if (q < w) {"]
+    out += [f"      if ({j}u * w < {na}u) {{ red[(grp * NV + q + {j}u * w) * TPR + gl / c] = u{j}; }}"
+            for j in range(na)]
+    out += ["    }"]
+    return "\n".join(out)
+
+
 def gemv_wrows_code(pieces: Sequence[str], r: int, xr: int, u2: bool) -> str:
     """gemv_q.wgsl's WROWS for the multi-row integer-dot GEMV: ``rows_dot_w<slot>`` per slot's piece. Each
     step loads the R weight rows' pieces once (``<piece>_wload``; both steps' with U2) and reduces them
@@ -303,6 +330,7 @@ class Gemv:
         over = dict(attrs.get("gemv", {}))      # tests and benchmarks: override fields of the choice
         piece1 = over.pop("piece1", None)
         xr_over = over.pop("xr", None)
+        tsum = over.pop("tsum", None)
         if expert:      # one x row per group (pairs share no weight rows); a workgroup stages its pair's x
             if self.mixed or has_bias or has_res != sumk or nseg > 1 or norm_eps is not None or (sumk and act):
                 raise DeviceError("matmul_id: the experts' GEMV has one weight type and no epilogue but GLU "
@@ -350,6 +378,10 @@ class Gemv:
             raise DeviceError(f"matmul: unsupported GEMV split {cfg} for {m} rows, {self.xr} per group "
                               f"(pieces {pieces})")
         self.cfg, self.pieces = cfg, pieces
+        na = cfg.r * self.xr
+        if tsum is None:
+            tsum = m >= tuning(cls).gemv_tsum_rows
+        tsum = bool(tsum) and dev.has_subgroups and na >= 2 and not na & (na - 1)
         defines = {"QUANT": self.qts[0].name.lower(), "PIECE0": pieces[0], "PIECE1": pieces[-1],
                    "MIXED": self.mixed, "BIAS": has_bias, "HAS_BIAS": False, "HAS_RES": has_res, "NSEG": nseg,
                    "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": norm_eps is not None,
@@ -358,7 +390,8 @@ class Gemv:
                    "XSTAGE": cfg.xs, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp, "PERSIST": cfg.persist > 0,
                    "REDUCE": "sg" if dev.has_subgroups else "wg", "MULTI": m > 1, "XR": self.xr,
                    "NXB": m // expert[1] if sumk else -(-m // self.xr), "EXPERT": bool(expert), "SUMK": sumk,
-                   "TABLE": table > 0, **gemv_rows_code(cfg.r, self.xr, m > 1)}
+                   "TABLE": table > 0, "TSUM": tsum, "TSUM_CODE": gemv_tsum_code(na) if tsum else "",
+                   **gemv_rows_code(cfg.r, self.xr, m > 1)}
         # several x rows on integer dots: each weight piece decoded once for all of them (gemv_wrows_code)
         wrows = m > 1 and cfg.q8x and all(p in Q8X_PIECES for p in pieces)
         defines |= {"WROWS": gemv_wrows_code(pieces, cfg.r, self.xr, cfg.u2) if wrows else "",
