@@ -531,48 +531,32 @@ def test_gemv_rows_on_hardware_defaults(dev, monkeypatch):
     _assert_rows_alone(dev, case, None, got)
 
 
-def _pipelines_with(dev, define: str) -> set[str]:
-    return {str(dict(k[2]).get(define)) for k in dev._pipelines if k[0] == "gemv_q.wgsl" and k[1] == "main"}
+def _tsum_pipelines(dev) -> set[str]:
+    return {str(dict(k[2]).get("TSUM")) for k in dev._pipelines if k[0] == "gemv_q.wgsl" and k[1] == "main"}
 
 
-@pytest.mark.parametrize("switch,define", [("tsum", "TSUM"), ("xc", "XCOPY")])
-@pytest.mark.parametrize("i", range(4))
-def test_gemv_rows_switches_same_bits(dev, i, switch, define):
-    """Switches that leave every sum as it was give the same bits, on and off: the transposed butterfly
-    (gemv/reduce_sg.wgsl TSUM: each total added in the plain butterfly's pairs) with 8 sums on one row, 16
-    over 4 x rows (more sums than a lavapipe subgroup's lanes) and the norm prologue's x^2 sums beside them;
-    the x rows copied into workgroup memory (gemv_q.wgsl XCOPY) for a one-type GEMV, the mixed q/k/v with
-    the norm (each slot copies its own part) and the GLU. Each form is compiled in (not skipped)."""
-    if switch == "tsum" and not dev.has_subgroups:
+@pytest.mark.parametrize("i", range(3))
+def test_gemv_transposed_sums_same_bits(dev, i):
+    """The transposed butterfly (gemv/reduce_sg.wgsl TSUM) adds each group total in the plain butterfly's
+    pairs: the same bits, with 8 sums on one row, 16 over 4 x rows (more sums than a lavapipe subgroup's
+    lanes) and the x^2 sums of the norm prologue beside them; and it is compiled in (not skipped)."""
+    if not dev.has_subgroups:
         pytest.skip("no subgroups: the workgroup-memory reduction")
-    if switch == "xc" and i == 0:
-        pytest.skip("one row: nothing to copy")
     q8 = {"q8x": True, "ppb32": 2}
     if i < 2:
         case = q8x_case(matmul_case("Q4_K", 1 if i == 0 else 7, 1024, 70, bias=True, seed=230 + i), ["q4_k"])
         gemv = {**q8, "piece": "q4_k", "tpr": 32, "r": 8, "gpw": 4, "xq": True} if i == 0 else \
             {**q8, "piece": "q4_k", "tpr": 32, "r": 4, "gpw": 2, "xq": True, "xr": 4}
-        outs = [run_op(case.op, case.inputs, {**case.attrs, "gemv": {**gemv, switch: t}}, in_types=case.in_types,
+        outs = [run_op(case.op, case.inputs, {**case.attrs, "gemv": {**gemv, "tsum": t}}, in_types=case.in_types,
                        dev=dev)[0] for t in (False, True)]
-    elif i == 2:
-        case = matmul_glu_case("Q4_K", 1024, 67, "silu", True, seed=232, m=6)
-        case = q8x_case(case, ["q4_k", "q4_k"])
-        gemv = {**q8, "piece": "q4_k", "tpr": 32, "r": 4, "gpw": 2, "xq": True}
-        outs = [_glu_joined(dev, case, {"gemv": {**gemv, switch: t}})[0] for t in (False, True)]
     else:
-        case = matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 6, 1024, (130, 67, 37), True, seed=233, norm=True)
-        case = q8x_case(case, ["q4_k", "q4_k", "q6_k"])
-        gemv = {"tpr": 32, "r": 2, "gpw": 4, "q8x": True, "piece": "q4_k", "ppb32": 2, "xq": True, "piece1": "q6_k"}
-        outs = []
-        for t in (False, True):
-            o: list[np.ndarray] = []
-            assert _run_multi_joined(dev, case, (130, 67, 37), {**case.attrs, "gemv": {**gemv, switch: t}}, o) == 2
-            outs.append(np.concatenate([a.reshape(6, -1) for a in o], axis=1))   # each checked by the runner
-        case = None
-    assert {"True", "False"} <= _pipelines_with(dev, define)
-    if case is not None:
-        assert rel_error(outs[1], case.reference()[0]) <= case.tol
+        case = matmul_glu_case("Q4_K", 1024, 67, "silu", True, seed=232, m=6)
+        outs = [_glu_joined(dev, case, {"gemv": {"tsum": t}})[0] for t in (False, True)]
+    assert {"True", "False"} <= _tsum_pipelines(dev)
+    assert rel_error(outs[1], case.reference()[0]) <= case.tol
     assert np.array_equal(outs[0], outs[1])
+
+
 def test_gemv_tsum_code_shuffles():
     """16 sums: 8 + 4 + 2 + 1 shuffles of the halving levels and the scalar levels' loop (one shuffle in it);
     no transposed form for a count that is not a power of two."""

@@ -27,7 +27,7 @@
 // plus the residual (HAS_RES): the experts' mix in the GEMV's epilogue, not a dispatch of its own.
 // TABLE: a piece looks up a codebook, staged in workgroup memory first (gemv/table_true.wgsl).
 // Defines: EXPERT, SUMK, TABLE, QUANT, PIECE0, PIECE1, MIXED, BIAS, HAS_BIAS, HAS_RES, NSEG, TPR, R, GPW, REDUCE, MAGIC, PPB32,
-// GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XCOPY, XSWORDS, XCLAMP, PERSIST, MULTI, XR, NXB, the
+// GLU, ACT, HAS_NORM, EPS, U2, Q8X, XQIN, XSTAGE, XSWORDS, XCLAMP, PERSIST, MULTI, XR, NXB, the
 // generated blocks ACC_DECL, STEP, U2_STEP, ACC_LIST of rows_dot and WROWS, DOT0, DOT1 (see ops/matmul.py).
 #include "math.wgsl"
 #include "common/matmul_io.wgsl"
@@ -170,28 +170,10 @@ fn xword(w: u32) -> u32 { return bitcast<u32>(X[w >> 2u][w & 3u]); }
 // start; a workgroup runs one slot, at word 0): no quantize dispatch, x read once per workgroup.
 const XSTAGE: bool = {{XSTAGE}};
 var<workgroup> xst: array<u32, {{XSWORDS}}>;
-// XCOPY (MULTI, with XQIN): the workgroup's XR x rows, quantized by the dispatch before, copied into xst
-// once (copy_x): its GPW groups then read them from workgroup memory, not each from the cache, whose
-// bandwidth the x reads bound at 16 rows (they outweigh the 4-bit weights: docs/perf-log.md).
-const XCOPY: bool = {{XCOPY}};
-var<private> xm0: u32;   // XCOPY: the x row in xst's first slot
 
 fn xqw(w: u32) -> u32 {
-  if (XSTAGE || XCOPY) { return xst[w]; }
+  if (XSTAGE) { return xst[w]; }
   return xword(w);
-}
-
-fn xq_slot_words(s: u32) -> u32 { return (px(s) + 2u) * n_pieces(s); }
-
-// Call in uniform control flow: slot s's part of rows m0 .. m0 + XR - 1 (clamped as xr_of clamps), row j
-// at j xq_slot_words(s).
-fn copy_x(s: u32, lid: u32, m0: u32) {
-  xm0 = m0;
-  let rw = xq_slot_words(s);
-  for (var w = lid; w < XR * rw; w += WG) {
-    xst[w] = xword(xq_at(s) + xq_base(min(m0 + w / rw, D.m - 1u)) + w % rw);
-  }
-  workgroupBarrier();
 }
 
 // A piece's x as the row dots take it: f32 values (float dots), int8 (Q8X) and the x^2 sum (HAS_NORM).
@@ -227,8 +209,7 @@ fn xpiece(s: u32, b: u32, i: u32, p: u32, m: u32) -> XP {
   var r: XP;
   if (XQIN || XSTAGE) {
     let np = n_pieces(s); let n = px(s);
-    var o = select(xq_at(s) + xq_base(m), 0u, XSTAGE) + p;
-    if (XCOPY) { o = (m - xm0) * xq_slot_words(s) + p; }
+    let o = select(xq_at(s) + xq_base(m), 0u, XSTAGE) + p;
     r.xq.q[0] = xqw(o);
     if (n > 1u) { r.xq.q[1] = xqw(o + np); }
     if (n > 2u) { r.xq.q[2] = xqw(o + 2u * np); r.xq.q[3] = xqw(o + 3u * np); }
@@ -334,7 +315,6 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   var s = 0u;
   if (MIXED && g >= slot1_wg0()) { s = 1u; g -= slot1_wg0(); }
   if (XSTAGE) { if (MIXED && s == 1u) { stage_x(1u, lane.lid, m0); } else { stage_x(0u, lane.lid, m0); } }
-  if (XCOPY) { if (MIXED && s == 1u) { copy_x(1u, lane.lid, m0); } else { copy_x(0u, lane.lid, m0); } }
   loop {
     let c0 = select((g * GPW + grp) * RO, g * RO, SUMK);   // the group's first output column in its slot
     var pt: Partial;

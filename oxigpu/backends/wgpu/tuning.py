@@ -296,12 +296,6 @@ class Tuning:
     gemv_tsum_rows: int = 2
     """GEMVs of at least this many x rows sum their groups' lanes by the transposed butterfly (gemv/reduce_sg.wgsl
     TSUM: the same bits, fewer shuffles; 1: the one-row GEMV too)."""
-    gemv_xcopy: bool = True
-    """The integer-dot multi-row GEMV copies a workgroup's x rows into workgroup memory where they fit
-    (ops/matmul.py ``GemvConfig.xc``)."""
-    gemv_xcopy_gpw: int = 0
-    """...with at least this many groups a workgroup (within 256 lanes), each copy serving more weight rows
-    (0: the one-row split's)."""
     gemv_wide_rows: int = 65536
     """Weights of at least this many rows (a vocabulary: the LM head) keep ``gemv_wr`` rows a group with
     two-piece steps too: more weight rows a group halve the x reads per weight, which bound these GEMVs at

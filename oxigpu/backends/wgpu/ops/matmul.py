@@ -112,8 +112,6 @@ class GemvConfig:
     ``xq`` (with q8x) does that quantization once, in a dispatch before the GEMV (gemv_q.wgsl quantize_x);
     ``xs`` (with q8x) once per workgroup, into workgroup memory (gemv_q.wgsl stage_x);
     ``xclamp`` clamps x's index into its array (gemv_q.wgsl xv): see tuning.py's F16 rows;
-    ``xc`` (with ``xq``, several rows) copies the workgroup's x rows into workgroup memory first (gemv_q.wgsl
-    XCOPY: its groups then read x there, not from the cache);
     ``persist`` (> 0, one weight type) launches at most that many workgroups, each taking several
     workgroups' rows in turn (gemv_q.wgsl PERSIST): with ``xs``, x is staged once per launched workgroup.
     """
@@ -129,7 +127,6 @@ class GemvConfig:
     xq: bool = False
     xs: bool = False
     xclamp: bool = False
-    xc: bool = False
     persist: int = 0
 
 
@@ -251,8 +248,7 @@ def gemv_rows_split(cfg: GemvConfig, m: int, glu: bool, acc: int, tn: Any = None
         xr = min(m, t.gemv_xr)
         u2_rows = cfg.u2 and m > t.gemv_xr and n < t.gemv_wide_rows
         r = max(rmin, min(t.gemv_wr_u2 if u2_rows else t.gemv_wr, acc // xr))
-        gpw = max(cfg.gpw, min(t.gemv_xcopy_gpw, 256 // cfg.tpr)) if t.gemv_xcopy else cfg.gpw
-        return replace(cfg, r=r, gpw=gpw, xs=False, xq=True, xc=t.gemv_xcopy, persist=0), xr
+        return replace(cfg, r=r, xs=False, xq=True, persist=0), xr
     xr = max(1, min(m, 8 // rmin))
     r = max(rmin, min(cfg.r, 8 // xr))
     return replace(cfg, r=r, xs=False, xq=False, persist=0), xr
@@ -363,26 +359,18 @@ class Gemv:
             cfg = replace(cfg, q8x=False)       # a slot's piece (or an overridden one) has float dots only
         if cfg.xq and not cfg.q8x and "xq" not in over:
             cfg = replace(cfg, xq=False)
-        if cfg.xc and not cfg.xq and "xc" not in over:
-            cfg = replace(cfg, xc=False)
         # x staged per workgroup: the larger slot's row
         xs_words = max(xq_words(p, cfg.ppb32, k) for p in pieces) \
-            if (cfg.xs or cfg.xc) and cfg.q8x and all(p in Q8X_PIECES for p in pieces) else 1
-        if cfg.xc:                              # XR rows of the larger slot's part
-            xs_words *= self.xr
+            if cfg.xs and cfg.q8x and all(p in Q8X_PIECES for p in pieces) else 1
         nv = (cfg.r + (norm_eps is not None)) * self.xr      # values a group reduces (gemv/reduce_*.wgsl)
         table = 1024 if any(p in TABLE_PIECES for p in pieces) else 0     # gemv/table_true.wgsl's words
         if 4 * xs_words > int(dev.limits["max-compute-workgroup-storage-size"]) - 4 * cfg.tpr * cfg.gpw * (nv + 1) \
                 - 64 - table:
-            if cfg.xc:      # too big: each group reads x from the dispatch's buffer
-                cfg, xs_words = replace(cfg, xc=False), 1
-            else:           # too big: quantize by dispatch
-                cfg, xs_words = replace(cfg, xs=False, xq="xs" not in over), 1
+            cfg, xs_words = replace(cfg, xs=False, xq="xs" not in over), 1    # too big: quantize by dispatch
         if cfg.r not in (1, 2, 4, 8) or cfg.tpr & (cfg.tpr - 1) or cfg.tpr * cfg.gpw > 256 \
                 or (self.mixed and (pieces[1] in ("dq8", "q32") or act or has_res)) \
                 or (cfg.q8x and any(p not in Q8X_PIECES for p in pieces)) or ((cfg.xq or cfg.xs) and not cfg.q8x) \
-                or (cfg.xq and cfg.xs) or (cfg.xc and (not cfg.xq or m == 1 or expert)) \
-                or cfg.persist < 0 or (cfg.persist and self.mixed) \
+                or (cfg.xq and cfg.xs) or cfg.persist < 0 or (cfg.persist and self.mixed) \
                 or (sumk and (cfg.gpw != expert[1] or cfg.xs or cfg.persist)) \
                 or (m > 1 and ((cfg.xs and not expert) or cfg.persist)) or not 1 <= self.xr <= 8 \
                 or cfg.r * self.xr > 16 \
@@ -399,8 +387,7 @@ class Gemv:
                    "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": norm_eps is not None,
                    "EPS": f32_lit(norm_eps or 0.0), "TPR": cfg.tpr, "R": cfg.r, "GPW": cfg.gpw,
                    "PPB32": cfg.ppb32, "MAGIC": cfg.magic, "U2": cfg.u2, "Q8X": cfg.q8x, "XQIN": cfg.xq,
-                   "XSTAGE": cfg.xs, "XCOPY": cfg.xc, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp,
-                   "PERSIST": cfg.persist > 0,
+                   "XSTAGE": cfg.xs, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp, "PERSIST": cfg.persist > 0,
                    "REDUCE": "sg" if dev.has_subgroups else "wg", "MULTI": m > 1, "XR": self.xr,
                    "NXB": m // expert[1] if sumk else -(-m // self.xr), "EXPERT": bool(expert), "SUMK": sumk,
                    "TABLE": table > 0, "TSUM": tsum, "TSUM_CODE": gemv_tsum_code(na) if tsum else "",
