@@ -12,6 +12,10 @@ weight copies, every copy writing the same output (so the copies run one after a
 come from memory as a model's layers do), after the clock is raised; us per node. Ablations (edits of the
 expanded source): ``no_wload`` (the weight words synthesized from their index: no weight reads),
 ``no_xload`` (the quantized x words and scales not read: zeros), ``no_dot`` (dot4I8Packed -> an xor).
+``--splits "name:key=v,key=v;..."`` times GEMV splits instead (the ``gemv`` attr's overrides, e.g.
+``xr2r8:xr=2,r=8;nou2:u2=0;g8:gpw=8``; ``full`` is the default split): each row's sums stay the row
+alone's whatever R, XR or GPW, so any split that wins can be taken (not so ``u2`` or ``tpr``: they change
+the order of the sums, and the one-row split would have to change with them).
 The node's matmuls may take the matrix units instead at some M (ops/gemm.py over_gemv): those nodes are
 reported as such and not ablated. Needs a GPU.
 """
@@ -30,6 +34,7 @@ from ablation import ablate, drop  # noqa: E402
 from bench_gemv import time_variants  # noqa: E402
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
+from oxigpu.errors import DeviceError  # noqa: E402
 
 ABLATIONS = {
     "full": None,
@@ -47,7 +52,12 @@ def main() -> None:
     ap.add_argument("--nodes", default="qkv,o,glu,down,lm")
     ap.add_argument("--rotate", type=int, default=4)
     ap.add_argument("--copies", type=int, default=5, help="passes of the rotated copies per timing")
+    ap.add_argument("--splits", default="", help='"name:key=v,key=v;...": GEMV splits timed instead of ablations')
     a = ap.parse_args()
+    splits = {"full": {}}
+    for spec in filter(None, a.splits.split(";")):
+        name, _, kv = spec.partition(":")
+        splits[name] = {k: int(v) for k, v in (f.split("=") for f in kv.split(",") if f)}
     dev = Device.get()
     dev.write_params(Params(pos=0, n_tokens=a.m))
     nodes = {**bb.SETS[a.set], **({"lm": bb.LM_HEAD[a.set]} if a.set in bb.LM_HEAD else {})}
@@ -56,11 +66,13 @@ def main() -> None:
     for name in a.nodes.split(","):
         kind, k, ws = nodes[name]
         dss, names = [], []
-        for abl, edit in ABLATIONS.items():
+        for abl, edit in (ABLATIONS.items() if not a.splits else ((n, None) for n in splits)):
             ablate(dev, plain, "gemv_q.wgsl", abl, edit)
+            attrs = {"gemv": {k_: bool(v) if k_ in ("u2", "q8x", "xq") else v for k_, v in splits[abl].items()}} \
+                if a.splits and splits[abl] else {}
             try:
-                ds = [d for run in bb.Node(dev, kind, k, ws, a.m, {}, a.rotate, one_y=True).runs for d in run]
-            except ValueError as e:        # an ablation that matched nothing in this node's kernel
+                ds = [d for run in bb.Node(dev, kind, k, ws, a.m, attrs, a.rotate, one_y=True).runs for d in run]
+            except (ValueError, DeviceError) as e:   # an ablation that matched nothing, a split that cannot be
                 print(f"  {name}: {abl}: {e}")
                 continue
             if not any("gemv_q" in str(d.pipeline.label) for d in ds):
