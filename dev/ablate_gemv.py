@@ -11,7 +11,11 @@ Each node's dispatches (the x quantization, then the GEMV; dev/bench_batch.py's 
 weight copies, every copy writing the same output (so the copies run one after another, and their weights
 come from memory as a model's layers do), after the clock is raised; us per node. Ablations (edits of the
 expanded source): ``no_wload`` (the weight words synthesized from their index: no weight reads),
-``no_xload`` (the quantized x words and scales not read: zeros), ``no_dot`` (dot4I8Packed -> an xor).
+``no_xload`` (the quantized x words and scales not read: zeros), ``no_dot`` (dot4I8Packed -> an xor), ``x_l1``
+(x words read from its first 16 KiB: the same loads, all cache hits), ``no_red`` (the group's sums added in
+each lane: no shuffles, no workgroup hop), ``no_scale`` (the K-quant sub-block scales not decoded).
+``no_xload`` lets the compiler drop the dots and the weight decode too (x = 0), so it times the kernel's
+skeleton more than the x loads.
 ``--splits "name:key=v,key=v;..."`` times GEMV splits instead (the ``gemv`` attr's overrides, e.g.
 ``xr2r8:xr=2,r=8;nou2:u2=0;g8:gpw=8``; ``full`` is the default split): each row's sums stay the row
 alone's whatever R, XR or GPW, so any split that wins can be taken (not so ``u2`` or ``tpr``: they change
@@ -42,6 +46,15 @@ ABLATIONS = {
                                    re.sub(r"return (W|W1)\[i\];", "return i ^ 0x3C003C00u;", src)),
     "no_xload": drop(r"r\.xq\.(q\[\d\]|d) = xqw\("),
     "no_dot": lambda src: src.replace("return dot4I8Packed(w, x);", "return i32(w ^ x);"),
+    "x_l1": lambda src: src.replace("return bitcast<u32>(X[w >> 2u][w & 3u]);",
+                                    "return bitcast<u32>(X[(w >> 2u) & 1023u][w & 3u]);"),
+    "no_red": lambda src: src.replace(
+        "let tq = group_sum(lane, grp, gl, pt.acc);",
+        "var zz = 0.0; for (var r = 0u; r < NVA; r++) { zz += pt.acc[r]; } let tq = vec2<f32>(zz, 1.0);"),
+    "no_scale": lambda src: src.replace(
+        "fn kscales(hdr: vec4<u32>, j: u32) -> vec4<f32> {",
+        "fn kscales(hdr: vec4<u32>, j: u32) -> vec4<f32> { return vec4<f32>(f32(hdr.x & 255u), 1.0, 2.0, f32(j)); }\n"
+        "fn kscales_ablated(hdr: vec4<u32>, j: u32) -> vec4<f32> {"),
 }
 
 
