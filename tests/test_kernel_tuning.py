@@ -36,7 +36,7 @@ GEMV = {
     ('Q4_K', 2048, 3072, True): (32, 1, 8, 'q4_k2', 2, False, True, False, True, False, 0),
     ('Q4_K', 2048, 16384, True): (32, 8, 4, 'q4_k', 2, False, True, False, True, False, 0),
     ('Q6_K', 8192, 2048, True): (32, 1, 8, 'q6_k', 1, False, True, False, True, False, 0),
-    ('Q6_K', 2048, 128256, True): (32, 4, 4, 'q6_k', 1, True, True, False, False, False, 0),
+    ('Q6_K', 2048, 128256, True): (32, 4, 4, 'q6_k', 1, False, True, False, False, False, 0),
     ('Q4_K', 4096, 6144, True): (32, 2, 8, 'q4_k', 2, False, True, False, True, False, 0),
     ('Q4_K', 4096, 4096, True): (32, 1, 8, 'q4_k', 2, False, True, False, True, False, 0),
     ('Q4_K', 4096, 28672, True): (32, 8, 4, 'q4_k', 2, False, True, False, True, False, 528),
@@ -172,8 +172,8 @@ GEMV_ROWS = {
     ("Q4_K", 2048, 2560, 16, False): ((32, 4, 8, False, True, True, False, 0), 4),
     ("F16", 4096, 4096, 2, False): ((256, 2, 1, False, False, False, False, 0), 2),
     # the LM head: 4 weight rows a group with two-piece steps too (gemv_wide_rows)
-    ("Q6_K", 4096, 128256, 16, False): ((32, 4, 4, True, True, True, False, 0), 4),
-    ("Q6_K", 2048, 128256, 4, False): ((32, 4, 4, True, True, True, False, 0), 4),
+    ("Q6_K", 4096, 128256, 16, False): ((32, 4, 4, False, True, True, False, 0), 4),
+    ("Q6_K", 2048, 128256, 4, False): ((32, 4, 4, False, True, True, False, 0), 4),
 }
 
 

@@ -106,7 +106,10 @@ GEMV_RULES: tuple[GemvRule, ...] = (
     # moved small models' logits past the int8 parity bound for little gain)
     _r("Q4_K", n=(0, 3199), tpr=64, r=1, gpw=2, piece="q4_k2", ppb32=2, u2=True),
     _r(None, n=(0, 3199), tpr=64, r=1, gpw=2, ppb32=2),
-    # K-quants of rows under 2048 (or vocabulary-sized outputs): integer dots
+    # K-quants of rows under 2048 (or vocabulary-sized outputs): integer dots. Vocabularies over rows of
+    # >= 2048 take one piece a step: decode batches (which keep the one-row steps) then hold one piece's
+    # weights of their 4 rows in registers, not two (16 rows +2.5 %, the single stream equal; perf log)
+    _r(_K4, k=(2048, INF), n=(65536, INF), int8=True, tpr=32, r=4, gpw=4, q8x=True),
     _r(_K4, n=(65536, INF), int8=True, tpr=32, r=4, gpw=4, u2=True, q8x=True),
     _r(_K4, n=(8192, INF), int8=True, tpr=32, r=2, gpw=4, q8x=True, xq=True),
     _r("Q6_K", int8=True, tpr=64, r=2, gpw=2, q8x=True),
@@ -298,8 +301,8 @@ class Tuning:
     TSUM: the same bits, fewer shuffles; 1: the one-row GEMV too)."""
     gemv_wide_rows: int = 65536
     """Weights of at least this many rows (a vocabulary: the LM head) keep ``gemv_wr`` rows a group with
-    two-piece steps too: more weight rows a group halve the x reads per weight, which bound these GEMVs at
-    16 rows (docs/perf-log.md, sixth session)."""
+    two-piece steps too, where their one-row rule takes them: more weight rows a group halve the x reads
+    per weight, which bound these GEMVs at 16 rows (docs/perf-log.md, sixth session)."""
     gemm: GemmTuning = field(default_factory=GemmTuning)
     decode: DecodeTuning = field(default_factory=DecodeTuning)
     prefill: PrefillTuning = field(default_factory=PrefillTuning)
