@@ -81,7 +81,8 @@ def main() -> None:
         dss, names = [], []
         for abl, edit in (ABLATIONS.items() if not a.splits else ((n, None) for n in splits)):
             ablate(dev, plain, "gemv_q.wgsl", abl, edit)
-            attrs = {"gemv": {k_: bool(v) if k_ in ("u2", "q8x", "xq") else v for k_, v in splits[abl].items()}} \
+            flags = ("u2", "q8x", "xq", "xs", "xclamp", "magic")
+            attrs = {"gemv": {k_: bool(v) if k_ in flags else v for k_, v in splits[abl].items()}} \
                 if a.splits and splits[abl] else {}
             try:
                 ds = [d for run in bb.Node(dev, kind, k, ws, a.m, attrs, a.rotate, one_y=True).runs for d in run]
