@@ -19,21 +19,15 @@ var<workgroup> red: array<f32, WG * NV>;
 fn group_sum(lane: Lane, grp: u32, gl: u32, acc: array<f32, NVA>) -> vec2<f32> {
   var v = acc;
   let c = min(TPR, lane.sg_size);
+  let r0 = select(0u, NA, TSUM);   // TSUM: the NA sums are the transposed butterfly's, below
   if (TSUM) {
 {{TSUM_CODE}}
-    for (var m = 1u; m < c; m <<= 1u) {
-      for (var r = NA; r < NV; r++) { v[r] += subgroupShuffleXor(v[r], m); }
-    }
-    if (gl % c == 0u) {
-      for (var r = NA; r < NV; r++) { red[(grp * NV + r) * TPR + gl / c] = v[r]; }
-    }
-  } else {
-    for (var m = 1u; m < c; m <<= 1u) {
-      for (var r = 0u; r < NV; r++) { v[r] += subgroupShuffleXor(v[r], m); }
-    }
-    if (gl % c == 0u) {
-      for (var r = 0u; r < NV; r++) { red[(grp * NV + r) * TPR + gl / c] = v[r]; }
-    }
+  }
+  for (var m = 1u; m < c; m <<= 1u) {
+    for (var r = r0; r < NV; r++) { v[r] += subgroupShuffleXor(v[r], m); }
+  }
+  if (gl % c == 0u) {
+    for (var r = r0; r < NV; r++) { red[(grp * NV + r) * TPR + gl / c] = v[r]; }
   }
   workgroupBarrier();
   var t = vec2<f32>(0.0);

@@ -378,10 +378,9 @@ class Gemv:
             raise DeviceError(f"matmul: unsupported GEMV split {cfg} for {m} rows, {self.xr} per group "
                               f"(pieces {pieces})")
         self.cfg, self.pieces = cfg, pieces
-        na = cfg.r * self.xr
         if tsum is None:
             tsum = m >= tuning(cls).gemv_tsum_rows
-        tsum = bool(tsum) and dev.has_subgroups and na >= 2 and not na & (na - 1)
+        tsum_code = gemv_tsum_code(cfg.r * self.xr) if tsum and dev.has_subgroups else ""   # "": no such form
         defines = {"QUANT": self.qts[0].name.lower(), "PIECE0": pieces[0], "PIECE1": pieces[-1],
                    "MIXED": self.mixed, "BIAS": has_bias, "HAS_BIAS": False, "HAS_RES": has_res, "NSEG": nseg,
                    "GLU": bool(act), "ACT": act or "silu", "HAS_NORM": norm_eps is not None,
@@ -390,7 +389,7 @@ class Gemv:
                    "XSTAGE": cfg.xs, "XSWORDS": xs_words, "XCLAMP": cfg.xclamp, "PERSIST": cfg.persist > 0,
                    "REDUCE": "sg" if dev.has_subgroups else "wg", "MULTI": m > 1, "XR": self.xr,
                    "NXB": m // expert[1] if sumk else -(-m // self.xr), "EXPERT": bool(expert), "SUMK": sumk,
-                   "TABLE": table > 0, "TSUM": tsum, "TSUM_CODE": gemv_tsum_code(na) if tsum else "",
+                   "TABLE": table > 0, "TSUM": bool(tsum_code), "TSUM_CODE": tsum_code,
                    **gemv_rows_code(cfg.r, self.xr, m > 1)}
         # several x rows on integer dots: each weight piece decoded once for all of them (gemv_wrows_code)
         wrows = m > 1 and cfg.q8x and all(p in Q8X_PIECES for p in pieces)
