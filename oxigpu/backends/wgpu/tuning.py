@@ -108,7 +108,8 @@ GEMV_RULES: tuple[GemvRule, ...] = (
     _r(None, n=(0, 3199), tpr=64, r=1, gpw=2, ppb32=2),
     # K-quants of rows under 2048 (or vocabulary-sized outputs): integer dots. Vocabularies over rows of
     # >= 2048 take one piece a step: decode batches (which keep the one-row steps) then hold one piece's
-    # weights of their 4 rows in registers, not two (16 rows +2.5 %, the single stream equal; perf log)
+    # weights of their 4 rows in registers, not two (faster at 16 rows, the single stream as fast:
+    # docs/perf-log.md, twelfth session)
     _r(_K4, k=(2048, INF), n=(65536, INF), int8=True, tpr=32, r=4, gpw=4, q8x=True),
     _r(_K4, n=(65536, INF), int8=True, tpr=32, r=4, gpw=4, u2=True, q8x=True),
     _r(_K4, n=(8192, INF), int8=True, tpr=32, r=2, gpw=4, q8x=True, xq=True),
