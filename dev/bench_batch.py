@@ -33,6 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
 from oxigpu.backends.wgpu.kernel import rel_error  # noqa: E402
+from oxigpu.backends.wgpu.layout import gpu_layout  # noqa: E402
 from oxigpu.backends.wgpu.ops.matmul import (  # noqa: E402
     NORM_EPS,
     MatmulAddKernel,
@@ -102,7 +103,8 @@ class Node:
                 groups.setdefault(t, []).append(i)
             wb: list = [None] * len(self.raws)
             for idx in groups.values():       # one buffer per type, weights back to back (as the backend joins)
-                buf = dev.upload(np.concatenate([self.raws[i].reshape(-1) for i in idx]))
+                buf = dev.upload(gpu_layout(np.concatenate([self.raws[i].reshape(-1) for i in idx]),
+                                            self.types[idx[0]]))   # the GPU's block layout, as one tensor
                 off = 0
                 for i in idx:
                     wb[i] = (buf, off, self.raws[i].nbytes)

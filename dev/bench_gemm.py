@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from ablation import ablate, drop  # noqa: E402
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
+from oxigpu.backends.wgpu.layout import gpu_layout  # noqa: E402
 from oxigpu.backends.wgpu.ops.gemm import Q8_TYPES, half_dequant, q8_round, q8_tie_free, tile_config  # noqa: E402
 from oxigpu.backends.wgpu.ops.matmul import NORM_EPS, MatmulGluKernel, MatmulKernel, MatmulMultiKernel, glu64  # noqa: E402
 from oxigpu.quant import dequantize, get_type, quantize  # noqa: E402
@@ -230,7 +231,7 @@ def main() -> None:
         if t in Q8_TYPES:
             wants["q8"] = ref(q8_round(xh), wd)
         big = np.tile(raw, (n // distinct + 1, 1))[:n]
-        wbs = [dev.upload(big.reshape(-1).view(np.uint8)) for _ in range(max(1, args.rotate))]
+        wbs = [dev.upload(gpu_layout(big.reshape(-1).view(np.uint8), t)) for _ in range(max(1, args.rotate))]
         xb = dev.upload(xh)
         flops = 2 * m * n * k
         tol = 2e-7 * math.sqrt(k)

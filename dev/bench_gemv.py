@@ -31,6 +31,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from oxigpu.backends.wgpu.device import Device, Params  # noqa: E402
+from oxigpu.backends.wgpu.layout import gpu_layout  # noqa: E402
 from oxigpu.backends.wgpu.ops.matmul import (  # noqa: E402
     GEMV_PIECES,
     NORM_EPS,
@@ -170,10 +171,10 @@ def build(dev: Device, sh: Shape, distinct: int = 64):
     wb = [None] * len(raws)
     for t in dict.fromkeys(sh.types):
         idx = [i for i, ti in enumerate(sh.types) if ti == t]
-        buf = dev.create_buffer(sum(raws[i].nbytes for i in idx), label=f"w:{t}")
+        buf = dev.upload(gpu_layout(np.concatenate([raws[i].reshape(-1) for i in idx]), t),
+                         label=f"w:{t}")   # the GPU's block layout, as one tensor (as WgpuBackend joins)
         off = 0
         for i in idx:
-            dev.write(buf, raws[i].reshape(-1), off)
             wb[i] = (buf, off, raws[i].nbytes)
             off += raws[i].nbytes
     if sh.op == "mm":

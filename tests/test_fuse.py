@@ -25,6 +25,7 @@ from oxigpu.backends.wgpu.kernel import (
     rel_error,
     run_case,
 )
+from oxigpu.backends.wgpu.layout import gpu_layout
 from oxigpu.backends.wgpu.ops.matmul import (
     MatmulGluKernel,
     MatmulMultiKernel,
@@ -255,8 +256,8 @@ def test_matmul_multi_joined_is_one_dispatch_per_type(dev, m, bias, norm):
     types, ns, k = ("Q5_0", "Q8_0", "Q5_0"), (96, 40, 33), 640
     case = matmul_multi_case(types, m, k, ns, bias, seed=4, norm=norm)
     ws, bs = case.inputs[1:4], case.inputs[4:7]
-    wbuf = dev.upload(np.concatenate([ws[0].reshape(-1), ws[2].reshape(-1)]))   # the Q5_0 pair, joined
-    wb = [(wbuf, 0, ws[0].nbytes), dev.upload(ws[1]), (wbuf, ws[0].nbytes, ws[2].nbytes)]
+    wbuf = dev.upload(gpu_layout(np.concatenate([ws[0].reshape(-1), ws[2].reshape(-1)]), "Q5_0"))   # the Q5_0 pair
+    wb = [(wbuf, 0, ws[0].nbytes), dev.upload(gpu_layout(ws[1], "Q8_0")), (wbuf, ws[0].nbytes, ws[2].nbytes)]
     bb = [None] * 3
     if bias:
         bbuf = dev.upload(np.concatenate([bs[0], bs[2]]))
@@ -283,7 +284,7 @@ def test_matmul_multi_joined_is_one_dispatch_per_type(dev, m, bias, norm):
 def test_matmul_glu_joined_is_one_dispatch(dev, case):
     """One row (tests/test_kernel_gemm.py test_glu_joined runs prefill-sized ones)."""
     x, wg, wu, *nw = case.inputs
-    wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
+    wbuf = dev.upload(gpu_layout(np.concatenate([wg.reshape(-1), wu.reshape(-1)]), case.in_types[1]))
     n, k = wg.shape[0], x.shape[1]
     y = dev.upload(np.full(n, np.nan, np.float32))
     kern = MatmulGluKernel(dev, case.attrs, [(1, k), (n, k), (n, k), *(w.shape for w in nw)], case.in_types,

@@ -20,6 +20,7 @@ from test_kernel_matmul import _run_multi_joined
 
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
+from oxigpu.backends.wgpu.layout import gpu_layout
 from oxigpu.backends.wgpu.ops.gemm import (
     MMA_TYPES,
     Q8_TYPES,
@@ -356,7 +357,7 @@ def test_mma_weight_loaders(dev, t, wload, wst):
     row_bytes = get_type(t).row_bytes(k)
     pipe = dev.pipeline("gemm_mma_units.wgsl", defines={"KMAX": k, "WST": wst, "WLOAD": wload, "QUANT": t.lower(),
                                                          "HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
-    wbuf = dev.upload(np.ascontiguousarray(w).view(np.uint8).reshape(-1))
+    wbuf = dev.upload(gpu_layout(np.ascontiguousarray(w).view(np.uint8).reshape(-1), t))
     y = dev.upload(np.full((n, k), np.nan, np.float32))
     binds = {1: dev.uniform([k, n, n, 0, row_bytes, 1, 0, 0] + [0] * 8), 3: wbuf, 5: y}
     if wload.endswith("h") or wload == "q32r16":   # 16-byte words; Q4_K's and q32r16's read W only so (as
@@ -496,7 +497,7 @@ def _glu_joined(dev, t: str, act: str, m: int, k: int, n: int, norm: bool, gemm:
         case = mma_gemm_case(case, [t] if gemm_shader(dev, m, t, 2 * n, gemm, k, glu=True)[2].half else [])
     elif _uses(case, dev, None, "q8"):
         case = q8_gemm_case(case)
-    wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
+    wbuf = dev.upload(gpu_layout(np.concatenate([wg.reshape(-1), wu.reshape(-1)]), t))
     y = dev.upload(np.full((m, n), np.nan, np.float32))
     kern = MatmulGluKernel(dev, case.attrs, [(m, k), (n, k), (n, k), *(w.shape for w in nw)], case.in_types,
                            [(m, n)])

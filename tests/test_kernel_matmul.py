@@ -12,6 +12,7 @@ import pytest
 
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
+from oxigpu.backends.wgpu.layout import gpu_layout
 from oxigpu.backends.wgpu.ops.gemm import TILED_MIN_ROWS
 from oxigpu.backends.wgpu.ops.matmul import (
     GEMV_PIECES,
@@ -181,7 +182,7 @@ def test_gemv_xq_is_the_in_kernel_quantization(dev, t, piece, ppb32):
     g, u = matmul_case(t, 1, k, 45, False, seed=150), matmul_case(t, 1, k, 45, False, seed=151)
     x, nw, _ = norm_input(g.inputs[0], 152)
     wg, wu = g.inputs[1], u.inputs[1]
-    wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
+    wbuf = dev.upload(gpu_layout(np.concatenate([wg.reshape(-1), wu.reshape(-1)]), t))
     got, n_disp = [], []
     modes = ({}, {"xq": True}, {"xs": True}, {"xs": True, "persist": 2})    # 2 workgroups take 12 in turn
     for mode in modes:
@@ -339,7 +340,7 @@ def _run_multi_joined(dev, case, ns, attrs=None, outs: list | None = None) -> in
     wb, bb = [None] * n_w, [None] * n_w
     for t in dict.fromkeys(types):
         idx = [i for i, ti in enumerate(types) if ti == t]
-        wbuf = dev.upload(np.concatenate([ws[i].reshape(-1) for i in idx]))
+        wbuf = dev.upload(gpu_layout(np.concatenate([ws[i].reshape(-1) for i in idx]), t))
         offs = np.cumsum([0] + [ws[i].nbytes for i in idx])
         for j, i in enumerate(idx):
             wb[i] = (wbuf, int(offs[j]), ws[i].nbytes)
@@ -496,7 +497,7 @@ def _glu_joined(dev, case, attrs=None):
     x, wg, wu, *nw = case.inputs
     m, k = x.shape
     n = wg.shape[0]
-    wbuf = dev.upload(np.concatenate([wg.reshape(-1), wu.reshape(-1)]))
+    wbuf = dev.upload(gpu_layout(np.concatenate([wg.reshape(-1), wu.reshape(-1)]), case.in_types[1]))
     y = dev.upload(np.full((m, n), np.nan, np.float32))
     kern = MatmulGluKernel(dev, {**case.attrs, **(attrs or {})}, [(m, k), (n, k), (n, k), *(w.shape for w in nw)],
                            case.in_types, [(m, n)])

@@ -58,6 +58,7 @@ from .device import (
     workgroups_for,
 )
 from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
+from .layout import PAIRED, SPAN_PAD, gpu_bytes, gpu_layout
 
 _READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
 _MAX_BATCH = 64
@@ -261,10 +262,11 @@ class WgpuBackend:
         for v in plan.weights:
             if v.tensor not in self._weights:
                 data = self.model.tensors[v.tensor].data if v in raw else self._f32(v.tensor)
-                buf = self.dev.create_buffer(data.nbytes, label=v.tensor)
-                writes.append((buf, data, 0))
-                self._weights[v.tensor] = (buf, get_type(self.model.tensors[v.tensor].ggml_type).name
-                                           if v in raw else "f32")
+                kind = get_type(self.model.tensors[v.tensor].ggml_type).name if v in raw else "f32"
+                buf = self.dev.create_buffer(gpu_bytes(kind, data.nbytes), label=v.tensor)
+                # paired layouts are made as each tensor is written (one tensor's copy at a time)
+                writes.append((buf, functools.partial(gpu_layout, data, kind) if kind in PAIRED else data, 0))
+                self._weights[v.tensor] = (buf, kind)
         for v in plan.states:
             have = self._states.get(v.name)
             if have is not None and have[1] != v.shape:
@@ -275,7 +277,7 @@ class WgpuBackend:
 
     def _write(self, writes: list[tuple[Any, np.ndarray, int]]) -> None:
         for buf, data, offset in writes:   # in order: a part's padded tail is overwritten by the next part
-            self.dev.write(buf, data, offset)
+            self.dev.write(buf, data() if callable(data) else data, offset)
 
     def _loaded(self, plan: Plan) -> _Loaded:
         """``plan``'s buffers, kernels and dispatches (loaded first if it is not yet)."""
@@ -296,7 +298,8 @@ class WgpuBackend:
             idx = [i for i, w in enumerate(ws) if w.ggml_type == t]
             tensors = [ws[i].tensor for i in idx] + [bs[i].tensor for i in idx if bs]
             nbytes = sum(self.model.tensors[ws[i].tensor].nbytes for i in idx)
-            if len(idx) < 2 or any(x in self._weights for x in tensors) or nbytes > self.dev.max_storage_binding:
+            if len(idx) < 2 or any(x in self._weights for x in tensors) \
+                    or nbytes + SPAN_PAD + 16 > self.dev.max_storage_binding:
                 continue
             qt = get_type(t).name
             self._join([self.model.tensors[ws[i].tensor].data for i in idx], [ws[i].tensor for i in idx], qt,
@@ -310,7 +313,11 @@ class WgpuBackend:
         views = [np.ascontiguousarray(a).view(np.uint8).reshape(-1) for a in arrays]
         offsets = np.cumsum([0] + [a.size for a in views]).tolist()
         label = "+".join(tensors)
-        if all(o % 4 == 0 for o in offsets[:-1]):   # written in place: no host copy of GBs of weights
+        if kind in PAIRED:   # the kernels read the tensors as one: paired as one (layout.py)
+            data = gpu_layout(np.concatenate(views), kind)
+            buf = self.dev.create_buffer(data.size, label=label)
+            writes.append((buf, data, 0))
+        elif all(o % 4 == 0 for o in offsets[:-1]):   # written in place: no host copy of GBs of weights
             buf = self.dev.create_buffer(offsets[-1], label=label)
             writes += [(buf, a, off) for a, off in zip(views, offsets)]
         else:
@@ -355,7 +362,8 @@ class WgpuBackend:
                 f"{fmt_bytes(arena)}) but only {fmt_bytes(avail)} is available; {hint}")
 
     def _weight_bytes(self, v: Value, raw: bool) -> int:
-        return self.model.tensors[v.tensor].nbytes if raw else v.nbytes
+        info = self.model.tensors[v.tensor]
+        return gpu_bytes(get_type(info.ggml_type).name, info.nbytes) if raw else v.nbytes
 
     def _bindings(self, plan: Plan, packed: list[tuple[dict[Value, int], int]]
                   ) -> tuple[list[Any], dict[Value, Binding], dict[Value, str], dict[str, Any]]:

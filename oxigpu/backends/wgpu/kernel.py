@@ -31,6 +31,7 @@ from ...errors import DeviceError
 from ...graph.ir import OPS, input_slots
 from ...quant import kvcache as kvq
 from .device import Binding, Device, Dispatch, Params
+from .layout import gpu_layout
 
 Shape = tuple[int, ...]
 
@@ -248,7 +249,8 @@ def read_written(p: Prepared, dev: Device) -> list[np.ndarray]:
 
 
 def _host(a: np.ndarray, dtype: str) -> np.ndarray:
-    return np.asarray(a).astype(HOST_TYPES.get(dtype, np.uint8), copy=False)
+    """An input's bytes as the kernels read them (quantized weights in the GPU's block layout)."""
+    return gpu_layout(np.asarray(a).astype(HOST_TYPES.get(dtype, np.uint8), copy=False), dtype)
 
 
 def matches(pattern: str | None, text: str) -> bool:

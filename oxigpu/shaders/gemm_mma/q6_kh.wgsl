@@ -2,9 +2,9 @@
 // 6-bit values become halves by their bits (0x6400 | q is 1024 + q, exact; minus 1056: q - 32, exact),
 // then one f16 multiply each by the 16 elements' scale rounded to f16 (vec2: two weights an instruction),
 // without the q32 loader's int -> f32 -> f16 conversions per weight. The 32 bytes of low bits and of high
-// bits are each read as three 16-byte words (W4: W bound again, ops/gemm.py W16_BINDING) and shifted into
-// place (Q6_K blocks are 2-byte aligned), where 32-bit reads took ten, each touching 32 rows. The numpy
-// twin: ops/gemm.py half_dequant.
+// bits are each read as three 16-byte words (W4: W bound again, ops/gemm.py W16_BINDING) and selected into
+// place (a block's body is 4-aligned, not 16), where 32-bit reads took ten, each touching 32 rows. The
+// numpy twin: ops/gemm.py half_dequant.
 #include "quant/q6_k.wgsl"
 
 @group(0) @binding(12) var<storage, read> W4: array<vec4<u32>>;
@@ -18,25 +18,20 @@ struct QR { l0: vec4<u32>, l1: vec4<u32>, l2: vec4<u32>, h0: vec4<u32>, h1: vec4
             sd: vec2<u32>, m: u32 }
 alias WBlock = QR;
 
-// Words s..s + 3 of the eight words a, b (s in 0..4).
+// Words s..s + 3 of the eight words a, b (s in 0..3).
 fn wsel(a: vec4<u32>, b: vec4<u32>, s: u32) -> vec4<u32> {
   var r = a;
   if (s == 1u) { r = vec4<u32>(a.yzw, b.x); }
   if (s == 2u) { r = vec4<u32>(a.zw, b.xy); }
   if (s == 3u) { r = vec4<u32>(a.w, b.xyz); }
-  if (s == 4u) { r = b; }
   return r;
 }
 
-// The 32 bytes at byte c (2-aligned, mod 16) of the three 16-byte words v0 v1 v2 read around them (blocks
-// of 210 bytes: neighbouring blocks and rows differ in alignment): bytes c.. in [0], c + 16.. in [1].
+// The 32 bytes at byte c (4-aligned, mod 16: a block's body is, backends/wgpu/layout.py) of the three
+// 16-byte words v0 v1 v2 read around them: bytes c.. in [0], c + 16.. in [1].
 fn w32(v0: vec4<u32>, v1: vec4<u32>, v2: vec4<u32>, c: u32) -> array<vec4<u32>, 2> {
   let s = c >> 2u;
-  let lo = wsel(v0, v1, s);
-  let hi = wsel(v1, v2, s);
-  if ((c & 2u) == 0u) { return array<vec4<u32>, 2>(lo, hi); }
-  let sh = vec4<u32>(16u);
-  return array<vec4<u32>, 2>((lo >> sh) | (wsel(v0, v1, s + 1u) << sh), (hi >> sh) | (wsel(v1, v2, s + 1u) << sh));
+  return array<vec4<u32>, 2>(wsel(v0, v1, s), wsel(v1, v2, s));
 }
 
 // 32-block j of weight row n; zero past the rows or past k.
@@ -49,7 +44,8 @@ fn w_load(n: u32, j: u32) -> QR {
 // w_load inside W (fetch's tiles wholly inside it): unchecked. Sub-block j % 8 as quant/q6_k.wgsl's
 // q6_sub places it (the window stays inside the block: ql and qh end at least 18 bytes before it does).
 fn w_fast(n: u32, j: u32) -> QR {
-  let blk = w_base + n * D.row_bytes + (j / 8u) * QB;
+  let blk0 = w_base + n * D.row_bytes + (j / 8u) * QB;
+  let blk = q6_body(blk0);
   let h = (j % 8u) >> 2u;
   let t = j & 3u;
   let ql = blk + 64u * h + 32u * (t & 1u);
@@ -58,8 +54,8 @@ fn w_fast(n: u32, j: u32) -> QR {
   let ql4 = ql >> 4u;
   let qh4 = qh >> 4u;
   return QR(W4[ql4], W4[ql4 + 1u], W4[ql4 + 2u], W4[qh4], W4[qh4 + 1u], W4[qh4 + 2u],
-            vec2<u32>(W[sc >> 2u], W[(blk + 208u) >> 2u]),
-            (ql & 15u) | ((qh & 15u) << 4u) | (t << 8u) | ((sc & 2u) << 9u) | ((blk & 2u) << 10u));
+            vec2<u32>(W[sc >> 2u], W[q6_dword(blk0)]),
+            (ql & 15u) | ((qh & 15u) << 4u) | (t << 8u) | ((sc & 2u) << 9u) | ((blk0 & 2u) << 10u));
 }
 
 // The 4 weights of value word w (one 6-bit value a byte) at ws[o], ws[o + WST] .., times s.

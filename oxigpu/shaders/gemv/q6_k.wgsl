@@ -1,4 +1,5 @@
-// Q6_K pieces (210-byte blocks, 2-aligned: funnel word loads): piece i = half n = i / 4, positions
+// Q6_K pieces (210-byte blocks in pairs, backends/wgpu/layout.py: the block at GGUF's byte blk has its body
+// at word blk / 4, its d in the pair's last word): piece i = half n = i / 4, positions
 // l0 = 8 (i % 4) + [0, 8) of all four quarters t: low bits from ql[64n + 32 (t % 2) + l] (nibble t / 2),
 // high bits from qh[32n + l] >> 2t, assembled four bytes at a time; scale byte 8n + 2t + l0 / 16.
 const q6_k_QK: u32 = 256u;
@@ -31,13 +32,18 @@ fn q6_k_scales(u: vec2<u32>, hi: u32) -> vec4<f32> {
 // The piece's quarter words (u0 from the first word of ql/qh, u1 the second) and its scales times d.
 struct Q6P { u0: vec4<u32>, u1: vec4<u32>, sc: vec4<f32> }
 
+// Words w, w + 1 of slot s.
+fn q6_k_w2(s: u32, w: u32) -> vec2<u32> { return vec2<u32>(wd(s, w), wd(s, w + 1u)); }
+
 fn q6_k_piece(s: u32, blk: u32, i: u32) -> Q6P {
   let n = i >> 2u;
-  let l0 = 8u * (i & 3u);
-  let a = lw2(s, blk + 64u * n + l0);
-  let b = lw2(s, blk + 64u * n + 32u + l0);
-  let h = lw2(s, blk + 128u + 32u * n + l0);
-  let scf = q6_k_scales(lw2(s, blk + 192u + 8u * n), l0 >> 4u) * h16(s, blk + 208u);
+  let l0 = 2u * (i & 3u);   // in words
+  let w = blk >> 2u;
+  let a = q6_k_w2(s, w + 16u * n + l0);
+  let b = q6_k_w2(s, w + 16u * n + 8u + l0);
+  let h = q6_k_w2(s, w + 32u + 8u * n + l0);
+  let d = unpack2x16float(wd(s, w + select(104u, 52u, (blk & 2u) != 0u)) >> ((blk & 2u) * 8u)).x;
+  let scf = q6_k_scales(q6_k_w2(s, w + 48u + 2u * n), l0 >> 2u) * d;
   return Q6P(q6_k_words(a.x, b.x, h.x), q6_k_words(a.y, b.y, h.y), scf);
 }
 

@@ -19,6 +19,7 @@ from ....quant import dequantize, get_type
 from ....quant.samples import sample_weights
 from ..device import Binding, Device, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, Shape, check, register
+from ..layout import SPAN_PAD
 from ..tuning import GPU, device_class, tuning
 from ._common import f32_lit
 from .elementwise import Glu
@@ -270,7 +271,7 @@ def gemv_rows(dev: Device, m: int, attrs: dict[str, Any] | None = None, qtype: s
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
     """(first row, row count) ranges whose bytes fit one binding and start at aligned offsets."""
     step = align // math.gcd(row_bytes, align)            # rows per aligned offset
-    per = ((limit - 4) // row_bytes) // step * step       # -4: the tail is rounded up to a word
+    per = ((limit - 16 - SPAN_PAD) // row_bytes) // step * step   # the span's reach past the rows (_word_span)
     if per <= 0:
         raise DeviceError(f"{step} weight rows of {row_bytes} B (the fewest that keep binding offsets "
                           f"{align}-aligned) exceed the storage-binding limit {limit} B")
@@ -283,10 +284,10 @@ def _grid64(n: int) -> tuple[int, int, int]:
 
 
 def _word_span(buf: Any, off: int, nbytes: int) -> tuple[Any, int, int]:
-    """(buffer, offset, size) of nbytes at off, the size rounded up to 16 bytes where the buffer allows
-    (buffers are: Device.create_buffer), so that loaders reading the weights as 16-byte words (W4) reach
-    the word holding the last bytes."""
-    return (buf, off, min((nbytes + 15) // 16 * 16, buf.size - off))
+    """(buffer, offset, size) of nbytes at off, reaching SPAN_PAD further (a paired type's last d: layout.py)
+    and rounded up to 16 bytes where the buffer allows (buffers are: Device.create_buffer), so that loaders
+    reading the weights as 16-byte words (W4) reach the word holding the last bytes."""
+    return (buf, off, min((nbytes + SPAN_PAD + 15) // 16 * 16, buf.size - off))
 
 
 def _span(b: Binding) -> tuple[Any, int]:
@@ -697,7 +698,7 @@ class MatmulMultiKernel(_MatmulFamily):
         wspan, bspan = [], []
         for g, n, qt in zip(slots, n_s, gemv.qts):
             buf, off = _span(ws[g[0]])
-            wspan.append((buf, off, n * qt.row_bytes(self.k)))
+            wspan.append(_word_span(buf, off, n * qt.row_bytes(self.k)))
             b = bs[g[0]]
             bspan.append(None if b is None else (*_span(b), 4 * n))
         y0, seg_y = _segments(order, ys)

@@ -1,0 +1,43 @@
+"""How quantized weights sit in GPU memory: GGUF's blocks, except where a block's size leaves its fields
+only 2-byte aligned.
+
+A Q6_K block is 210 bytes (ql, qh, scales: 208 bytes, then the f16 d), so every other block starts 2 bytes
+into a word and each word of it costs two loads and a funnel shift. On the GPU the blocks go in pairs,
+counted from the tensor's first block: ``[body 0][body 1][d 0][d 1]`` (body: the block less its d). The
+pair keeps the two blocks' bytes, so block i still starts its pair at byte ``210 i`` of the tensor; a
+kernel that computed ``blk`` (a block's byte offset in GGUF's layout, within a binding at a 4-aligned
+offset) finds its body at ``blk & ~3`` (4-aligned) and its d in the pair's last word, its upper half for
+odd blocks (``blk & 2``): quant/q6_k.wgsl ``q6_body`` / ``q6_dword``. An odd block count gets one zero
+block appended. The numpy backend reads GGUF's layout; only uploads to the GPU go through :func:`gpu_layout`.
+"""
+from __future__ import annotations
+
+import numpy as np
+
+PAIRED = {"Q6_K": 210}
+"""Block types stored as pairs on the GPU, with their block bytes (d: an f16 at the block's end)."""
+
+SPAN_PAD = 2 * max(PAIRED.values())
+"""Bytes a weight binding reaches past its rows: a pair's d words follow its second body, so the last block
+of a tensor with an odd block count finds its d in the pad block's place."""
+
+
+def gpu_bytes(qtype: str, nbytes: int) -> int:
+    """Device bytes of a tensor of ``nbytes`` GGUF bytes of ``qtype``."""
+    qb = PAIRED.get(qtype)
+    return nbytes if qb is None else -(-nbytes // (2 * qb)) * 2 * qb
+
+
+def gpu_layout(data: np.ndarray, qtype: str) -> np.ndarray:
+    """``data`` (a tensor's GGUF bytes, any shape) as the GPU holds it: unchanged unless ``qtype`` is in
+    :data:`PAIRED`, else its blocks in pairs as the module says (a new flat uint8 array)."""
+    qb = PAIRED.get(qtype)
+    if qb is None:
+        return data
+    raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    if raw.size % qb:
+        raise ValueError(f"{qtype} data of {raw.size} bytes is not a whole number of {qb}-byte blocks")
+    if raw.size % (2 * qb):
+        raw = np.concatenate([raw, np.zeros(qb, np.uint8)])
+    p = raw.reshape(-1, 2, qb)
+    return np.concatenate([p[:, 0, :qb - 2], p[:, 1, :qb - 2], p[:, 0, qb - 2:], p[:, 1, qb - 2:]], axis=1).reshape(-1)
