@@ -1,5 +1,6 @@
-"""The GPU's block layout (backends/wgpu/layout.py): Q6_K blocks in pairs, every field found where the shaders
-look for it (quant/q6_k.wgsl q6_body / q6_dword, gemv/q6_k.wgsl), the numbers of bytes, the odd-count pad."""
+"""The GPU's block layout (backends/wgpu/layout.py): Q6_K, Q8_0 and Q4_0 blocks in pairs, every field found where
+the shaders look for it (common/dequant.wgsl pair_body / pair_dword, the GEMV pieces, gemm_mma/q32r_put.wgsl
+block_q32), the numbers of bytes, the odd-count pad."""
 from __future__ import annotations
 
 import numpy as np
@@ -8,33 +9,45 @@ import pytest
 from oxigpu.backends.wgpu.layout import PAIRED, gpu_bytes, gpu_layout
 
 
-def _shader_fields(gpu: np.ndarray, blk: int) -> tuple[bytes, bytes]:
-    """Block ``blk`` (GGUF byte offset) found in ``gpu`` as the shaders find it: 208 body bytes at blk & ~3,
-    the d half of word ((blk & ~3) + (208 if odd else 416)) / 4."""
-    body = blk & ~3
-    word = body + (208 if blk & 2 else 416)
+def _shader_fields(gpu: np.ndarray, blk: int, qb: int) -> tuple[bytes, bytes]:
+    """Block ``blk`` (GGUF byte offset) found in ``gpu`` as the shaders find it: its body at (blk + 2) & ~3, its
+    d in the low half of word (blk + qb - 2) / 4 (even blocks) or the upper half of word (blk - 2) / 4 (odd)."""
+    body = (blk + 2) & ~3
+    word = (blk & ~3) + (0 if blk & 2 else qb - 2)
     half = 2 if blk & 2 else 0
-    return gpu[body:body + 208].tobytes(), gpu[word + half:word + half + 2].tobytes()
+    return gpu[body:body + qb - 2].tobytes(), gpu[word + half:word + half + 2].tobytes()
 
 
-@pytest.mark.parametrize("nblocks", [1, 2, 7, 8])
-def test_q6_k_pairs_keep_every_field_where_the_shaders_read_it(nblocks):
-    raw = np.random.default_rng(nblocks).integers(0, 256, (nblocks, 210), dtype=np.uint8)
-    gpu = gpu_layout(raw, "Q6_K")
-    assert gpu.dtype == np.uint8 and gpu.size == gpu_bytes("Q6_K", raw.nbytes) == 420 * -(-nblocks // 2)
+def _block_words(gpu: np.ndarray, blk: int, qb: int) -> tuple[bytes, bytes]:
+    """(body, d) as gemm_mma/q32r_put.wgsl block_q32 takes them from the block's words (from the word holding
+    its first byte): odd blocks words 1.. and the upper half of word 0, the others words 0.. and the last."""
+    w = gpu[blk & ~3:(blk & ~3) + 4 * ((qb + 2) // 4)]
+    return (w[4:qb + 2].tobytes(), w[2:4].tobytes()) if blk & 2 else (w[:qb - 2].tobytes(), w[qb - 2:qb].tobytes())
+
+
+@pytest.mark.parametrize("qtype,qb", [("Q6_K", 210), ("Q8_0", 34), ("Q4_0", 18)])
+@pytest.mark.parametrize("nblocks", [1, 2, 5, 8])
+def test_pairs_keep_every_field_where_the_shaders_read_it(qtype, qb, nblocks):
+    raw = np.random.default_rng(nblocks).integers(0, 256, (nblocks, qb), dtype=np.uint8)
+    gpu = gpu_layout(raw, qtype)
+    assert gpu.dtype == np.uint8 and gpu.size == gpu_bytes(qtype, raw.nbytes) == 2 * qb * -(-nblocks // 2)
+    d_first = qtype != "Q6_K"
     for i in range(nblocks):
-        body, d = _shader_fields(gpu, 210 * i)
-        assert body == raw[i, :208].tobytes() and d == raw[i, 208:].tobytes(), i
-        assert (210 * i & ~3) % 4 == 0
+        body, d = _shader_fields(gpu, qb * i, qb)
+        want_body, want_d = (raw[i, 2:], raw[i, :2]) if d_first else (raw[i, :-2], raw[i, -2:])
+        assert body == want_body.tobytes() and d == want_d.tobytes(), i
+        assert sorted(gpu[qb * i:qb * (i + 1)].tolist()) == sorted(raw[i].tolist())   # the block's own bytes
+        if d_first:
+            assert _block_words(gpu, qb * i, qb) == (want_body.tobytes(), want_d.tobytes())
     if nblocks % 2:   # the pad block: zeros
-        body, d = _shader_fields(gpu, 210 * nblocks)
-        assert body == bytes(208) and d == bytes(2)
+        body, d = _shader_fields(gpu, qb * nblocks, qb)
+        assert body == bytes(qb - 2) and d == bytes(2)
 
 
 def test_other_types_keep_ggufs_bytes():
     raw = np.arange(144 * 3, dtype=np.uint8)
     assert gpu_layout(raw, "Q4_K") is raw and gpu_bytes("Q4_K", raw.nbytes) == raw.nbytes
-    assert set(PAIRED) == {"Q6_K"}
+    assert set(PAIRED) == {"Q6_K", "Q8_0", "Q4_0"}
 
 
 def test_partial_blocks_are_refused():

@@ -1,21 +1,27 @@
 """How quantized weights sit in GPU memory: GGUF's blocks, except where a block's size leaves its fields
 only 2-byte aligned.
 
-A Q6_K block is 210 bytes (ql, qh, scales: 208 bytes, then the f16 d), so every other block starts 2 bytes
-into a word and each word of it costs two loads and a funnel shift. On the GPU the blocks go in pairs,
-counted from the tensor's first block: ``[body 0][body 1][d 0][d 1]`` (body: the block less its d). The
-pair keeps the two blocks' bytes, so block i still starts its pair at byte ``210 i`` of the tensor; a
+A Q6_K block is 210 bytes (ql, qh, scales: 208 bytes, then the f16 d), Q8_0 34 and Q4_0 18 (the f16 d, then
+qs), so every other block starts 2 bytes into a word and each word of it costs two loads and a funnel
+shift. On the GPU the blocks go in pairs, counted from the tensor's first block, as
+``[body 0][d 0][d 1][body 1]`` (body: the block less its d): each block keeps GGUF's bytes (block i at
+``QB i`` of the tensor), the one that starts word-aligned with its d last, the other with its d first. A
 kernel that computed ``blk`` (a block's byte offset in GGUF's layout, within a binding at a 4-aligned
-offset) finds its body at ``blk & ~3`` (4-aligned) and its d in the pair's last word, its upper half for
-odd blocks (``blk & 2``): quant/q6_k.wgsl ``q6_body`` / ``q6_dword``. An odd block count gets one zero
-block appended. The numpy backend reads GGUF's layout; only uploads to the GPU go through :func:`gpu_layout`.
+offset) finds its body 4-aligned at ``(blk + 2) & ~3`` and both d's in the word between the bodies, the
+upper half for odd blocks (``blk & 2``): common/dequant.wgsl ``pair_body`` / ``pair_dword``; loaders that read
+a block's words whole take its body and d by its parity (gemm_mma/q32r_put.wgsl ``block_q32``).
+An odd block count gets one zero block appended. The numpy backend reads GGUF's layout; only uploads to the
+GPU go through :func:`gpu_layout`.
 """
 from __future__ import annotations
 
 import numpy as np
 
-PAIRED = {"Q6_K": 210}
-"""Block types stored as pairs on the GPU, with their block bytes (d: an f16 at the block's end)."""
+PAIRED = {"Q6_K": 210, "Q8_0": 34, "Q4_0": 18}
+"""Block types stored as pairs on the GPU, with their block bytes (d: an f16 at the block's start or end)."""
+
+D_FIRST = ("Q8_0", "Q4_0")
+"""The paired types whose d starts the block (the rest: it ends it)."""
 
 SPAN_PAD = 2 * max(PAIRED.values())
 """Bytes a weight binding reaches past its rows: a pair's d words follow its second body, so the last block
@@ -40,4 +46,5 @@ def gpu_layout(data: np.ndarray, qtype: str) -> np.ndarray:
     if raw.size % (2 * qb):
         raw = np.concatenate([raw, np.zeros(qb, np.uint8)])
     p = raw.reshape(-1, 2, qb)
-    return np.concatenate([p[:, 0, :qb - 2], p[:, 1, :qb - 2], p[:, 0, qb - 2:], p[:, 1, qb - 2:]], axis=1).reshape(-1)
+    d, body = (slice(0, 2), slice(2, qb)) if qtype in D_FIRST else (slice(qb - 2, qb), slice(0, qb - 2))
+    return np.concatenate([p[:, 0, body], p[:, 0, d], p[:, 1, d], p[:, 1, body]], axis=1).reshape(-1)

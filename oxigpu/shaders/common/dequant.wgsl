@@ -33,6 +33,16 @@ fn f16at(b: u32) -> f32 {
   return unpack2x16float(ld16(b)).x;
 }
 
+// Blocks of 2-aligned sizes (Q6_K, Q8_0, Q4_0) sit in pairs on the GPU, [body 0][d 0][d 1][body 1]
+// (backends/wgpu/layout.py; body: the block less its f16 d): each block keeps GGUF's bytes blk .. blk + qb,
+// its body 4-aligned at pair_body(blk), both d's in one word, pair_dword(blk, qb) (the upper half for odd
+// blocks, blk & 2).
+fn pair_body(blk: u32) -> u32 { return (blk + 2u) & ~3u; }
+
+fn pair_dword(blk: u32, qb: u32) -> u32 { return ((blk & ~3u) + select(qb - 2u, 0u, (blk & 2u) != 0u)) >> 2u; }
+
+fn pair_d(blk: u32, qb: u32) -> f32 { return unpack2x16float(W[pair_dword(blk, qb)] >> ((blk & 2u) * 8u)).x; }
+
 // The four bytes of q as unsigned ints, byte 0 first.
 fn bytes4(q: u32) -> vec4<u32> {
   return (vec4<u32>(q) >> vec4<u32>(0u, 8u, 16u, 24u)) & vec4<u32>(0xFFu);

@@ -1,8 +1,8 @@
 // gemm_mma.wgsl's weight units for the 32-element block types whose block is one unit (Q8_0, Q5_0, Q4_0):
 // fetch only reads the QW words that hold the block (from its 2-aligned start's word), and w_put
 // decodes them a step later, so the loads land while the matrix units work (q32.wgsl decodes as it
-// reads, and the step waits for the loads). The decode, gemm_mma/q32r_<type>.wgsl's q32b, takes the
-// block's words aligned to its first byte, at constant indices (they stay in registers).
+// reads, and the step waits for the loads). The decode, gemm_mma/q32r_<type>.wgsl's q32p, takes the
+// block's body words and d (gemm_mma/q32r_put.wgsl block_q32), at constant indices (they stay in registers).
 #include "gemm_q8/q32.wgsl"
 #include "gemm_q8/{{QUANT}}.wgsl"
 #include "gemm_mma/q32r_{{QUANT}}.wgsl"
@@ -30,10 +30,11 @@ fn w_fast(n: u32, j: u32) -> QR {
 }
 
 fn w_put(o: u32, r: QR) {
+  if (PAIRED) { put_words(o, r.w, r.mis != 0u); return; }   // the words from the block's word on, as they are
   var b: array<u32, QW>;
   for (var i = 0u; i < QW - 1u; i++) {
     b[i] = select(r.w[i], (r.w[i] >> 16u) | (r.w[i + 1u] << 16u), r.mis != 0u);
   }
   b[QW - 1u] = r.w[QW - 1u] >> r.mis;   // 2 bytes in: its upper half lies past the block (unused)
-  put_words(o, b);
+  put_words(o, b, false);
 }

@@ -47,7 +47,7 @@ fn w_put(o: u32, r: QR) {
                     select(vword(r.v, i + 2u), vword(r.v, i + 3u), s == 3u), s >= 2u);
     let w1 = select(select(vword(r.v, i + 1u), vword(r.v, i + 2u), s == 1u),
                     select(vword(r.v, i + 3u), vword(r.v, i + 4u), s == 3u), s >= 2u);
-    b[i] = select(w0, (w0 >> 16u) | (w1 << 16u), sh != 0u);
+    b[i] = select(w0, (w0 >> 16u) | (w1 << 16u), sh != 0u && !PAIRED);   // paired: the words as they are
   }
-  put_words(o, b);
+  put_words(o, b, sh != 0u);
 }

@@ -45,7 +45,7 @@ fn w_load(n: u32, j: u32) -> QR {
 // q6_sub places it (the window stays inside the block: ql and qh end at least 18 bytes before it does).
 fn w_fast(n: u32, j: u32) -> QR {
   let blk0 = w_base + n * D.row_bytes + (j / 8u) * QB;
-  let blk = q6_body(blk0);
+  let blk = pair_body(blk0);
   let h = (j % 8u) >> 2u;
   let t = j & 3u;
   let ql = blk + 64u * h + 32u * (t & 1u);
@@ -54,7 +54,7 @@ fn w_fast(n: u32, j: u32) -> QR {
   let ql4 = ql >> 4u;
   let qh4 = qh >> 4u;
   return QR(W4[ql4], W4[ql4 + 1u], W4[ql4 + 2u], W4[qh4], W4[qh4 + 1u], W4[qh4 + 2u],
-            vec2<u32>(W[sc >> 2u], W[q6_dword(blk0)]),
+            vec2<u32>(W[sc >> 2u], W[pair_dword(blk0, QB)]),
             (ql & 15u) | ((qh & 15u) << 4u) | (t << 8u) | ((sc & 2u) << 9u) | ((blk0 & 2u) << 10u));
 }
 

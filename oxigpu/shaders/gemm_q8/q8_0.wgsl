@@ -4,5 +4,6 @@ const FK: u32 = 32u;
 const HM: u32 = 0u;
 
 fn q32(blk: u32, j: u32) -> Q32 {
-  return Q32(lw16(blk + 2u), lw16(blk + 18u), f16at(blk), 0.0);
+  let b = pair_body(blk);
+  return Q32(lw16a(b), lw16a(b + 16u), pair_d(blk, QB), 0.0);
 }

@@ -2,19 +2,14 @@
 // Element e: half n = e/128, quarter t = (e%128)/32, l = e%32:
 // q = ((ql[64n + 32(t%2) + l] >> 4(t/2)) & 15) | (((qh[32n + l] >> 2t) & 3) << 4);
 // x = d * scales[8n + 2t + l/16] * (q - 32).
-// On the GPU blocks sit in pairs, [body 0][body 1][d 0][d 1] (backends/wgpu/layout.py): a block at GGUF's
-// byte offset blk has its 208 bytes of ql, qh, scales at q6_body(blk) (4-aligned) and its d in word
-// q6_dword(blk), the upper half for odd blocks.
+// On the GPU blocks sit in pairs (common/dequant.wgsl pair_body, pair_d): the 208 bytes of ql, qh, scales
+// 4-aligned, the d apart.
 #include "common/dequant.wgsl"
 const QK: u32 = 256u;
 const QB: u32 = 210u;
 
-fn q6_body(blk: u32) -> u32 { return blk & ~3u; }
-fn q6_dword(blk: u32) -> u32 { return ((blk & ~3u) + select(416u, 208u, (blk & 2u) != 0u)) >> 2u; }
-fn q6_d(blk: u32) -> f32 { return unpack2x16float(W[q6_dword(blk)] >> ((blk & 2u) * 8u)).x; }
-
 fn dq8(blk0: u32, c: u32) -> V8 {
-  let blk = q6_body(blk0);
+  let blk = pair_body(blk0);
   let n = c >> 4u;
   let t = (c >> 2u) & 3u;
   let l0 = (c & 3u) * 8u;
@@ -25,7 +20,7 @@ fn dq8(blk0: u32, c: u32) -> V8 {
   let h0 = ((bytes4(ld32(qh)) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u);
   let h1 = ((bytes4(ld32(qh + 4u)) >> sh) & vec4<u32>(3u)) << vec4<u32>(4u);
   let sc = f32((bitcast<i32>(ld8(blk + 192u + 8u * n + 2u * t + (l0 >> 4u))) << 24u) >> 24u);
-  let d = q6_d(blk0) * sc;
+  let d = pair_d(blk0, QB) * sc;
   return V8(d * (vec4<f32>(lo[0] | h0) - 32.0), d * (vec4<f32>(lo[1] | h1) - 32.0));
 }
 
@@ -34,7 +29,7 @@ fn dq8(blk0: u32, c: u32) -> V8 {
 struct Q6Sub { ql: u32, qh: u32, t: u32, sc: vec2<f32> }
 
 fn q6_sub(blk0: u32, j: u32) -> Q6Sub {
-  let blk = q6_body(blk0);
+  let blk = pair_body(blk0);
   let n = j >> 2u;
   let t = j & 3u;
   let sc = bitcast<i32>(ld16(blk + 192u + 8u * n + 2u * t));
