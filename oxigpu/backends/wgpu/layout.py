@@ -45,6 +45,14 @@ def gpu_layout(data: np.ndarray, qtype: str) -> np.ndarray:
         raise ValueError(f"{qtype} data of {raw.size} bytes is not a whole number of {qb}-byte blocks")
     if raw.size % (2 * qb):
         raw = np.concatenate([raw, np.zeros(qb, np.uint8)])
-    p = raw.reshape(-1, 2, qb)
-    d, body = (slice(0, 2), slice(2, qb)) if qtype in D_FIRST else (slice(qb - 2, qb), slice(0, qb - 2))
-    return np.concatenate([p[:, 0, body], p[:, 0, d], p[:, 1, d], p[:, 1, body]], axis=1).reshape(-1)
+    # a pair as a record of its four fields: each field's copy is one strided loop of whole fields
+    b = qb - 2
+    src = np.dtype({"names": ["d0", "b0", "d1", "b1"] if qtype in D_FIRST else ["b0", "d0", "b1", "d1"],
+                    "formats": ["V2", f"V{b}", "V2", f"V{b}"] if qtype in D_FIRST else [f"V{b}", "V2", f"V{b}", "V2"],
+                    "offsets": [0, 2, qb, qb + 2] if qtype in D_FIRST else [0, b, qb, qb + b], "itemsize": 2 * qb})
+    dst = np.dtype({"names": ["b0", "d0", "d1", "b1"], "formats": [f"V{b}", "V2", "V2", f"V{b}"],
+                    "offsets": [0, b, qb, qb + 2], "itemsize": 2 * qb})
+    p, out = raw.view(src), np.empty(raw.size // (2 * qb), dst)
+    for f in ("b0", "d0", "d1", "b1"):
+        out[f] = p[f]
+    return out.view(np.uint8)
