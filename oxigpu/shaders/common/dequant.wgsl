@@ -1,6 +1,7 @@
 // Byte-addressed loads from the raw GGUF weight bytes, shared by every quant snippet.
 // The including kernel declares `W: array<u32>` (the weight binding). GGUF blocks are not always
-// word-aligned (Q8_0 = 34 bytes, Q6_K = 210), so every load takes a byte offset into W.
+// word-aligned (Q5_0 = 22 bytes, IQ4_NL = 18; Q8_0, Q4_0 and Q6_K are word-aligned in pairs: pair_body
+// below), so every load takes a byte offset into W.
 //
 // The interface of every `quant/<type>.wgsl` snippet (used by GEMV, GEMM and the embedding gather):
 //   const QK: u32            elements per block (8 for F32/F16/BF16: a virtual block of 8 elements)

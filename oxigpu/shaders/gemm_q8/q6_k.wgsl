@@ -8,6 +8,7 @@ const HM: u32 = 0u;
 fn q32(blk: u32, j: u32) -> Q32 {
   let b = q6_sub(blk, j);
   let d = pair_d(blk, QB);
-  return Q32(s8(q6_bytes(lw16(b.ql), lw16(b.qh), b.t), 32u), s8(q6_bytes(lw16(b.ql + 16u), lw16(b.qh + 16u), b.t), 32u),
+  return Q32(s8(q6_bytes(lw16a(b.ql), lw16a(b.qh), b.t), 32u),
+             s8(q6_bytes(lw16a(b.ql + 16u), lw16a(b.qh + 16u), b.t), 32u),
              d * b.sc.x, d * b.sc.y);
 }

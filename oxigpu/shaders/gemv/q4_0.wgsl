@@ -7,15 +7,7 @@ const q4_0_PPB: u32 = {{PPB32}}u;
 const q4_0_QW: u32 = 4u / q4_0_PPB;
 const q4_0_PX: u32 = 2u * q4_0_QW;
 
-// The GPU holds the blocks in pairs, [qs 0][d 0][d 1][qs 1] (backends/wgpu/layout.py): the block at GGUF's
-// byte blk has its qs at q4_0_body(blk), 4-aligned, and its d in the word after or before them (the upper
-// half for odd blocks).
-fn q4_0_body(blk: u32) -> u32 { return (blk + 2u) & ~3u; }
-fn q4_0_lw(s: u32, b: u32) -> u32 { return wd(s, b >> 2u); }
-fn q4_0_d(s: u32, blk: u32) -> f32 {
-  let w = ((blk & ~3u) + select(q4_0_QB - 2u, 0u, (blk & 2u) != 0u)) >> 2u;
-  return unpack2x16float(wd(s, w) >> ((blk & 2u) * 8u)).x;
-}
+// The GPU holds the blocks in pairs (backends/wgpu/layout.py): qs 4-aligned at pair_body(blk), d apart.
 
 fn q4_0_gx(i: u32, j: u32) -> u32 {
   return select(16u, 0u, j < q4_0_QW) + 4u * (q4_0_QW * i + j % q4_0_QW);
@@ -38,11 +30,11 @@ fn q4_0_idot4(w: u32, xl: u32, xh: u32) -> i32 {
 
 fn q4_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
   const QW = q4_0_QW;
-  let q = q4_0_body(blk) + 4u * QW * i;
-  var t = q4_0_dot4(q4_0_lw(s, q), xs[0], xs[QW]);
-  if (QW > 1u) { t += q4_0_dot4(q4_0_lw(s, q + 4u), xs[1], xs[QW + 1u]); }
-  if (QW > 2u) { t += q4_0_dot4(q4_0_lw(s, q + 8u), xs[2], xs[QW + 2u]) + q4_0_dot4(q4_0_lw(s, q + 12u), xs[3], xs[QW + 3u]); }
-  return q4_0_d(s, blk) * t;
+  let q = pair_body(blk) + 4u * QW * i;
+  var t = q4_0_dot4(lwa(s, q), xs[0], xs[QW]);
+  if (QW > 1u) { t += q4_0_dot4(lwa(s, q + 4u), xs[1], xs[QW + 1u]); }
+  if (QW > 2u) { t += q4_0_dot4(lwa(s, q + 8u), xs[2], xs[QW + 2u]) + q4_0_dot4(lwa(s, q + 12u), xs[3], xs[QW + 3u]); }
+  return pair_h16(s, blk, q4_0_QB) * t;
 }
 
 // As gdot, on int8 x (low nibbles against xq.q[0..QW), high ones against xq.q[QW..2 QW)); the -8
@@ -52,12 +44,12 @@ struct q4_0_W { q: array<u32, 4>, d: f32 }
 
 fn q4_0_wload(s: u32, blk: u32, i: u32) -> q4_0_W {
   const QW = q4_0_QW;
-  let q = q4_0_body(blk) + 4u * QW * i;
+  let q = pair_body(blk) + 4u * QW * i;
   var w: q4_0_W;
-  w.q[0] = q4_0_lw(s, q);
-  if (QW > 1u) { w.q[1] = q4_0_lw(s, q + 4u); }
-  if (QW > 2u) { w.q[2] = q4_0_lw(s, q + 8u); w.q[3] = q4_0_lw(s, q + 12u); }
-  w.d = q4_0_d(s, blk);
+  w.q[0] = lwa(s, q);
+  if (QW > 1u) { w.q[1] = lwa(s, q + 4u); }
+  if (QW > 2u) { w.q[2] = lwa(s, q + 8u); w.q[3] = lwa(s, q + 12u); }
+  w.d = pair_h16(s, blk, q4_0_QB);
   return w;
 }
 
@@ -71,11 +63,11 @@ fn q4_0_wdot(w: q4_0_W, xq: XQ) -> f32 {
 
 fn q4_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
   const QW = q4_0_QW;
-  let q = q4_0_body(blk) + 4u * QW * i;
-  var t = q4_0_idot4(q4_0_lw(s, q), xq.q[0], xq.q[QW]);
-  if (QW > 1u) { t += q4_0_idot4(q4_0_lw(s, q + 4u), xq.q[1], xq.q[QW + 1u]); }
+  let q = pair_body(blk) + 4u * QW * i;
+  var t = q4_0_idot4(lwa(s, q), xq.q[0], xq.q[QW]);
+  if (QW > 1u) { t += q4_0_idot4(lwa(s, q + 4u), xq.q[1], xq.q[QW + 1u]); }
   if (QW > 2u) {
-    t += q4_0_idot4(q4_0_lw(s, q + 8u), xq.q[2], xq.q[QW + 2u]) + q4_0_idot4(q4_0_lw(s, q + 12u), xq.q[3], xq.q[QW + 3u]);
+    t += q4_0_idot4(lwa(s, q + 8u), xq.q[2], xq.q[QW + 2u]) + q4_0_idot4(lwa(s, q + 12u), xq.q[3], xq.q[QW + 3u]);
   }
-  return q4_0_d(s, blk) * xq.d * f32(t - 8 * xsum(xq, 0u, 2u * QW));
+  return pair_h16(s, blk, q4_0_QB) * xq.d * f32(t - 8 * xsum(xq, 0u, 2u * QW));
 }

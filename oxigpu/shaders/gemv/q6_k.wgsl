@@ -1,6 +1,5 @@
-// Q6_K pieces (210-byte blocks in pairs, backends/wgpu/layout.py: the block at GGUF's byte blk has its body
-// at word (blk + 2) / 4, its d in the word after the body or before it, the upper half for odd blocks):
-// piece i = half n = i / 4, positions
+// Q6_K pieces (210-byte blocks in pairs, backends/wgpu/layout.py: the body 4-aligned at pair_body(blk), d
+// apart): piece i = half n = i / 4, positions
 // l0 = 8 (i % 4) + [0, 8) of all four quarters t: low bits from ql[64n + 32 (t % 2) + l] (nibble t / 2),
 // high bits from qh[32n + l] >> 2t, assembled four bytes at a time; scale byte 8n + 2t + l0 / 16.
 const q6_k_QK: u32 = 256u;
@@ -39,12 +38,11 @@ fn q6_k_w2(s: u32, w: u32) -> vec2<u32> { return vec2<u32>(wd(s, w), wd(s, w + 1
 fn q6_k_piece(s: u32, blk: u32, i: u32) -> Q6P {
   let n = i >> 2u;
   let l0 = 2u * (i & 3u);   // in words
-  let w = (blk + 2u) >> 2u;
+  let w = pair_body(blk) >> 2u;
   let a = q6_k_w2(s, w + 16u * n + l0);
   let b = q6_k_w2(s, w + 16u * n + 8u + l0);
   let h = q6_k_w2(s, w + 32u + 8u * n + l0);
-  let d = unpack2x16float(wd(s, select(w + 52u, w - 1u, (blk & 2u) != 0u)) >> ((blk & 2u) * 8u)).x;
-  let scf = q6_k_scales(q6_k_w2(s, w + 48u + 2u * n), l0 >> 2u) * d;
+  let scf = q6_k_scales(q6_k_w2(s, w + 48u + 2u * n), l0 >> 2u) * pair_h16(s, blk, q6_k_QB);
   return Q6P(q6_k_words(a.x, b.x, h.x), q6_k_words(a.y, b.y, h.y), scf);
 }
 

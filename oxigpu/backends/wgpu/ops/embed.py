@@ -13,9 +13,8 @@ from ....quant import dequantize, get_type
 from ....quant.samples import sample_weights
 from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
-from ..layout import SPAN_PAD
 from ._common import f32_lit, grid, rng
-from .matmul import TYPES, split_rows
+from .matmul import TYPES, split_rows, word_span
 from .quant_grid import grid_binds
 
 
@@ -44,11 +43,10 @@ class Embed(OpKernel):
         out_ = []
         ranges = split_rows(self.vocab, self.row_bytes, self.dev.max_storage_binding, self.dev.storage_align)
         for i, (r0, rows) in enumerate(ranges):
-            start = off + r0 * self.row_bytes    # the rows, and a paired type's last d past them (layout.py)
-            nbytes = min((rows * self.row_bytes + SPAN_PAD + 3) // 4 * 4, buf.size - start)
             dims = self.dev.uniform([r0, r0 + rows, int(i == 0), self.vocab])
             bg = self.dev.bind_group(self.pipe, {0: self.dev.params_buffer, 1: dims, 2: ids,
-                                                 3: (buf, start, nbytes), 4: out,
+                                                 3: word_span(buf, off + r0 * self.row_bytes, rows * self.row_bytes),
+                                                 4: out,
                                                  **grid_binds(self.dev, self.qt.name)})
             out_.append(Dispatch(self.pipe, bg, grid(self.n_threads)))
         return out_

@@ -283,7 +283,7 @@ def _grid64(n: int) -> tuple[int, int, int]:
     return workgroups_for(-(-n // 64))
 
 
-def _word_span(buf: Any, off: int, nbytes: int) -> tuple[Any, int, int]:
+def word_span(buf: Any, off: int, nbytes: int) -> tuple[Any, int, int]:
     """(buffer, offset, size) of nbytes at off, reaching SPAN_PAD further (a paired type's last d: layout.py)
     and rounded up to 16 bytes where the buffer allows (buffers are: Device.create_buffer), so that loaders
     reading the weights as 16-byte words (W4) reach the word holding the last bytes."""
@@ -450,7 +450,7 @@ class Gemv:
         out = []
         for row0, rows in self.ranges:
             wbuf, wbase = _span(ws[0])
-            w = _word_span(wbuf, wbase + row0 * self.row_bytes[0], rows * self.row_bytes[0])
+            w = word_span(wbuf, wbase + row0 * self.row_bytes[0], rows * self.row_bytes[0])
             ex: dict[int, Binding] = {}
             if self.expert:     # groups of one expert's rows; the range's experts row0 / n .. (GLU: all)
                 n_e, ksel, xslot = self.expert
@@ -478,7 +478,7 @@ class Gemv:
             if self.mixed:
                 wg0 = -(-self.rows[0] // per_wg)
                 w1buf, w1base = _span(ws[1])
-                w1 = _word_span(w1buf, w1base, self.rows[1] * self.row_bytes[1])
+                w1 = word_span(w1buf, w1base, self.rows[1] * self.row_bytes[1])
                 binds |= {9: w1, 10: w1, 11: bs[1] or x,
                           12: self.dev.uniform([self.rows[0], wg0, self.row_bytes[1], 0])}
                 n_wg = wg0 + -(-self.rows[1] // per_wg)
@@ -542,7 +542,7 @@ class Gemm:
             out += self.norm.encode([x, nw, xn])
             x = xn
         for i, (row0, rows) in enumerate(self.ranges):
-            ws = _word_span(wbuf, wbase + row0 * self.row_bytes, rows * self.row_bytes)
+            ws = word_span(wbuf, wbase + row0 * self.row_bytes, rows * self.row_bytes)
             dims = self.dev.uniform([self.k, self.n_out, rows, row0, self.row_bytes, self.m, 0, 0,
                                      *seg_end, *pad, *seg_y, *pad])
             if i == 0:      # the integer-dot GEMM's int8 x, once for all row ranges
@@ -698,7 +698,7 @@ class MatmulMultiKernel(_MatmulFamily):
         wspan, bspan = [], []
         for g, n, qt in zip(slots, n_s, gemv.qts):
             buf, off = _span(ws[g[0]])
-            wspan.append(_word_span(buf, off, n * qt.row_bytes(self.k)))
+            wspan.append(word_span(buf, off, n * qt.row_bytes(self.k)))
             b = bs[g[0]]
             bspan.append(None if b is None else (*_span(b), 4 * n))
         y0, seg_y = _segments(order, ys)

@@ -19,11 +19,10 @@ from ...numpy_ops import matmul_id as matmul_id_ref
 from ...numpy_ops import moe_gate as moe_gate_ref
 from ..device import Binding, DeviceError, Dispatch, workgroups_for
 from ..kernel import Case, OpKernel, check, register
-from ..layout import SPAN_PAD
 from ._common import f32_lit, grid, rng
 from .elementwise import Glu
 from .gemm import GemmKernel, q8_round, q8_tie_free, scratch_buffer
-from .matmul import Gemv, glu64, q8x_round, split_rows
+from .matmul import Gemv, glu64, q8x_round, split_rows, word_span
 
 MAX_EXPERTS = 1024
 """Experts a router may have (as models/hparams.py bounds them): the gate keeps each token's logits, their
@@ -193,7 +192,7 @@ class _Experts:
             if i == 0:
                 pre, xq = self.gk.x_pass(dims, x)
                 out += pre if route else []
-            ws = (wbuf, wbase + e0 * per_e, min(-(-(ne * per_e + SPAN_PAD) // 4) * 4, wbuf.size - wbase - e0 * per_e))
+            ws = word_span(wbuf, wbase + e0 * per_e, ne * per_e)
             out += self.gk.encode({1: dims, 2: x, 3: ws, 4: x, 5: y, 7: x, 15: self.table, **xq}, self.N,
                                   row_tiles=self.max_tiles)
         return out
