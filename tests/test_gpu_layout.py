@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from oxigpu.backends.wgpu.layout import PAIRED, gpu_bytes, gpu_layout
+from oxigpu.backends.wgpu.layout import PAIRED, gpu_bytes, gpu_layout, pair_on_device
 
 
 def _shader_fields(gpu: np.ndarray, blk: int, qb: int) -> tuple[bytes, bytes]:
@@ -53,3 +53,21 @@ def test_other_types_keep_ggufs_bytes():
 def test_partial_blocks_are_refused():
     with pytest.raises(ValueError, match="whole number of 210-byte blocks"):
         gpu_layout(np.zeros(300, np.uint8), "Q6_K")
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("qtype", sorted(PAIRED))
+@pytest.mark.parametrize("nblocks,limit", [(1, None), (2, None), (7, None), (1001, "small")])
+def test_pairing_on_the_device_makes_the_hosts_bytes(dev, qtype, nblocks, limit):
+    """The backend writes GGUF's bytes and pairs them in place on the device (pair_on_device); the result is
+    gpu_layout's, byte for byte, also when the pairs are bound in several pieces (a small binding limit)."""
+    qb = PAIRED[qtype]
+    raw = np.random.default_rng(nblocks).integers(0, 256, nblocks * qb, dtype=np.uint8)
+    buf = dev.create_buffer(gpu_bytes(qtype, raw.nbytes))
+    dev.write(buf, raw)
+    with dev.binding_limit(256 * qb if limit else dev.max_storage_binding):   # 128 pairs a binding
+        pair_on_device(dev, buf, qtype, raw.nbytes)
+    got = dev.read(buf, np.uint8, gpu_bytes(qtype, raw.nbytes))
+    assert np.array_equal(got, gpu_layout(raw, qtype))
+    with pytest.raises(ValueError, match="whole number"):
+        pair_on_device(dev, buf, qtype, raw.nbytes - 1)

@@ -58,7 +58,7 @@ from .device import (
     workgroups_for,
 )
 from .kernel import HOST_TYPES, KERNELS, OpKernel, load_kernels
-from .layout import PAIRED, SPAN_PAD, gpu_bytes, gpu_layout
+from .layout import PAIRED, SPAN_PAD, gpu_bytes, pair_on_device
 
 _READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
 _MAX_BATCH = 64
@@ -202,6 +202,7 @@ class WgpuBackend:
             self.compile_threads = default_compile_threads(self.dev)
         load_kernels()
         self._weights: dict[str, tuple[Any, str]] = {}       # tensor -> (buffer, kernel type name)
+        self._to_pair: list[tuple[Any, str, int]] = []       # written buffers to pair: (buffer, type, bytes)
         self._states: dict[str, tuple[Any, tuple[int, ...]]] = {}
         self._plans: dict[int, _Loaded] = {}                  # by Plan.key
         self._resident: dict[tuple[int, int, bool], _Resident] = {}   # by (Plan.key, bias slots, greedy)
@@ -256,6 +257,7 @@ class WgpuBackend:
         """Buffers for the plan's weights not yet on the device (their data returned as (buffer, array,
         offset) writes for :meth:`_write`) and for its states not yet allocated."""
         writes: list[tuple[Any, np.ndarray, int]] = []
+        self._to_pair = []
         for node in plan.nodes:
             if node.op in ("matmul_multi", "matmul_glu", "matmul_id_glu"):
                 self._allocate_joined(node, writes)
@@ -264,8 +266,9 @@ class WgpuBackend:
                 data = self.model.tensors[v.tensor].data if v in raw else self._f32(v.tensor)
                 kind = get_type(self.model.tensors[v.tensor].ggml_type).name if v in raw else "f32"
                 buf = self.dev.create_buffer(gpu_bytes(kind, data.nbytes), label=v.tensor)
-                # paired layouts are made as each tensor is written (one tensor's copy at a time)
-                writes.append((buf, functools.partial(gpu_layout, data, kind) if kind in PAIRED else data, 0))
+                writes.append((buf, data, 0))
+                if kind in PAIRED:   # GGUF's bytes written, then paired on the device (layout.py)
+                    self._to_pair.append((buf, kind, data.nbytes))
                 self._weights[v.tensor] = (buf, kind)
         for v in plan.states:
             have = self._states.get(v.name)
@@ -277,7 +280,10 @@ class WgpuBackend:
 
     def _write(self, writes: list[tuple[Any, np.ndarray, int]]) -> None:
         for buf, data, offset in writes:   # in order: a part's padded tail is overwritten by the next part
-            self.dev.write(buf, data() if callable(data) else data, offset)
+            self.dev.write(buf, data, offset)
+        for job in self._to_pair:   # queued after the writes: the device runs them in that order
+            pair_on_device(self.dev, *job)
+        self._to_pair.clear()
 
     def _loaded(self, plan: Plan) -> _Loaded:
         """``plan``'s buffers, kernels and dispatches (loaded first if it is not yet)."""
@@ -313,17 +319,15 @@ class WgpuBackend:
         views = [np.ascontiguousarray(a).view(np.uint8).reshape(-1) for a in arrays]
         offsets = np.cumsum([0] + [a.size for a in views]).tolist()
         label = "+".join(tensors)
-        if kind in PAIRED:   # the kernels read the tensors as one: paired as one (layout.py)
-            data = gpu_layout(np.concatenate(views), kind)
-            buf = self.dev.create_buffer(data.size, label=label)
-            writes.append((buf, data, 0))
-        elif all(o % 4 == 0 for o in offsets[:-1]):   # written in place: no host copy of GBs of weights
-            buf = self.dev.create_buffer(offsets[-1], label=label)
+        if all(o % 4 == 0 for o in offsets[:-1]):   # written in place: no host copy of GBs of weights
+            buf = self.dev.create_buffer(gpu_bytes(kind, offsets[-1]), label=label)
             writes += [(buf, a, off) for a, off in zip(views, offsets)]
         else:
             data = np.concatenate(views)
-            buf = self.dev.create_buffer(data.size, label=label)
+            buf = self.dev.create_buffer(gpu_bytes(kind, data.size), label=label)
             writes.append((buf, data, 0))
+        if kind in PAIRED:   # the kernels read the tensors as one: paired as one (layout.py)
+            self._to_pair.append((buf, kind, offsets[-1]))
         for t, a, off in zip(tensors, views, offsets):
             self._weights[t] = ((buf, off, a.size), kind)
 

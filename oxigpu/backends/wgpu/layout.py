@@ -10,12 +10,17 @@ kernel that computed ``blk`` (a block's byte offset in GGUF's layout, within a b
 offset) finds its body 4-aligned at ``(blk + 2) & ~3`` and both d's in the word between the bodies, the
 upper half for odd blocks (``blk & 2``): common/dequant.wgsl ``pair_body`` / ``pair_dword``; loaders that read
 a block's words whole take its body and d by its parity (gemm_mma/q32r_put.wgsl ``block_q32``).
-An odd block count gets one zero block appended. The numpy backend reads GGUF's layout; only uploads to the
-GPU go through :func:`gpu_layout`.
+An odd block count gets one zero block appended. The numpy backend reads GGUF's layout. The backend writes
+GGUF's bytes and pairs them on the device (:func:`pair_on_device`, no host copy of the weights);
+:func:`gpu_layout` makes the same bytes on the host (the tests' and the dev tools' uploads).
 """
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
+
+from .device import Dispatch
 
 PAIRED = {"Q6_K": 210, "Q8_0": 34, "Q4_0": 18}
 """Block types stored as pairs on the GPU, with their block bytes (d: an f16 at the block's start or end)."""
@@ -56,3 +61,22 @@ def gpu_layout(data: np.ndarray, qtype: str) -> np.ndarray:
     for f in ("b0", "d0", "d1", "b1"):
         out[f] = p[f]
     return out.view(np.uint8)
+
+
+def pair_on_device(dev: Any, buf: Any, qtype: str, nbytes: int) -> None:
+    """Pair in place the ``nbytes`` GGUF bytes of ``qtype`` already written at the start of ``buf`` (a buffer
+    of :func:`gpu_bytes` bytes, zero past them), as :func:`gpu_layout` would (shaders/layout/pair_blocks.wgsl).
+    Submitted after the writes, so the queue runs it after them."""
+    qb = PAIRED[qtype]
+    if nbytes % qb:
+        raise ValueError(f"{qtype} data of {nbytes} bytes is not a whole number of {qb}-byte blocks")
+    pipe = dev.pipeline("layout/pair_blocks.wgsl", defines={"QB": qb, "D_FIRST": qtype in D_FIRST})
+    pairs = -(-nbytes // (2 * qb))
+    # bindings of whole pairs within the binding limit; 64 pairs (128 qb bytes) are a multiple of 256 bytes
+    step = max(1, dev.max_storage_binding // (128 * qb)) * 64
+    dispatches = []
+    for first in range(0, pairs, step):
+        n = min(step, pairs - first)
+        pipe_bg = dev.bind_group(pipe, {0: (buf, first * 2 * qb, n * 2 * qb), 1: dev.uniform([n, 0, 0, 0])})
+        dispatches.append(Dispatch(pipe, pipe_bg, (min(-(-n // 256), 65535), 1, 1)))
+    dev.submit(dispatches)
