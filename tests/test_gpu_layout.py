@@ -1,12 +1,12 @@
-"""The GPU's block layout (backends/wgpu/layout.py): Q6_K, Q8_0 and Q4_0 blocks in pairs, every field found where
-the shaders look for it (common/dequant.wgsl pair_body / pair_dword, the GEMV pieces, gemm_mma/q32r_put.wgsl
-block_q32), the numbers of bytes, the odd-count pad."""
+"""The GPU's block layout (backends/wgpu/layout.py): Q6_K, Q8_0, Q5_0, Q4_0 and IQ4_NL blocks in pairs, every
+field found where the shaders look for it (common/dequant.wgsl pair_body / pair_dword, the GEMV pieces,
+gemm_mma/q32r_put.wgsl block_q32), the numbers of bytes, the odd-count pad, the pairing on the device."""
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from oxigpu.backends.wgpu.layout import PAIRED, gpu_bytes, gpu_layout, pair_on_device
+from oxigpu.backends.wgpu.layout import D_FIRST, PAIRED, gpu_bytes, gpu_layout, pair_on_device
 
 
 def _shader_fields(gpu: np.ndarray, blk: int, qb: int) -> tuple[bytes, bytes]:
@@ -25,13 +25,13 @@ def _block_words(gpu: np.ndarray, blk: int, qb: int) -> tuple[bytes, bytes]:
     return (w[4:qb + 2].tobytes(), w[2:4].tobytes()) if blk & 2 else (w[:qb - 2].tobytes(), w[qb - 2:qb].tobytes())
 
 
-@pytest.mark.parametrize("qtype,qb", [("Q6_K", 210), ("Q8_0", 34), ("Q4_0", 18)])
+@pytest.mark.parametrize("qtype,qb", sorted(PAIRED.items()))
 @pytest.mark.parametrize("nblocks", [1, 2, 5, 8])
 def test_pairs_keep_every_field_where_the_shaders_read_it(qtype, qb, nblocks):
     raw = np.random.default_rng(nblocks).integers(0, 256, (nblocks, qb), dtype=np.uint8)
     gpu = gpu_layout(raw, qtype)
     assert gpu.dtype == np.uint8 and gpu.size == gpu_bytes(qtype, raw.nbytes) == 2 * qb * -(-nblocks // 2)
-    d_first = qtype != "Q6_K"
+    d_first = qtype in D_FIRST
     for i in range(nblocks):
         body, d = _shader_fields(gpu, qb * i, qb)
         want_body, want_d = (raw[i, 2:], raw[i, :2]) if d_first else (raw[i, :-2], raw[i, -2:])
@@ -47,7 +47,7 @@ def test_pairs_keep_every_field_where_the_shaders_read_it(qtype, qb, nblocks):
 def test_other_types_keep_ggufs_bytes():
     raw = np.arange(144 * 3, dtype=np.uint8)
     assert gpu_layout(raw, "Q4_K") is raw and gpu_bytes("Q4_K", raw.nbytes) == raw.nbytes
-    assert set(PAIRED) == {"Q6_K", "Q8_0", "Q4_0"}
+    assert set(PAIRED) == {"Q6_K", "Q8_0", "Q5_0", "Q4_0", "IQ4_NL"} and set(D_FIRST) == set(PAIRED) - {"Q6_K"}
 
 
 def test_partial_blocks_are_refused():

@@ -2,7 +2,7 @@
 // gemm_q8/q5_0.wgsl.
 const QW: u32 = 6u;      // words that hold the 22 bytes
 const NV: u32 = 3u;      // 16-byte words that hold it wherever it starts (22 bytes from up to 14 bytes in: 36 > 32)
-const PAIRED: bool = false;  // GGUF's layout on the GPU
+const PAIRED: bool = true;   // in pairs on the GPU, the body 4-aligned (backends/wgpu/layout.py)
 
 fn q32p(w: array<u32, QW - 1u>, d: f32) -> Q32 {
   let qh = w[0];

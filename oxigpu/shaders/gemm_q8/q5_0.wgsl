@@ -10,9 +10,9 @@ fn q5_0_high(h: u32) -> vec4<u32> {
 }
 
 fn q32(blk: u32, j: u32) -> Q32 {
-  let qh = ld32(blk + 2u);
-  let q = lw16(blk + 6u);
+  let qh = W[pair_body(blk) >> 2u];
+  let q = lw16a(pair_body(blk) + 4u);
   let mask = vec4<u32>(0x0F0F0F0Fu);
   return Q32(s8((q & mask) | q5_0_high(qh & 0xFFFFu), 16u),
-             s8(((q >> vec4<u32>(4u)) & mask) | q5_0_high(qh >> 16u), 16u), f16at(blk), 0.0);
+             s8(((q >> vec4<u32>(4u)) & mask) | q5_0_high(qh >> 16u), 16u), pair_d(blk, QB), 0.0);
 }

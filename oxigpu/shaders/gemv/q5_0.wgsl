@@ -1,5 +1,6 @@
 // Q5_0 pieces (22-byte blocks: d f16, qh u32, qs[16]): as Q4_0 (same element order), plus bit e of the
-// qh word as bit 4 of element e.
+// qh word as bit 4 of element e. On the GPU in pairs (backends/wgpu/layout.py): qh and qs 4-aligned from
+// pair_body(blk), d apart.
 const q5_0_QK: u32 = 32u;
 const q5_0_QB: u32 = 22u;
 const q5_0_PPB: u32 = {{PPB32}}u;
@@ -23,16 +24,16 @@ fn q5_0_dot4(w: u32, qh: u32, e: u32, xl: vec4<f32>, xh: vec4<f32>) -> f32 {
 
 fn q5_0_gdot(s: u32, blk: u32, i: u32, xs: XS) -> f32 {
   const QW = q5_0_QW;
-  let qh = lw1(s, blk + 2u);
-  let q = blk + 6u + 4u * QW * i;
+  let qh = lwa(s, pair_body(blk));
+  let q = pair_body(blk) + 4u + 4u * QW * i;
   let e = 4u * QW * i;
-  var t = q5_0_dot4(lw1(s, q), qh, e, xs[0], xs[QW]);
-  if (QW > 1u) { t += q5_0_dot4(lw1(s, q + 4u), qh, e + 4u, xs[1], xs[QW + 1u]); }
+  var t = q5_0_dot4(lwa(s, q), qh, e, xs[0], xs[QW]);
+  if (QW > 1u) { t += q5_0_dot4(lwa(s, q + 4u), qh, e + 4u, xs[1], xs[QW + 1u]); }
   if (QW > 2u) {
-    t += q5_0_dot4(lw1(s, q + 8u), qh, e + 8u, xs[2], xs[QW + 2u]) +
-         q5_0_dot4(lw1(s, q + 12u), qh, e + 12u, xs[3], xs[QW + 3u]);
+    t += q5_0_dot4(lwa(s, q + 8u), qh, e + 8u, xs[2], xs[QW + 2u]) +
+         q5_0_dot4(lwa(s, q + 12u), qh, e + 12u, xs[3], xs[QW + 3u]);
   }
-  return h16(s, blk) * t;
+  return pair_h16(s, blk, q5_0_QB) * t;
 }
 
 fn q5_0_idot4(w: u32, qh: u32, e: u32, xl: u32, xh: u32) -> i32 {
@@ -46,14 +47,14 @@ struct q5_0_W { q: array<vec2<u32>, 4>, d: f32 }
 
 fn q5_0_wload(s: u32, blk: u32, i: u32) -> q5_0_W {
   const QW = q5_0_QW;
-  let qh = lw1(s, blk + 2u);
-  let q = blk + 6u + 4u * QW * i;
+  let qh = lwa(s, pair_body(blk));
+  let q = pair_body(blk) + 4u + 4u * QW * i;
   let e = 4u * QW * i;
   var w: q5_0_W;
-  w.q[0] = q5_0_bytes(lw1(s, q), qh, e);
-  if (QW > 1u) { w.q[1] = q5_0_bytes(lw1(s, q + 4u), qh, e + 4u); }
-  if (QW > 2u) { w.q[2] = q5_0_bytes(lw1(s, q + 8u), qh, e + 8u); w.q[3] = q5_0_bytes(lw1(s, q + 12u), qh, e + 12u); }
-  w.d = h16(s, blk);
+  w.q[0] = q5_0_bytes(lwa(s, q), qh, e);
+  if (QW > 1u) { w.q[1] = q5_0_bytes(lwa(s, q + 4u), qh, e + 4u); }
+  if (QW > 2u) { w.q[2] = q5_0_bytes(lwa(s, q + 8u), qh, e + 8u); w.q[3] = q5_0_bytes(lwa(s, q + 12u), qh, e + 12u); }
+  w.d = pair_h16(s, blk, q5_0_QB);
   return w;
 }
 
@@ -69,14 +70,14 @@ fn q5_0_wdot(w: q5_0_W, xq: XQ) -> f32 {
 
 fn q5_0_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32 {
   const QW = q5_0_QW;
-  let qh = lw1(s, blk + 2u);
-  let q = blk + 6u + 4u * QW * i;
+  let qh = lwa(s, pair_body(blk));
+  let q = pair_body(blk) + 4u + 4u * QW * i;
   let e = 4u * QW * i;
-  var t = q5_0_idot4(lw1(s, q), qh, e, xq.q[0], xq.q[QW]);
-  if (QW > 1u) { t += q5_0_idot4(lw1(s, q + 4u), qh, e + 4u, xq.q[1], xq.q[QW + 1u]); }
+  var t = q5_0_idot4(lwa(s, q), qh, e, xq.q[0], xq.q[QW]);
+  if (QW > 1u) { t += q5_0_idot4(lwa(s, q + 4u), qh, e + 4u, xq.q[1], xq.q[QW + 1u]); }
   if (QW > 2u) {
-    t += q5_0_idot4(lw1(s, q + 8u), qh, e + 8u, xq.q[2], xq.q[QW + 2u]) +
-         q5_0_idot4(lw1(s, q + 12u), qh, e + 12u, xq.q[3], xq.q[QW + 3u]);
+    t += q5_0_idot4(lwa(s, q + 8u), qh, e + 8u, xq.q[2], xq.q[QW + 2u]) +
+         q5_0_idot4(lwa(s, q + 12u), qh, e + 12u, xq.q[3], xq.q[QW + 3u]);
   }
-  return h16(s, blk) * xq.d * f32(t - 16 * xsum(xq, 0u, 2u * QW));
+  return pair_h16(s, blk, q5_0_QB) * xq.d * f32(t - 16 * xsum(xq, 0u, 2u * QW));
 }
