@@ -127,6 +127,9 @@ def test_iq4_xs_plan_follows_llama_quantize():
     assert plan["token_embd.weight"] == "IQ4_XS" and plan["output.weight"] == "Q6_K"
     # rows of 896 hold no 256-blocks: IQ4_XS falls back to IQ4_NL, as llama.cpp's does
     assert Counter(p.qtype for p in plan_tensors(SHAPES["qwen2.5-0.5b"], Mix("IQ4_XS")))["IQ4_NL"] == 120
+    # the IQ4_NL mix (32-blocks) there: its tied LM head's Q6_K falls back to Q8_0 too (rows hold no 256-block)
+    nl = {p.name: p.qtype for p in plan_tensors(SHAPES["qwen2.5-0.5b"], Mix("IQ4_NL"))}
+    assert nl["token_embd.weight"] == "Q8_0" and Counter(nl.values())["IQ4_NL"] > 100
 
 
 @pytest.mark.realmodel

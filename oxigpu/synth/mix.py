@@ -63,7 +63,7 @@ class Mix:
         if base is None:
             return _fit(self.ftype, ne[0])
         if name == "output.weight" or (tied and name == "token_embd.weight"):
-            return "Q6_K" if ne[0] % _BLOCK[base] == 0 else "Q8_0"
+            return _fit("Q6_K", ne[0])   # Q8_0 where a row holds no whole 256-blocks (the IQ4_NL mix too)
         layer = int(name.split(".")[1]) if name.startswith("blk.") else -1
         if self.ftype in _IQ4:
             if (name.endswith("attn_v.weight") and n_gqa >= 4) or \
