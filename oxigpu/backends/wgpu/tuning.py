@@ -88,9 +88,11 @@ GEMV_RULES: tuple[GemvRule, ...] = (
     _r("Q4_0", k=(2048, INF), n=(8192, 65535), int8=True, tpr=16, r=4, gpw=16, xs=True, **_I8),
     # ... K-quants on long rows: fewer workgroups than row blocks, each staging x once for several
     _r(_K4, k=(2048, INF), n=(8192, 65535), int8=True, tpr=32, r=8, gpw=4, xs=True, persist=4, **_I8),
-    # long rows (k >= 8192, ffn_down): 32-blocks quantize x by a dispatch; K-quants stage it. The K-quant
+    # long rows (k >= 8192, ffn_down): 32-blocks quantize x by a dispatch (256 lanes on 4 rows where rows are
+    # >= 4096; the 1B's 2048 lost with them: docs/perf-log.md); K-quants stage it. The K-quant
     # rows here and the q/k/v ones below take one piece a step: the same single-stream speed as two, and
     # decode batches (which keep the one-row steps) then hold 4 weight rows a group, not 2 (docs/perf-log.md)
+    _r(_LEGACY, k=(8192, INF), n=(4096, 65535), int8=True, tpr=256, r=4, gpw=1, u2=True, xq=True, **_I8),
     _r(_LEGACY, k=(8192, INF), n=BIG, int8=True, tpr=64, r=1, gpw=2, xq=True, **_I8),
     _r(_K4, k=(8192, INF), n=(4096, 8191), int8=True, tpr=32, r=2, gpw=8, q8x=True, xs=True),
     _r(_K4, k=(8192, INF), n=BIG, int8=True, tpr=32, r=1, gpw=8, q8x=True, xs=True),
@@ -100,10 +102,15 @@ GEMV_RULES: tuple[GemvRule, ...] = (
     _r(_LEGACY, k=(2048, INF), n=BIG, int8=True, tpr=32, r=1, gpw=8, u2=True, xs=True, **_I8),
     _r(_K4, k=(2048, INF), n=(6144, 65535), int8=True, tpr=32, r=2, gpw=8, xs=True, **_I8),
     _r(_K4, k=(2048, INF), n=BIG, int8=True, tpr=32, r=1, gpw=8, xs=True, **_I8),
-    # 32-block gate+up of rows under 2048: integer dots pay once x is staged per workgroup
-    _r("Q8_0 Q4_0 Q5_0", n=(8192, 65535), int8=True, tpr=16, r=2, gpw=8, xs=True, **_I8),
+    # 32-block gate+up of rows under 2048: integer dots pay once x is staged per workgroup (Q5_0, paired: one
+    # row a group, 4 pieces a block)
+    _r("Q5_0", n=(8192, 65535), int8=True, tpr=32, r=1, gpw=4, xs=True, q8x=True, ppb32=4),
+    _r("Q8_0 Q4_0", n=(8192, 65535), int8=True, tpr=16, r=2, gpw=8, xs=True, **_I8),
     # few rows (n < 3200): 64 lanes on one row keep more compute units busy; float dots (integer ones
     # moved small models' logits past the int8 parity bound for little gain)
+    # ... of rows 4x as long as they are many (qwen's ffn_down): 128 lanes a row
+    _r("Q4_K", k=(0, 6143), n=(0, 3199), k_per_n=4, tpr=128, r=1, gpw=1, piece="q4_k2", ppb32=2, u2=True),
+    _r(None, k=(0, 6143), n=(0, 3199), k_per_n=4, tpr=128, r=1, gpw=1, ppb32=2),
     _r("Q4_K", n=(0, 3199), tpr=64, r=1, gpw=2, piece="q4_k2", ppb32=2, u2=True),
     _r(None, n=(0, 3199), tpr=64, r=1, gpw=2, ppb32=2),
     # K-quants of rows under 2048 (or vocabulary-sized outputs): integer dots. Vocabularies over rows of
