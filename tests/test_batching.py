@@ -132,6 +132,9 @@ def test_sixteen_threads_stream_from_one_llm(llm):
 # -- real models: batched == alone ----------------------------------------------------------------------------
 REAL_PROMPTS = ["The capital of France is", "def fibonacci(n):\n    \"\"\"Return the n-th Fibonacci number.\"\"\"\n",
                 "Once upon a time, in a small village by the sea,"]
+REAL_PROMPTS_WGPU = [REAL_PROMPTS[0], "Once upon a time, in a small village"]
+"""lavapipe's two prompts, of different lengths (6 and 10 tokens on gemma3, 5 and 9 on qwen): together at most
+16 tokens, so one 16-row mixed prefill step holds both."""
 N_GEN = 64
 REAL_REL = 1e-3
 """Real models, batched vs alone, teacher-forced logits within REAL_REL x max |logit|: a decode step of three
@@ -181,11 +184,12 @@ def test_real_models_batched_equal_alone(model, backend, request):
     if backend == "wgpu":
         request.getfixturevalue("dev")
     n_gen = N_GEN if backend == "numpy" else 4
-    # lavapipe: 32-row prefill steps (the two prompts fit one), not the CPU adapter's default 64: each step's
-    # GEMMs run every row of the plan, so this halves the test's time
+    # lavapipe: 16-row prefill steps (the two prompts fit one), not the CPU adapter's default 64: each step's
+    # GEMMs run every row of the plan (padded to 32 rows above 16), and the three prefill steps (batched, then
+    # each alone) were most of the test's time: a 16-row step takes less than half a 32-row one on qwen
     eng = Engine(request.getfixturevalue(model), backend=backend, n_ctx=256, max_seqs=4,
-                 prefill_chunk=32 if backend == "wgpu" else None)
-    prompts = [eng.tokenizer.encode(p) for p in (REAL_PROMPTS if backend == "numpy" else REAL_PROMPTS[:2])]
+                 prefill_chunk=16 if backend == "wgpu" else None)
+    prompts = [eng.tokenizer.encode(p) for p in (REAL_PROMPTS if backend == "numpy" else REAL_PROMPTS_WGPU)]
     assert sum(map(len, prompts)) <= eng.prefill_chunk       # decode() runs the prompts in one mixed step
     toks, batched = decode(eng, prompts, n_gen)
     eog = list(eng.tokenizer.eog_ids)
