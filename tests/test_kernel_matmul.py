@@ -241,11 +241,12 @@ def test_gemv_q8x_choice(dev, monkeypatch):
 
 def test_f16_gemv_clamped_x(dev):
     """F16 rows of >= 2048 elements take 128-lane workgroups of two rows with x's index clamped (gemv_config's
-    F16 rule; 256 lanes from 4096 rows of >= 4096), as plain, norm-prologue multi (three weights joined) and
-    GLU nodes; shorter rows keep the old split."""
+    F16 rules; 64 lanes on 4 rows for many rows of < 8192, 256 on 2 for the widest), as plain, norm-prologue
+    multi (three weights joined) and GLU nodes; shorter rows keep the old split."""
     cfg = gemv_config("F16", 2048, 130)
     assert cfg.xclamp and (cfg.tpr, cfg.r, cfg.gpw) == (128, 2, 1)
-    assert (gemv_config("F16", 4096, 6144).tpr, gemv_config("F16", 14336, 4096).tpr) == (256, 256)   # the 8B's
+    assert (gemv_config("F16", 4096, 6144).tpr, gemv_config("F16", 14336, 4096).tpr) == (64, 256)   # the 8B's
+    assert (gemv_config("F16", 4096, 28672).r, gemv_config("F16", 2048, 16384).tpr) == (4, 64)
     assert not gemv_config("F16", 896, 130).xclamp and not gemv_config("Q4_K", 4096, 4096).xclamp
     _run(matmul_add_case("F16", 1, 2048, 67, bias=True, seed=160), dev)
     case = matmul_multi_case(("F16",) * 3, 1, 2048, (130, 33, 33), False, seed=161, norm=True)
@@ -256,6 +257,12 @@ def test_f16_gemv_clamped_x(dev):
     _run(matmul_add_case("F16", 1, 2080, 67, bias=True, seed=163), dev, wide)
     glu = matmul_glu_case("F16", 2304, 37, "silu", True, seed=164)
     _run(glu, dev, {**glu.attrs, **wide})
+    # the 64-lane, 4-row split of many rows (rows past the last group's, lanes past a row's end)
+    four = {"gemv": {"tpr": 64, "r": 4, "gpw": 2, "xclamp": True}}
+    glu = matmul_glu_case("F16", 2112, 37, "silu", True, seed=165)
+    _run(glu, dev, {**glu.attrs, **four})
+    case = matmul_multi_case(("F16",) * 3, 1, 2080, (130, 33, 33), False, seed=166, norm=True)
+    assert _run_multi_joined(dev, case, (130, 33, 33), {**case.attrs, **four}) == 1
 
 
 @pytest.mark.parametrize("env,want", [("0", False), ("1", True), (None, None)])

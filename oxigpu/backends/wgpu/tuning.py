@@ -72,8 +72,13 @@ _I8 = dict(q8x=True, ppb32=2)
 BIG = (2048, 65535)        # both dimensions >= 2048, fewer rows than a vocabulary
 
 GEMV_RULES: tuple[GemvRule, ...] = (
-    # F16 rows of >= 2048: one x load serves two rows; the x index is clamped (faster than unchecked on
-    # a driver without bounds checks), and the widest shapes take 256 lanes
+    # F16 rows of >= 2048: one x load serves several rows; the x index is clamped (faster than unchecked on
+    # a driver without bounds checks). Rows of < 8192 with many rows (gate+up, q/k/v of 6,144) 64 lanes on 4
+    # rows (q/k/v of 3,072 on 2), the widest shapes 256 lanes on 2
+    _r("F16", k=(2048, 8191), n=(8192, 65535), tpr=64, r=4, gpw=2, xclamp=True),
+    _r("F16", k=(4096, 8191), n=(6144, 8191), tpr=64, r=4, gpw=2, u2=True, xclamp=True),
+    _r("F16", k=(2048, 4095), n=(3072, 8191), tpr=64, r=2, gpw=2, xclamp=True),
+    _r("F16", k=(4096, 8191), n=(4096, 6143), tpr=128, r=2, gpw=1, xclamp=True),
     _r("F16", k=(4096, INF), n=(4096, INF), tpr=256, r=2, gpw=1, xclamp=True),
     _r("F16", k=(2048, INF), tpr=128, r=2, gpw=1, xclamp=True),
     # other float weights: one row per group; more lanes per row where rows are few or long
