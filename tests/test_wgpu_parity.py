@@ -11,12 +11,13 @@ CPU backends do): a second test forces that path here, per token (the GEMVs) and
 GEMMs), teacher-forcing numpy's greedy sequence, and holds it to what 8-bit activations allow as measured on
 lavapipe (its docstring).
 
-The numpy side of a model (its generations and teacher-forced logits) is computed once per module (per
-pytest-xdist worker) and shared by the model's tests (``numpy_side``). The wgpu side runs in a subprocess with
-LP_NUM_THREADS=2: lavapipe decodes these models ~3.5x faster with two threads than with the single thread
-conftest sets for the many-small-dispatch tests. Qwen's prompt is evaluated one token at a time
-(prefill_chunk=1): lavapipe's tiled GEMM takes ~20 s per 16-token chunk on its Q5_0 FFN, while gemma3 uses
-16-token chunks, so the GEMM path is covered on a real model too.
+The numpy side of a model (its generations and the teacher-forced logits of prompt + greedy) is computed once
+per run and shared by the model's tests (``numpy_side``): the six tests spread over both pytest-xdist workers,
+so the worker that computes it first hands it to the other through the run's temporary directory. The wgpu
+side runs in a subprocess with LP_NUM_THREADS=2: lavapipe decodes these models ~3.5x faster with two threads
+than with the single thread conftest sets for the many-small-dispatch tests. Qwen's prompt is evaluated one
+token at a time (prefill_chunk=1): lavapipe's tiled GEMM takes ~20 s per 16-token chunk on its Q5_0 FFN, while
+gemma3 uses 16-token chunks, so the GEMM path is covered on a real model too.
 """
 from __future__ import annotations
 
@@ -89,16 +90,34 @@ def _run_wgpu(path: Path, chunk: int, tmp_path: Path, int8: bool = False,
 
 class _Numpy:
     """One model on the numpy backend: its prompt, greedy and sampled generations, and teacher-forced logits
-    by token sequence (computed on first use: the strict test asks for the GPU's greedy sequence, which is
-    numpy's unless they parted)."""
+    by token sequence. Those of prompt + greedy (every test's) are computed here, or read from ``store`` where
+    another worker wrote them in this run; any other sequence's on first use (the strict test asks for the
+    GPU's greedy sequence, which is numpy's unless they parted), by an engine made then."""
 
-    def __init__(self, path: Path):
-        from oxigpu.runtime.engine import Engine
+    def __init__(self, path: Path, store: Path):
         self.path = path
-        self.engine = Engine(path, backend="numpy", n_ctx=N_CTX)
-        self.prompt = self.engine.tokenizer.encode(PROMPT)
-        self.greedy, self.sampled = _tokens(self.engine, self.prompt)
-        self._forced: dict[tuple[int, ...], np.ndarray] = {}
+        self._engine = None
+        if store.exists():
+            with np.load(store) as z:
+                self.prompt, self.greedy, self.sampled = (z[k].tolist() for k in ("prompt", "greedy", "sampled"))
+                logits = z["logits"]
+        else:
+            self.prompt = self.engine.tokenizer.encode(PROMPT)
+            self.greedy, self.sampled = _tokens(self.engine, self.prompt)
+            logits = _teacher_forced(self.engine, self.prompt + self.greedy)
+            part = store.with_name(f"{store.name}.{os.getpid()}")
+            with open(part, "wb") as f:
+                np.savez(f, prompt=self.prompt, greedy=self.greedy, sampled=self.sampled, logits=logits)
+            os.replace(part, store)              # whole or absent for the other worker
+            self._engine = None                  # its memory goes now: a sequence of its own is rare
+        self._forced: dict[tuple[int, ...], np.ndarray] = {tuple(self.prompt + self.greedy): logits}
+
+    @property
+    def engine(self):
+        if self._engine is None:
+            from oxigpu.runtime.engine import Engine
+            self._engine = Engine(self.path, backend="numpy", n_ctx=N_CTX)
+        return self._engine
 
     def forced(self, tokens: list[int]) -> np.ndarray:
         key = tuple(tokens)
@@ -107,13 +126,18 @@ class _Numpy:
         return self._forced[key]
 
 
-@pytest.fixture(scope="module")
-def numpy_side(request) -> Callable[[str], _Numpy]:
+@pytest.fixture(scope="session")
+def numpy_side(request, tmp_path_factory) -> Callable[[str], _Numpy]:
+    """The numpy side by model name, for the session; under pytest-xdist the run's temporary directory (the
+    parent of each worker's own) holds what a worker computed for the other."""
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):
+        shared = shared.parent
     made: dict[str, _Numpy] = {}
 
     def get(which: str) -> _Numpy:
         if which not in made:
-            made[which] = _Numpy(request.getfixturevalue(f"{which}_path"))
+            made[which] = _Numpy(request.getfixturevalue(f"{which}_path"), shared / f"parity-numpy-{which}.npz")
         return made[which]
     return get
 
