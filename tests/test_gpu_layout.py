@@ -1,5 +1,5 @@
-"""The GPU's block layout (backends/wgpu/layout.py): Q6_K, Q8_0, Q5_0, Q4_0 and IQ4_NL blocks in pairs, every
-field found where the shaders look for it (common/dequant.wgsl pair_body / pair_dword, the GEMV pieces,
+"""The GPU's block layout (backends/wgpu/layout.py): Q6_K, Q3_K, Q8_0, Q5_0, Q4_0 and IQ4_NL blocks in pairs,
+every field found where the shaders look for it (common/dequant.wgsl pair_body / pair_dword, the GEMV pieces,
 gemm_mma/q32r_put.wgsl block_q32), the numbers of bytes, the odd-count pad, the pairing on the device."""
 from __future__ import annotations
 
@@ -47,7 +47,8 @@ def test_pairs_keep_every_field_where_the_shaders_read_it(qtype, qb, nblocks):
 def test_other_types_keep_ggufs_bytes():
     raw = np.arange(144 * 3, dtype=np.uint8)
     assert gpu_layout(raw, "Q4_K") is raw and gpu_bytes("Q4_K", raw.nbytes) == raw.nbytes
-    assert set(PAIRED) == {"Q6_K", "Q8_0", "Q5_0", "Q4_0", "IQ4_NL"} and set(D_FIRST) == set(PAIRED) - {"Q6_K"}
+    assert set(PAIRED) == {"Q6_K", "Q3_K", "Q8_0", "Q5_0", "Q4_0", "IQ4_NL"}
+    assert set(D_FIRST) == set(PAIRED) - {"Q6_K", "Q3_K"}
 
 
 def test_partial_blocks_are_refused():

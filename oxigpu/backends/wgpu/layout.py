@@ -1,10 +1,10 @@
 """How quantized weights sit in GPU memory: GGUF's blocks, except where a block's size leaves its fields
 only 2-byte aligned.
 
-A Q6_K block is 210 bytes (ql, qh, scales: 208 bytes, then the f16 d), Q8_0 34, Q5_0 22, Q4_0 and IQ4_NL 18
-(the f16 d, then the rest), so every other block starts 2 bytes into a word and each word of it costs two
-loads and a funnel shift. On the GPU the blocks go in pairs, counted from the tensor's first block, as
-``[body 0][d 0][d 1][body 1]`` (body: the block less its d): each block keeps GGUF's bytes (block i at
+A Q6_K block is 210 bytes (ql, qh, scales: 208 bytes, then the f16 d), Q3_K 110 (likewise), Q8_0 34, Q5_0
+22, Q4_0 and IQ4_NL 18 (the f16 d, then the rest), so every other block starts 2 bytes into a word and each
+word of it costs two loads and a funnel shift. On the GPU the blocks go in pairs, counted from the tensor's
+first block, as ``[body 0][d 0][d 1][body 1]`` (body: the block less its d): each block keeps GGUF's bytes (block i at
 ``QB i`` of the tensor), the one that starts word-aligned with its d last, the other with its d first. A
 kernel that computed ``blk`` (a block's byte offset in GGUF's layout, within a binding at a 4-aligned
 offset) finds its body 4-aligned at ``(blk + 2) & ~3`` and both d's in the word between the bodies, the
@@ -22,7 +22,7 @@ import numpy as np
 
 from .device import Dispatch
 
-PAIRED = {"Q6_K": 210, "Q8_0": 34, "Q4_0": 18, "Q5_0": 22, "IQ4_NL": 18}
+PAIRED = {"Q6_K": 210, "Q3_K": 110, "Q8_0": 34, "Q4_0": 18, "Q5_0": 22, "IQ4_NL": 18}
 """Block types stored as pairs on the GPU, with their block bytes (d: an f16 at the block's start or end)."""
 
 D_FIRST = ("Q8_0", "Q4_0", "Q5_0", "IQ4_NL")

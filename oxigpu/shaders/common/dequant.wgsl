@@ -1,7 +1,7 @@
 // Byte-addressed loads from the raw GGUF weight bytes, shared by every quant snippet.
 // The including kernel declares `W: array<u32>` (the weight binding). GGUF blocks are not always
-// word-aligned (Q3_K = 110 bytes, TQ1_0, TQ2_0; Q8_0, Q5_0, Q4_0, IQ4_NL and Q6_K are word-aligned in pairs:
-// pair_body below), so every load takes a byte offset into W.
+// word-aligned (TQ1_0, TQ2_0; Q8_0, Q5_0, Q4_0, IQ4_NL, Q6_K and Q3_K are word-aligned in pairs: pair_body
+// below), so every load takes a byte offset into W.
 //
 // The interface of every `quant/<type>.wgsl` snippet (used by GEMV, GEMM and the embedding gather):
 //   const QK: u32            elements per block (8 for F32/F16/BF16: a virtual block of 8 elements)
@@ -34,7 +34,7 @@ fn f16at(b: u32) -> f32 {
   return unpack2x16float(ld16(b)).x;
 }
 
-// Blocks of 2-aligned sizes (Q6_K, Q8_0, Q5_0, Q4_0, IQ4_NL) sit in pairs on the GPU, [body 0][d 0][d 1][body 1]
+// Blocks of 2-aligned sizes (Q6_K, Q3_K, Q8_0, Q5_0, Q4_0, IQ4_NL) sit in pairs on the GPU, [body 0][d 0][d 1][body 1]
 // (backends/wgpu/layout.py; body: the block less its f16 d): each block keeps GGUF's bytes blk .. blk + qb,
 // its body 4-aligned at pair_body(blk), both d's in one word, pair_dword(blk, qb) (the upper half for odd
 // blocks, blk & 2).

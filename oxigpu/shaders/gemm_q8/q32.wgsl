@@ -11,8 +11,8 @@ fn lw16a(b: u32) -> vec4<u32> {
   return vec4<u32>(W[w], W[w + 1u], W[w + 2u], W[w + 3u]);
 }
 
-// The 16 bytes at the 2-aligned byte b of W (the 2-aligned block types in GGUF's layout: Q3_K, TQ1_0,
-// TQ2_0; the paired ones read lw16a: backends/wgpu/layout.py): branch-free, since
+// The 16 bytes at the 2-aligned byte b of W (the 2-aligned block types in GGUF's layout: TQ1_0, TQ2_0;
+// the paired ones read lw16a: backends/wgpu/layout.py): branch-free, since
 // neighbouring rows may differ in alignment.
 fn lw16(b: u32) -> vec4<u32> {
   let w = b >> 2u;

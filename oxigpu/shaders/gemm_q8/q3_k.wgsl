@@ -14,9 +14,10 @@ fn q3_k_half(qs: vec4<u32>, hm: vec4<u32>, t: u32, hb: u32) -> vec4<u32> {
 fn q32(blk: u32, j: u32) -> Q32 {
   let h = j >> 2u;
   let t = j & 3u;
-  let qs = blk + 32u + 32u * h;
-  let d = f16at(blk + 108u);
+  let b = pair_body(blk);   // paired on the GPU: hmask, qs and scales 4-aligned
+  let qs = b + 32u + 32u * h;
+  let d = pair_d(blk, QB);
   let is = 8u * h + 2u * t;
-  return Q32(q3_k_half(lw16(qs), lw16(blk), t, 4u * h + t), q3_k_half(lw16(qs + 16u), lw16(blk + 16u), t, 4u * h + t),
-             d * q3_scale(blk + 96u, is), d * q3_scale(blk + 96u, is + 1u));
+  return Q32(q3_k_half(lw16a(qs), lw16a(b), t, 4u * h + t), q3_k_half(lw16a(qs + 16u), lw16a(b + 16u), t, 4u * h + t),
+             d * q3_scale(b + 96u, is), d * q3_scale(b + 96u, is + 1u));
 }

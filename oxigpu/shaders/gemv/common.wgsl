@@ -57,7 +57,7 @@ fn b2f(w: u32, off: f32) -> vec4<f32> {
 
 fn hsum(v: vec4<f32>) -> f32 { return v.x + v.y + v.z + v.w; }
 
-// Word loads at a 2-aligned byte address b (the 2-aligned block types in GGUF's layout, e.g. Q3_K's 110 bytes).
+// Word loads at a 2-aligned byte address b (the 2-aligned block types in GGUF's layout, e.g. TQ2_0's 66 bytes).
 // Branch-free: neighbouring blocks differ in alignment, so a branch would diverge inside a warp.
 fn lw1(s: u32, b: u32) -> u32 {
   let w = b >> 2u;
