@@ -32,13 +32,16 @@ fn bias_at(col: u32) -> f32 {
 }
 
 // Stores row m, column col (over all segments) of the product: bias and residual added here.
+// The segment's fields by selects, not by a dynamic index into the uniform vectors (with three segments
+// that index slowed the matrix-unit GEMM's epilogue by up to a third: docs/perf-log.md).
 fn store(m: u32, col: u32, v: f32) {
-  var s = 0u;
-  if (NSEG > 1u && col >= D.seg_end.x) { s = 1u; }
-  if (NSEG > 2u && col >= D.seg_end.y) { s = 2u; }
-  if (NSEG > 3u && col >= D.seg_end.z) { s = 3u; }
-  let start = select(0u, D.seg_end[max(s, 1u) - 1u], s > 0u);
-  let i = D.seg_y[s] + m * (D.seg_end[s] - start) + col - start;
+  var start = 0u;
+  var end = D.seg_end.x;
+  var y0 = D.seg_y.x;
+  if (NSEG > 1u && col >= D.seg_end.x) { start = D.seg_end.x; end = D.seg_end.y; y0 = D.seg_y.y; }
+  if (NSEG > 2u && col >= D.seg_end.y) { start = D.seg_end.y; end = D.seg_end.z; y0 = D.seg_y.z; }
+  if (NSEG > 3u && col >= D.seg_end.z) { start = D.seg_end.z; end = D.seg_end.w; y0 = D.seg_y.w; }
+  let i = y0 + m * (end - start) + col - start;
   var y = v + bias_at(col);
   if (HAS_RES) { y += RES[i]; }
   Y[i] = y;
