@@ -13,15 +13,14 @@
 //                                        with xs[0..PX)
 //   fn <p>_qdot(s: u32, blk: u32, i: u32, xs: XS, xq: XQ) -> f32   (pieces in Q8X_PIECES only)
 //                                        the same dot with x as int8 (xq), by packed 4x8-bit integer dots
-// Pieces read weights only through the slot loads below (wd, wq, lwa, lw1, lw2, lw4, h16,
-// pair_h16), with the slot s
-// they were given: s is a constant at every call, so the branch on it folds away.
+// Pieces read weights only through the slot loads below (wd, wq, lwa, pair_h16), with the slot s they
+// were given: s is a constant at every call, so the branch on it folds away.
 // No loop in a piece indexes an array: pieces unroll by hand with `if (PX > n)` on constants (NVIDIA's
 // compiler puts a dynamically indexed private array in local memory: several times slower GEMVs).
 // Slot 0 is W (array<u32>) and W4 (array<vec4<u32>>, the same bytes); slot 1 (MIXED only) is W1/W14
 // (gemv/slot1_true.wgsl). 16-byte loads where the block layout is 16-aligned (F32, F16, Q4_K), word
-// loads where it is 4-aligned (the paired types' bodies: common/dequant.wgsl pair_body), with a 2-byte
-// funnel where it is not.
+// loads where it is 4-aligned (the paired types' bodies: common/dequant.wgsl pair_body); types without a
+// piece file read through their dequant or GEMM snippets (gemv/dq8.wgsl, gemv/q32.wgsl).
 
 @group(0) @binding(6) var<storage, read> W4: array<vec4<u32>>;
 
@@ -57,39 +56,12 @@ fn b2f(w: u32, off: f32) -> vec4<f32> {
 
 fn hsum(v: vec4<f32>) -> f32 { return v.x + v.y + v.z + v.w; }
 
-// Word loads at a 2-aligned byte address b (the 2-aligned block types in GGUF's layout, e.g. TQ2_0's 66 bytes).
-// Branch-free: neighbouring blocks differ in alignment, so a branch would diverge inside a warp.
-fn lw1(s: u32, b: u32) -> u32 {
-  let w = b >> 2u;
-  let a = wd(s, w);
-  return select(a, (a >> 16u) | (wd(s, w + 1u) << 16u), (b & 2u) != 0u);
-}
-
-fn lw2(s: u32, b: u32) -> vec2<u32> {
-  let w = b >> 2u;
-  let a = wd(s, w); let c = wd(s, w + 1u); let e = wd(s, w + 2u);
-  return select(vec2<u32>(a, c), vec2<u32>((a >> 16u) | (c << 16u), (c >> 16u) | (e << 16u)), (b & 2u) != 0u);
-}
-
-fn lw4(s: u32, b: u32) -> vec4<u32> {
-  let w = b >> 2u;
-  let a = wd(s, w); let c = wd(s, w + 1u); let e = wd(s, w + 2u); let g = wd(s, w + 3u); let h = wd(s, w + 4u);
-  return select(vec4<u32>(a, c, e, g),
-                vec4<u32>((a >> 16u) | (c << 16u), (c >> 16u) | (e << 16u), (e >> 16u) | (g << 16u),
-                          (g >> 16u) | (h << 16u)), (b & 2u) != 0u);
-}
-
 // The word at the 4-aligned byte b.
 fn lwa(s: u32, b: u32) -> u32 { return wd(s, b >> 2u); }
 
 // A paired type's d (backends/wgpu/layout.py; common/dequant.wgsl pair_dword) of the block at GGUF's byte blk.
 fn pair_h16(s: u32, blk: u32, qb: u32) -> f32 {
   return unpack2x16float(wd(s, pair_dword(blk, qb)) >> ((blk & 2u) * 8u)).x;
-}
-
-// The f16 at the 2-aligned byte b.
-fn h16(s: u32, b: u32) -> f32 {
-  return unpack2x16float(wd(s, b >> 2u) >> ((b & 2u) * 8u)).x;
 }
 
 // Q4_K / Q5_K: (d * scale, dmin * min) of sub-blocks 2j and 2j+1 (j < 4) from the 16-byte block header
