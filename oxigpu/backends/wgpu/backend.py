@@ -92,6 +92,22 @@ def default_compile_threads(dev: Device) -> int:
 
 
 @dataclass
+class _Uploads:
+    """A load's weight data for :meth:`WgpuBackend._write`: (buffer, array, offset) writes, then the buffers
+    whose paired types (layout.py) are rearranged on the device after them (buffer, type, GGUF bytes)."""
+
+    writes: list[tuple[Any, np.ndarray, int]] = field(default_factory=list)
+    pairs: list[tuple[Any, str, int]] = field(default_factory=list)
+
+    def add(self, buf: Any, kind: str, parts: list[tuple[np.ndarray, int]], nbytes: int) -> None:
+        """``parts`` (array, byte offset) into ``buf``, which holds ``nbytes`` GGUF bytes of ``kind``: a paired
+        type's whole buffer is paired as one (joined tensors too: the kernels read them as one)."""
+        self.writes += [(buf, a, off) for a, off in parts]
+        if kind in PAIRED:
+            self.pairs.append((buf, kind, nbytes))
+
+
+@dataclass
 class _Loaded:
     """One plan bound to buffers: kernels, their dispatches per node, and where values live."""
 
@@ -202,7 +218,6 @@ class WgpuBackend:
             self.compile_threads = default_compile_threads(self.dev)
         load_kernels()
         self._weights: dict[str, tuple[Any, str]] = {}       # tensor -> (buffer, kernel type name)
-        self._to_pair: list[tuple[Any, str, int]] = []       # written buffers to pair: (buffer, type, bytes)
         self._states: dict[str, tuple[Any, tuple[int, ...]]] = {}
         self._plans: dict[int, _Loaded] = {}                  # by Plan.key
         self._resident: dict[tuple[int, int, bool], _Resident] = {}   # by (Plan.key, bias slots, greedy)
@@ -226,7 +241,7 @@ class WgpuBackend:
         raw = _raw_weights(plan)
         packed = [pack_arena(live) for live in _banks(plan)]
         self._check_memory(plan, raw, sum(size for _, size in packed))
-        writes = self._allocate(plan, raw)
+        uploads = self._allocate(plan, raw)
         arenas, bindings, types, inputs = self._bindings(plan, packed)
         lowered = list(plan.nodes)
         jobs = [(node, [types[v] for v in node.inputs], [bindings[v] for v in (*node.inputs, *node.outputs)])
@@ -235,12 +250,12 @@ class WgpuBackend:
             pool = ThreadPoolExecutor(self.compile_threads, thread_name_prefix="oxigpu-compile")
             try:
                 futures = {i: pool.submit(self._build, *jobs[i]) for i in _new_kinds_first(jobs)}
-                self._write(writes)
+                self._write(uploads)
                 built = [futures[i].result() for i in range(len(jobs))]   # the first failing node raises
             finally:
                 pool.shutdown(cancel_futures=True)
         else:
-            self._write(writes)
+            self._write(uploads)
             built = [self._build(*job) for job in jobs]
         node_dispatches = [ds for _, ds in built]
         loaded = _Loaded(lowered, arenas, bindings, inputs, [k for k, _ in built], node_dispatches,
@@ -253,22 +268,19 @@ class WgpuBackend:
                                       for d in (k.deep.encode(job[2]) if k.deep is not None else ds)]
         self._plans[plan.key] = loaded
 
-    def _allocate(self, plan: Plan, raw: set[Value]) -> list[tuple[Any, np.ndarray, int]]:
-        """Buffers for the plan's weights not yet on the device (their data returned as (buffer, array,
-        offset) writes for :meth:`_write`) and for its states not yet allocated."""
-        writes: list[tuple[Any, np.ndarray, int]] = []
-        self._to_pair = []
+    def _allocate(self, plan: Plan, raw: set[Value]) -> _Uploads:
+        """Buffers for the plan's weights not yet on the device (their data returned for :meth:`_write`)
+        and for its states not yet allocated."""
+        uploads = _Uploads()
         for node in plan.nodes:
             if node.op in ("matmul_multi", "matmul_glu", "matmul_id_glu"):
-                self._allocate_joined(node, writes)
+                self._allocate_joined(node, uploads)
         for v in plan.weights:
             if v.tensor not in self._weights:
                 data = self.model.tensors[v.tensor].data if v in raw else self._f32(v.tensor)
                 kind = get_type(self.model.tensors[v.tensor].ggml_type).name if v in raw else "f32"
                 buf = self.dev.create_buffer(gpu_bytes(kind, data.nbytes), label=v.tensor)
-                writes.append((buf, data, 0))
-                if kind in PAIRED:   # GGUF's bytes written, then paired on the device (layout.py)
-                    self._to_pair.append((buf, kind, data.nbytes))
+                uploads.add(buf, kind, [(data, 0)], data.nbytes)
                 self._weights[v.tensor] = (buf, kind)
         for v in plan.states:
             have = self._states.get(v.name)
@@ -276,14 +288,13 @@ class WgpuBackend:
                 raise InvalidParameterError(f"state {v.name!r} is {have[1]} in another plan, {v.shape} here")
             if have is None:
                 self._states[v.name] = (self.dev.create_buffer(v.nbytes, label=v.name), v.shape)
-        return writes
+        return uploads
 
-    def _write(self, writes: list[tuple[Any, np.ndarray, int]]) -> None:
-        for buf, data, offset in writes:   # in order: a part's padded tail is overwritten by the next part
+    def _write(self, uploads: _Uploads) -> None:
+        for buf, data, offset in uploads.writes:   # in order: a part's padded tail is overwritten by the next
             self.dev.write(buf, data, offset)
-        for job in self._to_pair:   # queued after the writes: the device runs them in that order
+        for job in uploads.pairs:   # queued after the writes: the device runs them in that order
             pair_on_device(self.dev, *job)
-        self._to_pair.clear()
 
     def _loaded(self, plan: Plan) -> _Loaded:
         """``plan``'s buffers, kernels and dispatches (loaded first if it is not yet)."""
@@ -294,7 +305,7 @@ class WgpuBackend:
         """Each node of ``plan`` with the dispatches a host step submits for it (for profiling)."""
         return list(zip(plan.nodes, self._loaded(plan).node_dispatches))
 
-    def _allocate_joined(self, node: Node, writes: list[tuple[Any, np.ndarray, int]]) -> None:
+    def _allocate_joined(self, node: Node, uploads: _Uploads) -> None:
         """A ``matmul_multi``'s (``matmul_glu``'s, ``matmul_id_glu``'s) weights of one type back to back in one
         buffer (their biases likewise), so its kernel runs them as one dispatch; skipped for weights already
         uploaded or over one binding."""
@@ -309,25 +320,20 @@ class WgpuBackend:
                 continue
             qt = get_type(t).name
             self._join([self.model.tensors[ws[i].tensor].data for i in idx], [ws[i].tensor for i in idx], qt,
-                       writes)
+                       uploads)
             if bs:
-                self._join([self._f32(bs[i].tensor) for i in idx], [bs[i].tensor for i in idx], "f32", writes)
+                self._join([self._f32(bs[i].tensor) for i in idx], [bs[i].tensor for i in idx], "f32", uploads)
 
-    def _join(self, arrays: list[np.ndarray], tensors: list[str], kind: str,
-              writes: list[tuple[Any, np.ndarray, int]]) -> None:
+    def _join(self, arrays: list[np.ndarray], tensors: list[str], kind: str, uploads: _Uploads) -> None:
         """One buffer for ``arrays``, each tensor bound as its (buffer, offset, size) range."""
         views = [np.ascontiguousarray(a).view(np.uint8).reshape(-1) for a in arrays]
         offsets = np.cumsum([0] + [a.size for a in views]).tolist()
         label = "+".join(tensors)
+        buf = self.dev.create_buffer(gpu_bytes(kind, offsets[-1]), label=label)
         if all(o % 4 == 0 for o in offsets[:-1]):   # written in place: no host copy of GBs of weights
-            buf = self.dev.create_buffer(gpu_bytes(kind, offsets[-1]), label=label)
-            writes += [(buf, a, off) for a, off in zip(views, offsets)]
+            uploads.add(buf, kind, list(zip(views, offsets)), offsets[-1])
         else:
-            data = np.concatenate(views)
-            buf = self.dev.create_buffer(gpu_bytes(kind, data.size), label=label)
-            writes.append((buf, data, 0))
-        if kind in PAIRED:   # the kernels read the tensors as one: paired as one (layout.py)
-            self._to_pair.append((buf, kind, offsets[-1]))
+            uploads.add(buf, kind, [(np.concatenate(views), 0)], offsets[-1])
         for t, a, off in zip(tensors, views, offsets):
             self._weights[t] = ((buf, off, a.size), kind)
 
