@@ -93,8 +93,8 @@ GEMV_RULES: tuple[GemvRule, ...] = (
     _r("Q4_0", k=(2048, INF), n=(8192, 65535), int8=True, tpr=16, r=4, gpw=16, xs=True, **_I8),
     # ... K-quants on long rows: fewer workgroups than row blocks, each staging x once for several
     _r(_K4, k=(2048, INF), n=(8192, 65535), int8=True, tpr=32, r=8, gpw=4, xs=True, persist=4, **_I8),
-    # long rows (k >= 8192, ffn_down): 32-blocks quantize x by a dispatch (256 lanes on 4 rows where rows are
-    # >= 4096; the 1B's 2048 lost with them: docs/perf-log.md); K-quants stage it. The K-quant
+    # long rows (k >= 8192, ffn_down): 32-blocks quantize x by a dispatch (256 lanes on 4 rows where outputs are
+    # >= 4096; outputs of 2048 lost with them: docs/perf-log.md); K-quants stage it. The K-quant
     # rows here and the q/k/v ones below take one piece a step: the same single-stream speed as two, and
     # decode batches (which keep the one-row steps) then hold 4 weight rows a group, not 2 (docs/perf-log.md)
     _r(_LEGACY, k=(8192, INF), n=(4096, 65535), int8=True, tpr=256, r=4, gpw=1, u2=True, xq=True, **_I8),
@@ -113,7 +113,7 @@ GEMV_RULES: tuple[GemvRule, ...] = (
     _r("Q8_0 Q4_0", n=(8192, 65535), int8=True, tpr=16, r=2, gpw=8, xs=True, **_I8),
     # few rows (n < 3200): 64 lanes on one row keep more compute units busy; float dots (integer ones
     # moved small models' logits past the int8 parity bound for little gain)
-    # ... of rows 4x as long as they are many (qwen's ffn_down): 128 lanes a row
+    # ... of rows 4x as long as they are many (a narrow model's ffn_down): 128 lanes a row
     _r("Q4_K", k=(0, 6143), n=(0, 3199), k_per_n=4, tpr=128, r=1, gpw=1, piece="q4_k2", ppb32=2, u2=True),
     _r(None, k=(0, 6143), n=(0, 3199), k_per_n=4, tpr=128, r=1, gpw=1, ppb32=2),
     _r("Q4_K", n=(0, 3199), tpr=64, r=1, gpw=2, piece="q4_k2", ppb32=2, u2=True),

@@ -32,8 +32,8 @@ fn bias_at(col: u32) -> f32 {
 }
 
 // Stores row m, column col (over all segments) of the product: bias and residual added here.
-// The segment's fields by selects, not by a dynamic index into the uniform vectors (with three segments
-// that index slowed the matrix-unit GEMM's epilogue by up to a third: docs/perf-log.md).
+// The segment's fields by selects, not by a dynamic index into the uniform vectors: the index cost every
+// stored element of the matrix-unit GEMM's epilogue far more than the selects (docs/perf-log.md).
 fn store(m: u32, col: u32, v: f32) {
   var start = 0u;
   var end = D.seg_end.x;
