@@ -8,7 +8,9 @@ softmax conflicts. Also the kernel's time against its bytes (the K and V rows it
 
 Ablations (line drops / edits of the expanded source): ``no_kv_load`` (the pass's K and V loads: zero
 rows), ``no_exp`` (exp(x) -> x), ``no_barrier`` (workgroup and storage barriers), ``one_split`` (MAXS
-1: every row block in one workgroup, no partials or merge: the split count's cost or gain). Needs a GPU.
+1: every row block in one workgroup, no partials or merge: the split count's cost or gain), ``no_tsum`` (the
+scores' team sums), ``no_pv`` (the P V products), ``deep2`` (not an ablation: the K and V loads two passes
+ahead instead of one; single-split workgroups only). Needs a GPU.
 """
 from __future__ import annotations
 
@@ -33,6 +35,15 @@ ABLATIONS = {
     "no_exp": lambda src: src.replace("exp(", "("),
     "no_barrier": lambda src: re.sub(r"\b(workgroupBarrier|storageBarrier)\(\);", "", src),
     "one_split": lambda src: re.sub(r"const MAXS: u32 = \d+u;", "const MAXS: u32 = 1u;", src),
+    "no_tsum": drop(r"^\s+(if \(KB > 4u\) \{ )?s[ab] = team_sum4\(lane, sgs, s[ab]\);"),
+    "no_pv": lambda src: src.replace("t0 = t0 + pv(z, pb, widen_v4(cur.vb0))", "t0 = t0").replace(
+        "var t0 = pv(z, pa, widen_v4(cur.va0));", "var t0 = pa;"),
+    "deep2": lambda src: src.replace(   # the loads two passes ahead instead of one (one split a workgroup)
+        "if (kend > ks) { cur = load_pass(bt.s, ks + slice * KB, kend - 1u, kvh, kc0, kc1, vc0, vc1); }",
+        "var nx1: Pass;\n  if (kend > ks) { cur = load_pass(bt.s, ks + slice * KB, kend - 1u, kvh, kc0, kc1, vc0, vc1);"
+        " nx1 = load_pass(bt.s, ks + slice * KB + BLK, kend - 1u, kvh, kc0, kc1, vc0, vc1); }").replace(
+        "let nxt = load_pass(bt.s, nj, nlast,", "let nxt = load_pass(bt.s, nj + BLK, nlast,").replace(
+        "cur = nxt;", "cur = nx1;\n      nx1 = nxt;"),
 }
 
 

@@ -68,6 +68,21 @@ def test_split_counts_of_the_cases():
     assert decode_config(64, 64, 4, 1, 8, 4225, team_keys=4).blk == 16
 
 
+def test_long_context_shape():
+    """Caches of DecodeTuning.long_keys keys or more with 128-wide heads put a KV head's query rows in one
+    workgroup with transposed sums; every plan of that n_ctx (one row, a batch, a verification) takes the
+    same key slices, so a row's sums agree between them; shorter caches and other head widths keep theirs."""
+    long = tuning("gpu").decode.long_keys
+    short = decode_config(128, 128, 4, 1, 8, long - 1, per_token=True)
+    assert (short.R, short.NRB, short.KS, short.TR) == (2, 2, 4, False)
+    cfgs = [decode_config(128, 128, 4, t, 8, long, per_token=pt) for t, pt in ((1, True), (16, True), (6, False))]
+    assert all(c.KS == 2 and c.TR for c in cfgs) and (cfgs[0].R, cfgs[0].NRB) == (4, 1)
+    assert cfgs[0].splits(long) == cfgs[1].splits(long)
+    for d, g in ((64, 4), (256, 4)):
+        assert decode_config(d, d, g, 1, 8, long, per_token=True) == decode_config(d, d, g, 1, 8, long - 1,
+                                                                                    per_token=True)
+
+
 @pytest.mark.parametrize("d,g", [(4, 3), (16, 5), (32, 2), (64, 7), (96, 3), (128, 16), (256, 8), (512, 4)])
 def test_decode_config_shapes(d, g):
     """Teams cover the head in one or two columns a lane; at most 256 invocations a workgroup."""

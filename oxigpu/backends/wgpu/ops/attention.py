@@ -49,6 +49,8 @@ class DecodeConfig:
     MAXS: int
     CHUNK: int
     SPW: int = 1
+    TR: bool = False
+    """Transposed team sums (attention/team_sg.wgsl): the same bits, fewer shuffles, one more dependent step."""
 
     @property
     def blk(self) -> int:
@@ -90,7 +92,12 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
     cols = 1 if wide <= 32 else 2
     lanes = 1 << (-(-wide // cols) - 1).bit_length()
     rows = g if per_token else t * g
-    r = max(1, min(rows, max_rows or tu.rows, tu.lanes // (lanes * tu.slices) or 1, tu.lanes // lanes))
+    # long caches of 32-lane heads: a KV head's query rows in one workgroup (fewer key slices: its teams'
+    # K and V loads meet in the cache) and transposed team sums, the kernel bound by throughput there
+    long = n_ctx >= tu.long_keys and lanes == 32 and cols == 1 and not tu.key_slices and g * lanes <= tu.lanes
+    if long and not slices:
+        slices = max(1, min(8, tu.lanes // (lanes * g)))
+    r = max(1, min(rows, max_rows or tu.rows, tu.lanes // (lanes * (slices or tu.slices)) or 1, tu.lanes // lanes))
     nrb = -(-rows // r)
     blocks = n_kv_head * nrb
     ks = slices or tu.key_slices or max(1, min(8, tu.lanes // (lanes * r)))
@@ -114,7 +121,7 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
             spw += 1
         spw = -(-maxs // -(-maxs // spw))     # the same workgroups, their splits evened out
     return DecodeConfig(R=r, NRB=nrb, L=lanes, KS=ks, KB=kb, NCK=nck, NCV=ncv, MAXS=maxs, CHUNK=c,
-                        SPW=max(1, min(spw, maxs)))
+                        SPW=max(1, min(spw, maxs)), TR=t > 1 or long)
 
 
 @register
@@ -242,7 +249,7 @@ class Attention(OpKernel):
             "R": cfg.R, "NRB": cfg.NRB, "NRBT": nrbt, "L": cfg.L, "KS": cfg.KS, "KB": cfg.KB, "NCK": cfg.NCK,
             "NCV": cfg.NCV, "MAXS": cfg.MAXS, "CHUNK": cfg.CHUNK, "SPW": cfg.SPW, "TML": merge,
             "TACC": merge * DV // 4 if cfg.KS > 1 else 1, "REDUCE": "sg" if self.dev.has_subgroups else "wg",
-            "TRANSPOSED": T > 1,
+            "TRANSPOSED": bool(int(a.get("team_transposed", cfg.TR))),
             **paged, **self.key_source()})
         part_bytes = n_blocks * cfg.MAXS * cfg.R * (DV // 4 + 1) * 16 if cfg.MAXS > 1 else 16
         # one device-wide buffer: a dispatch's partials are merged before the next dispatch runs
@@ -412,6 +419,8 @@ def _paged_cases() -> Iterable[Case]:
     yield paged_attention_case("decode batch D=128 MHA n_split=4 chunk=32 (splits in every row block)",
                                B([(0, 400, 1), (1, 63, 1), (2, 129, 1)], 3, 16, 60, seed=2), 4, 4, 128, seed=3,
                                n_split=4, split_chunk=32)
+    yield paged_attention_case("decode batch, long cache (16,384 keys a sequence) D=128 GQA4 pos 2500/40",
+                               B([(0, 2500, 1), (1, 40, 1)], 2, 512, 1024, seed=9), 8, 2, 128, seed=15)
     yield paged_attention_case("decode batch gemma3 D=256 GQA2 window=50 softcap",
                                B([(1, 200, 1), (0, 33, 1)], 2, 8, 20, seed=3), 4, 2, 256, window=50, softcap=30.0,
                                seed=4)

@@ -209,6 +209,8 @@ def _paged_cases() -> Iterable[Case]:
             base=1e6, window=50, softcap=30.0, seed=5)
     yield c("3/3 D4 normal (team = 1 lane)", B([(0, 69, 1), (1, 0, 1), (2, 32, 1)], 3, 4, 20, seed=5), 3, 3, 4,
             neox=False, seed=6)
+    yield c("long cache (16,384 keys a sequence: a KV head's rows in one workgroup, transposed sums) 8/2 D128",
+            B([(1, 3000, 1), (0, 17, 1)], 2, 512, 1024, seed=7), 8, 2, 128, base=5e5, seed=8)
     yield c("qwen3 q/k norm 16/2 D128 neox ff, slots out of order, 1 padding row",
             B([(1, 40, 1), (0, 0, 1), (2, 95, 1)], 3, 8, 40, pad=1, seed=6), 16, 2, 128, base=1e6, with_ff=True,
             qk_norm=True, seed=7)
