@@ -10,7 +10,9 @@ T > 1 runs the decode kernel too (its rows are then the T * G (token, head) pair
 The K/V caches are f16 (two halves per u32: shaders/common/half.wgsl); the math is f32.
 Test/tuning attrs: ``n_split`` (the most splits per row block), ``split_chunk`` (the fewest keys per
 split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most rows per workgroup),
-``team_keys`` (keys per team pass, 4 or 8), ``split_group`` (splits per workgroup of a batch's step) and
+``team_keys`` (keys per team pass, 4 or 8), ``team_lanes`` (lanes per team: 16 for 128-wide heads puts two
+columns in each lane), ``team_transposed`` (0 / 1: the team sums' form), ``split_group`` (splits per
+workgroup of a batch's step) and
 ``prefill_tile`` (the prefill kernel's tile, "NRG:RT:KT" with an "s" where K and V share a buffer; see
 ops/attention_prefill.py; keeps the FMA kernel) and ``prefill_mma`` (False: the FMA kernel; True or a tile
 "NSG:BK": the matrix-unit kernel wherever the device has it) and ``prefill_units`` (keys per unit, or -1:
@@ -68,7 +70,7 @@ class DecodeConfig:
 
 def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n_split: int = 0,
                   chunk: int = 0, slices: int = 0, max_rows: int = 0, team_keys: int = 0,
-                  device: str = GPU, per_token: bool = False, spw: int = 0) -> DecodeConfig:
+                  device: str = GPU, per_token: bool = False, spw: int = 0, team_lanes: int = 0) -> DecodeConfig:
     """The decode kernel's shape for head dims d/dv, GQA ratio g, T = t rows and an n_ctx cache (the
     constants: tuning.py ``DecodeTuning``).
 
@@ -91,6 +93,10 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
     wide = max(d4, dv4)
     cols = 1 if wide <= 32 else 2
     lanes = 1 << (-(-wide // cols) - 1).bit_length()
+    if team_lanes:     # a narrower team, two columns a lane (dev/ablate_decode_attention.py)
+        lanes, cols = team_lanes, -(-wide // team_lanes)
+        if cols > 2 or lanes & (lanes - 1):
+            raise ValueError(f"attention: a team of {lanes} lanes cannot span {wide} vec4 columns in two")
     rows = g if per_token else t * g
     # long caches of 32-lane heads: a KV head's query rows in one workgroup (fewer key slices: its teams'
     # K and V loads meet in the cache) and transposed team sums, the kernel bound by throughput there
@@ -236,7 +242,7 @@ class Attention(OpKernel):
             return
         cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
                             int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)),
-                            cls, self.paged, int(a.get("split_group", 0)))
+                            cls, self.paged, int(a.get("split_group", 0)), int(a.get("team_lanes", 0)))
         self.cfg = cfg
         self.split = cfg.MAXS
         self.one_row, self.window = T == 1, int(a.get("window", 0))
@@ -317,8 +323,8 @@ class Attention(OpKernel):
         return [Dispatch(self.pipe, bg, workgroups_for(self.n_groups))]
 
 
-TUNING_ATTRS = ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys", "split_group", "prefill_tile",
-                "prefill_mma", "prefill_units")
+TUNING_ATTRS = ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys", "team_lanes", "team_transposed",
+                "split_group", "prefill_tile", "prefill_mma", "prefill_units")
 """The kernel choices above: attrs of a test case that the op itself (numpy_ops.attention) does not take."""
 
 
@@ -421,6 +427,9 @@ def _paged_cases() -> Iterable[Case]:
                                n_split=4, split_chunk=32)
     yield paged_attention_case("decode batch, long cache (16,384 keys a sequence) D=128 GQA4 pos 2500/40",
                                B([(0, 2500, 1), (1, 40, 1)], 2, 512, 1024, seed=9), 8, 2, 128, seed=15)
+    yield paged_attention_case("decode batch D=128 GQA4, teams of 16 lanes (two columns a lane) pos 900/31",
+                               B([(1, 900, 1), (0, 31, 1)], 2, 32, 80, seed=10), 8, 2, 128, seed=16, team_lanes=16,
+                               team_transposed=1)
     yield paged_attention_case("decode batch gemma3 D=256 GQA2 window=50 softcap",
                                B([(1, 200, 1), (0, 33, 1)], 2, 8, 20, seed=3), 4, 2, 256, window=50, softcap=30.0,
                                seed=4)
