@@ -46,12 +46,14 @@ const PART: u32 = D4 + 1u;
 
 @group(0) @binding(0) var<storage, read> nk: array<u32>;          // [n_keys]
 @group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(2) var<storage, read> ck: array<vec2<u32>>;       // [row][NKV][D4] packed halves
-@group(0) @binding(3) var<storage, read> cv: array<vec2<u32>>;
+@group(0) @binding(2) var<storage, read> ck: array<{CW}>;   // f16: [row][NKV][D4] packed halves; q8_0: words
+@group(0) @binding(3) var<storage, read> cv: array<{CW}>;   // of ggml's 34-byte blocks, KROW a row
 @group(0) @binding(4) var<storage, read_write> part: array<vec4<f32>>;
+const KROW: u32 = {KROW}u;
 
 fn h4(x: vec2<u32>) -> vec4<f32> {{ return vec4<f32>(unpack2x16float(x.x), unpack2x16float(x.y)); }}
 
+{Q8FNS}
 @compute @workgroup_size(L)
 fn main(@builtin(subgroup_invocation_id) ln: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
   let split = wid.x;
@@ -103,6 +105,35 @@ fn load(j0: u32, last: u32, kvh: u32, ln: u32) -> Pass {{
 }}
 """
 
+Q8FNS = """
+// q8_0: the vec4 of values e .. e + 3 of cache row `row` (kv/q8_0.wgsl's q8_0_at / q8_0_get4), dequantized
+fn q8k(row: u32, e: u32) -> vec4<f32> {
+  let b = e / 32u;
+  let qb = 34u * b + 2u + e % 32u;
+  let odd = b % 2u == 1u;
+  let o = row * KROW;
+  let ws = ck[o + 34u * b / 4u];
+  let w0 = ck[o + qb / 4u];
+  let w1 = ck[o + qb / 4u + select(1u, 0u, odd)];
+  let d = unpack2x16float(ws)[select(0u, 1u, odd)];
+  let qw = select((w0 >> 16u) | (w1 << 16u), w0, odd);
+  return d * vec4<f32>((vec4<i32>(bitcast<i32>(qw)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}
+
+fn q8v(row: u32, e: u32) -> vec4<f32> {
+  let b = e / 32u;
+  let qb = 34u * b + 2u + e % 32u;
+  let odd = b % 2u == 1u;
+  let o = row * KROW;
+  let ws = cv[o + 34u * b / 4u];
+  let w0 = cv[o + qb / 4u];
+  let w1 = cv[o + qb / 4u + select(1u, 0u, odd)];
+  let d = unpack2x16float(ws)[select(0u, 1u, odd)];
+  let qw = select((w0 >> 16u) | (w1 << 16u), w0, odd);
+  return d * vec4<f32>((vec4<i32>(bitcast<i32>(qw)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+}
+"""
+
 MERGE = """
 const D4: u32 = {D4}u;
 const G: u32 = {G}u;
@@ -133,8 +164,10 @@ fn main(@builtin(local_invocation_index) c: u32, @builtin(workgroup_id) wid: vec
 """
 
 
-def kernel_source(D: int, G: int, NKV: int, S: int) -> tuple[str, str]:
-    """The team kernel and the merge, with the unrolled parts written out (named values, no private arrays)."""
+def kernel_source(D: int, G: int, NKV: int, S: int, ctype: str = "f16") -> tuple[str, str]:
+    """The team kernel and the merge, with the unrolled parts written out (named values, no private arrays).
+    ``ctype`` f16 or q8_0: both caches' type (q8_0 columns dequantized as they are loaded, as the product's
+    kv/cols_true.wgsl does)."""
     D4 = D // 4
     L = D4
     if L & (L - 1) or L % G or L < G:
@@ -143,13 +176,21 @@ def kernel_source(D: int, G: int, NKV: int, S: int) -> tuple[str, str]:
     nb = L.bit_length() - 1                          # butterfly levels
     qload = "\n".join(f"  let q{r} = q[(kvh * G + {r}u) * D4 + ln] * SCALE;" for r in range(G))
     odecl = "\n".join(f"  var o{r} = vec4<f32>(0.0);" for r in range(G))
-    fields = " ".join(f"k{i}: vec2<u32>, v{i}: vec2<u32>," for i in range(KB))
-    loads = "\n".join(f"  p.k{i} = ck[(min(j0 + {i}u, last) * NKV + kvh) * D4 + ln];\n"
-                      f"  p.v{i} = cv[(min(j0 + {i}u, last) * NKV + kvh) * D4 + ln];" for i in range(KB))
+    if ctype == "f16":
+        raw, widen, krow = "vec2<u32>", "h4", 0
+        loads = "\n".join(f"  p.k{i} = ck[(min(j0 + {i}u, last) * NKV + kvh) * D4 + ln];\n"
+                          f"  p.v{i} = cv[(min(j0 + {i}u, last) * NKV + kvh) * D4 + ln];" for i in range(KB))
+    elif ctype == "q8_0":
+        raw, widen, krow = "vec4<f32>", "", NKV * D // 32 * 34 // 4
+        loads = "\n".join(f"  p.k{i} = q8k(min(j0 + {i}u, last), 4u * (kvh * D4 + ln));\n"
+                          f"  p.v{i} = q8v(min(j0 + {i}u, last), 4u * (kvh * D4 + ln));" for i in range(KB))
+    else:
+        raise ValueError(f"cache type {ctype!r}: f16 or q8_0")
+    fields = " ".join(f"k{i}: {raw}, v{i}: {raw}," for i in range(KB))
     # scores: pair index idx = r * KB + i, value x{idx}
     scores = []
     for i in range(KB):
-        scores.append(f"    let kk{i} = h4(c.k{i});")
+        scores.append(f"    let kk{i} = {widen}(c.k{i});")
     for r in range(G):
         for i in range(KB):
             scores.append(f"    let x{r * KB + i} = dot(q{r}, kk{i});")
@@ -172,22 +213,24 @@ def kernel_source(D: int, G: int, NKV: int, S: int) -> tuple[str, str]:
     for r in range(G):
         pv.append(f"    let a{r} = subgroupShuffle(alpha, {r * KB}u);")
     for i in range(KB):
-        pv.append(f"    let vv{i} = h4(c.v{i});")
+        pv.append(f"    let vv{i} = {widen}(c.v{i});")
     for r in range(G):
         terms = " + ".join(f"subgroupShuffle(p, {r * KB + i}u) * vv{i}" for i in range(KB))
         pv.append(f"    o{r} = o{r} * a{r} + ({terms});")
     rowsum = "\n".join(f"  ls += subgroupShuffleXor(ls, {1 << b}u);" for b in range(KB.bit_length() - 1))
     ostore = "\n".join(f"    if (r == {r}u) {{ part[base + 1u + ln] = o{r}; }}" for r in range(G))
     src = TEMPLATE.format(D4=D4, G=G, KB=KB, L=L, NKV=NKV, S=S, SCALE=repr(float(1.0 / np.sqrt(D))),
+                          CW="vec2<u32>" if ctype == "f16" else "u32", KROW=krow,
+                          Q8FNS="" if ctype == "f16" else Q8FNS,
                           QLOAD=qload, ODECL=odecl, SCORES="\n".join(scores), REDUCE="\n".join(red),
                           ROWMAX=rowmax, PV="\n".join(pv), ROWSUM=rowsum, OSTORE=ostore, PASS_FIELDS=fields,
                           LOADS=loads)
     return src, MERGE.format(D4=D4, G=G, NKV=NKV, S=S)
 
 
-def build(dev: Device, D: int, G: int, NKV: int, S: int, bufs: dict) -> list[Dispatch]:
+def build(dev: Device, D: int, G: int, NKV: int, S: int, bufs: dict, ctype: str = "f16") -> list[Dispatch]:
     """The two dispatches of one variant over ``bufs`` (meta, q, ck, cv, part, out)."""
-    src, merge = kernel_source(D, G, NKV, S)
+    src, merge = kernel_source(D, G, NKV, S, ctype)
     if dev.implementation == "dawn":     # Tint wants the extension named (naga takes it silently)
         src = "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n" + src
     pipes = []
@@ -196,9 +239,36 @@ def build(dev: Device, D: int, G: int, NKV: int, S: int, bufs: dict) -> list[Dis
         pipes.append(dev.device.create_compute_pipeline(layout="auto", compute={"module": module,
                                                                                "entry_point": "main"}))
     main = Dispatch(pipes[0], dev.bind_group(pipes[0], {i: bufs[k] for i, k in
-                                                        enumerate(("meta", "q", "ck", "cv", "part"))}), (S, NKV, 1))
+                                                        enumerate(("nk", "q", "ck", "cv", "part"))}), (S, NKV, 1))
     merge_d = Dispatch(pipes[1], dev.bind_group(pipes[1], {0: bufs["part"], 1: bufs["out"]}), (NKV * G, 1, 1))
     return [main, merge_d]
+
+
+def _q8_case(H: int, Hkv: int, D: int, pos: int, n_ctx: int, seed: int = 3):
+    """q, q8_0 caches of n_ctx rows, the float64 output of the row at ``pos``, and the production op's inputs
+    (one sequence through an identity block table, so its cache rows are the contiguous kernel's)."""
+    from oxigpu.backends.wgpu.ops._common import Batch
+    from oxigpu.quant import kvcache as kvq
+    blocks = -(-n_ctx // 32)
+    b = Batch([(0, pos, 1)], 1, blocks, blocks)
+    b.block_table = np.arange(blocks, dtype=np.int32).reshape(1, -1)
+    g = np.random.default_rng(seed)
+    q = g.standard_normal((1, H * D)).astype(np.float32)
+    ck = kvq.quantize_rows((g.standard_normal((blocks * 32, Hkv * D)) * 2).astype(np.float32), "q8_0")
+    cv = kvq.quantize_rows(g.standard_normal((blocks * 32, Hkv * D)).astype(np.float32), "q8_0")
+    n = pos + 1
+    K = kvq.dequantize_rows(ck[:n], "q8_0", Hkv * D).astype(np.float64)
+    V = kvq.dequantize_rows(cv[:n], "q8_0", Hkv * D).astype(np.float64)
+    G, scale = H // Hkv, D ** -0.5
+    ref = np.empty(H * D)
+    for h in range(H):
+        kv = slice(h // G * D, (h // G + 1) * D)
+        sc = K[:, kv] @ q[0, h * D:(h + 1) * D].astype(np.float64) * scale
+        w = np.exp(sc - sc.max())
+        ref[h * D:(h + 1) * D] = w @ V[:, kv] / w.sum()
+    attrs = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=scale, block_size=32)
+    inputs = [q, ck, cv, *b.inputs()]
+    return q, ck, cv, ref, inputs, attrs, ["f32", "q8_0", "q8_0", "i32", "i32", "i32"]
 
 
 def main() -> None:
@@ -207,29 +277,39 @@ def main() -> None:
     ap.add_argument("--heads", default="32:8", help="query heads:KV heads")
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--splits", default="64,128,256")
+    ap.add_argument("--ctk", default="f16", choices=["f16", "q8_0"], help="both caches' type")
     ap.add_argument("--copies", type=int, default=20)
     args = ap.parse_args()
     H, Hkv = (int(v) for v in args.heads.split(":"))
     D, G = args.dim, H // Hkv
     dev = Device.get()
     n_ctx = args.pos + 256
-    case = attention_case("decode", 1, 1, args.pos, H, Hkv, D, n_ctx, seed=3)
-    q, ck, cv = case.inputs
-    ref = case.reference()[0][:1].reshape(-1)
     n = args.pos + 1
-    bufs = {"meta": dev.upload(np.array([n, 0, 0, 0], np.uint32)), "q": dev.upload(q), "ck": dev.upload(ck),
+    if args.ctk == "f16":
+        case = attention_case("decode", 1, 1, args.pos, H, Hkv, D, n_ctx, seed=3)
+        q, ck, cv = case.inputs
+        ref = case.reference()[0][:1].reshape(-1)
+        prod = prepare(case.op, case.inputs, case.attrs, case.in_types, dev)
+        params = Params(pos=args.pos, n_tokens=1)
+        nbytes = 2 * n * Hkv * D * 2
+    else:
+        q, ck, cv, ref, inputs, attrs, types = _q8_case(H, Hkv, D, args.pos, n_ctx)
+        prod = prepare("attention", inputs, attrs, types, dev)
+        params = Params(pos=0, n_tokens=1, n_seqs=1)
+        nbytes = 2 * n * Hkv * D // 32 * 34
+    bufs = {"nk": dev.upload(np.array([n, 0, 0, 0], np.uint32)), "q": dev.upload(q), "ck": dev.upload(ck),
             "cv": dev.upload(cv), "out": dev.upload(np.full(H * D, np.nan, np.float32))}
-    print(f"device: {dev.info()['name']}; pos {args.pos}, H {H}/{Hkv}, D {D}: "
-          f"{2 * n * Hkv * D * 2 / 1e6:.1f} MB of K and V", flush=True)
-    names, dss = [], []
-    prod = prepare(case.op, case.inputs, case.attrs, case.in_types, dev)
-    dev.write_params(Params(pos=args.pos, n_tokens=1))
-    names.append("production")
-    dss.append(prod.dispatches)
+    print(f"device: {dev.info()['name']}; pos {args.pos}, H {H}/{Hkv}, D {D}, {args.ctk} caches: "
+          f"{nbytes / 1e6:.1f} MB of K and V", flush=True)
+    dev.write_params(params)
+    dev.submit(prod.dispatches)
+    got = dev.read(prod.out_bufs[0], np.float32, H * D)
+    print(f"production: rel. error {float(np.abs(got - ref).max() / np.abs(ref).max()):.2e}", flush=True)
+    names, dss = ["production"], [prod.dispatches]
     for s in (int(v) for v in args.splits.split(",")):
         bufs["part"] = dev.create_buffer(16 * Hkv * s * G * (D // 4 + 1), label="gqa partials")
         try:
-            ds = build(dev, D, G, Hkv, s, bufs)
+            ds = build(dev, D, G, Hkv, s, bufs, args.ctk)
         except Exception as e:
             print(f"splits {s}: {e}", flush=True)
             continue
@@ -241,9 +321,8 @@ def main() -> None:
         names.append(f"gqa s{s}")
         dss.append(ds)
     secs = time_variants(dev, dss, args.copies)
-    gb = 2 * n * Hkv * D * 2 / 1e9
     for name, s in zip(names, secs):
-        print(f"  {name:12} {s * 1e6:8.1f} us  {gb / s:7.1f} GB/s", flush=True)
+        print(f"  {name:12} {s * 1e6:8.1f} us  {nbytes / 1e9 / s:7.1f} GB/s", flush=True)
 
 
 if __name__ == "__main__":
