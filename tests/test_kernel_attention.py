@@ -468,3 +468,33 @@ def test_one_sequence_on_a_plan_of_several_slots(dev, mma):
                             n_seqs=n_seqs)[0]
         err = rel_error(outs[name], want)
         assert err <= (MMA_TOL if mma else case.tol), f"{name}: rel. error {err:.3g}"
+
+
+@pytest.mark.parametrize("D,H,Hkv,p0", [(64, 8, 2, 70), (128, 8, 2, 31), (64, 14, 2, 200)])
+def test_one_row_step_equals_the_verification_rows(dev, D, H, Hkv, p0):
+    """A one-row decode step (rope_kv_attention: rope, the cache write and the attention in one kernel) and
+    a speculative verification's rows of the same sequence (rope_kv_store, then the decode kernel reading
+    every key from the cache) give a row's output and its cache rows bit for bit: the step's own key is
+    summed where the cache path sums it, so greedy speculative decoding can equal plain decoding."""
+    g = np.random.default_rng(D + p0)
+    T = 3                                            # the verification's rows: positions p0 .. p0 + 2
+    ver_b = Batch([(0, p0, T)], 1, 10, 10, seed=1)
+    one_b = Batch([(0, p0 + T - 1, 1)], 1, 10, 10, seed=1)     # the same block table (same seed)
+    ck = (g.standard_normal((ver_b.rows, Hkv * D)) * 2).astype(np.float16)
+    cv = g.standard_normal((ver_b.rows, Hkv * D)).astype(np.float16)
+    q = g.standard_normal((T, H * D)).astype(np.float32)
+    k = g.standard_normal((T, Hkv * D)).astype(np.float32)
+    v = g.standard_normal((T, Hkv * D)).astype(np.float32)
+    rope = dict(n_head=H, n_head_kv=Hkv, head_dim=D, n_rot=D, base=1e4, neox=True, freq_scale=1.0, block_size=32)
+    att = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=D ** -0.5, block_size=32)
+    types = ["f32"] * 3 + ["f16"] * 2 + ["i32"] * 3
+    qr, ck2, cv2 = run_op("rope_kv_store", [q, k, v, ck, cv, *ver_b.inputs()], rope, n_tokens=T, in_types=types,
+                          dev=dev)
+    ver = run_op("attention", [qr, ck2, cv2, *ver_b.inputs()], att, n_tokens=T, in_types=types[2:], dev=dev)[0]
+    last = one_b.phys(0, p0 + T - 1)
+    ck3, cv3 = ck2.copy(), cv2.copy()
+    ck3[last] = cv3[last] = np.nan                   # the one-row step writes this row itself
+    one, ck4, cv4 = run_op("rope_kv_attention", [q[-1:], k[-1:], v[-1:], ck3, cv3, *one_b.inputs()], rope | att,
+                           n_tokens=1, in_types=types, dev=dev)
+    assert np.array_equal(ck4, ck2) and np.array_equal(cv4, cv2)
+    assert np.array_equal(one[0], ver[-1]), f"max difference {np.abs(one[0] - ver[-1]).max():.3g}"

@@ -38,9 +38,11 @@
 // caches (KVQ) are dequantized as they are loaded (kv/cols_true.wgsl; the `cache` key source only).
 // Key sources (attention/kv_cache.wgsl or kv_rope.wgsl, by KV): `cache` (the attention op): q as given,
 // every key from the cache. `rope` (rope_kv_attention, T == 1: rope and the KV-cache write fused in, one
-// dispatch fewer per decode layer): q rotated as it is loaded; the step's own key, rotated in registers,
-// is the first state (first_state) of the split holding it and never read from the cache; one workgroup
-// per KV head writes the new K and V rows.
+// dispatch fewer per decode layer): q rotated as it is loaded; the step's own key and value, rotated and
+// packed in registers (first_state), take the place of its cache row in the pass that holds it (OWN_KEY:
+// that row is being written by this dispatch), so the key is summed where the cache path sums it and a
+// row's output is the same bits either way (a speculative verification's rows read the cache); one
+// workgroup per KV head writes the new K and V rows.
 //
 // Defines: D, DV (head dims, multiples of 4), G, NH, NKV, T, R, NRB (row blocks per KV head, or per token
 // where PAGED), NRBT, PAGED (and common/paged_true.wgsl's: bindings 11-13), L, KS, KB
@@ -171,6 +173,27 @@ fn pv(a: vec4<f32>, p: vec4<f32>, v: Rows4) -> vec4<f32> {
 // c0 (k0, v0) and c1 (k1, v1, where NCK / NCV > 1).
 struct Pass { ka0: K4, ka1: K4, kb0: K4, kb1: K4, va0: V4, va1: V4, vb0: V4, vb1: V4 }
 
+// The step's own key and value columns (OWN_KEY: set by first_state in the split holding the key).
+struct Own { k0: KRaw, k1: KRaw, v0: VRaw, v1: VRaw }
+var<private> own: Own;
+
+// Pass p with its keys i0 .. KB - 1 replaced by the step's own key and value: the key at i0, and past it
+// the rows that loads clamped to it (masked: they weigh 0, but the row they read may not be written yet).
+fn with_own(p: Pass, i0: u32) -> Pass {
+  var o = p;
+  if (i0 == 0u) { o.ka0.r0 = own.k0; o.ka1.r0 = own.k1; o.va0.r0 = own.v0; o.va1.r0 = own.v1; }
+  if (i0 <= 1u) { o.ka0.r1 = own.k0; o.ka1.r1 = own.k1; o.va0.r1 = own.v0; o.va1.r1 = own.v1; }
+  if (i0 <= 2u) { o.ka0.r2 = own.k0; o.ka1.r2 = own.k1; o.va0.r2 = own.v0; o.va1.r2 = own.v1; }
+  if (i0 <= 3u) { o.ka0.r3 = own.k0; o.ka1.r3 = own.k1; o.va0.r3 = own.v0; o.va1.r3 = own.v1; }
+  if (KB > 4u) {
+    if (i0 <= 4u) { o.kb0.r0 = own.k0; o.kb1.r0 = own.k1; o.vb0.r0 = own.v0; o.vb1.r0 = own.v1; }
+    if (i0 <= 5u) { o.kb0.r1 = own.k0; o.kb1.r1 = own.k1; o.vb0.r1 = own.v0; o.vb1.r1 = own.v1; }
+    if (i0 <= 6u) { o.kb0.r2 = own.k0; o.kb1.r2 = own.k1; o.vb0.r2 = own.v0; o.vb1.r2 = own.v1; }
+    o.kb0.r3 = own.k0; o.kb1.r3 = own.k1; o.vb0.r3 = own.v0; o.vb1.r3 = own.v1;
+  }
+  return o;
+}
+
 // Loads of the pass starting at key j0 of slot s, clamped to key `last` (always a written cache row).
 fn load_pass(s: u32, j0: u32, last: u32, kvh: u32, kc0: u32, kc1: u32, vc0: u32, vc1: u32) -> Pass {
   var p: Pass;
@@ -294,7 +317,7 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   // splits' boundaries, so a row's result does not depend on it.
   var ks = range.x + s0 * kps;
   var ke = min(ks + kps, range.y);
-  var kend = cache_end(ke, bt.p);           // keys ks .. kend - 1 come from the cache
+  var kend = ke;
   // software pipelined: the next pass's loads are in flight while this one computes (after a split's
   // last pass, the next split's first; after the workgroup's last, a clamped re-read of its last key)
   var cur: Pass;
@@ -304,10 +327,11 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     let nblk = (kend - ks + BLK - 1u) / BLK;  // workgroup-uniform: the team sums may hold barriers
     let nks = ke;                             // the next split's keys
     let nke = min(nks + kps, range.y);
-    let nkend = cache_end(nke, bt.p);
+    let nkend = nke;
     let more = SPW > 1u && split + 1u < s1;   // a constant false where SPW == 1: the one-split loop as before
     for (var b = 0u; b < nblk; b++) {
       let k0 = ks + (b * KS + slice) * KB;
+      if (OWN_KEY && bt.p < k0 + KB) { cur = with_own(cur, select(0u, bt.p - k0, bt.p > k0)); }
       var nj = k0 + BLK;
       var nlast = kend - 1u;
       if (more && b + 1u == nblk) {

@@ -10,8 +10,8 @@ fn q_col(p: u32, qb: u32, c: u32) -> vec4<f32> { return q[qb + c]; }
 // The query head's norm scale: none here (kv_rope.wgsl may norm q).
 fn q_inv(lane: Lane, sgs: u32, live: bool, qb: u32, tl: u32) -> f32 { return 1.0; }
 
-// End of the keys a split ending at ke reads from the cache: all of them.
-fn cache_end(ke: u32, p: u32) -> u32 { return ke; }
+// Every key comes from the cache, the step's own too.
+const OWN_KEY: bool = false;
 
 // The online-softmax state a team starts its split with: empty.
 fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: Row, writer: bool, ke: u32,

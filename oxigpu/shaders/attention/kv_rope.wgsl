@@ -2,9 +2,10 @@
 // the step's q, k and v rows arrive unrotated and uncached. Each team rotates its q columns as it loads
 // them; a row's own key (its position p, in the last active split) never comes from the cache: the
 // workgroups of that split rotate k in registers and take v from `v`, both rounded to halves as the cache
-// stores them (so the key counts exactly as it will in later steps), and the token's first row block's
-// workgroup of each KV head stores both rows in the caches (at phys(s, p)). No workgroup reads the cache
-// row of a key of this step, so none waits for another's write.
+// stores them (so the key counts exactly as it will in later steps, and as the cache path counts it), and
+// the token's first row block's workgroup of each KV head stores both rows in the caches (at phys(s, p)).
+// The pass holding that key reads its cache row too (being written: racy) and replaces it before any use,
+// so no workgroup waits for another's write.
 // Defines: common/rope.wgsl's (its table at binding 10), QK_NORM (true | false: attention/qk_norm_*.wgsl).
 #include "common/rope.wgsl"
 #include "attention/qk_norm_{{QK_NORM}}.wgsl"
@@ -58,20 +59,18 @@ fn k_inv(lane: Lane, sgs: u32, kb: u32, tl: u32) -> f32 {
   return head_inv(lane, sgs, ss);
 }
 
-// Vec4 column c of the step's value head at vec4 vb, rounded to halves.
-fn v_col(vb: u32, c: u32) -> vec4<f32> { return round_half4(v[vb + c]); }
 
-// End of the keys a split ending at ke reads from the cache: all but the row's own (position p).
-fn cache_end(ke: u32, p: u32) -> u32 { return min(ke, p); }
+// The row's own key (position p) comes from registers (attention_decode.wgsl's `own`), not from its cache row.
+const OWN_KEY: bool = true;
 
-// The online-softmax state a team starts its split with: in the split holding the block's key (bt: its
-// token, at position bt.p), slice 0's team of each live row starts with that key (score from k rotated
-// in registers, value from v); the `writer` block's first team writes the rotated k and the v row to the
-// cache row of that key. Elsewhere empty. Call in workgroup-uniform control flow (the team sums may hold
-// barriers).
+// The online-softmax state a team starts its split with: empty. In the split holding the block's key (bt:
+// its token, at position bt.p) the key and value columns go to `own` (k rotated in registers, both packed
+// as the cache stores them), for the pass that holds the key (attention_decode.wgsl's with_own), and the
+// `writer` block's first team writes them to the cache row of that key. Call in workgroup-uniform control
+// flow (the team sums may hold barriers).
 fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: Row, writer: bool, ke: u32,
                q0: vec4<f32>, q1: vec4<f32>) -> St {
-  var st = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
+  let st = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
   if (ke <= bt.p) { return st; }           // workgroup-uniform: not the last split
   var k0 = vec4<f32>(0.0);
   var k1 = vec4<f32>(0.0);
@@ -79,19 +78,17 @@ fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: 
   let inv = k_inv(lane, sgs, kb, tl);
   if (tl < D4) { k0 = k_col(bt.p, kb, tl, inv); }
   if (NCK > 1u && tl + L < D4) { k1 = k_col(bt.p, kb, tl + L, inv); }
-  let s = team_sum1(lane, sgs, dot(q0, k0) + dot(q1, k1));
   let vb = (bt.t * NKV + kvh) * DV4;
+  own = Own(pack_half4(k0), pack_half4(k1), pack_half4(v[vb + min(tl, DV4 - 1u)]),
+            pack_half4(v[vb + min(tl + L, DV4 - 1u)]));
   if (writer && team == 0u && rw.live) {
     let row = phys(bt.s, bt.p);
     let kr = (row * NKV + kvh) * D4;
     let vr = (row * NKV + kvh) * DV4;
-    if (tl < D4) { cache_k[kr + tl] = pack_half4(k0); }
-    if (NCK > 1u && tl + L < D4) { cache_k[kr + tl + L] = pack_half4(k1); }
-    if (tl < DV4) { cache_v[vr + tl] = pack_half4(v[vb + tl]); }
-    if (NCV > 1u && tl + L < DV4) { cache_v[vr + tl + L] = pack_half4(v[vb + tl + L]); }
-  }
-  if (team < R && rw.live) {
-    st = St(softcap4(vec4<f32>(s)).x, 1.0, v_col(vb, min(tl, DV4 - 1u)), v_col(vb, min(tl + L, DV4 - 1u)));
+    if (tl < D4) { cache_k[kr + tl] = own.k0; }
+    if (NCK > 1u && tl + L < D4) { cache_k[kr + tl + L] = own.k1; }
+    if (tl < DV4) { cache_v[vr + tl] = own.v0; }
+    if (NCV > 1u && tl + L < DV4) { cache_v[vr + tl + L] = own.v1; }
   }
   return st;
 }
