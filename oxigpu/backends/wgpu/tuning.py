@@ -247,9 +247,9 @@ class DecodeTuning:
     max_splits: int = 256
     long_keys: int = 16384
     """Caches of at least this many keys a sequence (the plan's n_ctx) take the long-context shape where a
-    head fills a 32-lane team: every query row of a KV head in one workgroup, transposed team sums (at 32k
-    keys 6 % faster, at 512 keys 10 % slower; docs/perf-log.md, fifteenth session). Every plan of one n_ctx
-    takes the same key slices, so a row's sums stay the same in all of them."""
+    head fills a 32-lane team: every query row of a KV head in one workgroup, transposed team sums (faster
+    at 32k keys, slower at 512; docs/perf-log.md, fifteenth session). Every plan of one n_ctx takes the
+    same key slices, so a row's sums stay the same in all of them."""
     spw_fill: float = 1.5
     """A batch's step takes several splits per workgroup while its workgroups still make this many per slot
     (fewer were slower at a 4-row batch; docs/perf-log.md, eleventh session)."""
