@@ -39,7 +39,7 @@
 // Key sources (attention/kv_cache.wgsl or kv_rope.wgsl, by KV): `cache` (the attention op): q as given,
 // every key from the cache. `rope` (rope_kv_attention, T == 1: rope and the KV-cache write fused in, one
 // dispatch fewer per decode layer): q rotated as it is loaded; the step's own key and value, rotated and
-// packed in registers (first_state), take the place of its cache row in the pass that holds it (OWN_KEY:
+// packed in registers (split_start), take the place of its cache row in the pass that holds it (OWN_KEY:
 // that row is being written by this dispatch), so the key is summed where the cache path sums it and a
 // row's output is the same bits either way (a speculative verification's rows read the cache); one
 // workgroup per KV head writes the new K and V rows.
@@ -173,7 +173,7 @@ fn pv(a: vec4<f32>, p: vec4<f32>, v: Rows4) -> vec4<f32> {
 // c0 (k0, v0) and c1 (k1, v1, where NCK / NCV > 1).
 struct Pass { ka0: K4, ka1: K4, kb0: K4, kb1: K4, va0: V4, va1: V4, vb0: V4, vb1: V4 }
 
-// The step's own key and value columns (OWN_KEY: set by first_state in the split holding the key).
+// The step's own key and value columns (OWN_KEY: set by split_start in the split holding the key).
 struct Own { k0: KRaw, k1: KRaw, v0: VRaw, v1: VRaw }
 var<private> own: Own;
 
@@ -323,7 +323,8 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   var cur: Pass;
   if (kend > ks) { cur = load_pass(bt.s, ks + slice * KB, kend - 1u, kvh, kc0, kc1, vc0, vc1); }
   for (var split = s0; split < s1; split++) {
-    var st = first_state(lane, sgs, rw, team, tl, kvh, bt, rb % NRB == 0u, ke, q0, q1);
+    split_start(lane, sgs, rw, team, tl, kvh, bt, rb % NRB == 0u, ke);
+    var st = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
     let nblk = (kend - ks + BLK - 1u) / BLK;  // workgroup-uniform: the team sums may hold barriers
     let nks = ke;                             // the next split's keys
     let nke = min(nks + kps, range.y);

@@ -13,8 +13,5 @@ fn q_inv(lane: Lane, sgs: u32, live: bool, qb: u32, tl: u32) -> f32 { return 1.0
 // Every key comes from the cache, the step's own too.
 const OWN_KEY: bool = false;
 
-// The online-softmax state a team starts its split with: empty.
-fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: Row, writer: bool, ke: u32,
-               q0: vec4<f32>, q1: vec4<f32>) -> St {
-  return St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
-}
+// Nothing to do at a split's start.
+fn split_start(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: Row, writer: bool, ke: u32) {}

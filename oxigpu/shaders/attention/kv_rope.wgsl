@@ -63,15 +63,12 @@ fn k_inv(lane: Lane, sgs: u32, kb: u32, tl: u32) -> f32 {
 // The row's own key (position p) comes from registers (attention_decode.wgsl's `own`), not from its cache row.
 const OWN_KEY: bool = true;
 
-// The online-softmax state a team starts its split with: empty. In the split holding the block's key (bt:
-// its token, at position bt.p) the key and value columns go to `own` (k rotated in registers, both packed
-// as the cache stores them), for the pass that holds the key (attention_decode.wgsl's with_own), and the
-// `writer` block's first team writes them to the cache row of that key. Call in workgroup-uniform control
-// flow (the team sums may hold barriers).
-fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: Row, writer: bool, ke: u32,
-               q0: vec4<f32>, q1: vec4<f32>) -> St {
-  let st = St(NEG_BIG, 0.0, vec4<f32>(0.0), vec4<f32>(0.0));
-  if (ke <= bt.p) { return st; }           // workgroup-uniform: not the last split
+// At a split's start: in the split holding the block's key (bt: its token, at position bt.p) the key and
+// value columns go to `own` (k rotated in registers, both packed as the cache stores them), for the pass
+// that holds the key (attention_decode.wgsl's with_own), and the `writer` block's first team writes them to
+// the cache row of that key. Call in workgroup-uniform control flow (the team sums may hold barriers).
+fn split_start(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: Row, writer: bool, ke: u32) {
+  if (ke <= bt.p) { return; }              // workgroup-uniform: not the last split
   var k0 = vec4<f32>(0.0);
   var k1 = vec4<f32>(0.0);
   let kb = (bt.t * NKV + kvh) * D4;
@@ -90,5 +87,4 @@ fn first_state(lane: Lane, sgs: u32, rw: Row, team: u32, tl: u32, kvh: u32, bt: 
     if (tl < DV4) { cache_v[vr + tl] = own.v0; }
     if (NCV > 1u && tl + L < DV4) { cache_v[vr + tl + L] = own.v1; }
   }
-  return st;
 }
