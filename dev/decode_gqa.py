@@ -6,14 +6,17 @@ Per pass a team takes KB = L / G keys: the G x KB partial scores of each lane ar
 transposed butterfly (31 shuffles at L = 32: lane i ends with the total of pair i = (row i / KB, key i %
 KB)), so each lane computes one exp; the probabilities and the rows' rescale factors reach every lane by
 shuffles (L + G), and each lane accumulates its vec4 column of O for the G rows. A workgroup is one team and
-one split of the keys; a second dispatch merges the splits. Contiguous f16 cache, no window, soft cap or
-paging: the question is only whether sharing the loads beats the production kernel's per-row teams at
-long contexts (docs/perf-log.md, fifteenth session).
+one split of the keys; a second dispatch merges the splits. Contiguous f16 or q8_0 caches (`--ctk`; q8_0
+columns dequantized as loaded, as the product's kv/cols_true.wgsl does), no window, soft cap or paging: the
+question is only whether sharing the loads beats the production kernel's per-row teams at long contexts
+(docs/perf-log.md, fifteenth session).
 
-    python3 dev/decode_gqa.py [--pos 32768] [--heads 32:8] [--dim 128] [--splits 64,128,256] [--copies 20]
+    python3 dev/decode_gqa.py [--pos 32768] [--heads 32:8] [--dim 128] [--splits 64,128,256] [--ctk f16|q8_0]
+        [--copies 20]
 
-Checks each variant against the float64 reference (attention_case), then times it beside the production
-kernel (the attention op, T = 1, at the same n_ctx). Needs subgroups of at least L = D / 4 lanes: the H100 /
+Checks each variant (and the production kernel) against the float64 reference, then times them side by
+side (the production: the attention op, T = 1, at the same n_ctx; over q8_0 caches through an identity
+block table, so both read the same rows). Needs subgroups of at least L = D / 4 lanes: the H100 /
 H200 take D 128 (32 lanes); lavapipe's 8-lane subgroups check the same generated code at D 32 (`--dim 32
 --heads 8:2`, `4:2`, `8:1`: G 4, 2, 8).
 """
