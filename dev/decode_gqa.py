@@ -109,31 +109,16 @@ fn load(j0: u32, last: u32, kvh: u32, ln: u32) -> Pass {{
 """
 
 Q8FNS = """
-// q8_0: the vec4 of values e .. e + 3 of cache row `row` (kv/q8_0.wgsl's q8_0_at / q8_0_get4), dequantized
+// q8_0: the vec4 of values e .. e + 3 of cache row `row`, dequantized (the product's kv/q8_0.wgsl, included
+// before this, read as kv/cols_true.wgsl reads it)
 fn q8k(row: u32, e: u32) -> vec4<f32> {
-  let b = e / 32u;
-  let qb = 34u * b + 2u + e % 32u;
-  let odd = b % 2u == 1u;
-  let o = row * KROW;
-  let ws = ck[o + 34u * b / 4u];
-  let w0 = ck[o + qb / 4u];
-  let w1 = ck[o + qb / 4u + select(1u, 0u, odd)];
-  let d = unpack2x16float(ws)[select(0u, 1u, odd)];
-  let qw = select((w0 >> 16u) | (w1 << 16u), w0, odd);
-  return d * vec4<f32>((vec4<i32>(bitcast<i32>(qw)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+  let a = q8_0_at(e) + vec3<u32>(row * KROW);
+  return q8_0_get4(ck[a.x], ck[a.y], ck[a.z], e);
 }
 
 fn q8v(row: u32, e: u32) -> vec4<f32> {
-  let b = e / 32u;
-  let qb = 34u * b + 2u + e % 32u;
-  let odd = b % 2u == 1u;
-  let o = row * KROW;
-  let ws = cv[o + 34u * b / 4u];
-  let w0 = cv[o + qb / 4u];
-  let w1 = cv[o + qb / 4u + select(1u, 0u, odd)];
-  let d = unpack2x16float(ws)[select(0u, 1u, odd)];
-  let qw = select((w0 >> 16u) | (w1 << 16u), w0, odd);
-  return d * vec4<f32>((vec4<i32>(bitcast<i32>(qw)) << vec4<u32>(24u, 16u, 8u, 0u)) >> vec4<u32>(24u));
+  let a = q8_0_at(e) + vec3<u32>(row * KROW);
+  return q8_0_get4(cv[a.x], cv[a.y], cv[a.z], e);
 }
 """
 
@@ -234,6 +219,8 @@ def kernel_source(D: int, G: int, NKV: int, S: int, ctype: str = "f16") -> tuple
 def build(dev: Device, D: int, G: int, NKV: int, S: int, bufs: dict, ctype: str = "f16") -> list[Dispatch]:
     """The two dispatches of one variant over ``bufs`` (meta, q, ck, cv, part, out)."""
     src, merge = kernel_source(D, G, NKV, S, ctype)
+    if ctype == "q8_0":                  # the product's block snippet (q8_0_at, q8_0_get4) ahead of the kernel
+        src = dev.shader_source("kv/q8_0.wgsl") + "\n" + src
     if dev.implementation == "dawn":     # Tint wants the extension named (naga takes it silently)
         src = "enable subgroups;\ndiagnostic(off, subgroup_uniformity);\n" + src
     pipes = []
