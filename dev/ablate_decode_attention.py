@@ -10,7 +10,10 @@ Ablations (line drops / edits of the expanded source): ``no_kv_load`` (the pass'
 rows), ``no_exp`` (exp(x) -> x), ``no_barrier`` (workgroup and storage barriers), ``one_split`` (MAXS
 1: every row block in one workgroup, no partials or merge: the split count's cost or gain), ``no_tsum`` (the
 scores' team sums), ``no_pv`` (the P V products), ``deep2`` (not an ablation: the K and V loads two passes
-ahead instead of one; single-split workgroups only). Needs a GPU.
+ahead instead of one; single-split workgroups only). ``--gqa``: the grouped-query kernel's instead
+(attention_decode_gqa.wgsl): ``no_own`` (the own key's write and barrier), ``early`` (the first pass loaded
+before that write), ``no_qrope`` (q unrotated), ``one_split``, ``no_kv_load`` (every key from row 0). Needs a
+GPU.
 """
 from __future__ import annotations
 
@@ -46,6 +49,19 @@ ABLATIONS = {
         "cur = nxt;", "cur = nx1;\n      nx1 = nxt;"),
 }
 
+_OWN = ("  split_start(lane, sgs, rw, team, tl, kvh, rw, true, min(range.x + s1 * kps, range.y));\n"
+        "  if (OWN_KEY) { storageBarrier(); }\n")
+_FIRST = "  if (ke > ks) { c = load_pass(rw.s, ks + team * KB, ke - 1u, kvh, tl); }\n"
+GQA_ABLATIONS = {   # the grouped-query kernel (shaders/attention_decode_gqa.wgsl; --gqa)
+    "full": lambda src: src,
+    "no_own": lambda src: src.replace(_OWN, "  if (P.n_seqs == 4000000000u) {\n" + _OWN + "  }\n"),   # never runs
+    "early": lambda src: src.replace(_OWN, "").replace(_FIRST, _FIRST + _OWN),   # first loads before the write
+    "no_qrope": lambda src: src.replace("x = q_col(p, (t * NH + kvh * G) * D4 + i / D4 * D4, i % D4);",
+                                        "x = q[(t * NH + kvh * G) * D4 + i];"),
+    "one_split": lambda src: re.sub(r"const MAXS: u32 = \d+u;", "const MAXS: u32 = 1u;", src),
+    "no_kv_load": lambda src: re.sub(r"(p\.[kv]\d+ = [kv]_raw\()pj\d\[\d\]\.[xyzw]", r"\g<1>0u", src),  # row 0
+}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
@@ -58,6 +74,7 @@ def main() -> None:
     ap.add_argument("--shapes", default="", help="launch shapes timed beside (unablated), e.g. "
                     "'sg1:split_group=1,ks2:key_slices=2,rows4:decode_rows=4,kb4:team_keys=4' (ops/attention.py attrs)")
     ap.add_argument("--only-shapes", action="store_true", help="the full kernel and --shapes, no ablations")
+    ap.add_argument("--gqa", action="store_true", help="ablate the grouped-query kernel (attention_decode_gqa.wgsl)")
     args = ap.parse_args()
     H, Hkv = (int(v) for v in args.heads.split(":"))
     B, D = args.batch, args.dim
@@ -67,10 +84,11 @@ def main() -> None:
     dev = Device.get()
     plain = dev.shader_source
     dss, names = [], []
-    for abl, edit in ABLATIONS.items():
+    shader, table = ("attention_decode_gqa.wgsl", GQA_ABLATIONS) if args.gqa else ("attention_decode.wgsl", ABLATIONS)
+    for abl, edit in table.items():
         if args.only_shapes and abl != "full":
             continue
-        ablate(dev, plain, "attention_decode.wgsl", abl, edit)
+        ablate(dev, plain, shader, abl, edit)
         dss.append(prepare(case.op, case.inputs, case.attrs, case.in_types, dev).dispatches)
         names.append(abl)
     dev.shader_source = plain

@@ -390,15 +390,21 @@ def test_paged_without_subgroups(dev, case, monkeypatch):
     assert err <= case.tol, f"{case.name}: rel. error {err:.3g}"
 
 
-@pytest.mark.parametrize("d", [64, 32])
-def test_a_row_in_a_batch_equals_the_row_alone(dev, d):
+def _paged_ref_rows(q, ck, cv, b, att):
+    from oxigpu.backends.wgpu.ops.attention import paged_reference
+    return paged_reference(q, ck, cv, b, **op_attrs(att))
+
+
+@pytest.mark.parametrize("d,gqa", [(64, None), (32, None), (32, 1)])
+def test_a_row_in_a_batch_equals_the_row_alone(dev, d, gqa):
     """Decode rows of four sequences in one step, through the decode kernel (rope_kv_attention; attention
     with n_split): each row's output, and the cache row it writes, are bit for bit those of a step of its
     own (its splits depend on its keys only; a batch's team sums take the transposed form, a one-row step's
     the plain butterfly, which sum in the same pairs: D = 32's 8-lane teams fit lavapipe's subgroups too)."""
     b = Batch([(0, 700, 1), (1, 31, 1), (2, 5, 1), (3, 1500, 1)], 4, 64, 400, seed=3)
-    for case in (paged_attention_case("batch", b, 8, 2, d, seed=5, n_split=8, split_chunk=64),
-                 paged_rope_kv_attention_case("batch", b, 8, 2, d, seed=6)):
+    extra = {} if gqa is None else {"decode_gqa": gqa}
+    for case in (paged_attention_case("batch", b, 8, 2, d, seed=5, n_split=8, split_chunk=64, **extra),
+                 paged_rope_kv_attention_case("batch", b, 8, 2, d, seed=6, **extra)):
         got = run_case(case, dev)
         x = case.inputs[:3] if case.op == "rope_kv_attention" else case.inputs[:1]
         caches = case.inputs[len(x):len(x) + 2]
@@ -412,13 +418,15 @@ def test_a_row_in_a_batch_equals_the_row_alone(dev, d):
                 assert np.array_equal(got[1][r], alone[1][r]) and np.array_equal(got[2][r], alone[2][r])
 
 
-def test_splits_per_workgroup_change_no_bit(dev):
+@pytest.mark.parametrize("d,gqa", [(64, None), (32, 1)])
+def test_splits_per_workgroup_change_no_bit(dev, d, gqa):
     """A batch's step with several splits per workgroup (split_group; tuning.py spw_fill chooses it for large
     batches) gives every row, and every cache row written, bit for bit as one split per workgroup does, for
-    groups that divide the splits evenly or not, and within tolerance of float64."""
+    groups that divide the splits evenly or not, and within tolerance of float64 (both decode kernels)."""
     b = Batch([(0, 700, 1), (1, 31, 1), (2, 5, 1), (3, 1500, 1), (4, 257, 1)], 5, 64, 400, seed=7)
-    for case in (paged_attention_case("groups", b, 8, 2, 64, seed=8, n_split=8, split_chunk=32),
-                 paged_rope_kv_attention_case("groups", b, 8, 2, 64, seed=9, n_split=8, split_chunk=32)):
+    extra = {} if gqa is None else {"decode_gqa": gqa}
+    for case in (paged_attention_case("groups", b, 8, 2, d, seed=8, n_split=8, split_chunk=32, **extra),
+                 paged_rope_kv_attention_case("groups", b, 8, 2, d, seed=9, n_split=8, split_chunk=32, **extra)):
         one = run_case(case, dev)
         err, bound = case_error(case, one, case.reference())
         assert err <= bound, f"{case.op}: rel. error {err:.3g}"
@@ -470,12 +478,14 @@ def test_one_sequence_on_a_plan_of_several_slots(dev, mma):
         assert err <= (MMA_TOL if mma else case.tol), f"{name}: rel. error {err:.3g}"
 
 
-@pytest.mark.parametrize("D,H,Hkv,p0", [(64, 8, 2, 70), (128, 8, 2, 31), (64, 14, 2, 200)])
-def test_one_row_step_equals_the_verification_rows(dev, D, H, Hkv, p0):
+@pytest.mark.parametrize("D,H,Hkv,p0,gqa", [(64, 8, 2, 70, 0), (128, 8, 2, 31, 0), (64, 14, 2, 200, 0),
+                                             (32, 8, 2, 70, 1), (32, 14, 2, 200, 1), (16, 8, 2, 31, 1)])
+def test_one_row_step_equals_the_verification_rows(dev, D, H, Hkv, p0, gqa):
     """A one-row decode step (rope_kv_attention: rope, the cache write and the attention in one kernel) and
     a speculative verification's rows of the same sequence (rope_kv_store, then the decode kernel reading
     every key from the cache) give a row's output and its cache rows bit for bit: the step's own key is
-    summed where the cache path sums it, so greedy speculative decoding can equal plain decoding."""
+    summed where the cache path sums it, so greedy speculative decoding can equal plain decoding. Both the
+    per-row-team kernel and the grouped-query one (``gqa``: it writes the own key, then reads it back)."""
     g = np.random.default_rng(D + p0)
     T = 3                                            # the verification's rows: positions p0 .. p0 + 2
     ver_b = Batch([(0, p0, T)], 1, 10, 10, seed=1)
@@ -486,7 +496,7 @@ def test_one_row_step_equals_the_verification_rows(dev, D, H, Hkv, p0):
     k = g.standard_normal((T, Hkv * D)).astype(np.float32)
     v = g.standard_normal((T, Hkv * D)).astype(np.float32)
     rope = dict(n_head=H, n_head_kv=Hkv, head_dim=D, n_rot=D, base=1e4, neox=True, freq_scale=1.0, block_size=32)
-    att = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=D ** -0.5, block_size=32)
+    att = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=D ** -0.5, block_size=32, decode_gqa=gqa)
     types = ["f32"] * 3 + ["f16"] * 2 + ["i32"] * 3
     qr, ck2, cv2 = run_op("rope_kv_store", [q, k, v, ck, cv, *ver_b.inputs()], rope, n_tokens=T, in_types=types,
                           dev=dev)
@@ -498,3 +508,8 @@ def test_one_row_step_equals_the_verification_rows(dev, D, H, Hkv, p0):
                            n_tokens=1, in_types=types, dev=dev)
     assert np.array_equal(ck4, ck2) and np.array_equal(cv4, cv2)
     assert np.array_equal(one[0], ver[-1]), f"max difference {np.abs(one[0] - ver[-1]).max():.3g}"
+    for p in (prepare("attention", [qr, ck2, cv2, *ver_b.inputs()], att, types[2:], dev=dev),
+              prepare("rope_kv_attention", [q[-1:], k[-1:], v[-1:], ck3, cv3, *one_b.inputs()], rope | att, types,
+                      dev=dev)):
+        assert p.kernel.gqa == bool(gqa) and not p.kernel.prefill
+    assert rel_error(one[0], _paged_ref_rows(qr[-1:], ck2, cv2, one_b, att)) < 2e-5

@@ -293,6 +293,28 @@ class Device:
         return bool({"subgroup", "subgroups"} & self.features)   # wgpu-native's name, WebGPU's (Dawn)
 
     @functools.cached_property
+    def subgroup_min_size(self) -> int:
+        """The narrowest subgroup the adapter may run a kernel in (0: unknown, or no subgroups): kernels
+        whose shuffles span a team of L lanes take it only where this is at least L. NVIDIA's are always 32."""
+        if not self.has_subgroups:
+            return 0
+        info = dict(self.adapter.info)
+        if int(info.get("vendor_id") or 0) == 0x10DE:
+            return 32
+
+        # wgpu-native 0.32 names it stackgroup_min_size
+        for key in ("subgroup_min_size", "stackgroup_min_size", "subgroupMinSize"):
+            if int(info.get(key) or 0) > 0:
+                return int(info[key])
+        if self.implementation == "dawn":
+            from wgpudawn.backends.dawn import extras
+            props = extras.get_adapter_properties(self.adapter)
+            for key in ("subgroup_min_size", "subgroupMinSize"):
+                if int(props.get(key) or 0) > 0:
+                    return int(props[key])
+        return 0
+
+    @functools.cached_property
     def has_mma(self) -> bool:
         """Whether the prefill GEMM runs on the GPU's matrix units (``gemm_mma.wgsl``): Dawn's subgroup
         matrices with f16 16x16x16 products into f32, in subgroups of 32 (NVIDIA's; the kernel's lane

@@ -250,6 +250,17 @@ class DecodeTuning:
     head fills a 32-lane team: every query row of a KV head in one workgroup, transposed team sums (faster
     at 32k keys, slower at 512; docs/perf-log.md, fifteenth session). Every plan of one n_ctx takes the
     same key slices, so a row's sums stay the same in all of them."""
+    gqa: tuple[int, ...] = (32,)
+    """Team widths (D / 4 lanes) whose heads take the grouped-query kernel (ops/attention_gqa.py: one team for
+    a KV head's query rows) where the adapter's subgroups are at least that wide."""
+    gqa_lanes: int = 128
+    """...its invocations per workgroup (key slices of one team each)."""
+    gqa_wg_per_slot: int = 4
+    """...its workgroups long contexts spread over, per slot."""
+    gqa_chunk_passes: int = 4
+    """...its workgroup passes per split the split count is planned for."""
+    gqa_min_keys: int = 0
+    """...its fewest keys per split (0: one workgroup pass): short contexts in fewer splits, less to merge."""
     spw_fill: float = 1.5
     """A batch's step takes several splits per workgroup while its workgroups still make this many per slot
     (fewer were slower at a 4-row batch; docs/perf-log.md, eleventh session)."""

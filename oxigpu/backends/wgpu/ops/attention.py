@@ -12,7 +12,8 @@ Test/tuning attrs: ``n_split`` (the most splits per row block), ``split_chunk`` 
 split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most rows per workgroup),
 ``team_keys`` (keys per team pass, 4 or 8), ``team_lanes`` (lanes per team: 16 for 128-wide heads puts two
 columns in each lane), ``team_transposed`` (0 / 1: the team sums' form), ``split_group`` (splits per
-workgroup of a batch's step) and
+workgroup of a batch's step), ``decode_gqa`` (0 / 1: the grouped-query decode kernel, one team for a KV
+head's query rows, ops/attention_gqa.py; by default where the heads and the adapter's subgroups allow) and
 ``prefill_tile`` (the prefill kernel's tile, "NRG:RT:KT" with an "s" where K and V share a buffer; see
 ops/attention_prefill.py; keeps the FMA kernel) and ``prefill_mma`` (False: the FMA kernel; True or a tile
 "NSG:BK": the matrix-unit kernel wherever the device has it) and ``prefill_units`` (keys per unit, or -1:
@@ -32,6 +33,7 @@ from ..device import Binding, Dispatch
 from ..kernel import Case, OpKernel, check, register
 from ..tuning import GPU, device_class, tuning
 from ._common import Batch, cache_types, f32_lit, kv_defines, paged_defines, rng, workgroups_for
+from .attention_gqa import gqa_code, gqa_config, use_gqa
 from .attention_mma import mma_defines, mma_tile
 from .attention_prefill import prefill_config, prefill_defines
 from .gemm import scratch_buffer
@@ -174,6 +176,7 @@ class Attention(OpKernel):
                   **kv_defines(types, (Hkv * D, Hkv * DV))}
         self.part = self.counters = None
         self.units = 1
+        self.gqa = False
         prefill = T > 1 and not a.get("n_split") and not self.decode_only
         paged = paged_defines(self.paged, a, self.in_shapes[kc + 4] if self.paged else None, self.in_shapes[kc][0],
                               (11, 12, 13))
@@ -240,23 +243,37 @@ class Attention(OpKernel):
                 "PRB": prb, "REDUCE": "sg" if self.dev.has_subgroups else "wg"} | units | paged
             self.pipe = self.dev.pipeline("attention.wgsl", "prefill", defines)
             return
-        cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
-                            int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)),
-                            cls, self.paged, int(a.get("split_group", 0)), int(a.get("team_lanes", 0)))
+        force = a.get("decode_gqa")
+        self.gqa = use_gqa(D, DV, G, self.dev.subgroup_min_size, cls, None if force is None else int(force))
+        if self.gqa:
+            if not self.dev.has_subgroups:
+                raise ValueError("attention: decode_gqa=1 needs subgroups")
+            cfg = gqa_config(D, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)), cls,
+                             spw=int(a.get("split_group", 0)))
+        else:
+            cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
+                                int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)),
+                                cls, self.paged, int(a.get("split_group", 0)), int(a.get("team_lanes", 0)))
         self.cfg = cfg
         self.split = cfg.MAXS
         self.one_row, self.window = T == 1, int(a.get("window", 0))
-        nrbt = cfg.NRB * (T if self.paged else 1)      # row blocks per KV head
+        # row blocks per KV head (the grouped-query kernel: one per token)
+        nrbt = T if self.gqa else cfg.NRB * (T if self.paged else 1)
         n_blocks = Hkv * nrbt
         self.n_blocks = n_blocks
         self.n_groups = n_blocks * -(-cfg.MAXS // cfg.SPW)
-        merge = cfg.KS * cfg.R if cfg.KS > 1 else 1
-        self.pipe = self.dev.pipeline("attention_decode.wgsl", "main", common | {
-            "R": cfg.R, "NRB": cfg.NRB, "NRBT": nrbt, "L": cfg.L, "KS": cfg.KS, "KB": cfg.KB, "NCK": cfg.NCK,
-            "NCV": cfg.NCV, "MAXS": cfg.MAXS, "CHUNK": cfg.CHUNK, "SPW": cfg.SPW, "TML": merge,
-            "TACC": merge * DV // 4 if cfg.KS > 1 else 1, "REDUCE": "sg" if self.dev.has_subgroups else "wg",
-            "TRANSPOSED": bool(int(a.get("team_transposed", cfg.TR))),
-            **paged, **self.key_source()})
+        launch = {"L": cfg.L, "KB": cfg.KB, "MAXS": cfg.MAXS, "CHUNK": cfg.CHUNK, "SPW": cfg.SPW, **paged,
+                  **self.key_source()}
+        if self.gqa:
+            self.pipe = self.dev.pipeline("attention_decode_gqa.wgsl", "main", common | launch | {
+                "GP": cfg.R, "KS": cfg.KS, "TRANSPOSED": False, **gqa_code(cfg.L, G, cfg.R)})
+        else:
+            merge = cfg.KS * cfg.R if cfg.KS > 1 else 1
+            self.pipe = self.dev.pipeline("attention_decode.wgsl", "main", common | launch | {
+                "R": cfg.R, "NRB": cfg.NRB, "NRBT": nrbt, "KS": cfg.KS, "NCK": cfg.NCK, "NCV": cfg.NCV,
+                "TML": merge, "TACC": merge * DV // 4 if cfg.KS > 1 else 1,
+                "REDUCE": "sg" if self.dev.has_subgroups else "wg",
+                "TRANSPOSED": bool(int(a.get("team_transposed", cfg.TR)))})
         part_bytes = n_blocks * cfg.MAXS * cfg.R * (DV // 4 + 1) * 16 if cfg.MAXS > 1 else 16
         # one device-wide buffer: a dispatch's partials are merged before the next dispatch runs
         self.part = (scratch_buffer(self.dev, part_bytes, "attention partials"), 0, part_bytes)
@@ -324,7 +341,7 @@ class Attention(OpKernel):
 
 
 TUNING_ATTRS = ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys", "team_lanes", "team_transposed",
-                "split_group", "prefill_tile", "prefill_mma", "prefill_units")
+                "split_group", "decode_gqa", "prefill_tile", "prefill_mma", "prefill_units")
 """The kernel choices above: attrs of a test case that the op itself (numpy_ops.attention) does not take."""
 
 
@@ -435,6 +452,15 @@ def _paged_cases() -> Iterable[Case]:
                                seed=4)
     yield paged_attention_case("decode batch D=16 GQA5 (team of 4 lanes), 2 live of 4 rows",
                                B([(2, 130, 1), (0, 7, 1)], 3, 8, 30, pad=2, seed=4), 10, 2, 16, seed=5)
+    yield paged_attention_case("decode batch, grouped-query kernel D=32 GQA4 pos 0/31/32/700/1500",
+                               B([(0, 0, 1), (1, 31, 1), (2, 32, 1), (3, 700, 1), (4, 1500, 1)], 5, 64, 400), 8, 2,
+                               32, seed=17, decode_gqa=1)
+    yield paged_attention_case("decode batch, grouped-query kernel D=32 GQA7 window=300 softcap, slots out of order",
+                               B([(3, 299, 1), (0, 1000, 1), (2, 5, 1)], 4, 40, 200, pad=1, seed=1), 14, 2, 32,
+                               window=300, softcap=30.0, seed=18, decode_gqa=1)
+    yield paged_attention_case("grouped-query kernel n_split=8 chunk=32 on a mixed step (a block per token) D=32",
+                               B([(2, 45, 20), (0, 500, 1), (1, 3, 1)], 3, 24, 80, pad=2, seed=10), 8, 2, 32,
+                               seed=19, n_split=8, split_chunk=32, split_group=3, decode_gqa=1)
     yield paged_attention_case("mixed step: a prompt chunk of 9 rows, decode rows, padding; D=64 GQA4",
                                B([(1, 30, 9), (0, 95, 1), (2, 0, 1), (3, 33, 2)], 4, 8, 40, pad=3, seed=5), 8, 2, 64,
                                seed=6)
@@ -471,7 +497,7 @@ def _paged_cases() -> Iterable[Case]:
 def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int, D: int, n_ctx: int,
                    window: int = 0, softcap: float = 0.0, n_split: int = 0, seed: int = 0, dv: int = 0,
                    split_chunk: int = 0, prefill_tile: str = "", team_keys: int = 0,
-                   prefill_mma: bool | str = False, prefill_units: int = 0) -> Case:
+                   prefill_mma: bool | str = False, prefill_units: int = 0, decode_gqa: int | None = None) -> Case:
     """Random q and f16 caches; cache rows at or past pos + n_tokens hold NaN (must never be read).
     ``prefill_mma`` (T > 1): False keeps the FMA kernel these cases' tolerance is for; True or a tile
     "NSG:BK" lets the matrix-unit kernel run where the device has it (test_kernel_attention.py holds it to
@@ -498,6 +524,8 @@ def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int,
         attrs["prefill_mma"] = prefill_mma
     if prefill_units:
         attrs["prefill_units"] = prefill_units
+    if decode_gqa is not None:
+        attrs["decode_gqa"] = decode_gqa
     n_kv = pos + n_tokens
     return Case("attention", name, [q, ck, cv], ["f32", "f16", "f16"],
                 lambda: [reference(q, ck, cv, **attrs, pos=pos, n_tokens=n_tokens)], 2e-5, attrs=attrs,
@@ -540,6 +568,20 @@ def _cases() -> Iterable[Case]:
                          1, 699, 8, 2, 64, 720, n_split=16, split_chunk=64, team_keys=4, seed=24)
     yield attention_case("decode D=512 GQA4 n_kv=200 softcap (team = 64 lanes, wider than a subgroup)", 1, 1,
                          199, 8, 2, 512, 210, softcap=40.0, seed=23)
+    # the grouped-query kernel (one team for a KV head's rows; forced: lavapipe's 8-lane subgroups take D 32)
+    yield attention_case("decode grouped-query D=32 GQA4 n_kv=1000 (2 keys a pass)", 1, 1, 999, 8, 2, 32, 1024,
+                         seed=25, decode_gqa=1)
+    yield attention_case("decode grouped-query D=32 GQA7 (rows padded to 8: 1 key a pass) window=300 softcap "
+                         "n_split=8 chunk=64 n_kv=901", 1, 1, 900, 14, 2, 32, 960, window=300, softcap=20.0,
+                         n_split=8, split_chunk=64, seed=26, decode_gqa=1)
+    yield attention_case("decode grouped-query D=32 GQA2 n_split=8 chunk=64 n_kv=447 (8 keys a pass)", 1, 1, 446,
+                         4, 2, 32, 520, n_split=8, split_chunk=64, seed=27, decode_gqa=1)
+    yield attention_case("decode grouped-query D=16 GQA4 n_kv=1 (4 lanes)", 1, 1, 0, 8, 2, 16, 16, seed=28,
+                         decode_gqa=1)
+    yield attention_case("decode grouped-query D=16 GQA2 n_kv=130 n_split=4 (teams of 4 lanes, two a subgroup on "
+                         "lavapipe)", 1, 1, 129, 4, 2, 16, 160, n_split=4, seed=30, decode_gqa=1)
+    yield attention_case("decode grouped-query D=32 GQA3 T=7 n_tokens=6 pos=300 n_split=6 (rows of 6 tokens)", 7, 6,
+                         300, 6, 2, 32, 320, n_split=6, seed=29, decode_gqa=1)
     yield attention_case("prefill D=64 GQA2 T=16 n_tokens=11 pos=5", 16, 11, 5, 4, 2, 64, 40, seed=5)
     yield attention_case("prefill D=128 GQA7 T=9 n_tokens=9", 9, 9, 0, 7, 1, 128, 9, seed=6)
     yield attention_case("prefill D=256 window=5 softcap T=12 n_tokens=10 pos=3", 12, 10, 3, 2, 1, 256,

@@ -61,7 +61,8 @@ class RopeKvAttention(Attention):
 def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx: int, *, dv: int = 0,
                            n_rot: int = 0, neox: bool = True, base: float = 10000.0, freq_scale: float = 1.0,
                            with_ff: bool = False, window: int = 0, softcap: float = 0.0, n_split: int = 0,
-                           split_chunk: int = 0, qk_norm: bool = False, seed: int = 0) -> Case:
+                           split_chunk: int = 0, qk_norm: bool = False, seed: int = 0,
+                           decode_gqa: int | None = None) -> Case:
     """One decode step at ``pos``: random q, k, v and f16 caches whose row ``pos`` is NaN (the kernel must
     write it and never read it); expected: the output, then both caches with row pos = rope(k), v rounded
     to f16 (every other row unchanged). Tolerances: the output 2e-5, the K cache one f16 step (HALF_STEP:
@@ -81,6 +82,8 @@ def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx:
         attrs["n_split"] = n_split
     if split_chunk:
         attrs["split_chunk"] = split_chunk
+    if decode_gqa is not None:
+        attrs["decode_gqa"] = decode_gqa
     norms = [(g.standard_normal(D) * 0.3 + 1).astype(np.float32) for _ in range(2)] if qk_norm else []
     if qk_norm:
         attrs["qk_norm_eps"] = 1e-6
@@ -136,6 +139,12 @@ def _cases() -> Iterable[Case]:
     yield c("qwen 14/2 D64 neox max context pos=n_ctx-1=4095", 4095, 14, 2, 64, 4096, seed=12)
     # per-head q/k RMS norms fused in (qwen3: weights before the rotation, the head's scale after it)
     yield c("qwen3 q/k norm 32/4 D128 neox pos=70", 70, 32, 4, 128, 96, base=1e6, qk_norm=True, seed=13)
+    # the grouped-query kernel (forced; D 32 fits lavapipe's 8-lane subgroups): the own key written, then read
+    yield c("grouped-query 8/2 D32 neox n_split=8 chunk=64 pos=255 (ending split 3)", 255, 8, 2, 32, 520,
+            n_split=8, split_chunk=64, seed=16, decode_gqa=1)
+    yield c("grouped-query 14/2 D32 normal ff window=100 softcap pos=700", 700, 14, 2, 32, 720, neox=False,
+            with_ff=True, window=100, softcap=25.0, seed=17, decode_gqa=1)
+    yield c("grouped-query q/k norm 8/2 D32 neox pos=0", 0, 8, 2, 32, 32, qk_norm=True, seed=18, decode_gqa=1)
     yield c("q/k norm 8/2 D64 normal ff n_split=4 pos=300", 300, 8, 2, 64, 320, neox=False, with_ff=True,
             n_split=4, qk_norm=True, seed=14)
     yield c("q/k norm 4/4 D256 neox pos=0", 0, 4, 4, 256, 32, qk_norm=True, seed=15)
@@ -211,6 +220,12 @@ def _paged_cases() -> Iterable[Case]:
             neox=False, seed=6)
     yield c("long cache (16,384 keys a sequence: a KV head's rows in one workgroup, transposed sums) 8/2 D128",
             B([(1, 3000, 1), (0, 17, 1)], 2, 512, 1024, seed=7), 8, 2, 128, base=5e5, seed=8)
+    yield c("grouped-query kernel 8/2 D32 neox, pos 0/31/32/999, 1 padding row",
+            B([(0, 0, 1), (1, 31, 1), (2, 32, 1), (3, 999, 1)], 4, 32, 200, pad=1, seed=8), 8, 2, 32, seed=9,
+            decode_gqa=1)
+    yield c("grouped-query kernel 14/2 D32 normal ff window=300 n_split=8 chunk=64 split_group=3",
+            B([(1, 900, 1), (0, 255, 1), (2, 256, 1)], 3, 32, 120, seed=9), 14, 2, 32, neox=False, with_ff=True,
+            window=300, seed=10, n_split=8, split_chunk=64, split_group=3, decode_gqa=1)
     yield c("qwen3 q/k norm 16/2 D128 neox ff, slots out of order, 1 padding row",
             B([(1, 40, 1), (0, 0, 1), (2, 95, 1)], 3, 8, 40, pad=1, seed=6), 16, 2, 128, base=1e6, with_ff=True,
             qk_norm=True, seed=7)

@@ -1,0 +1,132 @@
+"""The grouped-query decode attention (shaders/attention_decode_gqa.wgsl): where it runs, its launch shape
+and its unrolled code.
+
+One team of L = D / 4 lanes takes every query row of a token's KV head, so each K and V column is loaded
+and widened once for the G rows (attention_decode.wgsl loads it once per row). It needs a subgroup of at
+least L lanes, so it runs where the adapter guarantees one (``Device.subgroup_min_size``) and the tuning
+class takes it (``DecodeTuning.gqa``); attr ``decode_gqa`` (0 / 1) overrides both, for tests and A/B runs."""
+from __future__ import annotations
+
+from ..tuning import GPU, tuning
+
+
+def gqa_shape(d: int, dv: int, g: int) -> tuple[int, int] | None:
+    """(L, GP): team lanes and the rows padded to a power of two, for head dims d / dv and G = g query
+    heads per KV head; None where the kernel does not apply (different K and V widths, one query head per
+    KV head, a width that is not a power of two vec4s, more padded rows than lanes)."""
+    lanes = d // 4
+    if d != dv or g < 2 or d % 4 or lanes & (lanes - 1):
+        return None
+    gp = 1 << (g - 1).bit_length()
+    return (lanes, gp) if gp <= lanes else None
+
+
+def use_gqa(d: int, dv: int, g: int, subgroup_min: int, device: str = GPU, force: int | None = None) -> bool:
+    """Whether the decode kernel of these heads is the grouped-query one: ``force`` (attr ``decode_gqa``)
+    1 / 0 decides where given (1 on heads it cannot take is an error), else the tuning class's ``gqa`` lane
+    counts and a subgroup of at least L lanes (``subgroup_min``: the smallest the adapter may give)."""
+    shape = gqa_shape(d, dv, g)
+    if force is not None:
+        if force and shape is None:
+            raise ValueError(f"attention: decode_gqa=1 takes equal K and V head dims of a power of two vec4s "
+                             f"and 2 .. D / 4 query heads per KV head, got D {d}, Dv {dv}, G {g}")
+        return bool(force)
+    return shape is not None and shape[0] in tuning(device).decode.gqa and subgroup_min >= shape[0]
+
+
+def gqa_config(d: int, g: int, t: int, n_kv_head: int, n_ctx: int, n_split: int = 0, chunk: int = 0,
+               device: str = GPU, per_token: bool = True, spw: int = 0):
+    """The grouped-query kernel's launch shape as a ``DecodeConfig`` (R = GP rows, KS key slices of one team
+    each, KB = L / GP keys a team pass, one column a lane). A row block is one token's rows of a KV head
+    (every plan: a row's splits depend on its position and n_ctx only); MAXS: up to ``gqa_wg_per_slot``
+    workgroups per slot over the KV heads, no more than splits of ``gqa_chunk_passes`` workgroup passes
+    fill n_ctx, at most ``max_splits``. ``n_split`` / ``chunk`` fix MAXS / the split minimum (tests). SPW
+    as decode_config's."""
+    from .attention import DecodeConfig
+    tn = tuning(device)
+    tu = tn.decode
+    shape = gqa_shape(d, d, g)
+    if shape is None:
+        raise ValueError(f"attention: no grouped-query decode kernel for D {d}, G {g}")
+    lanes, gp = shape
+    kb = lanes // gp
+    # key slices: teams up to gqa_lanes invocations, their states (KS x GP rows of D floats) and the query
+    # rows in 16 KiB of workgroup memory
+    ks = 1
+    while 2 * ks * lanes <= tu.gqa_lanes and 2 * ks * gp * (16 * lanes + 8) + 16 * g * lanes <= 16384:
+        ks *= 2
+    blk = ks * kb
+    c = -(-(chunk or max(blk, tu.gqa_min_keys)) // blk) * blk
+    if n_split:
+        maxs = n_split
+    else:
+        span = max(c, tu.gqa_chunk_passes * blk)
+        maxs = min(-(-n_ctx // span), max(1, tu.gqa_wg_per_slot * tn.slots // n_kv_head), tu.max_splits)
+    if t == 1:
+        spw = 1
+    elif not spw:
+        spw = 1
+        while spw < maxs and n_kv_head * t * -(-maxs // (spw + 1)) >= tu.gqa_wg_per_slot * tn.slots:
+            spw += 1
+        spw = -(-maxs // -(-maxs // spw))
+    return DecodeConfig(R=gp, NRB=1, L=lanes, KS=ks, KB=kb, NCK=1, NCV=1, MAXS=maxs, CHUNK=c,
+                        SPW=max(1, min(spw, maxs)))
+
+
+def _tree(terms: list[str]) -> str:
+    """terms summed as a balanced tree (short dependency chains)."""
+    while len(terms) > 1:
+        terms = [f"({terms[i]} + {terms[i + 1]})" if i + 1 < len(terms) else terms[i] for i in range(0, len(terms), 2)]
+    return terms[0]
+
+
+def gqa_code(lanes: int, g: int, gp: int) -> dict[str, str]:
+    """The kernel's unrolled parts (see its header) for L = ``lanes``, G = ``g`` rows padded to ``gp``."""
+    kb = lanes // gp
+    ind = "      "
+    qload = "\n".join(
+        f"  let qb{r} = (t * NH + kvh * G + {r}u) * D4;\n"
+        f"  let qi{r} = q_inv(lane, sgs, live, qb{r}, tl);\n"
+        f"  let q{r} = qs[{r}u * D4 + tl] * (SCALE * qi{r});" for r in range(g))
+    odecl = "\n".join(f"    var o{r} = vec4<f32>(0.0);" for r in range(g))
+    fields = " ".join(f"k{i}: KRaw, v{i}: VRaw," for i in range(kb))
+    loads = []
+    for h in range(-(-kb // 8)):      # physical rows, eight keys a table lookup pair (common/paged_*.wgsl)
+        loads.append(f"  let pj{h} = phys8(s, min(vec4<u32>(j0 + {8 * h}u) + vec4<u32>(0u, 1u, 2u, 3u), "
+                     f"vec4<u32>(last)), min(vec4<u32>(j0 + {8 * h}u) + vec4<u32>(4u, 5u, 6u, 7u), vec4<u32>(last)));")
+    comp = "xyzw"
+    for i in range(kb):
+        row = f"pj{i // 8}[{i % 8 // 4}].{comp[i % 4]}"
+        loads.append(f"  p.k{i} = k_raw({row}, kvh, c);\n  p.v{i} = v_raw({row}, kvh, c);")
+    scores = [f"{ind}let kk{i} = widen_k(c.k{i});" for i in range(kb)]
+    for r in range(gp):
+        for i in range(kb):
+            scores.append(f"{ind}let x{r * kb + i} = " + (f"dot(q{r}, kk{i});" if r < g else "0.0;"))
+    # transposed butterfly over the pair index's bits, high to low: lane bit b keeps the half whose index
+    # bit b is its own, and adds the other half from its partner, so lane i ends with pair i's total
+    red, names, n = [], [f"x{i}" for i in range(lanes)], lanes
+    for b in reversed(range(lanes.bit_length() - 1)):
+        half, mask = n // 2, 1 << b
+        red.append(f"{ind}let hb{b} = (tl & {mask}u) != 0u;")
+        new = []
+        for a in range(half):
+            lo, hi = names[a], names[a + half]
+            red.append(f"{ind}let y{b}_{a} = select({lo}, {hi}, hb{b}) + subgroupShuffleXor(select({hi}, {lo}, hb{b}), "
+                       f"{mask}u);")
+            new.append(f"y{b}_{a}")
+        names, n = new, half
+    red.append(f"{ind}let tot = {names[0]};")
+    rowmax = "\n".join(f"{ind}mt = max(mt, subgroupShuffleXor(mt, {1 << b}u));" for b in range(kb.bit_length() - 1))
+    pv = [f"{ind}let vv{i} = widen_v(c.v{i});" for i in range(kb)]
+    for r in range(g):
+        pv.append(f"{ind}let a{r} = subgroupShuffle(alpha, tb + {r * kb}u);")
+        terms = [f"subgroupShuffle(pr, tb + {r * kb + i}u) * vv{i}" for i in range(kb)]
+        pv.append(f"{ind}o{r} = o{r} * a{r} + {_tree(terms)};")
+    rowsum = "\n".join(f"    ls += subgroupShuffleXor(ls, {1 << b}u);" for b in range(kb.bit_length() - 1))
+    stash = "\n".join(f"    let m{r} = subgroupShuffle(m, tb + {r * kb}u);\n"
+                       f"    let l{r} = subgroupShuffle(ls, tb + {r * kb}u);\n"
+                       f"    if (tl == 0u) {{ tml[team * GP + {r}u] = vec2<f32>(m{r}, l{r}); }}\n"
+                       f"    tacc[(team * GP + {r}u) * DV4 + tl] = o{r};" for r in range(g))
+    return {"QLOAD": qload, "ODECL": odecl, "PASS_FIELDS": fields, "LOADS": "\n".join(loads),
+            "SCORES": "\n".join(scores), "REDUCE": "\n".join(red), "ROWMAX": rowmax, "PV": "\n".join(pv),
+            "ROWSUM": rowsum, "STASH": stash}
