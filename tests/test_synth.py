@@ -153,12 +153,13 @@ def test_mix_rules_reproduce_real_q4_k_m_files(request, fixture):
             assert mix.tensor_type(".".join(parts), t.ne, n_layer, tied) == t.type_name, name
 
 
-@pytest.mark.parametrize("shape", ["qwen2.5-0.5b", "llama-3.2-1b", "llama-3.1-8b"])
+@pytest.mark.parametrize("shape", ["qwen2.5-0.5b", "qwen2.5-1.5b", "llama-3.2-1b", "llama-3.1-8b"])
 def test_real_shape_plans(shape):
     s = SHAPES[shape]
     plan = {p.name: p for p in plan_tensors(s, Mix("Q4_K_M"))}
     n_params = sum(p.n_elements for p in plan.values())
-    expected = {"qwen2.5-0.5b": 494_032_768, "llama-3.2-1b": 1_235_814_432, "llama-3.1-8b": 8_030_261_312}
+    expected = {"qwen2.5-0.5b": 494_032_768, "qwen2.5-1.5b": 1_543_714_304, "llama-3.2-1b": 1_235_814_432,
+                "llama-3.1-8b": 8_030_261_312}
     assert n_params == expected[shape]
     assert ("output.weight" in plan) == (not s.tied)
     assert ("rope_freqs.weight" in plan) == (s.arch == "llama")

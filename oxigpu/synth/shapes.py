@@ -69,6 +69,10 @@ SHAPES: dict[str, Shape] = {s.name: s for s in (
     # the instruct model's config: tied embeddings.
     Shape("qwen2.5-0.5b", "qwen2", 24, 896, 14, 2, 4864, 151936, 64, 32768, 1e6, 1e-6, True,
           "bpe-qwen2", label="0.5B"),
+    # Qwen2.5-Coder-1.5B-Instruct's config (the speculative target): tied embeddings, 12 query heads over 2
+    # KV heads of 128.
+    Shape("qwen2.5-1.5b", "qwen2", 28, 1536, 12, 2, 8960, 151936, 128, 32768, 1e6, 1e-6, True,
+          "bpe-qwen2", label="1.5B"),
     # the instruct model's config: tied embeddings, llama3 RoPE scaling factor 32.
     Shape("llama-3.2-1b", "llama", 16, 2048, 32, 8, 8192, 128256, 64, 131072, 500000.0, 1e-5, True,
           "bpe-llama3", rope_scaling_factor=32.0, label="1B", extra=llama_keys(64, 128256)),
