@@ -20,6 +20,7 @@ from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import CHECKS, case_error, load_kernels, prepare, rel_error, run_case, run_op
 from oxigpu.backends.wgpu.ops._common import HALF_STEP, Batch, workgroups_for
 from oxigpu.backends.wgpu.ops.attention import attention_case, decode_config, op_attrs, paged_attention_case
+from oxigpu.backends.wgpu.ops.attention_gqa import gqa_config, gqa_shape, use_gqa
 from oxigpu.backends.wgpu.ops.attention_mma import MmaTile, mma_tile
 from oxigpu.backends.wgpu.ops.rope import reference as rope_reference
 from oxigpu.backends.wgpu.ops.rope_attention import paged_rope_kv_attention_case, rope_kv_attention_case
@@ -81,6 +82,29 @@ def test_long_context_shape():
     for d, g in ((64, 4), (256, 4)):
         assert decode_config(d, d, g, 1, 8, long, per_token=True) == decode_config(d, d, g, 1, 8, long - 1,
                                                                                     per_token=True)
+
+
+def test_grouped_query_kernel_choice():
+    """The grouped-query decode kernel takes heads of a power of two vec4s with 2 .. D / 4 query heads per KV
+    head (rows padded to a power of two), where the class's lane counts list the team and the adapter's
+    narrowest subgroup spans it; decode_gqa=1 forces it (an error where the heads cannot take it), 0 keeps
+    the per-row-team kernel. Its splits depend on n_ctx, never on the rows in the step."""
+    assert gqa_shape(128, 128, 4) == (32, 4) and gqa_shape(128, 128, 6) == (32, 8) and gqa_shape(64, 64, 7) == (16, 8)
+    assert gqa_shape(128, 128, 1) is None and gqa_shape(96, 96, 3) is None and gqa_shape(96, 64, 3) is None
+    assert gqa_shape(16, 16, 5) is None                       # 8 padded rows > 4 lanes
+    assert use_gqa(128, 128, 4, 32) and not use_gqa(128, 128, 4, 16) and not use_gqa(128, 128, 4, 0)
+    assert not use_gqa(64, 64, 4, 32) and not use_gqa(256, 256, 4, 32)   # 16 / 64 lanes: not listed
+    assert use_gqa(32, 32, 4, 4, force=1) and not use_gqa(128, 128, 4, 32, force=0)
+    with pytest.raises(ValueError, match="decode_gqa=1"):
+        use_gqa(128, 128, 1, 32, force=1)
+    one = gqa_config(128, 4, 1, 8, 33024)
+    assert (one.R, one.L, one.KS, one.KB, one.NCK) == (4, 32, 4, 8, 1)     # 128 invocations: KS teams
+    assert one.MAXS == tuning("gpu").decode.gqa_wg_per_slot * tuning("gpu").slots // 8
+    for t in (4, 16, 64):
+        many = gqa_config(128, 4, t, 8, 33024)
+        assert (many.MAXS, many.CHUNK, many.KS, many.KB) == (one.MAXS, one.CHUNK, one.KS, one.KB)
+        assert [many.splits(n) for n in (1, 33, 4097, 32769)] == [one.splits(n) for n in (1, 33, 4097, 32769)]
+    assert gqa_config(128, 6, 1, 2, 4096).R == 8 and gqa_config(64, 7, 1, 2, 4096).KB == 2
 
 
 @pytest.mark.parametrize("d,g", [(4, 3), (16, 5), (32, 2), (64, 7), (96, 3), (128, 16), (256, 8), (512, 4)])

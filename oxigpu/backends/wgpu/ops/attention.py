@@ -62,6 +62,7 @@ class DecodeConfig:
 
     @property
     def wg(self) -> int:
+        """Invocations per workgroup of attention_decode.wgsl (a grouped-query config's workgroup is L * KS)."""
         return self.L * self.R * self.KS
 
     def splits(self, n_keys: int) -> tuple[int, int]:
@@ -245,6 +246,11 @@ class Attention(OpKernel):
             return
         force = a.get("decode_gqa")
         self.gqa = use_gqa(D, DV, G, self.dev.subgroup_min_size, cls, None if force is None else int(force))
+        if self.gqa and force is None:
+            # its partials grow with the rows (a row's splits are a one-row step's): a batch too large for
+            # one binding of them takes the per-row-team kernel (results within tolerance, not bit-equal)
+            c = gqa_config(D, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)), cls)
+            self.gqa = Hkv * T * c.MAXS * c.R * (DV // 4 + 1) * 16 <= self.dev.max_storage_binding
         if self.gqa:
             if not self.dev.has_subgroups:
                 raise ValueError("attention: decode_gqa=1 needs subgroups")
