@@ -458,15 +458,6 @@ def _paged_cases() -> Iterable[Case]:
                                seed=4)
     yield paged_attention_case("decode batch D=16 GQA5 (team of 4 lanes), 2 live of 4 rows",
                                B([(2, 130, 1), (0, 7, 1)], 3, 8, 30, pad=2, seed=4), 10, 2, 16, seed=5)
-    yield paged_attention_case("decode batch, grouped-query kernel D=32 GQA4 pos 0/31/32/700/1500",
-                               B([(0, 0, 1), (1, 31, 1), (2, 32, 1), (3, 700, 1), (4, 1500, 1)], 5, 64, 400), 8, 2,
-                               32, seed=17, decode_gqa=1)
-    yield paged_attention_case("decode batch, grouped-query kernel D=32 GQA7 window=300 softcap, slots out of order",
-                               B([(3, 299, 1), (0, 1000, 1), (2, 5, 1)], 4, 40, 200, pad=1, seed=1), 14, 2, 32,
-                               window=300, softcap=30.0, seed=18, decode_gqa=1)
-    yield paged_attention_case("grouped-query kernel n_split=8 chunk=32 on a mixed step (a block per token) D=32",
-                               B([(2, 45, 20), (0, 500, 1), (1, 3, 1)], 3, 24, 80, pad=2, seed=10), 8, 2, 32,
-                               seed=19, n_split=8, split_chunk=32, split_group=3, decode_gqa=1)
     yield paged_attention_case("mixed step: a prompt chunk of 9 rows, decode rows, padding; D=64 GQA4",
                                B([(1, 30, 9), (0, 95, 1), (2, 0, 1), (3, 33, 2)], 4, 8, 40, pad=3, seed=5), 8, 2, 64,
                                seed=6)
@@ -498,6 +489,16 @@ def _paged_cases() -> Iterable[Case]:
     yield paged_attention_case("decode kernel n_split=16 on a decode batch, pos 0/31/32/700/1500",
                                B([(0, 0, 1), (1, 31, 1), (2, 32, 1), (3, 700, 1), (4, 1500, 1)], 5, 64, 400), 8, 2,
                                64, seed=1, n_split=16, split_chunk=64)
+    # the grouped-query kernel (forced; D 32 fits lavapipe's 8-lane subgroups)
+    yield paged_attention_case("decode batch, grouped-query kernel D=32 GQA4 pos 0/31/32/700/1500",
+                               B([(0, 0, 1), (1, 31, 1), (2, 32, 1), (3, 700, 1), (4, 1500, 1)], 5, 64, 400), 8, 2,
+                               32, seed=17, decode_gqa=1)
+    yield paged_attention_case("decode batch, grouped-query kernel D=32 GQA7 window=300 softcap, slots out of order",
+                               B([(3, 299, 1), (0, 1000, 1), (2, 5, 1)], 4, 40, 200, pad=1, seed=1), 14, 2, 32,
+                               window=300, softcap=30.0, seed=18, decode_gqa=1)
+    yield paged_attention_case("grouped-query kernel n_split=8 chunk=32 on a mixed step (a block per token) D=32",
+                               B([(2, 45, 20), (0, 500, 1), (1, 3, 1)], 3, 24, 80, pad=2, seed=10), 8, 2, 32,
+                               seed=19, n_split=8, split_chunk=32, split_group=3, decode_gqa=1)
 
 
 def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int, D: int, n_ctx: int,
