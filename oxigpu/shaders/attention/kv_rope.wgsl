@@ -4,8 +4,9 @@
 // workgroups of that split rotate k in registers and take v from `v`, both rounded to halves as the cache
 // stores them (so the key counts exactly as it will in later steps, and as the cache path counts it), and
 // the token's first row block's workgroup of each KV head stores both rows in the caches (at phys(s, p)).
-// The pass holding that key reads its cache row too (being written: racy) and replaces it before any use,
-// so no workgroup waits for another's write.
+// In attention_decode.wgsl the pass holding that key reads its cache row too (being written: racy) and
+// replaces it before any use (OWN_KEY), so no workgroup waits for another's write; attention_decode_gqa.wgsl
+// (one workgroup holds a KV head's key) writes the rows first, then reads them back after a storage barrier.
 // Defines: common/rope.wgsl's (its table at binding 10), QK_NORM (true | false: attention/qk_norm_*.wgsl).
 #include "common/rope.wgsl"
 #include "attention/qk_norm_{{QK_NORM}}.wgsl"
@@ -60,7 +61,8 @@ fn k_inv(lane: Lane, sgs: u32, kb: u32, tl: u32) -> f32 {
 }
 
 
-// The row's own key (position p) comes from registers (attention_decode.wgsl's `own`), not from its cache row.
+// The row's own key (position p) comes from registers (attention_decode.wgsl's `own`), not from its cache row
+// (attention_decode_gqa.wgsl: its writes must be made visible before it is read back).
 const OWN_KEY: bool = true;
 
 // At a split's start: in the split holding the block's key (bt: its token, at position bt.p) the key and
