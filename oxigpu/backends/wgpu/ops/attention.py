@@ -581,7 +581,7 @@ def _cases() -> Iterable[Case]:
     yield attention_case("decode grouped-query D=32 GQA7 (rows padded to 8: 1 key a pass) window=300 softcap "
                          "n_split=8 chunk=64 n_kv=901", 1, 1, 900, 14, 2, 32, 960, window=300, softcap=20.0,
                          n_split=8, split_chunk=64, seed=26, decode_gqa=1)
-    yield attention_case("decode grouped-query D=32 GQA2 n_split=8 chunk=64 n_kv=447 (8 keys a pass)", 1, 1, 446,
+    yield attention_case("decode grouped-query D=32 GQA2 n_split=8 chunk=64 n_kv=447 (4 keys a pass)", 1, 1, 446,
                          4, 2, 32, 520, n_split=8, split_chunk=64, seed=27, decode_gqa=1)
     yield attention_case("decode grouped-query D=16 GQA4 n_kv=1 (4 lanes)", 1, 1, 0, 8, 2, 16, 16, seed=28,
                          decode_gqa=1)
