@@ -20,7 +20,7 @@
 // one-row steps bit for bit). Splits as attention_decode.wgsl's (DecodeConfig.splits, a workgroup pass =
 // BLK keys): T == 1 launches the active splits only, T > 1 takes SPW splits per workgroup. The query rows
 // are loaded (and, with KV rope, rotated) once per workgroup into workgroup memory, a (row, column) pair a
-// lane: rotating them in every team was a third of a short context's kernel.
+// lane (rotating them in every team cost short contexts dearly: docs/perf-log.md, sixteenth session).
 // Own key (KV rope: rope_kv_attention): the workgroup whose splits hold the step's own key first rotates
 // and writes its K and V rows (attention/kv_rope.wgsl's split_start), then a storage barrier makes them
 // visible to its lanes, and every key is read from the cache as the cache path reads it.
