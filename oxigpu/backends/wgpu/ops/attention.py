@@ -114,23 +114,31 @@ def decode_config(d: int, dv: int, g: int, t: int, n_kv_head: int, n_ctx: int, n
         raise ValueError(f"attention: {ks} key slices of {r} rows x {lanes} lanes exceed 256 invocations")
     nck, ncv = -(-d4 // lanes), -(-dv4 // lanes)
     kb = team_keys or (8 if max(nck, ncv) == 1 else 4)
-    blk = ks * kb
-    c = -(-(chunk or blk) // blk) * blk
-    if n_split:
-        maxs = n_split
-    else:
-        span = max(c, tu.chunk_passes * blk)
-        maxs = min(-(-n_ctx // span), max(1, tu.wg_per_slot * tn.slots // blocks), tu.max_splits)
+    c, maxs, spw = split_plan(ks * kb, n_ctx, chunk or ks * kb, tu.chunk_passes, tu.wg_per_slot * tn.slots // blocks,
+                              tu.max_splits, n_split, t, spw, blocks * (t if per_token else 1),
+                              tu.spw_fill * tn.slots)
+    return DecodeConfig(R=r, NRB=nrb, L=lanes, KS=ks, KB=kb, NCK=nck, NCV=ncv, MAXS=maxs, CHUNK=c, SPW=spw,
+                        TR=t > 1 or long)
+
+
+def split_plan(blk: int, n_ctx: int, min_keys: int, chunk_passes: int, wg_splits: int, max_splits: int,
+               n_split: int, t: int, spw: int, blocks: int, fill: float) -> tuple[int, int, int]:
+    """(CHUNK, MAXS, SPW) of a split-KV decode kernel whose workgroup pass covers ``blk`` keys (both decode
+    kernels): the fewest keys a split, ``min_keys`` rounded up to passes; MAXS (``n_split`` where given) up to
+    ``wg_splits`` (the splits that fill the slots over a step's row blocks), no more than splits of
+    ``chunk_passes`` passes fill n_ctx, at most ``max_splits``; SPW (``spw`` where given, 1 for a one-row
+    step) as many consecutive splits a workgroup as leave the t > 1 rows' ``blocks`` row blocks at least
+    ``fill`` workgroups, evened out."""
+    c = -(-min_keys // blk) * blk
+    maxs = n_split or min(-(-n_ctx // max(c, chunk_passes * blk)), max(1, wg_splits), max_splits)
     if t == 1:
         spw = 1             # the host launches a one-row step's active splits only (Attention.decode_groups)
     elif not spw:
-        all_blocks = blocks * (t if per_token else 1)
         spw = 1
-        while spw < maxs and all_blocks * -(-maxs // (spw + 1)) >= tu.spw_fill * tn.slots:
+        while spw < maxs and blocks * -(-maxs // (spw + 1)) >= fill:
             spw += 1
         spw = -(-maxs // -(-maxs // spw))     # the same workgroups, their splits evened out
-    return DecodeConfig(R=r, NRB=nrb, L=lanes, KS=ks, KB=kb, NCK=nck, NCV=ncv, MAXS=maxs, CHUNK=c,
-                        SPW=max(1, min(spw, maxs)), TR=t > 1 or long)
+    return c, maxs, max(1, min(spw, maxs))
 
 
 @register

@@ -42,7 +42,7 @@ def gqa_config(d: int, g: int, t: int, n_kv_head: int, n_ctx: int, n_split: int 
     workgroups per slot over the KV heads, no more than splits of ``gqa_chunk_passes`` workgroup passes
     fill n_ctx, at most ``max_splits``. ``n_split`` / ``chunk`` fix MAXS / the split minimum (tests). SPW
     as decode_config's."""
-    from .attention import DecodeConfig
+    from .attention import DecodeConfig, split_plan
     tn = tuning(device)
     tu = tn.decode
     shape = gqa_shape(d, d, g)
@@ -56,21 +56,10 @@ def gqa_config(d: int, g: int, t: int, n_kv_head: int, n_ctx: int, n_split: int 
     while 2 * ks * lanes <= tu.gqa_lanes and 2 * ks * gp * (16 * lanes + 8) + 16 * g * lanes <= 16384:
         ks *= 2
     blk = ks * kb
-    c = -(-(chunk or max(blk, tu.gqa_min_keys)) // blk) * blk
-    if n_split:
-        maxs = n_split
-    else:
-        span = max(c, tu.gqa_chunk_passes * blk)
-        maxs = min(-(-n_ctx // span), max(1, tu.gqa_wg_per_slot * tn.slots // n_kv_head), tu.max_splits)
-    if t == 1:
-        spw = 1
-    elif not spw:
-        spw = 1
-        while spw < maxs and n_kv_head * t * -(-maxs // (spw + 1)) >= tu.gqa_wg_per_slot * tn.slots:
-            spw += 1
-        spw = -(-maxs // -(-maxs // spw))
-    return DecodeConfig(R=gp, NRB=1, L=lanes, KS=ks, KB=kb, NCK=1, NCV=1, MAXS=maxs, CHUNK=c,
-                        SPW=max(1, min(spw, maxs)))
+    c, maxs, spw = split_plan(blk, n_ctx, chunk or max(blk, tu.gqa_min_keys), tu.gqa_chunk_passes,
+                              tu.gqa_wg_per_slot * tn.slots // n_kv_head, tu.max_splits, n_split, t, spw,
+                              n_kv_head * t, tu.gqa_wg_per_slot * tn.slots)
+    return DecodeConfig(R=gp, NRB=1, L=lanes, KS=ks, KB=kb, NCK=1, NCV=1, MAXS=maxs, CHUNK=c, SPW=spw)
 
 
 def _tree(terms: list[str]) -> str:
