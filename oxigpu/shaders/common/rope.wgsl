@@ -33,7 +33,7 @@ fn rope_angle(p: u32, j: u32) -> f32 {
     if (ff[j] != 1.0) {
       let th = f32(p) * (rope_freq(j) / ff[j]);
       let k = round(th / TWO_PI);
-      return (th - k * 6.28125) - k * 1.9353071795864769e-3;   // 2 pi = 6.28125 + 1.935e-3
+      return fma(-k, 1.9353071795864769e-3, fma(-k, 6.28125, th));   // 2 pi = 6.28125 + 1.935e-3
     }
   }
   let t = rope_turn(j);
@@ -49,13 +49,16 @@ fn rope_pair(j: u32) -> vec2<u32> {
   return vec2<u32>(2u * j, 2u * j + 1u);
 }
 
-// The pair's values after the rotation at position p (unchanged in the pass-through tail).
+// The pair's values after the rotation at position p (unchanged in the pass-through tail). The fused
+// multiply-adds are written out: a * b - c * d left to the compiler may fuse either product, and not the
+// same one in every kernel, while a speculative verification's rows (rotated by rope_kv_store) must equal
+// a decode step's (rotated inside its attention kernel) to the bit.
 fn rope_rotate(p: u32, j: u32, x: vec2<f32>) -> vec2<f32> {
   if (j >= HALF) { return x; }
   let a = rope_angle(p, j);
   let c = cos(a);
   let s = sin(a);
-  return vec2<f32>(x.x * c - x.y * s, x.x * s + x.y * c);
+  return vec2<f32>(fma(x.x, c, -(x.y * s)), fma(x.x, s, x.y * c));
 }
 
 // The element that element e of a head is rotated with (itself in the pass-through tail).
