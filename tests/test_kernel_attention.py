@@ -89,11 +89,13 @@ def test_grouped_query_kernel_choice():
     head (rows padded to a power of two), where the class's lane counts list the team and the adapter's
     narrowest subgroup spans it; decode_gqa=1 forces it (an error where the heads cannot take it), 0 keeps
     the per-row-team kernel. Its splits depend on n_ctx, never on the rows in the step."""
-    assert gqa_shape(128, 128, 4) == (32, 4) and gqa_shape(128, 128, 6) == (32, 8) and gqa_shape(64, 64, 7) == (16, 8)
+    assert gqa_shape(128, 128, 4) == (32, 1, 4) and gqa_shape(128, 128, 6) == (32, 1, 8)
+    assert gqa_shape(64, 64, 7) == (16, 1, 8) and gqa_shape(256, 256, 4) == (32, 2, 4)   # two columns a lane
+    assert gqa_shape(64, 64, 4, lanes=8) == (8, 2, 4) and gqa_shape(128, 128, 4, lanes=8) is None
     assert gqa_shape(128, 128, 1) is None and gqa_shape(96, 96, 3) is None and gqa_shape(96, 64, 3) is None
-    assert gqa_shape(16, 16, 5) is None                       # 8 padded rows > 4 lanes
+    assert gqa_shape(16, 16, 5) is None and gqa_shape(512, 512, 4) is None    # 8 rows > 4 lanes; 4 columns
     assert use_gqa(128, 128, 4, 32) and not use_gqa(128, 128, 4, 16) and not use_gqa(128, 128, 4, 0)
-    assert not use_gqa(64, 64, 4, 32) and not use_gqa(256, 256, 4, 32)   # 16 / 64 lanes: not listed
+    assert not use_gqa(64, 64, 4, 32) and not use_gqa(256, 256, 4, 32)   # head dims not listed
     assert use_gqa(32, 32, 4, 4, force=1) and not use_gqa(128, 128, 4, 32, force=0)
     with pytest.raises(ValueError, match="decode_gqa=1"):
         use_gqa(128, 128, 1, 32, force=1)
@@ -105,6 +107,8 @@ def test_grouped_query_kernel_choice():
         assert (many.MAXS, many.CHUNK, many.KS, many.KB) == (one.MAXS, one.CHUNK, one.KS, one.KB)
         assert [many.splits(n) for n in (1, 33, 4097, 32769)] == [one.splits(n) for n in (1, 33, 4097, 32769)]
     assert gqa_config(128, 6, 1, 2, 4096).R == 8 and gqa_config(64, 7, 1, 2, 4096).KB == 2
+    two = gqa_config(64, 4, 1, 8, 4096, lanes=8)
+    assert (two.L, two.NCK, two.NCV, two.KB) == (8, 2, 2, 2) and two.KS * two.L <= 128
 
 
 @pytest.mark.parametrize("d,g", [(4, 3), (16, 5), (32, 2), (64, 7), (96, 3), (128, 16), (256, 8), (512, 4)])
@@ -510,13 +514,15 @@ def test_one_sequence_on_a_plan_of_several_slots(dev, mma):
 
 
 @pytest.mark.parametrize("D,H,Hkv,p0,gqa", [(64, 8, 2, 70, 0), (128, 8, 2, 31, 0), (64, 14, 2, 200, 0),
-                                             (32, 8, 2, 70, 1), (32, 14, 2, 200, 1), (16, 8, 2, 31, 1)])
+                                             (32, 8, 2, 70, 1), (32, 14, 2, 200, 1), (16, 8, 2, 31, 1),
+                                             (64, 8, 2, 150, 8)])
 def test_one_row_step_equals_the_verification_rows(dev, D, H, Hkv, p0, gqa):
     """A one-row decode step (rope_kv_attention: rope, the cache write and the attention in one kernel) and
     a speculative verification's rows of the same sequence (rope_kv_store, then the decode kernel reading
     every key from the cache) give a row's output and its cache rows bit for bit: the step's own key is
     summed where the cache path sums it, so greedy speculative decoding can equal plain decoding. Both the
-    per-row-team kernel and the grouped-query one (``gqa``: it writes the own key, then reads it back)."""
+    per-row-team kernel and the grouped-query one (``gqa``: it writes the own key, then reads it back; 8:
+    teams of 8 lanes, two columns a lane)."""
     g = np.random.default_rng(D + p0)
     T = 3                                            # the verification's rows: positions p0 .. p0 + 2
     ver_b = Batch([(0, p0, T)], 1, 10, 10, seed=1)
@@ -527,7 +533,8 @@ def test_one_row_step_equals_the_verification_rows(dev, D, H, Hkv, p0, gqa):
     k = g.standard_normal((T, Hkv * D)).astype(np.float32)
     v = g.standard_normal((T, Hkv * D)).astype(np.float32)
     rope = dict(n_head=H, n_head_kv=Hkv, head_dim=D, n_rot=D, base=1e4, neox=True, freq_scale=1.0, block_size=32)
-    att = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=D ** -0.5, block_size=32, decode_gqa=gqa)
+    att = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=D ** -0.5, block_size=32,
+               decode_gqa=int(bool(gqa)), **({"team_lanes": gqa} if gqa > 1 else {}))
     types = ["f32"] * 3 + ["f16"] * 2 + ["i32"] * 3
     qr, ck2, cv2 = run_op("rope_kv_store", [q, k, v, ck, cv, *ver_b.inputs()], rope, n_tokens=T, in_types=types,
                           dev=dev)

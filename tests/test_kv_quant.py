@@ -138,6 +138,7 @@ def _paged_attention_ref(q, kf, vf, b, H, Hkv, D, DV, scale):
     ("q8_0", "q4_0", 128, 8, 2, {"prefill_tile": "16:1:2s"}),
     ("q8_0", "q8_0", 32, 8, 2, {"n_split": 4, "split_chunk": 32, "decode_gqa": 1}),   # the grouped-query kernel
     ("q4_0", "q8_0", 32, 14, 2, {"n_split": 8, "split_chunk": 32, "decode_gqa": 1}),  # ... rows padded to 8
+    ("q8_0", "q4_0", 64, 8, 2, {"n_split": 4, "split_chunk": 32, "decode_gqa": 1, "team_lanes": 8}),  # 2 a lane
 ])
 def test_attention_over_quantized_caches(dev, ctk, ctv, D, H, Hkv, tuning):
     """Every path of the attention op (FMA prefill tiles, the split-KV decode kernel) over quantized caches:

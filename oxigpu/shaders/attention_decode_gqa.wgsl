@@ -1,19 +1,20 @@
 // Decode attention with one team for all query rows of a KV head (grouped-query attention): the sibling of
 // attention_decode.wgsl (same inputs, splits, partials and merge by the last workgroup, same key-source
-// hooks) for heads that fill at most one subgroup, where that kernel gives each query row a team of its
-// own and so loads and widens every K and V column once per row. Here a team of L = D / 4 lanes (lane c
-// holds vec4 column c of q, K, V and the output) takes the G query rows of one token and KV head (GP: G
-// padded to a power of two; padded rows have q = 0 and are never stored); a workgroup is KS such teams
-// (key slices) on one split of those keys. Each team pass takes KB = L / GP keys (slices interleaved: a
-// workgroup pass covers BLK = KS KB), each loaded and widened once for all rows: every lane forms the
-// GP x KB partial dots of its column, a transposed butterfly over the team (L - 1 shuffles) leaves lane i
-// with the whole score of pair i = (row i / KB, key i % KB), so each lane computes one exp; the rows'
-// maxima and sums reduce over their KB lanes, and the probabilities reach every lane by shuffles for the
-// P V products (L + GP shuffles a pass). The slices' states meet in workgroup memory at a split's end, and
-// team k finishes rows k, k + KS, ...: it publishes the split's partials (or writes the output where there
-// is one split) and, in the workgroup that finishes a block's splits last, merges them, so the rows' merges
-// run side by side. Needs subgroups of at least L lanes, teams aligned in them (ops/attention_gqa.py picks
-// it only where the adapter guarantees that; a narrower subgroup writes NaN rather than a wrong result).
+// hooks) for heads that fill at most two columns of a subgroup, where that kernel gives each query row a
+// team of its own and so loads and widens every K and V column once per row. Here a team of L lanes (lane
+// c holds vec4 columns c and, where NC = 2, c + L of q, K, V and the output) takes the G query rows of one
+// token and KV head (GP: G padded to a power of two; padded rows have q = 0 and are never stored); a
+// workgroup is KS such teams (key slices) on one split of those keys. Each team pass takes KB = L / GP keys
+// (slices interleaved: a workgroup pass covers BLK = KS KB), each loaded and widened once for all rows:
+// every lane forms the GP x KB partial dots of its columns, a transposed butterfly over the team (L - 1
+// shuffles) leaves lane i with the whole score of pair i = (row i / KB, key i % KB), so each lane computes
+// one exp; the rows' maxima and sums reduce over their KB lanes, and the probabilities reach every lane by
+// shuffles for the P V products (L + GP shuffles a pass). The slices' states meet in workgroup memory at a
+// split's end, and team k finishes rows k, k + KS, ...: it publishes the split's partials (or writes the
+// output where there is one split) and, in the workgroup that finishes a block's splits last, merges
+// them, so the rows' merges run side by side. Needs subgroups of at least L lanes, teams aligned in them
+// (ops/attention_gqa.py picks it only where the adapter guarantees that; a narrower subgroup writes NaN
+// rather than a wrong result).
 // Row blocks: block = kvh * T + t, token t at position pos_of(t) of slot seq_of(t) (PAGED: through its
 // block table; else the contiguous cache at P.pos + t), so a row's keys, splits and sums are those of a
 // one-row step at its position whatever else is in the step (a speculative verification's rows equal the
@@ -27,7 +28,7 @@
 // The unrolled parts (named values, no private arrays: drivers may put loop-indexed ones in local memory)
 // come from ops/attention_gqa.py: QLOAD, ODECL, SCORES, REDUCE, ROWMAX, PV, ROWSUM, STASH, PASS_FIELDS,
 // LOADS.
-// Defines: D, DV (== D), G, GP, NH, NKV, T, L, KS, KB, MAXS, CHUNK, SPW, SCALE, SOFTCAP, WINDOW, PAGED (and
+// Defines: D, DV (== D), G, GP, NH, NKV, T, L, NC, KS, KB, MAXS, CHUNK, SPW, SCALE, SOFTCAP, WINDOW, PAGED (and
 // common/paged_true.wgsl's), KVQ (and kv/cols_true.wgsl's), KV (cache | rope, and its hooks' defines).
 #include "common/params.wgsl"
 #include "common/half.wgsl"
@@ -52,8 +53,9 @@ const KS: u32 = {{KS}}u;
 const WG: u32 = L * KS;
 const KB: u32 = {{KB}}u;
 const BLK: u32 = KS * KB;
-const NCK: u32 = 1u;              // the hooks' columns per lane
-const NCV: u32 = 1u;
+const NC: u32 = {{NC}}u;          // vec4 columns a lane: tl, tl + L
+const NCK: u32 = NC;              // (the hooks' names)
+const NCV: u32 = NC;
 const MAXS: u32 = {{MAXS}}u;
 const CHUNK: u32 = {{CHUNK}}u;
 const SPW: u32 = {{SPW}}u;
@@ -186,7 +188,7 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   let rw = Row(t, kvh * G, live, true, p, select(0u, seq_of(t), live));
   if (sgs < L) {                        // workgroup-uniform: the shuffles below need L lanes a subgroup
     let nan = bitcast<f32>(0x7fc00000u | (tl & 1u));   // (a run-time value: Tint refuses a constant NaN)
-    for (var r = team; r < G; r += KS) { out[(t * NH + kvh * G + r) * DV4 + tl] = vec4<f32>(nan); }
+    for (var i = team * L + tl; i < G * DV4; i += WG) { out[(t * NH + kvh * G) * DV4 + i] = vec4<f32>(nan); }
     return;
   }
   // the query rows loaded (and rotated) once per workgroup, a (row, column) pair a lane, for every team
@@ -246,13 +248,15 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
 {{STASH}}
     workgroupBarrier();
     for (var r = team; r < G; r += KS) {
-      let st = merge_slices(r, tl);
-      if (nact == 1u) {
-        out[(t * NH + kvh * G + r) * DV4 + tl] = select(vec4<f32>(0.0), st[1] / st[0].y, st[0].y > 0.0);
-      } else {
-        let pa = part_at(blk, split, r);
-        if (tl == 0u) { part[pa] = st[0]; }
-        part[pa + 1u + tl] = st[1];
+      for (var col = tl; col < DV4; col += L) {
+        let st = merge_slices(r, col);
+        if (nact == 1u) {
+          out[(t * NH + kvh * G + r) * DV4 + col] = select(vec4<f32>(0.0), st[1] / st[0].y, st[0].y > 0.0);
+        } else {
+          let pa = part_at(blk, split, r);
+          if (col == 0u) { part[pa] = st[0]; }
+          part[pa + 1u + col] = st[1];
+        }
       }
     }
     if (nact == 1u) { return; }
@@ -269,6 +273,10 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
     if (workgroupUniformLoad(&last_w) != nact) { return; }
     storageBarrier();
   }
-  for (var r = team; r < G; r += KS) { out[(t * NH + kvh * G + r) * DV4 + tl] = merge_row(blk, r, nact, tl); }
+  for (var r = team; r < G; r += KS) {
+    for (var col = tl; col < DV4; col += L) {
+      out[(t * NH + kvh * G + r) * DV4 + col] = merge_row(blk, r, nact, col);
+    }
+  }
   if (lane.lid == 0u) { atomicStore(&counters[blk], 0u); }
 }

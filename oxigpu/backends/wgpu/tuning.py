@@ -250,9 +250,9 @@ class DecodeTuning:
     head fills a 32-lane team: every query row of a KV head in one workgroup, transposed team sums (faster
     at 32k keys, slower at 512; docs/perf-log.md, fifteenth session). Every plan of one n_ctx takes the
     same key slices, so a row's sums stay the same in all of them."""
-    gqa: tuple[int, ...] = (32,)
-    """Team widths (D / 4 lanes) whose heads take the grouped-query kernel (ops/attention_gqa.py: one team for
-    a KV head's query rows) where the adapter's subgroups are at least that wide."""
+    gqa: tuple[int, ...] = (128,)
+    """Head dims that take the grouped-query kernel (ops/attention_gqa.py: one team for a KV head's query
+    rows) where the adapter's subgroups span its team (D / 4 lanes up to 32, then two columns a lane)."""
     gqa_lanes: int = 128
     """...its invocations per workgroup (key slices of one team each)."""
     gqa_wg_per_slot: int = 4

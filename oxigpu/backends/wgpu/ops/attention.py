@@ -11,9 +11,10 @@ The K/V caches are f16 (two halves per u32: shaders/common/half.wgsl); the math 
 Test/tuning attrs: ``n_split`` (the most splits per row block), ``split_chunk`` (the fewest keys per
 split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most rows per workgroup),
 ``team_keys`` (keys per team pass, 4 or 8), ``team_lanes`` (lanes per team: 16 for 128-wide heads puts two
-columns in each lane), ``team_transposed`` (0 / 1: the team sums' form), ``split_group`` (splits per
-workgroup of a batch's step), ``decode_gqa`` (0 / 1: the grouped-query decode kernel, one team for a KV
-head's query rows, ops/attention_gqa.py; by default where the heads and the adapter's subgroups allow) and
+columns in each lane; either decode kernel), ``team_transposed`` (0 / 1: the team sums' form),
+``split_group`` (splits per workgroup of a batch's step), ``decode_gqa`` (0 / 1: the grouped-query decode
+kernel, one team for a KV head's query rows, ops/attention_gqa.py; by default where the heads and the
+adapter's subgroups allow) and
 ``prefill_tile`` (the prefill kernel's tile, "NRG:RT:KT" with an "s" where K and V share a buffer; see
 ops/attention_prefill.py; keeps the FMA kernel) and ``prefill_mma`` (False: the FMA kernel; True or a tile
 "NSG:BK": the matrix-unit kernel wherever the device has it) and ``prefill_units`` (keys per unit, or -1:
@@ -252,18 +253,19 @@ class Attention(OpKernel):
                 "PRB": prb, "REDUCE": "sg" if self.dev.has_subgroups else "wg"} | units | paged
             self.pipe = self.dev.pipeline("attention.wgsl", "prefill", defines)
             return
-        force = a.get("decode_gqa")
-        self.gqa = use_gqa(D, DV, G, self.dev.subgroup_min_size, cls, None if force is None else int(force))
+        force, lanes = a.get("decode_gqa"), int(a.get("team_lanes", 0))
+        self.gqa = use_gqa(D, DV, G, self.dev.subgroup_min_size, cls, None if force is None else int(force), lanes)
         if self.gqa and force is None:
             # its partials grow with the rows (a row's splits are a one-row step's): a batch too large for
             # one binding of them takes the per-row-team kernel (results within tolerance, not bit-equal)
-            c = gqa_config(D, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)), cls)
+            c = gqa_config(D, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)), cls,
+                           lanes=lanes)
             self.gqa = Hkv * T * c.MAXS * c.R * (DV // 4 + 1) * 16 <= self.dev.max_storage_binding
         if self.gqa:
             if not self.dev.has_subgroups:
                 raise ValueError("attention: decode_gqa=1 needs subgroups")
             cfg = gqa_config(D, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)), cls,
-                             spw=int(a.get("split_group", 0)))
+                             spw=int(a.get("split_group", 0)), lanes=lanes)
         else:
             cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
                                 int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)),
@@ -280,7 +282,7 @@ class Attention(OpKernel):
                   **self.key_source()}
         if self.gqa:
             self.pipe = self.dev.pipeline("attention_decode_gqa.wgsl", "main", common | launch | {
-                "GP": cfg.R, "KS": cfg.KS, "TRANSPOSED": False, **gqa_code(cfg.L, G, cfg.R)})
+                "GP": cfg.R, "KS": cfg.KS, "NC": cfg.NCK, "TRANSPOSED": False, **gqa_code(cfg.L, G, cfg.R, cfg.NCK)})
         else:
             merge = cfg.KS * cfg.R if cfg.KS > 1 else 1
             self.pipe = self.dev.pipeline("attention_decode.wgsl", "main", common | launch | {
@@ -457,10 +459,10 @@ def _paged_cases() -> Iterable[Case]:
                                B([(0, 400, 1), (1, 63, 1), (2, 129, 1)], 3, 16, 60, seed=2), 4, 4, 128, seed=3,
                                n_split=4, split_chunk=32)
     yield paged_attention_case("decode batch, long cache (16,384 keys a sequence) D=128 GQA4 pos 2500/40",
-                               B([(0, 2500, 1), (1, 40, 1)], 2, 512, 1024, seed=9), 8, 2, 128, seed=15)
+                               B([(0, 2500, 1), (1, 40, 1)], 2, 512, 1024, seed=9), 8, 2, 128, seed=15, decode_gqa=0)
     yield paged_attention_case("decode batch D=128 GQA4, teams of 16 lanes (two columns a lane) pos 900/31",
                                B([(1, 900, 1), (0, 31, 1)], 2, 32, 80, seed=10), 8, 2, 128, seed=16, team_lanes=16,
-                               team_transposed=1)
+                               team_transposed=1, decode_gqa=0)
     yield paged_attention_case("decode batch gemma3 D=256 GQA2 window=50 softcap",
                                B([(1, 200, 1), (0, 33, 1)], 2, 8, 20, seed=3), 4, 2, 256, window=50, softcap=30.0,
                                seed=4)
@@ -507,12 +509,16 @@ def _paged_cases() -> Iterable[Case]:
     yield paged_attention_case("grouped-query kernel n_split=8 chunk=32 on a mixed step (a block per token) D=32",
                                B([(2, 45, 20), (0, 500, 1), (1, 3, 1)], 3, 24, 80, pad=2, seed=10), 8, 2, 32,
                                seed=19, n_split=8, split_chunk=32, split_group=3, decode_gqa=1)
+    yield paged_attention_case("decode batch, grouped-query kernel D=64 GQA4 team_lanes=8 (two columns a lane)",
+                               B([(0, 900, 1), (1, 31, 1), (2, 0, 1)], 3, 32, 100, seed=11), 8, 2, 64, seed=20,
+                               decode_gqa=1, team_lanes=8)
 
 
 def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int, D: int, n_ctx: int,
                    window: int = 0, softcap: float = 0.0, n_split: int = 0, seed: int = 0, dv: int = 0,
                    split_chunk: int = 0, prefill_tile: str = "", team_keys: int = 0,
-                   prefill_mma: bool | str = False, prefill_units: int = 0, decode_gqa: int | None = None) -> Case:
+                   prefill_mma: bool | str = False, prefill_units: int = 0, decode_gqa: int | None = None,
+                   team_lanes: int = 0) -> Case:
     """Random q and f16 caches; cache rows at or past pos + n_tokens hold NaN (must never be read).
     ``prefill_mma`` (T > 1): False keeps the FMA kernel these cases' tolerance is for; True or a tile
     "NSG:BK" lets the matrix-unit kernel run where the device has it (test_kernel_attention.py holds it to
@@ -541,6 +547,8 @@ def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int,
         attrs["prefill_units"] = prefill_units
     if decode_gqa is not None:
         attrs["decode_gqa"] = decode_gqa
+    if team_lanes:
+        attrs["team_lanes"] = team_lanes
     n_kv = pos + n_tokens
     return Case("attention", name, [q, ck, cv], ["f32", "f16", "f16"],
                 lambda: [reference(q, ck, cv, **attrs, pos=pos, n_tokens=n_tokens)], 2e-5, attrs=attrs,
@@ -597,6 +605,12 @@ def _cases() -> Iterable[Case]:
                          "lavapipe)", 1, 1, 129, 4, 2, 16, 160, n_split=4, seed=30, decode_gqa=1)
     yield attention_case("decode grouped-query D=32 GQA3 T=7 n_tokens=6 pos=300 n_split=6 (rows of 6 tokens)", 7, 6,
                          300, 6, 2, 32, 320, n_split=6, seed=29, decode_gqa=1)
+    yield attention_case("decode grouped-query D=64 GQA4 team_lanes=8 (two columns a lane) n_kv=700 window=300 "
+                         "softcap", 1, 1, 699, 8, 2, 64, 720, window=300, softcap=25.0, seed=31, decode_gqa=1,
+                         team_lanes=8)
+    yield attention_case("decode grouped-query D=64 GQA7 team_lanes=8 (rows padded to 8: 1 key a pass) n_split=8 "
+                         "chunk=64 n_kv=333", 1, 1, 332, 14, 2, 64, 400, n_split=8, split_chunk=64, seed=32,
+                         decode_gqa=1, team_lanes=8)
     yield attention_case("prefill D=64 GQA2 T=16 n_tokens=11 pos=5", 16, 11, 5, 4, 2, 64, 40, seed=5)
     yield attention_case("prefill D=128 GQA7 T=9 n_tokens=9", 9, 9, 0, 7, 1, 128, 9, seed=6)
     yield attention_case("prefill D=256 window=5 softcap T=12 n_tokens=10 pos=3", 12, 10, 3, 2, 1, 256,
