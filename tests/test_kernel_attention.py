@@ -515,14 +515,14 @@ def test_one_sequence_on_a_plan_of_several_slots(dev, mma):
 
 @pytest.mark.parametrize("D,H,Hkv,p0,gqa", [(64, 8, 2, 70, 0), (128, 8, 2, 31, 0), (64, 14, 2, 200, 0),
                                              (32, 8, 2, 70, 1), (32, 14, 2, 200, 1), (16, 8, 2, 31, 1),
-                                             (64, 8, 2, 150, 8)])
+                                             (64, 8, 2, 150, 8), (32, 8, 2, 62, "own"), (32, 14, 2, 200, "own")])
 def test_one_row_step_equals_the_verification_rows(dev, D, H, Hkv, p0, gqa):
     """A one-row decode step (rope_kv_attention: rope, the cache write and the attention in one kernel) and
     a speculative verification's rows of the same sequence (rope_kv_store, then the decode kernel reading
     every key from the cache) give a row's output and its cache rows bit for bit: the step's own key is
     summed where the cache path sums it, so greedy speculative decoding can equal plain decoding. Both the
     per-row-team kernel and the grouped-query one (``gqa``: it writes the own key, then reads it back; 8:
-    teams of 8 lanes, two columns a lane)."""
+    teams of 8 lanes, two columns a lane; "own": the key from registers, gqa_own_reg)."""
     g = np.random.default_rng(D + p0)
     T = 3                                            # the verification's rows: positions p0 .. p0 + 2
     ver_b = Batch([(0, p0, T)], 1, 10, 10, seed=1)
@@ -534,7 +534,8 @@ def test_one_row_step_equals_the_verification_rows(dev, D, H, Hkv, p0, gqa):
     v = g.standard_normal((T, Hkv * D)).astype(np.float32)
     rope = dict(n_head=H, n_head_kv=Hkv, head_dim=D, n_rot=D, base=1e4, neox=True, freq_scale=1.0, block_size=32)
     att = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=D ** -0.5, block_size=32,
-               decode_gqa=int(bool(gqa)), **({"team_lanes": gqa} if gqa > 1 else {}))
+               decode_gqa=int(bool(gqa)), **({"team_lanes": gqa} if isinstance(gqa, int) and gqa > 1 else {}),
+               **({"gqa_own_reg": 1} if gqa == "own" else {}))
     types = ["f32"] * 3 + ["f16"] * 2 + ["i32"] * 3
     qr, ck2, cv2 = run_op("rope_kv_store", [q, k, v, ck, cv, *ver_b.inputs()], rope, n_tokens=T, in_types=types,
                           dev=dev)

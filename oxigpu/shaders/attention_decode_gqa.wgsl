@@ -24,10 +24,12 @@
 // lane (rotating them in every team cost short contexts dearly: docs/perf-log.md, sixteenth session).
 // Own key (KV rope: rope_kv_attention): the workgroup whose splits hold the step's own key first rotates
 // and writes its K and V rows (attention/kv_rope.wgsl's split_start), then a storage barrier makes them
-// visible to its lanes, and every key is read from the cache as the cache path reads it.
+// visible to its lanes, and every key is read from the cache as the cache path reads it. OWN_REG (an
+// alternative, attr gqa_own_reg): no barrier; the pass that holds the key takes its columns from the
+// registers the write came from (`own`, the same packed halves), and the masked slots past it too.
 // The unrolled parts (named values, no private arrays: drivers may put loop-indexed ones in local memory)
 // come from ops/attention_gqa.py: QLOAD, ODECL, SCORES, REDUCE, ROWMAX, PV, ROWSUM, STASH, PASS_FIELDS,
-// LOADS.
+// LOADS, WITH_OWN.
 // Defines: D, DV (== D), G, GP, NH, NKV, T, L, NC, KS, KB, MAXS, CHUNK, SPW, SCALE, SOFTCAP, WINDOW, PAGED (and
 // common/paged_true.wgsl's), KVQ (and kv/cols_true.wgsl's), KV (cache | rope, and its hooks' defines).
 #include "common/params.wgsl"
@@ -62,6 +64,7 @@ const SPW: u32 = {{SPW}}u;
 const WINDOW: u32 = {{WINDOW}}u;
 const SOFTCAP: f32 = {{SOFTCAP}};
 const SCALE: f32 = {{SCALE}};
+const OWN_REG: bool = {{OWN_REG}};
 const PART: u32 = DV4 + 1u;       // vec4s per partial row: (m, l, 0, 0), then the DV accumulator
 
 #include "attention/team_sg.wgsl"
@@ -69,7 +72,7 @@ const PART: u32 = DV4 + 1u;       // vec4s per partial row: (m, l, 0, 0), then t
 // A query row as the hooks see it (attention_decode.wgsl's): token t at position p of slot s, head h.
 struct Row { t: u32, h: u32, live: bool, valid: bool, p: u32, s: u32 }
 struct Own { k0: KRaw, k1: KRaw, v0: VRaw, v1: VRaw }
-var<private> own: Own;             // kv_rope.wgsl's split_start sets it; read from the cache here
+var<private> own: Own;             // kv_rope.wgsl's split_start sets it (read back from the cache unless OWN_REG)
 
 #include "attention/kv_{{KV}}.wgsl"
 
@@ -100,6 +103,10 @@ fn softcap1(s: f32) -> f32 {
 }
 
 struct Pass { {{PASS_FIELDS}} }
+
+// OWN_REG: pass p with its keys i0 .. KB - 1 taken from `own` (the key at i0, then the masked slots that
+// loads clamped to its row, which may not be written yet).
+{{WITH_OWN}}
 
 // Column c of the K and V rows of keys j0 .. j0 + KB - 1 of slot s, clamped to key `last` (a written row).
 fn load_pass(s: u32, j0: u32, last: u32, kvh: u32, c: u32) -> Pass {
@@ -199,16 +206,16 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
   }
   workgroupBarrier();
 {{QLOAD}}
-  // the workgroup holding the step's own key writes its rows (KV rope) and reads them back from the cache
-  split_start(lane, sgs, rw, team, tl, kvh, rw, true, min(range.x + s1 * kps, range.y));
-  if (OWN_KEY) { storageBarrier(); }
-
   var ks = range.x + s0 * kps;
   var ke = min(ks + kps, range.y);
   // software pipelined: the next pass's loads are in flight while this one computes (after a split's
   // last pass, the next split's first; after the workgroup's last, a clamped re-read of its last key)
   var c: Pass;
-  if (ke > ks) { c = load_pass(rw.s, ks + team * KB, ke - 1u, kvh, tl); }
+  if (OWN_REG && ke > ks) { c = load_pass(rw.s, ks + team * KB, ke - 1u, kvh, tl); }
+  // the workgroup holding the step's own key writes its rows (KV rope) and reads them back from the cache
+  split_start(lane, sgs, rw, team, tl, kvh, rw, true, min(range.x + s1 * kps, range.y));
+  if (OWN_KEY && !OWN_REG) { storageBarrier(); }
+  if (!OWN_REG && ke > ks) { c = load_pass(rw.s, ks + team * KB, ke - 1u, kvh, tl); }
   for (var split = s0; split < s1; split++) {
     // each split summed as a workgroup of its own would: a row's result does not depend on SPW
     var m = NEG_BIG;                    // the running maximum of this lane's row (row tl / KB)
@@ -227,6 +234,7 @@ fn main(lane: Lane, @builtin(workgroup_id) wid: vec3<u32>, @builtin(num_workgrou
         nlast = nke - 1u;
       }
       let nx = load_pass(rw.s, nj, nlast, kvh, tl);
+      if (OWN_REG && OWN_KEY && p < j0 + KB) { c = with_own(c, select(0u, p - j0, p > j0)); }
 {{SCORES}}
 {{REDUCE}}
       let j = j0 + tl % KB;

@@ -259,6 +259,9 @@ class DecodeTuning:
     """...its workgroups long contexts spread over, per slot."""
     gqa_chunk_passes: int = 4
     """...its workgroup passes per split the split count is planned for."""
+    gqa_own_reg: bool = False
+    """...the step's own key from registers in the pass that holds it, instead of written, a storage
+    barrier, and read back (attention_decode_gqa.wgsl OWN_REG; the same bits; untimed)."""
     gqa_min_keys: int = 0
     """...its fewest keys per split (0: one workgroup pass): short contexts in fewer splits, less to merge."""
     spw_fill: float = 1.5

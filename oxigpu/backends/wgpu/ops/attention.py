@@ -14,7 +14,7 @@ split), ``key_slices`` (teams per row in a workgroup), ``decode_rows`` (most row
 columns in each lane; either decode kernel), ``team_transposed`` (0 / 1: the team sums' form),
 ``split_group`` (splits per workgroup of a batch's step), ``decode_gqa`` (0 / 1: the grouped-query decode
 kernel, one team for a KV head's query rows, ops/attention_gqa.py; by default where the heads and the
-adapter's subgroups allow) and
+adapter's subgroups allow), ``gqa_own_reg`` (0 / 1: that kernel's own key from registers, DecodeTuning) and
 ``prefill_tile`` (the prefill kernel's tile, "NRG:RT:KT" with an "s" where K and V share a buffer; see
 ops/attention_prefill.py; keeps the FMA kernel) and ``prefill_mma`` (False: the FMA kernel; True or a tile
 "NSG:BK": the matrix-unit kernel wherever the device has it) and ``prefill_units`` (keys per unit, or -1:
@@ -282,7 +282,9 @@ class Attention(OpKernel):
                   **self.key_source()}
         if self.gqa:
             self.pipe = self.dev.pipeline("attention_decode_gqa.wgsl", "main", common | launch | {
-                "GP": cfg.R, "KS": cfg.KS, "NC": cfg.NCK, "TRANSPOSED": False, **gqa_code(cfg.L, G, cfg.R, cfg.NCK)})
+                "GP": cfg.R, "KS": cfg.KS, "NC": cfg.NCK, "TRANSPOSED": False,
+                "OWN_REG": bool(int(a.get("gqa_own_reg", tuning(cls).decode.gqa_own_reg))),
+                **gqa_code(cfg.L, G, cfg.R, cfg.NCK)})
         else:
             merge = cfg.KS * cfg.R if cfg.KS > 1 else 1
             self.pipe = self.dev.pipeline("attention_decode.wgsl", "main", common | launch | {
@@ -357,7 +359,7 @@ class Attention(OpKernel):
 
 
 TUNING_ATTRS = ("n_split", "split_chunk", "key_slices", "decode_rows", "team_keys", "team_lanes", "team_transposed",
-                "split_group", "decode_gqa", "prefill_tile", "prefill_mma", "prefill_units")
+                "split_group", "decode_gqa", "gqa_own_reg", "prefill_tile", "prefill_mma", "prefill_units")
 """The kernel choices above: attrs of a test case that the op itself (numpy_ops.attention) does not take."""
 
 

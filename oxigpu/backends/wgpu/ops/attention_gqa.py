@@ -134,6 +134,12 @@ def gqa_code(lanes: int, g: int, gp: int, nc: int = 1) -> dict[str, str]:
                        f"    if (tl == 0u) {{ tml[team * GP + {r}u] = vec2<f32>(m{r}, l{r}); }}\n" +
                        "\n".join(f"    tacc[(team * GP + {r}u) * DV4 + tl + {c * lanes}u] = o{r}_{c};" for c in cols)
                        for r in range(g))
+    own = ["fn with_own(p: Pass, i0: u32) -> Pass {", "  var o = p;"]
+    for i in range(kb):
+        own.append(f"  if (i0 <= {i}u) {{ " + " ".join(f"o.k{i}_{c} = own.k{c}; o.v{i}_{c} = own.v{c};" for c in cols)
+                   + " }")
+    own += ["  return o;", "}"]
     return {"QLOAD": qload, "ODECL": odecl, "PASS_FIELDS": fields, "LOADS": "\n".join(loads),
+            "WITH_OWN": "\n".join(own),
             "SCORES": "\n".join(scores), "REDUCE": "\n".join(red), "ROWMAX": rowmax, "PV": "\n".join(pv),
             "ROWSUM": rowsum, "STASH": stash}

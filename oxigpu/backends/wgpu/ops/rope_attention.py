@@ -62,7 +62,7 @@ def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx:
                            n_rot: int = 0, neox: bool = True, base: float = 10000.0, freq_scale: float = 1.0,
                            with_ff: bool = False, window: int = 0, softcap: float = 0.0, n_split: int = 0,
                            split_chunk: int = 0, qk_norm: bool = False, seed: int = 0,
-                           decode_gqa: int | None = None, team_lanes: int = 0) -> Case:
+                           decode_gqa: int | None = None, team_lanes: int = 0, gqa_own_reg: int | None = None) -> Case:
     """One decode step at ``pos``: random q, k, v and f16 caches whose row ``pos`` is NaN (the kernel must
     write it and never read it); expected: the output, then both caches with row pos = rope(k), v rounded
     to f16 (every other row unchanged). Tolerances: the output 2e-5, the K cache one f16 step (HALF_STEP:
@@ -86,6 +86,8 @@ def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx:
         attrs["decode_gqa"] = decode_gqa
     if team_lanes:
         attrs["team_lanes"] = team_lanes
+    if gqa_own_reg is not None:
+        attrs["gqa_own_reg"] = gqa_own_reg
     norms = [(g.standard_normal(D) * 0.3 + 1).astype(np.float32) for _ in range(2)] if qk_norm else []
     if qk_norm:
         attrs["qk_norm_eps"] = 1e-6
@@ -149,6 +151,13 @@ def _cases() -> Iterable[Case]:
     yield c("grouped-query q/k norm 8/2 D32 neox pos=0", 0, 8, 2, 32, 32, qk_norm=True, seed=18, decode_gqa=1)
     yield c("grouped-query q/k norm 8/2 D64 team_lanes=8 (two columns a lane) neox ff n_split=4 pos=300", 300, 8, 2,
             64, 320, with_ff=True, n_split=4, qk_norm=True, seed=19, decode_gqa=1, team_lanes=8)
+    # ... with the own key from registers (gqa_own_reg): its NaN cache row read, then replaced, as are the
+    # masked slots clamped to it
+    for pos, what in ((0, "alone"), (62, "inside a pass"), (63, "ending split 0"), (64, "alone in split 1")):
+        yield c(f"grouped-query own key from registers 8/2 D32 n_split=8 chunk=64 pos={pos} ({what})", pos, 8, 2,
+                32, 520, n_split=8, split_chunk=64, seed=40 + pos % 5, decode_gqa=1, gqa_own_reg=1)
+    yield c("grouped-query own key from registers 8/2 D64 team_lanes=8 pos=130", 130, 8, 2, 64, 160, seed=45,
+            decode_gqa=1, team_lanes=8, gqa_own_reg=1)
     yield c("q/k norm 8/2 D64 normal ff n_split=4 pos=300", 300, 8, 2, 64, 320, neox=False, with_ff=True,
             n_split=4, qk_norm=True, seed=14)
     yield c("q/k norm 4/4 D256 neox pos=0", 0, 4, 4, 256, 32, qk_norm=True, seed=15)
@@ -230,6 +239,9 @@ def _paged_cases() -> Iterable[Case]:
     yield c("grouped-query kernel 8/2 D64 team_lanes=8 (two columns a lane) normal, pos 0/700/33",
             B([(0, 0, 1), (1, 700, 1), (2, 33, 1)], 3, 32, 100, seed=11), 8, 2, 64, neox=False, seed=12,
             decode_gqa=1, team_lanes=8)
+    yield c("grouped-query kernel, own key from registers, 8/2 D32, pos 0/31/32/999, split_group=2",
+            B([(0, 0, 1), (1, 31, 1), (2, 32, 1), (3, 999, 1)], 4, 32, 200, seed=13), 8, 2, 32, seed=14,
+            decode_gqa=1, gqa_own_reg=1, n_split=8, split_chunk=32, split_group=2)
     yield c("grouped-query kernel 14/2 D32 normal ff window=300 n_split=8 chunk=64 split_group=3",
             B([(1, 900, 1), (0, 255, 1), (2, 256, 1)], 3, 32, 120, seed=9), 14, 2, 32, neox=False, with_ff=True,
             window=300, seed=10, n_split=8, split_chunk=64, split_group=3, decode_gqa=1)
