@@ -55,11 +55,7 @@
 #include "math.wgsl"
 #include "common/paged_{{PAGED}}.wgsl"
 #include "kv/cols_{{KVQ}}.wgsl"
-
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read_write> part: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> counters: array<atomic<u32>>;
+#include "attention/decode_io.wgsl"
 
 const D4: u32 = {{D}}u / 4u;
 const DV4: u32 = {{DV}}u / 4u;
@@ -90,10 +86,6 @@ const PART: u32 = DV4 + 1u;      // vec4s per partial row: (m, l, 0, 0), then th
 var<workgroup> tml: array<vec2<f32>, {{TML}}>;     // slice merge: (m, l) per team
 var<workgroup> tacc: array<vec4<f32>, {{TACC}}>;   // slice merge: accumulator per team
 var<workgroup> last_w: u32;
-
-// A query row: token t at position p of the sequence in slot s, query head h; `valid`: a row of the step
-// at all, `live`: a valid row of a token < n_tokens.
-struct Row { t: u32, h: u32, live: bool, valid: bool, p: u32, s: u32 }
 
 // Row r of row block rb of KV head kvh.
 fn block_row(rb: u32, r: u32, kvh: u32) -> Row {
@@ -172,10 +164,6 @@ fn pv(a: vec4<f32>, p: vec4<f32>, v: Rows4) -> vec4<f32> {
 // The K and V columns of one team pass: keys j0..j0+3 (a) and, with KB == 8, j0+4..j0+7 (b); columns
 // c0 (k0, v0) and c1 (k1, v1, where NCK / NCV > 1).
 struct Pass { ka0: K4, ka1: K4, kb0: K4, kb1: K4, va0: V4, va1: V4, vb0: V4, vb1: V4 }
-
-// The step's own key and value columns (OWN_KEY: set by split_start in the split holding the key).
-struct Own { k0: KRaw, k1: KRaw, v0: VRaw, v1: VRaw }
-var<private> own: Own;
 
 // Pass p with its keys i0 .. KB - 1 replaced by the step's own key and value: the key at i0, and past it
 // the rows that loads clamped to it (masked: they weigh 0, but the row they read may not be written yet).

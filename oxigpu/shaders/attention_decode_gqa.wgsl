@@ -37,11 +37,7 @@
 #include "math.wgsl"
 #include "common/paged_{{PAGED}}.wgsl"
 #include "kv/cols_{{KVQ}}.wgsl"
-
-@group(0) @binding(1) var<storage, read> q: array<vec4<f32>>;
-@group(0) @binding(4) var<storage, read_write> out: array<vec4<f32>>;
-@group(0) @binding(5) var<storage, read_write> part: array<vec4<f32>>;
-@group(0) @binding(6) var<storage, read_write> counters: array<atomic<u32>>;
+#include "attention/decode_io.wgsl"
 
 const D4: u32 = {{D}}u / 4u;
 const DV4: u32 = {{DV}}u / 4u;
@@ -68,11 +64,6 @@ const OWN_REG: bool = {{OWN_REG}};
 const PART: u32 = DV4 + 1u;       // vec4s per partial row: (m, l, 0, 0), then the DV accumulator
 
 #include "attention/team_sg.wgsl"
-
-// A query row as the hooks see it (attention_decode.wgsl's): token t at position p of slot s, head h.
-struct Row { t: u32, h: u32, live: bool, valid: bool, p: u32, s: u32 }
-struct Own { k0: KRaw, k1: KRaw, v0: VRaw, v1: VRaw }
-var<private> own: Own;             // kv_rope.wgsl's split_start sets it (read back from the cache unless OWN_REG)
 
 #include "attention/kv_{{KV}}.wgsl"
 
