@@ -255,18 +255,16 @@ class Attention(OpKernel):
             return
         force, lanes = a.get("decode_gqa"), int(a.get("team_lanes", 0))
         self.gqa = use_gqa(D, DV, G, self.dev.subgroup_min_size, cls, None if force is None else int(force), lanes)
-        if self.gqa and force is None:
-            # its partials grow with the rows (a row's splits are a one-row step's): a batch too large for
-            # one binding of them takes the per-row-team kernel (results within tolerance, not bit-equal)
-            c = gqa_config(D, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)), cls,
-                           lanes=lanes)
-            self.gqa = Hkv * T * c.MAXS * c.R * (DV // 4 + 1) * 16 <= self.dev.max_storage_binding
         if self.gqa:
             if not self.dev.has_subgroups:
                 raise ValueError("attention: decode_gqa=1 needs subgroups")
             cfg = gqa_config(D, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)), cls,
                              spw=int(a.get("split_group", 0)), lanes=lanes)
-        else:
+            # its partials grow with the rows (a row's splits are a one-row step's): a batch too large for
+            # one binding of them takes the per-row-team kernel (results within tolerance, not bit-equal)
+            if force is None:
+                self.gqa = Hkv * T * cfg.MAXS * cfg.R * (DV // 4 + 1) * 16 <= self.dev.max_storage_binding
+        if not self.gqa:
             cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
                                 int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)),
                                 cls, self.paged, int(a.get("split_group", 0)), int(a.get("team_lanes", 0)))
