@@ -517,12 +517,11 @@ def _paged_cases() -> Iterable[Case]:
 def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int, D: int, n_ctx: int,
                    window: int = 0, softcap: float = 0.0, n_split: int = 0, seed: int = 0, dv: int = 0,
                    split_chunk: int = 0, prefill_tile: str = "", team_keys: int = 0,
-                   prefill_mma: bool | str = False, prefill_units: int = 0, decode_gqa: int | None = None,
-                   team_lanes: int = 0) -> Case:
+                   prefill_mma: bool | str = False, prefill_units: int = 0, **tuning_attrs) -> Case:
     """Random q and f16 caches; cache rows at or past pos + n_tokens hold NaN (must never be read).
     ``prefill_mma`` (T > 1): False keeps the FMA kernel these cases' tolerance is for; True or a tile
     "NSG:BK" lets the matrix-unit kernel run where the device has it (test_kernel_attention.py holds it to
-    MMA_TOL)."""
+    MMA_TOL). ``tuning_attrs``: more of TUNING_ATTRS (decode_gqa, team_lanes ...)."""
     dv = dv or D
     g = rng(seed)
     q = g.standard_normal((T, H * D)).astype(np.float32)
@@ -545,10 +544,7 @@ def attention_case(name: str, T: int, n_tokens: int, pos: int, H: int, Hkv: int,
         attrs["prefill_mma"] = prefill_mma
     if prefill_units:
         attrs["prefill_units"] = prefill_units
-    if decode_gqa is not None:
-        attrs["decode_gqa"] = decode_gqa
-    if team_lanes:
-        attrs["team_lanes"] = team_lanes
+    attrs |= tuning_attrs
     n_kv = pos + n_tokens
     return Case("attention", name, [q, ck, cv], ["f32", "f16", "f16"],
                 lambda: [reference(q, ck, cv, **attrs, pos=pos, n_tokens=n_tokens)], 2e-5, attrs=attrs,

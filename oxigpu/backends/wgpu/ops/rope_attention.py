@@ -61,8 +61,7 @@ class RopeKvAttention(Attention):
 def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx: int, *, dv: int = 0,
                            n_rot: int = 0, neox: bool = True, base: float = 10000.0, freq_scale: float = 1.0,
                            with_ff: bool = False, window: int = 0, softcap: float = 0.0, n_split: int = 0,
-                           split_chunk: int = 0, qk_norm: bool = False, seed: int = 0,
-                           decode_gqa: int | None = None, team_lanes: int = 0, gqa_own_reg: int | None = None) -> Case:
+                           split_chunk: int = 0, qk_norm: bool = False, seed: int = 0, **tuning_attrs) -> Case:
     """One decode step at ``pos``: random q, k, v and f16 caches whose row ``pos`` is NaN (the kernel must
     write it and never read it); expected: the output, then both caches with row pos = rope(k), v rounded
     to f16 (every other row unchanged). Tolerances: the output 2e-5, the K cache one f16 step (HALF_STEP:
@@ -82,12 +81,7 @@ def rope_kv_attention_case(name: str, pos: int, H: int, Hkv: int, D: int, n_ctx:
         attrs["n_split"] = n_split
     if split_chunk:
         attrs["split_chunk"] = split_chunk
-    if decode_gqa is not None:
-        attrs["decode_gqa"] = decode_gqa
-    if team_lanes:
-        attrs["team_lanes"] = team_lanes
-    if gqa_own_reg is not None:
-        attrs["gqa_own_reg"] = gqa_own_reg
+    attrs |= tuning_attrs           # more of the kernel's choices (attention.py TUNING_ATTRS)
     norms = [(g.standard_normal(D) * 0.3 + 1).astype(np.float32) for _ in range(2)] if qk_norm else []
     if qk_norm:
         attrs["qk_norm_eps"] = 1e-6
