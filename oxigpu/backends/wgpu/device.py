@@ -301,7 +301,6 @@ class Device:
         info = dict(self.adapter.info)
         if int(info.get("vendor_id") or 0) == 0x10DE:
             return 32
-
         # wgpu-native 0.32 names it stackgroup_min_size
         for key in ("subgroup_min_size", "stackgroup_min_size", "subgroupMinSize"):
             if int(info.get(key) or 0) > 0:
