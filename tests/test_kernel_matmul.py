@@ -9,6 +9,7 @@ from dataclasses import replace
 
 import numpy as np
 import pytest
+from gpu_helpers import without_subgroups
 
 from oxigpu.backends.wgpu.device import Device, Params
 from oxigpu.backends.wgpu.kernel import rel_error, run_op
@@ -64,7 +65,7 @@ def test_matmul_every_type(dev, t, m, shape):
 @pytest.mark.parametrize("t", ["Q4_K", "Q8_0", "F16"])
 def test_gemv_without_subgroups(dev, t, monkeypatch):
     """The workgroup-memory reduction used where the adapter has no subgroups."""
-    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    without_subgroups(monkeypatch)
     _run(matmul_case(t, 1, _cols(t, 1), 130, bias=True, seed=7), dev)
 
 
@@ -287,7 +288,7 @@ def test_gemv_piece_type_mismatch(dev):
 
 @pytest.mark.parametrize("v", [0, 2, 3])
 def test_gemv_variants_without_subgroups(dev, v, monkeypatch):
-    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    without_subgroups(monkeypatch)
     _run(matmul_case("Q6_K", 1, _cols("Q6_K", 2), 37, bias=True, seed=50 + v), dev, {"gemv": _GEMV_VARIANTS[v]})
     case = matmul_multi_case(("Q4_K", "Q6_K"), 1, 768, (37, 29), True, seed=51 + v, norm=True)
     assert _run_multi_joined(dev, case, (37, 29), {**case.attrs, "gemv": _GEMV_VARIANTS[v]}) == 1
@@ -473,7 +474,7 @@ def test_gemv_rows_without_subgroups_and_split_bindings(dev, monkeypatch):
     with dev.binding_limit(20000):
         got = run_op(case.op, case.inputs, case.attrs, in_types=case.in_types, dev=dev)[0]
         _assert_rows_alone(dev, case, None, got)
-    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    without_subgroups(monkeypatch)
     case = matmul_case("Q4_K", 6, 1024, 67, bias=True, seed=211)
     got = run_op(case.op, case.inputs, case.attrs, in_types=case.in_types, dev=dev)[0]
     assert rel_error(got, case.reference()[0]) <= case.tol

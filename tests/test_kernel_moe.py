@@ -3,6 +3,7 @@ of whole experts, one dispatch each, every pair computed by the dispatch that bi
 from __future__ import annotations
 
 import pytest
+from gpu_helpers import without_subgroups
 
 from oxigpu.backends.wgpu.kernel import prepare
 from oxigpu.backends.wgpu.ops.moe import _moe_case
@@ -102,10 +103,9 @@ def test_moe_route_splits(dev, monkeypatch, rpw, wg, subgroups):
     where subgroups are missing (the gate's reductions too)."""
     from dataclasses import replace
 
-    from oxigpu.backends.wgpu.device import Device
     from oxigpu.backends.wgpu.ops.moe import moe_route_case
     if not subgroups:
-        monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+        without_subgroups(monkeypatch)
     case = moe_route_case("F32", 2, 2, 128, 8, 512, True, 1.0, seed=rpw)
     over = {"rpw": rpw} | ({"wg": wg} if wg else {})
     case = replace(case, attrs=case.attrs | {"route": over})

@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from gpu_helpers import without_subgroups
 
 from oxigpu.backends import numpy_ops
 from oxigpu.backends.wgpu.device import Device, Params
@@ -184,7 +185,7 @@ def test_embed_split_table(dev, qtype, limit):
 
 
 def test_rms_norm_without_subgroups(dev, monkeypatch):
-    monkeypatch.setattr(Device, "has_subgroups", property(lambda self: False))
+    without_subgroups(monkeypatch)
     for case in CHECKS["rms_norm"]():
         _check(case, dev)
 
