@@ -250,18 +250,22 @@ class DecodeTuning:
     head fills a 32-lane team: every query row of a KV head in one workgroup, transposed team sums (faster
     at 32k keys, slower at 512; docs/perf-log.md, fifteenth session). Every plan of one n_ctx takes the
     same key slices, so a row's sums stay the same in all of them."""
-    gqa: tuple[int, ...] = (128,)
+    gqa: tuple[int, ...] = (64, 128)
     """Head dims that take the grouped-query kernel (ops/attention_gqa.py: one team for a KV head's query
-    rows) where the adapter's subgroups span its team (D / 4 lanes up to 32, then two columns a lane)."""
+    rows) where the adapter's subgroups span its team (D / 4 lanes up to 32, then two columns a lane).
+    256-wide heads keep the per-row-team kernel (untimed on the new one)."""
+    gqa_max_rows: int = 4
+    """...where a KV head's query rows, padded to a power of two, are at most this many: 6-8 rows (qwen2.5's
+    GQA 6 and 7, two KV heads) were slower on it (fewer keys a team pass, fewer workgroups; perf log)."""
     gqa_lanes: int = 128
     """...its invocations per workgroup (key slices of one team each)."""
     gqa_wg_per_slot: int = 4
     """...its workgroups long contexts spread over, per slot."""
     gqa_chunk_passes: int = 4
     """...its workgroup passes per split the split count is planned for."""
-    gqa_own_reg: bool = False
+    gqa_own_reg: bool = True
     """...the step's own key from registers in the pass that holds it, instead of written, a storage
-    barrier, and read back (attention_decode_gqa.wgsl OWN_REG; the same bits; untimed)."""
+    barrier, and read back (attention_decode_gqa.wgsl OWN_REG; the same bits; a few per cent at 4k keys)."""
     gqa_min_keys: int = 0
     """...its fewest keys per split (0: one workgroup pass): short contexts in fewer splits, less to merge."""
     spw_fill: float = 1.5

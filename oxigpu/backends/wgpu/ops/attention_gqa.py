@@ -32,7 +32,8 @@ def use_gqa(d: int, dv: int, g: int, subgroup_min: int, device: str = GPU, force
             lanes: int = 0) -> bool:
     """Whether the decode kernel of these heads is the grouped-query one: ``force`` (attr ``decode_gqa``)
     1 / 0 decides where given (1 on heads it cannot take is an error), else the tuning class's ``gqa`` head
-    dims and a subgroup of at least L lanes (``subgroup_min``: the smallest the adapter may give)."""
+    dims and ``gqa_max_rows`` (padded rows a KV head) and a subgroup of at least L lanes (``subgroup_min``:
+    the smallest the adapter may give)."""
     shape = gqa_shape(d, dv, g, lanes)
     if force is not None:
         if force and shape is None:
@@ -40,7 +41,8 @@ def use_gqa(d: int, dv: int, g: int, subgroup_min: int, device: str = GPU, force
                              f"one or two a lane, and 2 .. L query heads per KV head, got D {d}, Dv {dv}, G "
                              f"{g}, lanes {lanes or 'default'}")
         return bool(force)
-    return shape is not None and d in tuning(device).decode.gqa and subgroup_min >= shape[0]
+    tu = tuning(device).decode
+    return shape is not None and d in tu.gqa and shape[2] <= tu.gqa_max_rows and subgroup_min >= shape[0]
 
 
 def gqa_config(d: int, g: int, t: int, n_kv_head: int, n_ctx: int, n_split: int = 0, chunk: int = 0,

@@ -138,15 +138,17 @@ def _cases() -> Iterable[Case]:
     # per-head q/k RMS norms fused in (qwen3: weights before the rotation, the head's scale after it)
     yield c("qwen3 q/k norm 32/4 D128 neox pos=70", 70, 32, 4, 128, 96, base=1e6, qk_norm=True, seed=13)
     # the grouped-query kernel (forced; D 32 fits lavapipe's 8-lane subgroups): the own key written, then read
+    # back (gqa_own_reg=0)
     yield c("grouped-query 8/2 D32 neox n_split=8 chunk=64 pos=255 (ending split 3)", 255, 8, 2, 32, 520,
-            n_split=8, split_chunk=64, seed=16, decode_gqa=1)
+            n_split=8, split_chunk=64, seed=16, decode_gqa=1, gqa_own_reg=0)
     yield c("grouped-query 14/2 D32 normal ff window=100 softcap pos=700", 700, 14, 2, 32, 720, neox=False,
-            with_ff=True, window=100, softcap=25.0, seed=17, decode_gqa=1)
-    yield c("grouped-query q/k norm 8/2 D32 neox pos=0", 0, 8, 2, 32, 32, qk_norm=True, seed=18, decode_gqa=1)
+            with_ff=True, window=100, softcap=25.0, seed=17, decode_gqa=1, gqa_own_reg=0)
+    yield c("grouped-query q/k norm 8/2 D32 neox pos=0", 0, 8, 2, 32, 32, qk_norm=True, seed=18, decode_gqa=1,
+            gqa_own_reg=0)
     yield c("grouped-query q/k norm 8/2 D64 team_lanes=8 (two columns a lane) neox ff n_split=4 pos=300", 300, 8, 2,
-            64, 320, with_ff=True, n_split=4, qk_norm=True, seed=19, decode_gqa=1, team_lanes=8)
-    # ... with the own key from registers (gqa_own_reg): its NaN cache row read, then replaced, as are the
-    # masked slots clamped to it
+            64, 320, with_ff=True, n_split=4, qk_norm=True, seed=19, decode_gqa=1, team_lanes=8, gqa_own_reg=0)
+    # ... with the own key from registers (gqa_own_reg, the default): its NaN cache row read, then replaced, as
+    # are the masked slots clamped to it
     for pos, what in ((0, "alone"), (62, "inside a pass"), (63, "ending split 0"), (64, "alone in split 1")):
         yield c(f"grouped-query own key from registers 8/2 D32 n_split=8 chunk=64 pos={pos} ({what})", pos, 8, 2,
                 32, 520, n_split=8, split_chunk=64, seed=40 + pos % 5, decode_gqa=1, gqa_own_reg=1)
@@ -236,9 +238,9 @@ def _paged_cases() -> Iterable[Case]:
     yield c("grouped-query kernel, own key from registers, 8/2 D32, pos 0/31/32/999, split_group=2",
             B([(0, 0, 1), (1, 31, 1), (2, 32, 1), (3, 999, 1)], 4, 32, 200, seed=13), 8, 2, 32, seed=14,
             decode_gqa=1, gqa_own_reg=1, n_split=8, split_chunk=32, split_group=2)
-    yield c("grouped-query kernel 14/2 D32 normal ff window=300 n_split=8 chunk=64 split_group=3",
+    yield c("grouped-query kernel 14/2 D32 normal ff window=300 n_split=8 chunk=64 split_group=3, own key read back",
             B([(1, 900, 1), (0, 255, 1), (2, 256, 1)], 3, 32, 120, seed=9), 14, 2, 32, neox=False, with_ff=True,
-            window=300, seed=10, n_split=8, split_chunk=64, split_group=3, decode_gqa=1)
+            window=300, seed=10, n_split=8, split_chunk=64, split_group=3, decode_gqa=1, gqa_own_reg=0)
     yield c("qwen3 q/k norm 16/2 D128 neox ff, slots out of order, 1 padding row",
             B([(1, 40, 1), (0, 0, 1), (2, 95, 1)], 3, 8, 40, pad=1, seed=6), 16, 2, 128, base=1e6, with_ff=True,
             qk_norm=True, seed=7)
