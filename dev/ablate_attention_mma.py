@@ -7,8 +7,9 @@ differences mean something), as llm.c's dev/cuda experiments separate a kernel's
 Ablations (text edits of the expanded shader source): ``no_kload`` (cache loads replaced by their index:
 no memory traffic), ``no_kstore`` / ``no_vstore`` (the f16 staging stores of K / V), ``no_smma`` (all but
 the first k step of S = Q K^T), ``no_pv`` (O += P V), ``no_softmax`` (P = S, no maximum, no exp: the
-scores are still read), ``no_barrier`` (every workgroupBarrier). Needs Dawn with subgroup matrices (the
-H100 / H200).
+scores are still read), ``no_barrier`` (every workgroupBarrier); ``direct_k`` / ``direct_kv``: K (and V)
+fragments read by the matrix loads straight from the cache instead of staged (the contiguous cases only).
+Needs Dawn with subgroup matrices (the H100 / H200).
 """
 from __future__ import annotations
 
@@ -41,13 +42,37 @@ ABLATIONS = {
     "no_barrier": lambda src: src.replace("workgroupBarrier();", ""),
 }
 
+_RIGHT = r"subgroupMatrixLoad<(subgroup_matrix_right<f16, 16, 16>)>\(&kv, (\d+)u \* LD \+ (\d+)u, {major}, LD\)"
+
+
+def _direct(src: str, v: bool) -> str:
+    """K (or V) fragments loaded by each subgroup straight from the cache (bound as halves), not staged
+    through workgroup memory: the cache loads and staging stores go, the products read the cache rows.
+    Contiguous caches whose tiles start at multiples of 16 keys only (the pos=... cases): timing, not a kernel."""
+    name, dim, flag, major = ("cache_v", "DV", "true", "false") if v else ("cache_k", "D", "false", "true")
+    src = src.replace(f"var<storage, read> {name}: array<MW>;", f"var<storage, read> {name}: array<f16>;")
+    src = src.replace(f"return {name}[(row * NKV + kvh) * ({dim} / 8u) + c8];", "return vec4<u32>(0u);")
+    src = src.replace(f"return {name}[i / 4u][i % 4u];", "return 0u;")
+    src = drop(rf"r{'v' if v else 'k'}\d+ = load8\(|store8\(lid.*{flag}\);")(src)
+    return re.sub(_RIGHT.format(major=major), lambda mt: (
+        f"subgroupMatrixLoad<{mt[1]}>(&{name}, (phys(tile_seq, k0 + {mt[2]}u) * NKV + kvh) * {dim} + {mt[3]}u, "
+        f"{major}, NKV * {dim})"), src)
+
+
+ABLATIONS |= {
+    "direct_k": lambda src: _direct(src, False),
+    "direct_kv": lambda src: _direct(_direct(src, False), True),
+}
+
 
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--cases", default="pos=4096")
     ap.add_argument("--tiles", default="4:32,4:32/u-1")
     ap.add_argument("--copies", type=int, default=5)
+    ap.add_argument("--only", default="", help="these ablations only (comma list; full is always timed)")
     args = ap.parse_args()
+    only = ["full"] + [a for a in args.only.split(",") if a and a != "full"] if args.only else list(ABLATIONS)
     dev = Device.get()
     plain = dev.shader_source
     for name, T, n_tok, pos, H, Hkv, D, n_ctx, extra, _ in CASES:
@@ -59,7 +84,8 @@ def main() -> None:
         for t in args.tiles.split(","):
             tile, _, units = t.partition("/u")
             dss = []
-            for abl, edit in ABLATIONS.items():
+            for abl in only:
+                edit = ABLATIONS[abl]
                 ablate(dev, plain, "attention_mma.wgsl", abl, edit)
                 k = Attention(dev, case.attrs | {"prefill_mma": tile, "prefill_units": int(units or 0)},
                               [x.shape for x in case.inputs], case.in_types, [(T, H * D)])
@@ -67,7 +93,7 @@ def main() -> None:
             dev.shader_source = plain
             dev.write_params(Params(pos=pos, n_tokens=n_tok))
             secs = time_variants(dev, dss, args.copies)
-            print(f"{name:34} {t:10} " + "  ".join(f"{a} {s * 1e6:7.1f}" for a, s in zip(ABLATIONS, secs)),
+            print(f"{name:34} {t:10} " + "  ".join(f"{a} {s * 1e6:7.1f}" for a, s in zip(only, secs)),
                   flush=True)
 
 
