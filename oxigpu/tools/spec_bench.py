@@ -105,6 +105,9 @@ def run_spec_bench(model: Path, draft: Path | None, speculative: dict[str, Any],
     params = {"temperature": 0.0, "max_tokens": n_gen}
 
     def side(spec: bool, x: list[int]) -> tuple[Any, dict[str, float] | None]:
+        # each side computes the prompt from nothing: with the other side's blocks from the prefix cache it
+        # would prefill only the prompt's tail, in a chunk of other rows whose sums may take another kernel
+        llm.engine.forget()
         if spec:
             llm.speculate(draft_llm, speculative)
         else:
