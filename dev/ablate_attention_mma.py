@@ -8,7 +8,8 @@ Ablations (text edits of the expanded shader source): ``no_kload`` (cache loads 
 no memory traffic), ``no_kstore`` / ``no_vstore`` (the f16 staging stores of K / V), ``no_smma`` (all but
 the first k step of S = Q K^T), ``no_pv`` (O += P V), ``no_softmax`` (P = S, no maximum, no exp: the
 scores are still read), ``no_barrier`` (every workgroupBarrier); ``direct_k`` / ``direct_kv``: K (and V)
-fragments read by the matrix loads straight from the cache instead of staged (the contiguous cases only).
+fragments read by the matrix loads straight from the cache instead of staged (the contiguous cases only);
+``bufview``: the staging through a WGSL ``buffer`` (16-byte stores; its output must equal the full kernel's).
 Needs Dawn with subgroup matrices (the H100 / H200).
 """
 from __future__ import annotations
@@ -59,10 +60,31 @@ def _direct(src: str, v: bool) -> str:
         f"{major}, NKV * {dim})"), src)
 
 
+def _buffer_view(src: str) -> str:
+    """kv as a WGSL ``buffer`` (language feature buffer_view): each lane's 16 staged bytes of K or V one
+    vec4 store instead of eight 16-bit ones; the matrix loads and the Q staging through an f16 view. The
+    same results (the tool compares its output with the full kernel's)."""
+    c = {k: int(v) for k, v in re.findall(r"const (NSG|BK|D|DV): u32 = (\d+)u;", src)}
+    n = max(16 * c["NSG"], c["BK"]) * (max(c["D"], c["DV"]) + 8)
+    view = f"bufferView<array<f16, {n}>>(&kvb, 0)"
+    src = src.replace("enable chromium_experimental_subgroup_matrix;",
+                      "enable chromium_experimental_subgroup_matrix;\nrequires buffer_view;")
+    src = src.replace("var<workgroup> kv: array<f16, max(BQ, BK) * LD>;", f"var<workgroup> kvb: buffer<{2 * n}>;")
+    src = src.replace("""  for (var i = 0u; i < 4u; i++) {
+    let h = bitcast<vec2<f16>>(v[i]);
+    kv[o + 2u * i] = h.x;
+    kv[o + 2u * i + 1u] = h.y;
+  }""", f"  (*bufferView<array<vec4<u32>, {n // 8}>>(&kvb, 0))[o / 8u] = v;")
+    return re.sub(r"\bkv\[", f"(*{view})[", src.replace("(&kv,", f"({view},"))
+
+
 ABLATIONS |= {
     "direct_k": lambda src: _direct(src, False),
     "direct_kv": lambda src: _direct(_direct(src, False), True),
+    "bufview": _buffer_view,
 }
+EXACT = ("bufview",)
+"""Rewrites that keep the results: their output is compared with the full kernel's."""
 
 
 def main() -> None:
@@ -92,8 +114,15 @@ def main() -> None:
                 dss.append(k.encode([*bufs, out]))
             dev.shader_source = plain
             dev.write_params(Params(pos=pos, n_tokens=n_tok))
+            outs = {}
+            for abl, d in zip(only, dss):
+                if abl == "full" or abl in EXACT:
+                    dev.submit(d)
+                    outs[abl] = dev.read(out, np.float32, (T, H * D))
+            same = " ".join(f"{a}: {'same bits' if np.array_equal(o, outs['full']) else 'DIFFERENT'}"
+                            for a, o in outs.items() if a != "full")
             secs = time_variants(dev, dss, args.copies)
-            print(f"{name:34} {t:10} " + "  ".join(f"{a} {s * 1e6:7.1f}" for a, s in zip(only, secs)),
+            print(f"{name:34} {t:10} " + "  ".join(f"{a} {s * 1e6:7.1f}" for a, s in zip(only, secs)) + f"  {same}",
                   flush=True)
 
 
