@@ -1,7 +1,8 @@
 """Does a speculative verification's row give the bits a one-row decode step gives? The logits of one-row
 steps at positions P .. P + T - 1 against the rows of one T-row step over the same tokens (the target's
-verification plan; steps of fewer rows than the plan's too), on random tokens after a prefill of P. Greedy speculative output equals plain decoding
-only where they are equal (test_one_row_step_equals_the_verification_rows checks the attention alone).
+verification plan; steps of fewer rows than the plan's too), on random tokens after a prefill of P.
+Greedy speculative output equals plain decoding only where they are equal
+(test_one_row_step_equals_the_verification_rows checks the attention alone).
 
     python3 dev/verify_identity.py MODEL.gguf [T,T,..] [P]      # default 2,4,6,9 and 300
 """
