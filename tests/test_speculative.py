@@ -16,6 +16,7 @@ import pytest
 from oxigpu import LLM
 from oxigpu.backends.base import Step
 from oxigpu.errors import InvalidParameterError
+from oxigpu.graph.ir import KV_BLOCK
 from oxigpu.runtime import sampling
 from oxigpu.runtime.kvcache import blocks_for
 from oxigpu.runtime.speculative import DRAFT_STREAM, SpeculativeConfig, lookup, pick, verify
@@ -414,6 +415,8 @@ def test_bench_reports_speed_up_and_acceptance(models):
     assert s["prompts"] == 2 and s["identical"] == 2 and s["acceptance_rate"] == 1.0
     assert s["plain_tok_s"] > 0 and s["spec_tok_s"] > 0 and s["speedup"] > 0
     assert all(r["tokens"] >= 1 and r["drafted"] >= r["accepted"] for r in out["rows"])
+    # each side computed its prompt from nothing (prompts of more than a KV block: the cache could serve one)
+    assert all(r["prompt_tokens"] > KV_BLOCK and r["cached_tokens"] == [0, 0] for r in out["rows"])
 
 
 # -- real model -------------------------------------------------------------------------------------------

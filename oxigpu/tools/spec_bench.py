@@ -123,7 +123,8 @@ def run_spec_bench(model: Path, draft: Path | None, speculative: dict[str, Any],
         assert st is not None
         row = {"prompt": i, "prompt_tokens": len(x), "tokens": len(fast.token_ids),
                "plain_tok_s": _rate(plain), "spec_tok_s": _rate(fast),
-               "identical": plain.token_ids == fast.token_ids, **{k: st[k] for k in (
+               "identical": plain.token_ids == fast.token_ids,
+               "cached_tokens": [plain.timings.cached_tokens, fast.timings.cached_tokens], **{k: st[k] for k in (
                    "drafted", "accepted", "rounds", "plain_steps", "acceptance_rate", "tokens_per_round")}}
         row["speedup"] = round(row["spec_tok_s"] / row["plain_tok_s"], 3) if row["plain_tok_s"] else 0.0
         if not row["identical"]:
