@@ -460,3 +460,25 @@ def test_wgpu_greedy_identity(models, dev, monkeypatch):
             assert on_device and all(out is not None for out in on_device), kw
             # rounds without drafts (lookup found none) took their plain steps on the GPU-resident loop
             assert llm.engine.scheduler.resident_steps >= st["plain_steps"] > 0 or "draft_model" in kw
+
+
+@pytest.mark.parametrize("T", [6, 12, 16])
+def test_wgpu_verification_rows_are_one_row_steps(models, dev, T):
+    """On the GPU backend a verification of up to ``PrefillTuning.decode_rows`` rows (drafts of up to 15
+    tokens) gives each row's logits bit for bit as a one-row decode step at that position does, on a plan of
+    T rows running steps of T and of fewer rows: the greedy identity at every draft length that takes the
+    decode attention kernel and the multi-row GEMVs (tiny-qwen2's widths)."""
+    from oxigpu.backends.wgpu.tuning import tuning
+    from oxigpu.runtime.engine import Engine
+    assert T <= tuning("gpu").prefill.decode_rows
+    eng = Engine(models["target"], backend="wgpu", n_ctx=96, max_seqs=1)
+    toks = [int(t) for t in np.random.default_rng(T).integers(0, eng.vocab_size, 40 + T)]
+    blocks = list(range(96 // KV_BLOCK))
+    eng.backend.run(eng.plan("all", 40, 1), Step.single(toks[:40], 0, blocks))
+    dec = eng.plan("decode", 1, 1)
+    one = [eng.backend.run(dec, Step.single([toks[40 + i]], 40 + i, blocks))["logits"][0].copy() for i in range(T)]
+    plan = eng.plan("all", T, 1)
+    for n in (T, T // 2 + 1):
+        ver = eng.backend.run(plan, Step.single(toks[40:40 + n], 40, blocks))["logits"]
+        for i in range(n):
+            assert np.array_equal(ver[i], one[i]), (n, i, float(np.abs(ver[i] - one[i]).max()))

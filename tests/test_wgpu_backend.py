@@ -479,7 +479,8 @@ def test_long_context_steps_take_key_units(dev, synth_files, monkeypatch):
                                                                                            mma_deep_keys=48)))
     model = GGUFFile(synth_files["tiny-qwen2"])
     toks = np.asarray(tokens_for(model, 64), np.int32)
-    plan = compile(build_graph(model, None, 16, N_CTX, "all"))
+    # a plan of 20 rows running steps of 16: plans of at most PrefillTuning.decode_rows take the decode kernel
+    plan = compile(build_graph(model, None, 20, N_CTX, "all"))
     wb, nb = WgpuBackend(model, N_CTX, dev), NumpyBackend(model, N_CTX)
     loaded = wb._loaded(plan)
     n_attn = sum(n.op == "attention" for n in loaded.nodes)
@@ -521,7 +522,8 @@ def test_long_context_steps_take_the_deep_attention_variant(dev, synth_files, mo
         monkeypatch.setattr(Attention, "__init__", with_variant)
     model = GGUFFile(synth_files["tiny-qwen2"])
     toks = np.asarray(tokens_for(model, 64), np.int32)
-    plan = compile(build_graph(model, None, 16, N_CTX, "all"))
+    # a plan of 20 rows running steps of 16: plans of at most PrefillTuning.decode_rows take the decode kernel
+    plan = compile(build_graph(model, None, 20, N_CTX, "all"))
     wb, nb = WgpuBackend(model, N_CTX, dev), NumpyBackend(model, N_CTX)
     loaded = wb._loaded(plan)
     assert loaded.deep_dispatches is not None and loaded.deep_keys == deep_keys

@@ -284,10 +284,11 @@ class PrefillTuning:
     idle (fewer workgroups than slots)."""
     reg_budget: int = 200
     """Most 32-bit registers per thread the estimate may reach (spills go to slow local memory)."""
-    decode_rows: int = 8
+    decode_rows: int = 16
     """Steps of one sequence with at most this many rows (a speculative verification's k + 1) run the decode
     kernel, its rows' keys split over many workgroups: the prefill kernels' row blocks leave most of the GPU
-    idle there (one block per KV head; docs/perf-log.md, ninth session)."""
+    idle there (one block per KV head; docs/perf-log.md, ninth and seventeenth sessions). A row then sums as
+    a one-row step does, so a verification's logits equal plain decoding's where its matmuls are GEMVs."""
     mma_tiles: tuple[tuple[int, int], ...] = ((4, 32), (4, 64))
     """Matrix-unit kernel tiles (subgroups, keys per tile), in order of preference; the kernel is taken
     where its 64-row blocks give at least ``slots`` workgroups (below that the FMA kernel's smaller tiles
