@@ -3,7 +3,7 @@ rope_kv_attention runs it on a decode batch: one row per sequence, paged caches)
 out at a time (results wrong on purpose), as dev/ablate_attention_mma.py found the prefill attention's
 softmax conflicts. Also the kernel's time against its bytes (the K and V rows it must read).
 
-    python3 dev/ablate_decode_attention.py [--batch 64] [--pos 576] [--heads 32:8] [--dim 128] [--ctx 1024]
+    python3 dev/ablate_decode_attention.py [--batch 64] [--pos 576] [--heads 32:8] [--dim 128] [--ctx KEYS]
         [--shapes 'sg1:split_group=1,rows4:decode_rows=4;key_slices=2'] [--only-shapes]
 
 Ablations (line drops / edits of the expanded source): ``no_kv_load`` (the pass's K and V loads: zero
@@ -69,7 +69,8 @@ def main() -> None:
     ap.add_argument("--pos", type=int, default=576, help="mean position (rows spread over +-32)")
     ap.add_argument("--heads", default="32:8", help="query heads:KV heads")
     ap.add_argument("--dim", type=int, default=128)
-    ap.add_argument("--ctx", type=int, default=1024, help="keys a sequence's block table holds")
+    ap.add_argument("--ctx", type=int, default=0,
+                    help="keys a sequence's block table holds (default: 1024, or --pos + 64 where that is more)")
     ap.add_argument("--copies", type=int, default=20)
     ap.add_argument("--shapes", default="", help="launch shapes timed beside (unablated), e.g. "
                     "'sg1:split_group=1,ks2:key_slices=2,rows4:decode_rows=4,kb4:team_keys=4' (ops/attention.py attrs)")
@@ -78,7 +79,10 @@ def main() -> None:
     args = ap.parse_args()
     H, Hkv = (int(v) for v in args.heads.split(":"))
     B, D = args.batch, args.dim
-    blocks = -(-args.ctx // 32)
+    ctx = args.ctx or max(1024, args.pos + 64)
+    if ctx < args.pos + 32:
+        ap.error(f"--ctx {ctx} holds no room for rows at --pos {args.pos} (+-32)")
+    blocks = -(-ctx // 32)
     b = Batch([(s, args.pos - 32 + (s * 7) % 64, 1) for s in range(B)], B, blocks, B * blocks)
     case = paged_rope_kv_attention_case("decode batch", b, H, Hkv, D, seed=1)
     dev = Device.get()
