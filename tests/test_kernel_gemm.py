@@ -467,6 +467,8 @@ def test_mma_over_gemv(dev, monkeypatch):
     assert not gemv_rows(mma, 16, {}, "Q6_K", 4096, 14336) and gemv_rows(mma, 8, {}, "Q6_K", 4096, 14336)
     assert gemv_rows(mma, 16, {}, "Q6_K", 4096, 4096) and gemv_rows(mma, 16, {}, "Q6_K", 4096, 14336, glu=True)
     assert gemv_rows(mma, 16, {}) and gemv_rows(mma, 1, {}, "Q6_K", 4096, 14336)
+    # a plan of one sequence's rows (a speculative verification) keeps the GEMV: its rows sum as one-row steps
+    assert gemv_rows(mma, 16, {"one_seq": True}, "Q6_K", 4096, 14336) and not gemv_rows(mma, 17, {"one_seq": True})
     assert gemv_rows(dev, 16, {}, "Q6_K", 4096, 14336) == (not dev.has_mma)   # lavapipe: no matrix units
     shader, _, cfg = gemm_shader(mma, 16, "Q6_K", 4096, None, 14336)
     assert shader == "gemm_mma.wgsl" and (cfg.tm, cfg.tn, cfg.splits) == (4, 4, 4)

@@ -478,6 +478,11 @@ def test_wgpu_verification_rows_are_one_row_steps(models, dev, T):
     dec = eng.plan("decode", 1, 1)
     one = [eng.backend.run(dec, Step.single([toks[40 + i]], 40 + i, blocks))["logits"][0].copy() for i in range(T)]
     plan = eng.plan("all", T, 1)
+    # its matmuls are told they serve one sequence (the GEMV, not the matrix units, up to gemv_rows rows)
+    from oxigpu.backends.wgpu.backend import ONE_SEQ_OPS
+    for p, want in ((plan, True), (dec, False), (eng.plan("decode", 2, 2), False)):
+        mms = [k for k in eng.backend._loaded(p).kernels if k.op in ONE_SEQ_OPS]
+        assert mms and all(bool(k.attrs.get("one_seq")) == want for k in mms)
     for n in (T, T // 2 + 1):
         ver = eng.backend.run(plan, Step.single(toks[40:40 + n], 40, blocks))["logits"]
         for i in range(n):

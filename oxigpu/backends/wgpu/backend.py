@@ -64,6 +64,8 @@ _READBACK = 0x0001 | 0x0008       # MAP_READ | COPY_DST
 _MAX_BATCH = 64
 _FIRST_PIECE = 16   # dispatches in a prefill chunk's first submit (the later ones double)
 _WHOLE_ROWS = 8     # plans of at most this many rows prepare their whole pass ahead (_Loaded.whole)
+ONE_SEQ_OPS = ("matmul", "matmul_add", "matmul_multi", "matmul_glu")
+"""Ops whose kernels a plan of one sequence tells so (``_build``'s ``one_seq``)."""
 
 log = logging.getLogger("oxigpu")
 
@@ -244,8 +246,9 @@ class WgpuBackend:
         uploads = self._allocate(plan, raw)
         arenas, bindings, types, inputs = self._bindings(plan, packed)
         lowered = list(plan.nodes)
-        jobs = [(node, [types[v] for v in node.inputs], [bindings[v] for v in (*node.inputs, *node.outputs)])
-                for node in lowered]
+        one_seq = not plan.graph.decode and plan.graph.S == 1
+        jobs = [(node, [types[v] for v in node.inputs], [bindings[v] for v in (*node.inputs, *node.outputs)],
+                 one_seq) for node in lowered]
         if self.compile_threads:
             pool = ThreadPoolExecutor(self.compile_threads, thread_name_prefix="oxigpu-compile")
             try:
@@ -394,13 +397,17 @@ class WgpuBackend:
             types[v] = v.dtype
         return arenas, bindings, types, inputs
 
-    def _build(self, node: Node, in_types: list[str], buffers: list[Binding]) -> tuple[OpKernel, list[Dispatch]]:
+    def _build(self, node: Node, in_types: list[str], buffers: list[Binding],
+               one_seq: bool = False) -> tuple[OpKernel, list[Dispatch]]:
         """``node``'s kernel and dispatches (its pipelines compiled, some kernels compile while encoding);
-        runs on a ``compile_threads`` worker when there are any."""
+        runs on a ``compile_threads`` worker when there are any. ``one_seq``: a plan of one sequence's rows
+        (not a decode batch): its matmuls keep the GEMV up to ``gemv_rows`` rows (ops/matmul.py gemv_rows),
+        so a speculative verification's rows sum as one-row steps do."""
         if node.op not in KERNELS:
             raise DeviceError(f"no wgpu kernel for op {node.op!r} (node {node.name})")
+        attrs = {**node.attrs, "one_seq": True} if one_seq and node.op in ONE_SEQ_OPS else node.attrs
         try:
-            kernel = KERNELS[node.op](self.dev, node.attrs, [v.shape for v in node.inputs], in_types,
+            kernel = KERNELS[node.op](self.dev, attrs, [v.shape for v in node.inputs], in_types,
                                       [v.shape for v in node.outputs])
             return kernel, kernel.encode(buffers)
         except DeviceError as e:
@@ -949,14 +956,14 @@ def _describe(node: Node, in_types: Sequence[str]) -> str:
     return f"node {node.name!r} (op {node.op}, inputs {ins} -> outputs {outs or 'none'})"
 
 
-def _new_kinds_first(jobs: Sequence[tuple[Node, list[str], Any]]) -> list[int]:
+def _new_kinds_first(jobs: Sequence[tuple[Node, list[str], Any, bool]]) -> list[int]:
     """Job indices, the first node of each kind (op, attributes, shapes, types) before all the others.
 
     Nodes of one kind build the same pipelines, so only a kind's first node can compile. In plan order the
     workers take the next layers' nodes, which wait for the pipelines the first layer is compiling, and a
     new kind further on (a layer whose ffn_down is Q6_K, not Q4_K; the output matmul) waits behind them."""
     first: dict[str, int] = {}
-    for i, (node, in_types, _) in enumerate(jobs):
+    for i, (node, in_types, _, _) in enumerate(jobs):
         first.setdefault(repr((node.op, node.attrs, [v.shape for v in node.inputs], in_types,
                                [v.shape for v in node.outputs])), i)
     lead = set(first.values())

@@ -260,12 +260,13 @@ def gemv_rows(dev: Device, m: int, attrs: dict[str, Any] | None = None, qtype: s
     """Whether an m-row matmul runs as a GEMV (``Tuning.gemv_rows``); a ``gemm`` attr (tests,
     benchmarks: GEMM tile overrides) keeps several rows on the GEMM; with the weight's type and shape
     (n rows, gate and up for the GLU), so do those that ``ops/gemm.py`` ``over_gemv`` sends to the matrix
-    units."""
+    units, but in plans of one sequence (attr ``one_seq``: a speculative verification), whose rows must sum
+    as one-row steps do."""
     if m == 1:
         return True
     if m > tuning(dev).gemv_rows or "gemm" in (attrs or {}):
         return False
-    return not (qtype and over_gemv(dev, m, qtype, n, k, glu))
+    return bool((attrs or {}).get("one_seq")) or not (qtype and over_gemv(dev, m, qtype, n, k, glu))
 
 
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
