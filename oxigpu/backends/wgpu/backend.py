@@ -65,7 +65,7 @@ _MAX_BATCH = 64
 _FIRST_PIECE = 16   # dispatches in a prefill chunk's first submit (the later ones double)
 _WHOLE_ROWS = 8     # plans of at most this many rows prepare their whole pass ahead (_Loaded.whole)
 ONE_SEQ_OPS = ("matmul", "matmul_add", "matmul_multi", "matmul_glu")
-"""Ops whose kernels a plan of one sequence tells so (``_build``'s ``one_seq``)."""
+"""Ops whose kernels learn that their plan serves one sequence (``_build``'s ``one_seq``)."""
 
 log = logging.getLogger("oxigpu")
 
