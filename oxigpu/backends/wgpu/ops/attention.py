@@ -267,7 +267,7 @@ class Attention(OpKernel):
         if not self.gqa:
             cfg = decode_config(D, DV, G, T, Hkv, n_ctx, int(a.get("n_split", 0)), int(a.get("split_chunk", 0)),
                                 int(a.get("key_slices", 0)), int(a.get("decode_rows", 0)), int(a.get("team_keys", 0)),
-                                cls, self.paged, int(a.get("split_group", 0)), int(a.get("team_lanes", 0)))
+                                cls, self.paged, int(a.get("split_group", 0)), lanes)
         self.cfg = cfg
         self.split = cfg.MAXS
         self.one_row, self.window = T == 1, int(a.get("window", 0))
