@@ -532,9 +532,10 @@ def test_one_row_step_equals_the_verification_rows(dev, D, H, Hkv, p0, gqa):
     two columns a lane; "barrier": the own key written, then read back, gqa_own_reg=0). Teams of D / 4 lanes
     need subgroups that wide: teams of up to 8 lanes run on lavapipe (its subgroups are 8 wide, though it
     reports 4 as its narrowest), the 64- and 128-wide heads' own teams on GPUs (NVIDIA: 32)."""
-    lanes = gqa if isinstance(gqa, int) and gqa > 1 else D // 4
-    if gqa and lanes > 8 and dev.subgroup_min_size < min(lanes, 32):
-        pytest.skip(f"teams of {min(lanes, 32)} lanes need subgroups that wide (this adapter: "
+    team = gqa if isinstance(gqa, int) and gqa > 1 else 0          # team_lanes (0: the kernel's own width)
+    lanes = gqa_shape(D, D, H // Hkv, team)[0] if gqa else 0
+    if lanes > 8 and dev.subgroup_min_size < lanes:
+        pytest.skip(f"teams of {lanes} lanes need subgroups that wide (this adapter: "
                     f"{dev.subgroup_min_size or 'unknown'})")
     g = np.random.default_rng(D + p0)
     T = 3                                            # the verification's rows: positions p0 .. p0 + 2
@@ -547,7 +548,7 @@ def test_one_row_step_equals_the_verification_rows(dev, D, H, Hkv, p0, gqa):
     v = g.standard_normal((T, Hkv * D)).astype(np.float32)
     rope = dict(n_head=H, n_head_kv=Hkv, head_dim=D, n_rot=D, base=1e4, neox=True, freq_scale=1.0, block_size=32)
     att = dict(n_head=H, n_head_kv=Hkv, head_dim=D, v_head_dim=D, scale=D ** -0.5, block_size=32,
-               decode_gqa=int(bool(gqa)), **({"team_lanes": gqa} if isinstance(gqa, int) and gqa > 1 else {}),
+               decode_gqa=int(bool(gqa)), **({"team_lanes": team} if team else {}),
                **({"gqa_own_reg": 0} if gqa == "barrier" else {}))
     types = ["f32"] * 3 + ["f16"] * 2 + ["i32"] * 3
     qr, ck2, cv2 = run_op("rope_kv_store", [q, k, v, ck, cv, *ver_b.inputs()], rope, n_tokens=T, in_types=types,
