@@ -255,8 +255,8 @@ class DecodeTuning:
     rows) where the adapter's subgroups span its team (D / 4 lanes up to 32, then two columns a lane).
     256-wide heads keep the per-row-team kernel (untimed on the new one)."""
     gqa_max_rows: int = 4
-    """...where a KV head's query rows, padded to a power of two, are at most this many: 6-8 rows (qwen2.5's
-    GQA 6 and 7, two KV heads) were slower on it (fewer keys a team pass, fewer workgroups; perf log)."""
+    """...where a KV head's query rows, padded to a power of two, are at most this many: 8 padded rows (GQA 6
+    and 7 over two KV heads) were slower on it (fewer keys a team pass, fewer workgroups; perf log)."""
     gqa_lanes: int = 128
     """...its invocations per workgroup (key slices of one team each)."""
     gqa_wg_per_slot: int = 4
@@ -265,7 +265,7 @@ class DecodeTuning:
     """...its workgroup passes per split the split count is planned for."""
     gqa_own_reg: bool = True
     """...the step's own key from registers in the pass that holds it, instead of written, a storage
-    barrier, and read back (attention_decode_gqa.wgsl OWN_REG; the same bits; a few per cent at 4k keys)."""
+    barrier, and read back (attention_decode_gqa.wgsl OWN_REG; the same bits, one barrier fewer; perf log)."""
     gqa_min_keys: int = 0
     """...its fewest keys per split (0: one workgroup pass): short contexts in fewer splits, less to merge."""
     spw_fill: float = 1.5
