@@ -475,6 +475,51 @@ def test_mma_over_gemv(dev, monkeypatch):
     assert gemm_shader(mma, 16, "Q6_K", 4096, None, 4096)[0] == "gemm_q.wgsl"
 
 
+def test_mmv_choice(monkeypatch):
+    """Decode batches of 9-16 rows of the large Q4_K weights (the mma_over_gemv shapes) take gemm_mmv.wgsl on
+    a device with the matrix units, split k until its 128-row workgroups fill half the slots (the GLU at least
+    2 ways: its gate and up sums meet in the reduction); Q6_K keeps the tiled kernel, 8 rows and one
+    sequence's plans the GEMV; ``mmv`` in the gemm attr forces (True) or forbids (False) it."""
+    from oxigpu.backends.wgpu import tuning as tn
+    from oxigpu.backends.wgpu.ops.gemm import mmv_splits
+    from oxigpu.backends.wgpu.ops.matmul import gemv_rows
+    mma = tn.DeviceTraits(has_mma=True)
+    for n, k, glu, splits in ((28672, 4096, True, 2), (4096, 4096, False, 4), (4096, 14336, False, 4),
+                              (65536, 4096, False, 1)):
+        assert not gemv_rows(mma, 16, {}, "Q4_K", n, k, glu)
+        shader, defs, cfg = gemm_shader(mma, 16, "Q4_K", n, None, k, glu=glu)
+        assert shader == "gemm_mmv.wgsl" and cfg.mmv and cfg.half and cfg.tile == (16, 128)
+        assert cfg.splits == defs["SPLITS"] == splits == mmv_splits(n, k, glu, tn.MMA)
+        assert defs["PARTIAL"] == (splits > 1 or glu)
+    assert gemm_shader(mma, 16, "Q6_K", 4096, None, 14336)[0] == "gemm_mma.wgsl"
+    assert gemv_rows(mma, 8, {}, "Q4_K", 4096, 4096) and gemv_rows(mma, 16, {"one_seq": True}, "Q4_K", 4096, 4096)
+    assert gemm_shader(mma, 3, "Q4_K", 130, {"mmv": True, "mmv_splits": 3}, 1024)[2].splits == 3
+    assert gemm_shader(mma, 16, "Q4_K", 4096, {"mmv": False}, 4096)[0] != "gemm_mmv.wgsl"
+    assert mmv_splits(4096, 512, False, tn.MMA) == 2      # each split at least two 128-k steps
+    assert gemm_shader(tn.DeviceTraits(), 16, "Q4_K", 4096, {"mmv": True}, 4096)[0] != "gemm_mmv.wgsl"
+
+
+def test_mmv_checks(dev):
+    """The "matmul_mmv" kernel checks (``oxigpu kernels --filter matmul_mmv``) on a device with the units."""
+    from oxigpu.backends.wgpu.kernel import CHECKS, case_error, load_kernels, run_case
+    _needs_mma(dev)
+    load_kernels()
+    cases = CHECKS["matmul_mmv"]()
+    assert len(cases) == 4
+    for case in cases:
+        err, tol = case_error(case, run_case(case, dev), case.reference())
+        assert err <= tol, case.name
+
+
+@pytest.mark.parametrize("m,n,norm,splits", [(16, 136, True, 0), (11, 260, False, 3)])
+def test_mmv_glu(dev, m, n, norm, splits):
+    """matmul_glu on gemm_mmv.wgsl (joined gate and up rows, as the backend joins them): partial sums of
+    every row, act(gate) * up in the reduction pass; against the f16-product twin, output columns past its
+    128-row workgroups, the last rows past n_tokens, the norm prologue in the x pass."""
+    _needs_mma(dev)
+    _glu_joined(dev, "Q4_K", "silu", m, 1024, n, norm, {"mmv": True, **({"mmv_splits": splits} if splits else {})})
+
+
 @pytest.mark.parametrize("t,act,m,k,n,norm", [("F16", "silu", 150, 224, 203, False),
                                               ("Q4_K", "gelu_tanh", 70, 512, 96, False),
                                               ("Q8_0", "silu", 40, 640, 33, False),

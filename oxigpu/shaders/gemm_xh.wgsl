@@ -3,7 +3,7 @@
 // or past n_tokens are skipped. Without HAS_NORM one thread per 8 elements (grid k / 8 WG x m); with it
 // (a prefill matmul_multi / matmul_glu with the RMS norm in its prologue, attr norm_eps) one workgroup
 // per row: it sums the row's squares, then writes x / sqrt(mean(x^2) + EPS) * NW (as rms_norm.wgsl), so
-// the normed rows are never written in f32.
+// the normed rows are never written in f32. PERM4 (gemm_mmv.wgsl's x): each 4 k stored as k0 k2 k1 k3.
 enable f16;
 #include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
@@ -11,6 +11,7 @@ enable f16;
 const WG: u32 = {{WG}}u;
 const ROWS: u32 = 1u;
 const HAS_NORM: bool = {{HAS_NORM}};
+const PERM4: bool = {{PERM4}};
 const EPS: f32 = {{EPS}};
 #include "common/reduce_{{RED}}.wgsl"
 
@@ -29,7 +30,11 @@ fn put(m: u32, c: u32, s: f32) {
   var a = X[i] * s;
   var b = X[i + 1u] * s;
   if (HAS_NORM) { a *= NW[2u * c]; b *= NW[2u * c + 1u]; }
-  XH[m * (D.k / 8u) + c] = vec4<u32>(h2(a.x, a.y), h2(a.z, a.w), h2(b.x, b.y), h2(b.z, b.w));
+  if (PERM4) {
+    XH[m * (D.k / 8u) + c] = vec4<u32>(h2(a.x, a.z), h2(a.y, a.w), h2(b.x, b.z), h2(b.y, b.w));
+  } else {
+    XH[m * (D.k / 8u) + c] = vec4<u32>(h2(a.x, a.y), h2(a.z, a.w), h2(b.x, b.y), h2(b.z, b.w));
+  }
 }
 
 @compute @workgroup_size(WG)

@@ -200,6 +200,11 @@ class GemmTuning:
     mma_raw16: bool = True
     """Q8_0 / Q5_0 / Q4_0 weights on the matrix units read as 16-byte words (TileConfig.raw16): 2-3 loads a
     32-weight unit instead of 5-9 (docs/perf-log.md, ninth session)."""
+    mmv_types: tuple[str, ...] = ()
+    """Weight types whose ``mma_over_gemv`` matmuls of up to 16 rows take the decode-batch matrix-unit kernel
+    (ops/gemm.py ``MMV_TYPES``, gemm_mmv.wgsl) instead of the tiled one."""
+    mmv_fill: float = 0.5
+    """...split k until its workgroups make this share of ``slots`` (ops/gemm.py ``mmv_splits``)."""
     mma_over_gemv: tuple[DecodeTile, ...] = ()
     """Matmuls of 2 to ``Tuning.gemv_rows`` rows that take the matrix units with the first matching rule's
     tile instead of the multi-row GEMV, where measured faster (one weight per matmul: matmul_multi's
@@ -356,6 +361,9 @@ _MMA_GEMM = GemmTuning(
     # Q4_K / Q6_K staged through the f16-arithmetic loaders (16-byte loads for Q4_K): faster at every size
     # measured, prefill included (docs/perf-log.md, "Decode batches, round 2")
     mma_half_types=("Q4_K", "Q6_K"),
+    # ... of which Q4_K on gemm_mmv.wgsl: 16 x 16 tiles of each subgroup's own rows, x staged once for 128
+    # (docs/perf-log.md, eighteenth session)
+    mmv_types=("Q4_K",),
     # 9-16 decode rows of the large weights (both sides >= 4096) on the matrix units, 32 x 64 tiles split 4
     # ways: faster than the multi-row GEMV there since the loaders read ahead; narrower weights keep the GEMV
     # (docs/perf-log.md, eighth session)

@@ -52,6 +52,11 @@ HALF_TYPES = ("Q4_K", "Q6_K")
 W16_BINDING = 12
 """The weights bound a second time as 16-byte words (the f16-arithmetic loaders, gemm_mma/<type>h.wgsl, and
 gemm_mma/q32r16.wgsl); Q4_K's and q32r16's read W only so, Q6_K's its scales through W too."""
+MMV_TYPES = ("Q4_K",)
+"""Types with a loader in the decode-batch matrix-unit kernel (``gemm_mmv.wgsl``)."""
+MMV_SUBGROUPS = 8
+"""Its subgroups a workgroup, 16 weight rows each (8: x staged once for 128 rows; 4 were 1.5x slower on the
+8B's gate and up rows, docs/perf-log.md, eighteenth session)."""
 RAW_TYPES = ("Q8_0", "Q5_0", "Q4_0")
 """Types whose matrix-unit loader reads a unit's words and decodes them a step later (gemm_mma/q32r.wgsl;
 TileConfig.raw16: as 16-byte words, gemm_mma/q32r16.wgsl)."""
@@ -152,7 +157,8 @@ class TileConfig:
     blocks of 16 x 16 (the same 16 tm x 16 tn tile; fm and sn 2 or 4), ``bk`` 32 or 64 k per step
     (``loaders`` and ``nb`` unused); ``half``: its ``HALF_TYPES`` weights dequantized in f16 arithmetic
     (``gemm_mma/<type>h.wgsl``; the twin: :func:`half_dequant`); ``wt``: weights staged transposed ([k][n]:
-conflict-free stores for the loaders of 32-weight units)."""
+conflict-free stores for the loaders of 32-weight units). ``mmv``: the decode-batch matrix-unit kernel
+(``gemm_mmv.wgsl``: one 16-row tile, ``16 tn`` weight rows a workgroup, ``splits`` as above)."""
 
     tm: int = 8
     tn: int = 8
@@ -167,6 +173,7 @@ conflict-free stores for the loaders of 32-weight units)."""
     half: bool = False
     wt: bool = False
     raw16: bool = False
+    mmv: bool = False
 
     @property
     def tile(self) -> tuple[int, int]:
@@ -234,6 +241,16 @@ def over_gemv(dev: Device, m: int, qtype: str, n: int, k: int, glu: bool = False
     return next((r.tile for r in tuning(device_class(dev)).gemm.mma_over_gemv if r.matches(m, n, k, glu)), None)
 
 
+def mmv_splits(rows: int, k: int, glu: bool, device: str = GPU) -> int:
+    """gemm_mmv.wgsl's split-k for ``rows`` weight rows over k: the fewest of 1, 2, 4, 8 whose workgroups
+    reach ``GemmTuning.mmv_fill`` of the class's slots, at least 2 for the GLU (its gate and up sums meet in
+    the reduction pass), each split 2 steps of 128 k at least."""
+    t = tuning(device)
+    wgs = -(-rows // (16 * MMV_SUBGROUPS))
+    splits = next((s for s in (1, 2, 4, 8) if wgs * s >= t.gemm.mmv_fill * t.slots), 8)
+    return max(1, min(max(splits, 2 if glu else 1), k // 256))
+
+
 def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[str, Any] | None = None,
                 k: int = 0, glu: bool = False) -> tuple[str, dict[str, Any], TileConfig | None]:
     """The GEMM for m > 1 rows: (shader, extra defines, tile; None for gemm_q.wgsl's fixed 32x64).
@@ -253,6 +270,8 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     override = dict(override or {})
     f16_tiles = override.pop("f16", False)
     half = override.pop("half", None)       # not a tile choice: the default tile takes it too
+    mmv = override.pop("mmv", None)         # tests: gemm_mmv.wgsl where it can run (True) or never (False),
+    mmv_k = override.pop("mmv_splits", 0)   # ... with this split-k
     cls = device_class(dev)
     g = tuning(cls).gemm
     short = m < g.tiled_min_rows and not override
@@ -260,6 +279,15 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     # few rows (decode batches past the GEMV's, or left by it) still take the matrix units where the class allows
     short_mma = short and dev.has_mma and (0 < g.mma_min_rows <= m or over is not None) and qtype in MMA_TYPES \
         and qtype != "F32"
+    if (mmv or (mmv is None and over is not None and qtype in g.mmv_types)) and qtype in MMV_TYPES and m <= 16 \
+            and k % 256 == 0 and dev.has_mma:
+        splits = max(mmv_k, 2 if glu else 1) if mmv_k else mmv_splits(n, k, glu, cls)
+        cfg = TileConfig(tm=1, tn=MMV_SUBGROUPS, splits=splits, mma=True, half=True, mmv=True)
+        smem = 2 * 16 * 136 * (MMV_SUBGROUPS + 2)
+        if smem > dev.limits.get("max-compute-workgroup-storage-size", 16384):
+            raise DeviceError(f"matmul: the decode-batch matrix-unit GEMM needs {smem} B of workgroup memory")
+        return "gemm_mmv.wgsl", {"S": MMV_SUBGROUPS, "SPLITS": splits, "PARTIAL": splits > 1 or glu,
+                                 "SMB": smem}, cfg
     if glu and short and not short_mma:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM (short chunks take gemm_q)")
     if short and not short_mma:
@@ -407,6 +435,7 @@ class GemmKernel:
         self.norm_xpass = self.mma and norm_eps is not None
         io = {"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "RPT": rows_per_token}
         xh = {**io, "WG": 256 if self.norm_xpass else 64, "HAS_NORM": self.norm_xpass,
+              "PERM4": bool(self.cfg and self.cfg.mmv),
               "EPS": f32_lit(norm_eps or 0.0), "RED": "sg" if dev.has_subgroups else "wg"}
         self.xpass = (dev.pipeline("gemm_xq.wgsl", defines=io) if self.q8 else
                       dev.pipeline("gemm_xh.wgsl", defines=xh) if self.mma else None)

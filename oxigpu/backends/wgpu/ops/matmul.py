@@ -885,6 +885,23 @@ def matmul_checks() -> list[Case]:
     return cases
 
 
+@check("matmul_mmv")
+def matmul_mmv_checks() -> list[Case]:
+    """The decode-batch matrix-unit GEMM (gemm_mmv.wgsl, where the adapter has matrix units): 16, 9 and 3
+    rows, output columns past its 128-row workgroups, bias, residual, the GLU (joined weights: through the
+    split-k with an uneven last split; against the f16-product twin with the half loaders' rounding (the
+    joined GLU: tests/test_kernel_gemm.py test_mmv_glu)."""
+    if not Device.get().has_mma:
+        return []
+    cases = [replace(mma_gemm_case(matmul_case("Q4_K", m, 1024, n, bias=bias, seed=700 + i), ["Q4_K"]),
+                     attrs={"gemm": {"mmv": True, **sp}})
+             for i, (m, n, bias, sp) in enumerate([(16, 200, True, {}), (9, 256, False, {"mmv_splits": 3}),
+                                                   (3, 130, True, {"mmv_splits": 2})])]
+    cases.append(replace(mma_gemm_case(matmul_add_case("Q4_K", 12, 2048, 144, bias=True, seed=710), ["Q4_K"]),
+                         attrs={"gemm": {"mmv": True, "mmv_splits": 4}}))
+    return cases
+
+
 def matmul_add_case(qtype: str, m: int, k: int, n: int, bias: bool, seed: int = 0) -> Case:
     """``matmul_case`` plus a residual input res[m, n] added in the epilogue."""
     c = matmul_case(qtype, m, k, n, bias, seed)
