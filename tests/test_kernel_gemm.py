@@ -29,6 +29,7 @@ from oxigpu.backends.wgpu.ops.gemm import (
     TileConfig,
     gemm_shader,
     glu_gemm,
+    half_dequant,
     tile_config,
 )
 from oxigpu.backends.wgpu.ops.matmul import (
@@ -470,7 +471,7 @@ def test_mma_over_gemv(dev, monkeypatch):
     # a plan of one sequence's rows (a speculative verification) keeps the GEMV: its rows sum as one-row steps
     assert gemv_rows(mma, 16, {"one_seq": True}, "Q6_K", 4096, 14336) and not gemv_rows(mma, 17, {"one_seq": True})
     assert gemv_rows(dev, 16, {}, "Q6_K", 4096, 14336) == (not dev.has_mma)   # lavapipe: no matrix units
-    shader, _, cfg = gemm_shader(mma, 16, "Q6_K", 4096, None, 14336)
+    shader, _, cfg = gemm_shader(mma, 16, "Q5_K", 4096, None, 14336)     # (Q4_K, Q6_K: gemm_mmv.wgsl)
     assert shader == "gemm_mma.wgsl" and (cfg.tm, cfg.tn, cfg.splits) == (4, 4, 4)
     assert gemm_shader(mma, 16, "Q6_K", 4096, None, 4096)[0] == "gemm_q.wgsl"
 
@@ -478,7 +479,7 @@ def test_mma_over_gemv(dev, monkeypatch):
 def test_mmv_choice(monkeypatch):
     """Decode batches of 9-16 rows of the large Q4_K weights (the mma_over_gemv shapes) take gemm_mmv.wgsl on
     a device with the matrix units, split k until its 128-row workgroups fill half the slots (the GLU at least
-    2 ways: its gate and up sums meet in the reduction); Q6_K keeps the tiled kernel, 8 rows and one
+    2 ways: its gate and up sums meet in the reduction), Q6_K too; Q5_K keeps the tiled kernel, 8 rows and one
     sequence's plans the GEMV; ``mmv`` in the gemm attr forces (True) or forbids (False) it."""
     from oxigpu.backends.wgpu import tuning as tn
     from oxigpu.backends.wgpu.ops.gemm import mmv_splits
@@ -491,12 +492,45 @@ def test_mmv_choice(monkeypatch):
         assert shader == "gemm_mmv.wgsl" and cfg.mmv and cfg.half and cfg.tile == (16, 128)
         assert cfg.splits == defs["SPLITS"] == splits == mmv_splits(n, k, glu, tn.MMA)
         assert defs["PARTIAL"] == (splits > 1 or glu)
-    assert gemm_shader(mma, 16, "Q6_K", 4096, None, 14336)[0] == "gemm_mma.wgsl"
+    assert gemm_shader(mma, 16, "Q6_K", 4096, None, 14336)[1]["WLOAD"] == "q6_k"
+    assert gemm_shader(mma, 16, "Q5_K", 4096, None, 14336)[0] == "gemm_mma.wgsl"
+    # a vocabulary's LM head of any row length (the 1B's: k 2048)
+    assert not gemv_rows(mma, 16, {}, "Q6_K", 128256, 2048) and gemv_rows(mma, 16, {}, "Q6_K", 32768, 2048)
+    assert gemm_shader(mma, 12, "Q6_K", 128256, None, 2048)[0] == "gemm_mmv.wgsl"
+    assert gemv_rows(mma, 8, {}, "Q6_K", 128256, 2048) and gemv_rows(mma, 16, {}, "Q8_0", 128256, 2048)
     assert gemv_rows(mma, 8, {}, "Q4_K", 4096, 4096) and gemv_rows(mma, 16, {"one_seq": True}, "Q4_K", 4096, 4096)
     assert gemm_shader(mma, 3, "Q4_K", 130, {"mmv": True, "mmv_splits": 3}, 1024)[2].splits == 3
     assert gemm_shader(mma, 16, "Q4_K", 4096, {"mmv": False}, 4096)[0] != "gemm_mmv.wgsl"
     assert mmv_splits(4096, 512, False, tn.MMA) == 2      # each split at least two 128-k steps
     assert gemm_shader(tn.DeviceTraits(), 16, "Q4_K", 4096, {"mmv": True}, 4096)[0] != "gemm_mmv.wgsl"
+
+
+@pytest.mark.parametrize("t", ["Q4_K", "Q6_K"])
+def test_mmv_loader(dev, t):
+    """gemm_mmv.wgsl's weight loader (gemm_mmv/<type>.wgsl) through gemm_mmv_stage.wgsl, which runs it without
+    the matrix units: every step's staged halves of 40 rows (a partial row block; Q6_K's blocks in the GPU's
+    pairs, both kinds) against ops/gemm.py half_dequant's in the k0 k2 k1 k3 order, each within one f16 step
+    of its 32 weights' largest (test_mma_weight_loaders' bound: lavapipe splits the f16 multiply-add), on
+    random blocks of normal and tiny scales (huge ones overflow f16, as on every half-precision loader)."""
+    from oxigpu.backends.wgpu.device import Dispatch
+    from oxigpu.quant.samples import random_blocks
+    qt = get_type(t)
+    n, k = 40, 768
+    rng = np.random.default_rng(5)
+    raw = np.concatenate([random_blocks(qt, n // 2, k, rng, "normal"), random_blocks(qt, n // 2, k, rng, "tiny")])
+    want = half_dequant(raw, t).astype(np.float16)
+    pipe = dev.pipeline("gemm_mmv_stage.wgsl", defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1,
+                                                         "WLOAD": t.lower()})
+    dims = dev.uniform([k, n, n, 0, raw.shape[1], 16, 0, 0, n, 0, 0, 0, 0, 0, 0, 0])
+    out = dev.upload(np.zeros((n, k), np.float16))
+    w = dev.upload(gpu_layout(np.ascontiguousarray(raw).reshape(-1), t))
+    bg = dev.bind_group(pipe, {1: dims, 12 if t == "Q4_K" else 3: w, 9: out})
+    dev.submit([Dispatch(pipe, bg, (-(-n // 16), k // 128, 1))])
+    got = dev.read(out, np.float16, (n, k)).reshape(n, k // 4, 4)[:, :, [0, 2, 1, 3]].reshape(n, k)
+    got, want = got.astype(np.float64), want.astype(np.float64)
+    big = np.repeat(np.abs(want).reshape(n, -1, 32).max(axis=2), 32, axis=1)
+    assert (np.abs(got - want) <= np.spacing(big.astype(np.float16)).astype(np.float64)).all()
+    assert (got == want).mean() > 0.8 and np.abs(want).max() > 0.05
 
 
 def test_mmv_checks(dev):
@@ -505,7 +539,7 @@ def test_mmv_checks(dev):
     _needs_mma(dev)
     load_kernels()
     cases = CHECKS["matmul_mmv"]()
-    assert len(cases) == 4
+    assert len(cases) == 6
     for case in cases:
         err, tol = case_error(case, run_case(case, dev), case.reference())
         assert err <= tol, case.name

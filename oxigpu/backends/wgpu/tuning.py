@@ -203,6 +203,8 @@ class GemmTuning:
     mmv_types: tuple[str, ...] = ()
     """Weight types whose ``mma_over_gemv`` matmuls of up to 16 rows take the decode-batch matrix-unit kernel
     (ops/gemm.py ``MMV_TYPES``, gemm_mmv.wgsl) instead of the tiled one."""
+    mmv_wide: int = 65536
+    """...and so do 9-16 rows of weights of at least this many rows (a vocabulary's LM head) whatever their k."""
     mmv_fill: float = 0.5
     """...split k until its workgroups make this share of ``slots`` (ops/gemm.py ``mmv_splits``)."""
     mma_over_gemv: tuple[DecodeTile, ...] = ()
@@ -361,9 +363,9 @@ _MMA_GEMM = GemmTuning(
     # Q4_K / Q6_K staged through the f16-arithmetic loaders (16-byte loads for Q4_K): faster at every size
     # measured, prefill included (docs/perf-log.md, "Decode batches, round 2")
     mma_half_types=("Q4_K", "Q6_K"),
-    # ... of which Q4_K on gemm_mmv.wgsl: 16 x 16 tiles of each subgroup's own rows, x staged once for 128
-    # (docs/perf-log.md, eighteenth session)
-    mmv_types=("Q4_K",),
+    # ... of which Q4_K and Q6_K on gemm_mmv.wgsl: 16 x 16 tiles of each subgroup's own rows, x staged once
+    # for 128 (docs/perf-log.md, eighteenth session)
+    mmv_types=("Q4_K", "Q6_K"),
     # 9-16 decode rows of the large weights (both sides >= 4096) on the matrix units, 32 x 64 tiles split 4
     # ways: faster than the multi-row GEMV there since the loaders read ahead; narrower weights keep the GEMV
     # (docs/perf-log.md, eighth session)

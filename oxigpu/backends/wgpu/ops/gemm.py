@@ -52,8 +52,9 @@ HALF_TYPES = ("Q4_K", "Q6_K")
 W16_BINDING = 12
 """The weights bound a second time as 16-byte words (the f16-arithmetic loaders, gemm_mma/<type>h.wgsl, and
 gemm_mma/q32r16.wgsl); Q4_K's and q32r16's read W only so, Q6_K's its scales through W too."""
-MMV_TYPES = ("Q4_K",)
-"""Types with a loader in the decode-batch matrix-unit kernel (``gemm_mmv.wgsl``)."""
+MMV_TYPES = ("Q4_K", "Q6_K")
+"""Types with a loader in the decode-batch matrix-unit kernel (``gemm_mmv/<type>.wgsl``; Q4_K reads W as
+16-byte words, Q6_K's 210-byte blocks as words)."""
 MMV_SUBGROUPS = 8
 """Its subgroups a workgroup, 16 weight rows each (8: x staged once for 128 rows; 4 were 1.5x slower on the
 8B's gate and up rows, docs/perf-log.md, eighteenth session)."""
@@ -238,7 +239,11 @@ def over_gemv(dev: Device, m: int, qtype: str, n: int, k: int, glu: bool = False
     GEMV (``GemmTuning.mma_over_gemv``; n: weight rows, gate and up for the GLU), or None."""
     if m < 2 or not dev.has_mma or qtype not in MMA_TYPES or qtype == "F32":
         return None
-    return next((r.tile for r in tuning(device_class(dev)).gemm.mma_over_gemv if r.matches(m, n, k, glu)), None)
+    g = tuning(device_class(dev)).gemm
+    tile = next((r.tile for r in g.mma_over_gemv if r.matches(m, n, k, glu)), None)
+    if tile is None and qtype in g.mmv_types and n >= g.mmv_wide and 9 <= m <= 16:
+        return {}       # gemm_shader takes gemm_mmv.wgsl for these (no tiled-kernel tile)
+    return tile
 
 
 def mmv_splits(rows: int, k: int, glu: bool, device: str = GPU) -> int:
@@ -287,7 +292,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
         if smem > dev.limits.get("max-compute-workgroup-storage-size", 16384):
             raise DeviceError(f"matmul: the decode-batch matrix-unit GEMM needs {smem} B of workgroup memory")
         return "gemm_mmv.wgsl", {"S": MMV_SUBGROUPS, "SPLITS": splits, "PARTIAL": splits > 1 or glu,
-                                 "SMB": smem}, cfg
+                                 "SMB": smem, "WLOAD": qtype.lower()}, cfg
     if glu and short and not short_mma:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM (short chunks take gemm_q)")
     if short and not short_mma:
@@ -429,7 +434,8 @@ class GemmKernel:
                        if self.splits > 1 else None)
         self.glu = bool(defines["GLU"])
         wload = extra.get("WLOAD", "")
-        self.w16 = bool(self.cfg and self.cfg.mma and (self.cfg.half or wload == "q32r16"))
+        self.w16 = bool(self.cfg and self.cfg.mma and (self.cfg.half or wload == "q32r16")) \
+            and not (self.cfg.mmv and qtype != "Q4_K")     # gemm_mmv/q6_k.wgsl reads W as words
         self.w16_only = self.w16 and (qtype == "Q4_K" or wload == "q32r16")   # loaders that read W only so
         # the matrix-unit kernel's x pass applies the RMS norm of a norm prologue (one workgroup per row)
         self.norm_xpass = self.mma and norm_eps is not None

@@ -266,7 +266,7 @@ def gemv_rows(dev: Device, m: int, attrs: dict[str, Any] | None = None, qtype: s
         return True
     if m > tuning(dev).gemv_rows or "gemm" in (attrs or {}):
         return False
-    return bool((attrs or {}).get("one_seq")) or not (qtype and over_gemv(dev, m, qtype, n, k, glu))
+    return bool((attrs or {}).get("one_seq")) or not qtype or over_gemv(dev, m, qtype, n, k, glu) is None
 
 
 def split_rows(n_rows: int, row_bytes: int, limit: int, align: int) -> list[tuple[int, int]]:
@@ -887,10 +887,10 @@ def matmul_checks() -> list[Case]:
 
 @check("matmul_mmv")
 def matmul_mmv_checks() -> list[Case]:
-    """The decode-batch matrix-unit GEMM (gemm_mmv.wgsl, where the adapter has matrix units): 16, 9 and 3
-    rows, output columns past its 128-row workgroups, bias, residual, the GLU (joined weights: through the
-    split-k with an uneven last split; against the f16-product twin with the half loaders' rounding (the
-    joined GLU: tests/test_kernel_gemm.py test_mmv_glu)."""
+    """The decode-batch matrix-unit GEMM (gemm_mmv.wgsl, where the adapter has matrix units), Q4_K and Q6_K:
+    16, 12, 10, 9 and 3 rows, output columns past its 128-row workgroups, bias, residual, split-k with an
+    uneven last split, rows of an odd block count (Q6_K's GPU pairs across rows); against the f16-product
+    twin with the half loaders' rounding (the joined GLU: tests/test_kernel_gemm.py test_mmv_glu)."""
     if not Device.get().has_mma:
         return []
     cases = [replace(mma_gemm_case(matmul_case("Q4_K", m, 1024, n, bias=bias, seed=700 + i), ["Q4_K"]),
@@ -899,6 +899,10 @@ def matmul_mmv_checks() -> list[Case]:
                                                    (3, 130, True, {"mmv_splits": 2})])]
     cases.append(replace(mma_gemm_case(matmul_add_case("Q4_K", 12, 2048, 144, bias=True, seed=710), ["Q4_K"]),
                          attrs={"gemm": {"mmv": True, "mmv_splits": 4}}))
+    cases.append(replace(mma_gemm_case(matmul_case("Q6_K", 16, 1280, 200, bias=True, seed=720), ["Q6_K"]),
+                         attrs={"gemm": {"mmv": True}}))
+    cases.append(replace(mma_gemm_case(matmul_add_case("Q6_K", 10, 1024, 136, bias=False, seed=730), ["Q6_K"]),
+                         attrs={"gemm": {"mmv": True, "mmv_splits": 3}}))
     return cases
 
 
