@@ -545,6 +545,17 @@ def test_mmv_checks(dev):
         assert err <= tol, case.name
 
 
+@pytest.mark.parametrize("gemm", [{"mmv": True}, {"mmv": True, "mmv_splits": 3}])
+def test_mmv_multi_segments(dev, gemm):
+    """matmul_multi on gemm_mmv.wgsl with its weights joined as the backend joins them: the two Q4_K weights as
+    one kernel whose output columns fall into two segments, the Q6_K one alone, biases; split-k (the default
+    split of these narrow outputs, or 3) through the reduction pass, which stores the segments."""
+    _needs_mma(dev)
+    case = mma_gemm_case(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 16, 1024, (70, 130, 67), True, seed=84),
+                         ["Q4_K", "Q6_K"])
+    assert _run_multi_joined(dev, case, (70, 130, 67), {**case.attrs, "gemm": gemm}) == 2 * 3   # x pass, GEMM, sum
+
+
 @pytest.mark.parametrize("m,n,norm,splits", [(16, 136, True, 0), (11, 260, False, 3)])
 def test_mmv_glu(dev, m, n, norm, splits):
     """matmul_glu on gemm_mmv.wgsl (joined gate and up rows, as the backend joins them): partial sums of

@@ -56,8 +56,8 @@ MMV_TYPES = ("Q4_K", "Q6_K")
 """Types with a loader in the decode-batch matrix-unit kernel (``gemm_mmv/<type>.wgsl``; Q4_K reads W as
 16-byte words, Q6_K's 210-byte blocks as words)."""
 MMV_SUBGROUPS = 8
-"""Its subgroups a workgroup, 16 weight rows each (8: x staged once for 128 rows; 4 were 1.5x slower on the
-8B's gate and up rows, docs/perf-log.md, eighteenth session)."""
+"""Its subgroups a workgroup, 16 weight rows each (8: x staged once for 128 rows; 4 were 1.5x slower on a
+28,672 x 4,096 gate + up weight, docs/perf-log.md, eighteenth session)."""
 RAW_TYPES = ("Q8_0", "Q5_0", "Q4_0")
 """Types whose matrix-unit loader reads a unit's words and decodes them a step later (gemm_mma/q32r.wgsl;
 TileConfig.raw16: as 16-byte words, gemm_mma/q32r16.wgsl)."""
@@ -288,7 +288,7 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
             and k % 256 == 0 and dev.has_mma:
         splits = max(mmv_k, 2 if glu else 1) if mmv_k else mmv_splits(n, k, glu, cls)
         cfg = TileConfig(tm=1, tn=MMV_SUBGROUPS, splits=splits, mma=True, half=True, mmv=True)
-        smem = 2 * 16 * 136 * (MMV_SUBGROUPS + 2)
+        smem = 2 * 16 * 136 * (MMV_SUBGROUPS + 2)   # the shader's slots and two x buffers: 16 rows of 136 halves
         if smem > dev.limits.get("max-compute-workgroup-storage-size", 16384):
             raise DeviceError(f"matmul: the decode-batch matrix-unit GEMM needs {smem} B of workgroup memory")
         return "gemm_mmv.wgsl", {"S": MMV_SUBGROUPS, "SPLITS": splits, "PARTIAL": splits > 1 or glu,
