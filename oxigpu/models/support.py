@@ -70,6 +70,9 @@ def markdown() -> str:
         rows.append(f"| quant types | numpy backend only | {', '.join(cpu)} | |")
     int8 = [r["name"] for r in quant if r["int8"]]
     rows.append(f"| quant types | integer dots (int8 x) in the GPU's GEMV and GEMM | {', '.join(int8)} | |")
+    mmv = [r["name"] for r in quant if r["mmv"]]
+    rows.append(f"| quant types | decode batches of 9-16 rows on the matrix units' own kernel (`gemm_mmv`) | "
+                f"{', '.join(mmv)} | |")
     return "\n".join(rows)
 
 
