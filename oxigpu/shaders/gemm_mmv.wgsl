@@ -47,7 +47,7 @@ fn w2(v: vec2<f16>) -> u32 { return bitcast<u32>(v); }
 // Step t's reads: lane e's weight unit (row n0 + e / 2: the loader's) and its share of x's 16 x 16 vec4
 // (zeros past the live rows).
 fn fetch(n0: u32, t: u32, e: u32, lid: u32) {
-  fetch_w(n0 + e / 2u, t, e);
+  ur = load_w(n0 + e / 2u, t, e);
   let mlim = min(D.m, P.n_tokens);
   for (var i = 0u; i < XPL; i++) {
     let w = lid + 32u * S * i;

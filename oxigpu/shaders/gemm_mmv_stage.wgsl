@@ -24,6 +24,6 @@ fn w2(v: vec2<f16>) -> u32 { return pack2x16float(vec2<f32>(v)); }
 fn main(@builtin(local_invocation_index) e: u32, @builtin(workgroup_id) wid: vec3<u32>) {
   row0 = 16u * wid.x;
   step = wid.y;
-  fetch_w(row0 + e / 2u, step, e);
+  ur = load_w(row0 + e / 2u, step, e);
   stage_w(step, e);
 }

@@ -11,13 +11,12 @@ const QB: u32 = 144u;
 struct U { h: vec4<u32>, a: vec4<u32>, b: vec4<u32> }
 var<private> ur: U;
 
-fn fetch_w(n: u32, t: u32, e: u32) {
-  ur = U(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u));
-  if (n < D.rows) {
-    let p = 2u * (t % 2u) + e % 2u;
-    let base = (n * D.row_bytes + (t / 2u) * QB) / 16u;
-    ur = U(W4[base], W4[base + 1u + 2u * p], W4[base + 2u + 2u * p]);
-  }
+// The unit of row n, step t, lane e (zeros past the rows); stage_w reads it from ur.
+fn load_w(n: u32, t: u32, e: u32) -> U {
+  if (n >= D.rows) { return U(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u)); }
+  let p = 2u * (t % 2u) + e % 2u;
+  let base = (n * D.row_bytes + (t / 2u) * QB) / 16u;
+  return U(W4[base], W4[base + 1u + 2u * p], W4[base + 2u + 2u * p]);
 }
 
 // The 4 weights of nibble word w as (q - 8) d + c in the order k0 k2 k1 k3: two words.

@@ -12,18 +12,17 @@ var<private> ur: U;
 
 fn ld4(w: u32) -> vec4<u32> { return vec4<u32>(W[w], W[w + 1u], W[w + 2u], W[w + 3u]); }
 
-fn fetch_w(n: u32, t: u32, e: u32) {
-  ur = U(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec2<u32>(0u), 0u);
-  if (n < D.rows) {
-    let hn = t % 2u;
-    let hp = e % 2u;
-    let blk = n * D.row_bytes + (t / 2u) * QB;        // the block's byte in GGUF's layout
-    let body = ((blk + 2u) & ~3u) / 4u;                // common/dequant.wgsl pair_body, as a word
-    let dw = ((blk & ~3u) + select(QB - 2u, 0u, (blk & 2u) != 0u)) / 4u;   // ... pair_dword
-    let sw = body + 48u + 2u * hn;                    // the half's 8 scale bytes
-    ur = U(ld4(body + 16u * hn + 4u * hp), ld4(body + 16u * hn + 8u + 4u * hp), ld4(body + 32u + 8u * hn + 4u * hp),
+// The unit of row n, step t, lane e (zeros past the rows); stage_w reads it from ur.
+fn load_w(n: u32, t: u32, e: u32) -> U {
+  if (n >= D.rows) { return U(vec4<u32>(0u), vec4<u32>(0u), vec4<u32>(0u), vec2<u32>(0u), 0u); }
+  let hn = t % 2u;
+  let hp = e % 2u;
+  let blk = n * D.row_bytes + (t / 2u) * QB;        // the block's byte in GGUF's layout
+  let body = ((blk + 2u) & ~3u) / 4u;                // common/dequant.wgsl pair_body, as a word
+  let dw = ((blk & ~3u) + select(QB - 2u, 0u, (blk & 2u) != 0u)) / 4u;   // ... pair_dword
+  let sw = body + 48u + 2u * hn;                    // the half's 8 scale bytes
+  return U(ld4(body + 16u * hn + 4u * hp), ld4(body + 16u * hn + 8u + 4u * hp), ld4(body + 32u + 8u * hn + 4u * hp),
            vec2<u32>(W[sw], W[sw + 1u]), (W[dw] >> ((blk & 2u) * 8u)) & 0xFFFFu);
-  }
 }
 
 // The 4 weights of 6-bit word q (a byte each) times s, in the order k0 k2 k1 k3: two words.
