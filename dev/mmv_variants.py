@@ -1,14 +1,15 @@
 """Variant trees of the decode-batch matrix-unit kernel (shaders/gemm_mmv.wgsl), for timing against main on the
-GPU machine: a copy of oxigpu/ and dev/ with the kernel's text rewritten.
+GPU machine: a copy of oxigpu/ and dev/ with one file rewritten (the kernel or its tuning).
 
     python3 dev/mmv_variants.py pf2 .wt/pf2     # then, on the GPU machine, in .wt/pf2:
         python3 -m pytest -q tests/...            # (carry tests/ too: cp -r tests .wt/pf2)
         python3 -m oxigpu bench -m F --batch 16 -p 512 -n 128 -r 1
 
-``pf2``: two steps' loads in flight instead of one. A step is one barrier, so every step waits for its
-workgroup's slowest load; with one step read ahead the 8B's gate + up rows ran at ~820 GB/s (docs/perf-log.md,
-eighteenth session). The step loop is unrolled by two with a register set per half, so that no load's
-destination is moved before it lands (a move would wait for it).
+``rows5``: decode batches of 5-8 rows on it too (tuning.py). ``pf2``: two steps' loads in flight instead of
+one. A step is one barrier, so every step waits for its workgroup's slowest load; with one step read ahead
+the 8B's gate + up rows ran at ~820 GB/s (docs/perf-log.md, eighteenth session). The step loop is unrolled by
+two with a register set per half, so that no load's destination is moved before it lands (a move would wait
+for it).
 """
 from __future__ import annotations
 
@@ -72,7 +73,15 @@ def pf2(src: str) -> str:
     return src.replace("\n@compute @workgroup_size(32 * S)", LOAD_X, 1)
 
 
-VARIANTS = {"pf2": pf2}
+def rows5(src: str) -> str:
+    """tuning.py: 5-16 rows on gemm_mmv (its cost does not grow with the rows up to 16; the GEMV's does)."""
+    old = "m=(9, 16), n=(4096, INF), k=(4096, INF)"
+    assert old in src and "mmv_min_rows: int = 9" in src
+    return src.replace(old, "m=(5, 16), n=(4096, INF), k=(4096, INF)").replace("mmv_min_rows: int = 9",
+                                                                             "mmv_min_rows: int = 5")
+
+
+VARIANTS = {"pf2": ("shaders/gemm_mmv.wgsl", pf2), "rows5": ("backends/wgpu/tuning.py", rows5)}
 
 
 def main() -> None:
@@ -81,9 +90,10 @@ def main() -> None:
         shutil.rmtree(dest)
     for d in ("oxigpu", "dev"):
         shutil.copytree(ROOT / d, dest / d, ignore=shutil.ignore_patterns("__pycache__"))
-    shader = dest / "oxigpu" / "shaders" / "gemm_mmv.wgsl"
-    shader.write_text(VARIANTS[name](shader.read_text()))
-    print(f"{dest}: gemm_mmv.wgsl as {name}")
+    rel, edit = VARIANTS[name]
+    path = dest / "oxigpu" / rel
+    path.write_text(edit(path.read_text()))
+    print(f"{dest}: {rel} as {name}")
 
 
 if __name__ == "__main__":

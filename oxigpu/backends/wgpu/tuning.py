@@ -204,7 +204,9 @@ class GemmTuning:
     """Weight types whose ``mma_over_gemv`` matmuls of up to 16 rows take the decode-batch matrix-unit kernel
     (ops/gemm.py ``MMV_TYPES``, gemm_mmv.wgsl) instead of the tiled one."""
     mmv_wide: int = 65536
-    """...and so do 9-16 rows of weights of at least this many rows (a vocabulary's LM head) whatever their k."""
+    mmv_min_rows: int = 9
+    """...and so do ``mmv_min_rows``-16 rows of weights of at least ``mmv_wide`` rows (a vocabulary's LM head)
+    whatever their k."""
     mmv_fill: float = 0.5
     """...split k until its workgroups make this share of ``slots`` (ops/gemm.py ``mmv_splits``)."""
     mma_over_gemv: tuple[DecodeTile, ...] = ()

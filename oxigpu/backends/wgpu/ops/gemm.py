@@ -241,7 +241,7 @@ def over_gemv(dev: Device, m: int, qtype: str, n: int, k: int, glu: bool = False
         return None
     g = tuning(device_class(dev)).gemm
     tile = next((r.tile for r in g.mma_over_gemv if r.matches(m, n, k, glu)), None)
-    if tile is None and qtype in g.mmv_types and n >= g.mmv_wide and 9 <= m <= 16:
+    if tile is None and qtype in g.mmv_types and n >= g.mmv_wide and g.mmv_min_rows <= m <= 16:
         return {}       # gemm_shader takes gemm_mmv.wgsl for these (no tiled-kernel tile)
     return tile
 
