@@ -58,6 +58,17 @@ def bind(wgpu, dev, pipe, arrays):
     return bufs, bg
 
 
+def run_once(dev, pipe, bg, groups) -> None:
+    """One dispatch of ``pipe`` over ``groups`` workgroups, submitted (its results then readable)."""
+    enc = dev.create_command_encoder()
+    p = enc.begin_compute_pass()
+    p.set_pipeline(pipe)
+    p.set_bind_group(0, bg)
+    p.dispatch_workgroups(*groups)
+    p.end()
+    dev.queue.submit([enc.finish()])
+
+
 def gpu_time(wgpu, dev, pipe, bg, groups, reps: int = 10, warm_s: float = 0.4) -> float:
     """Seconds per dispatch: ``warm_s`` of the same work first (an idle H100 clocks down), then the median
     of 3 passes of ``reps`` dispatches between timestamps."""
@@ -146,13 +157,7 @@ fn main() {{
         if pipe is None:
             continue
         bufs, bg = bind(wgpu, dev, pipe, [aw, bw, np.zeros(M * N, outt[1])])
-        enc = dev.create_command_encoder()
-        p = enc.begin_compute_pass()
-        p.set_pipeline(pipe)
-        p.set_bind_group(0, bg)
-        p.dispatch_workgroups(1)
-        p.end()
-        dev.queue.submit([enc.finish()])
+        run_once(dev, pipe, bg, (1,))
         r = np.frombuffer(dev.queue.read_buffer(bufs[2]), outt[1]).reshape(M, N).astype(np.float64)
         ref = a.astype(np.float64) @ b.astype(np.float64)
         print(f"[{label}] max err {np.abs(r - ref).max():.3g} (|ref| max {np.abs(ref).max():.3g})")

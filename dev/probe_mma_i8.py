@@ -12,7 +12,7 @@ import sys
 import numpy as np
 
 sys.path.insert(0, os.path.dirname(__file__))
-from probe_dawn import bind, gpu_time, instance, mma_device, pipeline  # noqa: E402
+from probe_dawn import bind, gpu_time, instance, mma_device, pipeline, run_once  # noqa: E402
 
 HEAD = ("diagnostic(off, chromium.subgroup_matrix_uniformity);\nenable f16;\n"
         "enable chromium_experimental_subgroup_matrix;\n")
@@ -75,13 +75,7 @@ def main() -> None:
     pipe = pipeline(dev, CHECK, "i8 check")
     if pipe is not None:
         bufs, bg = bind(wgpu, dev, pipe, [a.view(np.int32), b.view(np.int32), np.zeros(256, np.int32)])
-        enc = dev.create_command_encoder()
-        p = enc.begin_compute_pass()
-        p.set_pipeline(pipe)
-        p.set_bind_group(0, bg)
-        p.dispatch_workgroups(1, 1, 1)
-        p.end()
-        dev.queue.submit([enc.finish()])
+        run_once(dev, pipe, bg, (1, 1, 1))
         got = np.frombuffer(dev.queue.read_buffer(bufs[2]), np.int32).reshape(16, 16)
         ref = a.astype(np.int64) @ b.astype(np.int64)
         print(f"i8 16x32 @ 32x16 -> i32: {'exact' if np.array_equal(got, ref) else 'WRONG'} "
