@@ -56,8 +56,8 @@ MMV_TYPES = ("Q4_K", "Q6_K")
 """Types with a loader in the decode-batch matrix-unit kernel (``gemm_mmv/<type>.wgsl``; Q4_K reads W as
 16-byte words, Q6_K's 210-byte blocks as words)."""
 MMV_SUBGROUPS = 8
-"""Its subgroups a workgroup, 16 weight rows each (8: x staged once for 128 rows; 4 were 1.5x slower on a
-28,672 x 4,096 gate + up weight, docs/perf-log.md, eighteenth session)."""
+"""Its subgroups a workgroup, 16 weight rows each: x staged once serves 128 rows (4 subgroups were slower:
+docs/perf-log.md, eighteenth session)."""
 RAW_TYPES = ("Q8_0", "Q5_0", "Q4_0")
 """Types whose matrix-unit loader reads a unit's words and decodes them a step later (gemm_mma/q32r.wgsl;
 TileConfig.raw16: as 16-byte words, gemm_mma/q32r16.wgsl)."""
