@@ -483,20 +483,20 @@ def test_mma_over_gemv(dev, monkeypatch):
 
 def test_mmv_choice(monkeypatch):
     """Decode batches of 9-16 rows of the large Q4_K weights (the mma_over_gemv shapes) take gemm_mmv.wgsl on
-    a device with the matrix units, split k until its 128-row workgroups fill half the slots (the GLU at least
-    2 ways: its gate and up sums meet in the reduction), Q6_K too; Q5_K keeps the tiled kernel, 8 rows and one
-    sequence's plans the GEMV; ``mmv`` in the gemm attr forces (True) or forbids (False) it."""
+    a device with the matrix units, split k until its 128-row workgroups fill half the slots (the GLU's gate
+    and up rows counted together), Q6_K too; Q5_K keeps the tiled kernel, 8 rows and one sequence's plans the
+    GEMV; ``mmv`` in the gemm attr forces (True) or forbids (False) it; x is rounded in the kernel (no x pass)
+    but where a norm prologue needs gemm_xh.wgsl."""
     from oxigpu.backends.wgpu import tuning as tn
     from oxigpu.backends.wgpu.ops.gemm import mmv_splits
     from oxigpu.backends.wgpu.ops.matmul import gemv_rows
     mma = tn.DeviceTraits(has_mma=True)
-    for n, k, glu, splits in ((28672, 4096, True, 2), (4096, 4096, False, 4), (4096, 14336, False, 4),
-                              (65536, 4096, False, 1)):
+    for n, k, glu, splits in ((28672, 4096, True, 1), (4096, 4096, False, 4), (4096, 14336, False, 4),
+                              (65536, 4096, False, 1), (4096, 4096, True, 4)):
         assert not gemv_rows(mma, 16, {}, "Q4_K", n, k, glu)
         shader, defs, cfg = gemm_shader(mma, 16, "Q4_K", n, None, k, glu=glu)
         assert shader == "gemm_mmv.wgsl" and cfg.mmv and cfg.half and cfg.tile == (16, 128)
-        assert cfg.splits == defs["SPLITS"] == splits == mmv_splits(n, k, glu, tn.MMA)
-        assert defs["PARTIAL"] == (splits > 1 or glu)
+        assert cfg.splits == defs["SPLITS"] == splits == mmv_splits(n, k, tn.MMA)
     assert gemm_shader(mma, 16, "Q6_K", 4096, None, 14336)[1]["WLOAD"] == "q6_k"
     assert gemm_shader(mma, 16, "Q5_K", 4096, None, 14336)[0] == "gemm_mma.wgsl"
     # a vocabulary's LM head of any row length (the 1B's: k 2048)
@@ -506,7 +506,7 @@ def test_mmv_choice(monkeypatch):
     assert gemv_rows(mma, 8, {}, "Q4_K", 4096, 4096) and gemv_rows(mma, 16, {"one_seq": True}, "Q4_K", 4096, 4096)
     assert gemm_shader(mma, 3, "Q4_K", 130, {"mmv": True, "mmv_splits": 3}, 1024)[2].splits == 3
     assert gemm_shader(mma, 16, "Q4_K", 4096, {"mmv": False}, 4096)[0] != "gemm_mmv.wgsl"
-    assert mmv_splits(4096, 512, False, tn.MMA) == 2      # each split at least two 128-k steps
+    assert mmv_splits(4096, 512, tn.MMA) == 2      # each split at least two 128-k steps
     assert gemm_shader(tn.DeviceTraits(), 16, "Q4_K", 4096, {"mmv": True}, 4096)[0] != "gemm_mmv.wgsl"
 
 
@@ -537,6 +537,25 @@ def test_mmv_loader(dev, t):
     assert (got == want).mean() > 0.8 and np.abs(want).max() > 0.05
 
 
+def test_mmv_x_f32(dev):
+    """gemm_mmv.wgsl's x rounded from f32 as it is staged (gemm_mmv/x_f32.wgsl, through gemm_mmv_xstage.wgsl
+    on any adapter): every step's 16 x 128 halves equal numpy's f16 of x in the k0 k2 k1 k3 order, the rows
+    past n_tokens zeros (gemm_xh.wgsl's PERM4 words, which it replaces without a norm)."""
+    from oxigpu.backends.wgpu.device import Dispatch
+    k, live = 768, 13
+    x = (np.random.default_rng(9).standard_normal((16, k)) * 40.0).astype(np.float32)
+    pipe = dev.pipeline("gemm_mmv_xstage.wgsl", defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
+    dims = dev.uniform([k, 16, 16, 0, 0, 16, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0])
+    out = dev.upload(np.full((16, k), np.nan, np.float16))
+    dev.write_params(Params(pos=0, n_tokens=live))
+    binds = {0: dev.params_buffer, 1: dims, 2: dev.upload(x), 9: out}
+    dev.submit([Dispatch(pipe, dev.bind_group(pipe, binds), (k // 128, 1, 1))])
+    got = dev.read(out, np.float16, (16, k))
+    want = x.astype(np.float16).reshape(16, k // 4, 4)[:, :, [0, 2, 1, 3]].reshape(16, k)
+    want[live:] = 0
+    assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
+
+
 def test_mmv_checks(dev):
     """The "matmul_mmv" kernel checks (``oxigpu kernels --filter matmul_mmv``) on a device with the units."""
     from oxigpu.backends.wgpu.kernel import CHECKS, case_error, load_kernels, run_case
@@ -553,18 +572,21 @@ def test_mmv_checks(dev):
 def test_mmv_multi_segments(dev, gemm):
     """matmul_multi on gemm_mmv.wgsl with its weights joined as the backend joins them: the two Q4_K weights as
     one kernel whose output columns fall into two segments, the Q6_K one alone, biases; split-k (the default
-    split of these narrow outputs, or 3) through the reduction pass, which stores the segments."""
+    split of these narrow outputs, or 3), summed by each column's last workgroup, which stores the segments:
+    one dispatch a kernel (x rounded in it)."""
     _needs_mma(dev)
     case = mma_gemm_case(matmul_multi_case(("Q4_K", "Q4_K", "Q6_K"), 16, 1024, (70, 130, 67), True, seed=84),
                          ["Q4_K", "Q6_K"])
-    assert _run_multi_joined(dev, case, (70, 130, 67), {**case.attrs, "gemm": gemm}) == 2 * 3   # x pass, GEMM, sum
+    assert _run_multi_joined(dev, case, (70, 130, 67), {**case.attrs, "gemm": gemm}) == 2
 
 
-@pytest.mark.parametrize("m,n,norm,splits", [(16, 136, True, 0), (11, 260, False, 3)])
+@pytest.mark.parametrize("m,n,norm,splits", [(16, 136, True, 0), (11, 260, False, 3), (13, 200, False, 1),
+                                              (16, 72, True, 1)])
 def test_mmv_glu(dev, m, n, norm, splits):
-    """matmul_glu on gemm_mmv.wgsl (joined gate and up rows, as the backend joins them): partial sums of
-    every row, act(gate) * up in the reduction pass; against the f16-product twin, output columns past its
-    128-row workgroups, the last rows past n_tokens, the norm prologue in the x pass."""
+    """matmul_glu on gemm_mmv.wgsl (joined gate and up rows, as the backend joins them): a workgroup's gate
+    subgroups and up subgroups on the same outputs, act(gate) * up stored by it (unsplit) or by each column's
+    last workgroup over the splits' partial sums; against the f16-product twin, output columns past its
+    64-output workgroups, the last rows past n_tokens, the norm prologue in the x pass."""
     _needs_mma(dev)
     _glu_joined(dev, "Q4_K", "silu", m, 1024, n, norm, {"mmv": True, **({"mmv_splits": splits} if splits else {})})
 
@@ -599,14 +621,17 @@ def _glu_joined(dev, t: str, act: str, m: int, k: int, n: int, norm: bool, gemm:
                            [(m, n)])
     ds = kern.encode([dev.upload(case.inputs[0]), (wbuf, 0, wg.nbytes), (wbuf, wg.nbytes, wu.nbytes),
                       *map(dev.upload, nw), y])
-    if mma:     # the x pass and the GEMM (split-k: and the reduction, which pairs gate and up)
-        splits = gemm_shader(dev, m, t, 2 * n, gemm, k, glu=True)[2].splits
-        assert len(ds) == 2 + (splits > 1)
+    if mma:     # the x pass and the GEMM (split-k: and the reduction, which pairs gate and up); gemm_mmv.wgsl
+        # one dispatch (the x pass only for the norm)
+        cfg = gemm_shader(dev, m, t, 2 * n, gemm, k, glu=True)[2]
+        assert len(ds) == (1 + norm if cfg.mmv else 2 + (cfg.splits > 1))
     live = m - 3                                          # the last rows are padding: never written
     dev.write_params(Params(pos=0, n_tokens=live))
-    dev.submit(ds)
-    got = dev.read(y, np.float32, (m, n))
-    assert rel_error(got[:live], case.reference()[0][:live]) <= case.tol
+    for reps in (1, 2):     # replays in one submit (gemm_mmv.wgsl's split counters leave themselves zeroed)
+        dev.write(y, np.full((m, n), np.nan, np.float32))
+        dev.submit(ds * reps)
+        got = dev.read(y, np.float32, (m, n))
+        assert rel_error(got[:live], case.reference()[0][:live]) <= case.tol
 
 
 @pytest.mark.parametrize("t,act,m,k,n,norm,gemm", [

@@ -366,7 +366,7 @@ _MMA_GEMM = GemmTuning(
     # measured, prefill included (docs/perf-log.md, "Decode batches, round 2")
     mma_half_types=("Q4_K", "Q6_K"),
     # ... of which Q4_K and Q6_K on gemm_mmv.wgsl: 16 x 16 tiles of each subgroup's own rows, x staged once
-    # for 128 (docs/perf-log.md, eighteenth session)
+    # for 128, one dispatch (docs/perf-log.md, eighteenth and nineteenth sessions)
     mmv_types=("Q4_K", "Q6_K"),
     # 9-16 decode rows of the large weights (both sides >= 4096) on the matrix units, 32 x 64 tiles split 4
     # ways: faster than the multi-row GEMV there since the loaders read ahead; narrower weights keep the GEMV

@@ -159,7 +159,8 @@ class TileConfig:
     (``loaders`` and ``nb`` unused); ``half``: its ``HALF_TYPES`` weights dequantized in f16 arithmetic
     (``gemm_mma/<type>h.wgsl``; the twin: :func:`half_dequant`); ``wt``: weights staged transposed ([k][n]:
 conflict-free stores for the loaders of 32-weight units). ``mmv``: the decode-batch matrix-unit kernel
-(``gemm_mmv.wgsl``: one 16-row tile, ``16 tn`` weight rows a workgroup, ``splits`` as above)."""
+(``gemm_mmv.wgsl``: one 16-row tile, ``16 tn`` weight rows a workgroup, ``splits`` summed by each column's
+last workgroup, no reduction pass)."""
 
     tm: int = 8
     tn: int = 8
@@ -246,14 +247,14 @@ def over_gemv(dev: Device, m: int, qtype: str, n: int, k: int, glu: bool = False
     return tile
 
 
-def mmv_splits(rows: int, k: int, glu: bool, device: str = GPU) -> int:
-    """gemm_mmv.wgsl's split-k for ``rows`` weight rows over k: the fewest of 1, 2, 4, 8 whose workgroups
-    reach ``GemmTuning.mmv_fill`` of the class's slots, at least 2 for the GLU (its gate and up sums meet in
-    the reduction pass), each split 2 steps of 128 k at least."""
+def mmv_splits(rows: int, k: int, device: str = GPU) -> int:
+    """gemm_mmv.wgsl's split-k for ``rows`` weight rows over k (the GLU's gate and up rows together): the
+    fewest of 1, 2, 4, 8 whose workgroups reach ``GemmTuning.mmv_fill`` of the class's slots, each split 2
+    steps of 128 k at least."""
     t = tuning(device)
     wgs = -(-rows // (16 * MMV_SUBGROUPS))
     splits = next((s for s in (1, 2, 4, 8) if wgs * s >= t.gemm.mmv_fill * t.slots), 8)
-    return max(1, min(max(splits, 2 if glu else 1), k // 256))
+    return max(1, min(splits, k // 256))
 
 
 def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[str, Any] | None = None,
@@ -286,13 +287,13 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
         and qtype != "F32"
     if (mmv or (mmv is None and over is not None and qtype in g.mmv_types)) and qtype in MMV_TYPES and m <= 16 \
             and k % 256 == 0 and dev.has_mma:
-        splits = max(mmv_k, 2 if glu else 1) if mmv_k else mmv_splits(n, k, glu, cls)
+        splits = mmv_k or mmv_splits(n, k, cls)
         cfg = TileConfig(tm=1, tn=MMV_SUBGROUPS, splits=splits, mma=True, half=True, mmv=True)
-        smem = 2 * 16 * 136 * (MMV_SUBGROUPS + 2)   # the shader's slots and two x buffers: 16 rows of 136 halves
+        smem = 2 * 16 * 136 * (MMV_SUBGROUPS + 2) + 16   # the shader's slots, two x buffers (16 rows of 136
+        # halves each) and its split count
         if smem > dev.limits.get("max-compute-workgroup-storage-size", 16384):
             raise DeviceError(f"matmul: the decode-batch matrix-unit GEMM needs {smem} B of workgroup memory")
-        return "gemm_mmv.wgsl", {"S": MMV_SUBGROUPS, "SPLITS": splits, "PARTIAL": splits > 1 or glu,
-                                 "SMB": smem, "WLOAD": qtype.lower()}, cfg
+        return "gemm_mmv.wgsl", {"S": MMV_SUBGROUPS, "SPLITS": splits, "SMB": smem, "WLOAD": qtype.lower()}, cfg
     if glu and short and not short_mma:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM (short chunks take gemm_q)")
     if short and not short_mma:
@@ -429,28 +430,36 @@ class GemmKernel:
         self.splits = self.cfg.splits if self.cfg else 1
         self.q8 = bool(self.cfg and self.cfg.q8)
         self.mma = bool(self.cfg and self.cfg.mma)
+        self.mmv = bool(self.cfg and self.cfg.mmv)
+        # the matrix-unit kernel's x pass applies the RMS norm of a norm prologue (one workgroup per row);
+        # gemm_mmv.wgsl rounds x itself where there is none, and sums its splits itself
+        self.norm_xpass = self.mma and norm_eps is not None
+        if self.mmv:
+            extra = {**extra, "XSRC": "f16" if self.norm_xpass else "f32"}
         self.pipe = dev.pipeline(shader, defines={**defines, **extra})
         self.reduce = (dev.pipeline("gemm_reduce.wgsl", defines={**defines, "SPLITS": self.splits})
-                       if self.splits > 1 else None)
+                       if self.splits > 1 and not self.mmv else None)
         self.glu = bool(defines["GLU"])
         wload = extra.get("WLOAD", "")
         self.w16 = bool(self.cfg and self.cfg.mma and (self.cfg.half or wload == "q32r16")) \
             and not (self.cfg.mmv and qtype != "Q4_K")     # gemm_mmv/q6_k.wgsl reads W as words
         self.w16_only = self.w16 and (qtype == "Q4_K" or wload == "q32r16")   # loaders that read W only so
-        # the matrix-unit kernel's x pass applies the RMS norm of a norm prologue (one workgroup per row)
-        self.norm_xpass = self.mma and norm_eps is not None
         io = {"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "RPT": rows_per_token}
         xh = {**io, "WG": 256 if self.norm_xpass else 64, "HAS_NORM": self.norm_xpass,
               "PERM4": bool(self.cfg and self.cfg.mmv),
               "EPS": f32_lit(norm_eps or 0.0), "RED": "sg" if dev.has_subgroups else "wg"}
         self.xpass = (dev.pipeline("gemm_xq.wgsl", defines=io) if self.q8 else
-                      dev.pipeline("gemm_xh.wgsl", defines=xh) if self.mma else None)
+                      dev.pipeline("gemm_xh.wgsl", defines=xh) if self.mma and not (self.mmv and not self.norm_xpass)
+                      else None)
 
     def x_pass(self, dims: Binding, x: Binding, nw: Binding | None = None) -> tuple[list[Dispatch], dict[int, Binding]]:
         """For the integer-dot kernel: the dispatch rounding x (``dims``: any of this GEMM's, for k and m)
         to int8 into a shared scratch buffer, once per input, and the bindings (6, 8) through which
         :meth:`encode`'s dispatches read it; for the matrix-unit kernel x in f16 (binding 6; RMS-normed
-        with ``nw``, the norm weights, where built with ``norm_eps``); for the f32 kernel nothing."""
+        with ``nw``, the norm weights, where built with ``norm_eps``); for the f32 kernel, and gemm_mmv.wgsl
+        without a norm (it rounds x as it stages it), nothing."""
+        if self.xpass is None:
+            return [], {}
         if self.mma:        # one thread per 8 elements
             nh = 2 * self.m * self.k
             xb, per_group = {6: (scratch_buffer(self.dev, nh, "f16 x"), 0, nh)}, 512
@@ -477,14 +486,18 @@ class GemmKernel:
             grid = (grid[0], row_tiles, 1)
         binds = {PARAMS_BINDING: self.dev.params_buffer, **binds,   # n_tokens: padding row tiles exit
                  **grid_binds(self.dev, self.qtype)}
-        if self.q8 or self.mma:
+        if self.xpass is not None:
             binds = {i: b for i, b in binds.items() if i != 2}
         if self.w16:
             binds[W16_BINDING] = binds.pop(3) if self.w16_only else binds[3]
-        if self.splits == 1:
+        if self.splits == 1 and not self.mmv:
             return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, binds), grid)]
         nbytes = 4 * self.splits * self.m * rows
         part = (scratch_buffer(self.dev, nbytes, "split-k"), 0, nbytes)
+        if self.mmv:        # one dispatch: the last workgroup of a column sums the splits (a counter each;
+            # both buffers bound unsplit too: the shader names them)
+            cnt = (scratch_buffer(self.dev, 4 * grid[0], "mmv counters"), 0, 4 * grid[0])
+            return [Dispatch(self.pipe, self.dev.bind_group(self.pipe, {**binds, 13: part, 14: cnt}), grid)]
         gemm = Dispatch(self.pipe, self.dev.bind_group(self.pipe, {**binds, 5: part}), grid)
         red = {i: binds[i] for i in (PARAMS_BINDING, 1, 4, 5, 7)} | {6: part}
         outs = rows // 2 if self.glu else rows      # GLU: one output per gate and up row pair
