@@ -8,7 +8,9 @@ and up rows (66 MB, ~15 us of memory).
 
     DAWN_TOGGLES=vulkan_enable_f16_on_nvidia python3 dev/probe_mmv.py [--shapes glu,o,down] [--variants ...]
 
-A variant is ``tn<T>ks<S>[bv][ns]``: T 16-row tiles per subgroup, S subgroups a workgroup (k split S ways),
+A variant is ``wx<T>s<S>k<splits>[ld<LDK>][-<ablation>...]`` (``source_wx``: x staged once a workgroup, S
+subgroups on S x T 16-row tiles, split-k over workgroups) or ``tn<T>ks<S>[bv][ns]``: T 16-row tiles per
+subgroup, S subgroups a workgroup (k split S ways),
 ``bv``: the dequantized words stored as 16-byte words through a WGSL buffer view (else one f16 store a
 weight), ``ns``: no barriers around a subgroup's own slot (it alone writes and reads it). x is staged in
 ``gemm_xh.wgsl``'s f16 with each group of 4 k stored as k0 k2 k1 k3 (the order in which two weights an
@@ -32,7 +34,7 @@ from probe_dawn import gpu_time, instance, mma_device, pipeline, run_once  # noq
 from oxigpu.backends.wgpu.ops.gemm import half_dequant  # noqa: E402
 from oxigpu.quant import get_type, quantize  # noqa: E402
 
-SHAPES = {"glu": (28672, 4096), "o": (4096, 4096), "down": (4096, 14336), "k": (1024, 4096),
+SHAPES = {"glu": (28672, 4096), "head": (128256, 4096), "o": (4096, 4096), "down": (4096, 14336), "k": (1024, 4096),
           "glu1b": (16384, 2048), "o1b": (2048, 2048), "down1b": (2048, 8192)}
 """n weight rows, k: the 8B's and the 1B's Q4_K decode nodes (gate and up as one weight)."""
 
@@ -302,20 +304,55 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
 """
 
 
-def source_wx(n: int, k: int, tn: int, s: int, splits: int) -> str:
-    smh = s * 16 * tn * 136 + 2 * 16 * 136
+def source_wx(n: int, k: int, tn: int, s: int, splits: int, abl: str = "", ldk: int = 136) -> str:
+    """``abl`` (ablations, wrong results, for where the time goes): ``nomma`` no products, ``noa`` x's fragment
+    loaded once a step, ``nobar`` no barrier, ``xg`` (exact) x's fragments from storage, no x staging nor
+    barrier, ``nodeq`` the loaded words staged as they are, ``nostw`` the
+    weights loaded but never staged, ``fix`` every workgroup reads the first workgroup's rows (cached).
+    ``ldk``: halves per staged row (a multiple of 8, >= 128)."""
+    smh = s * 16 * tn * ldk + (0 if "xg" in abl else 2 * 16 * ldk)
     view = f"bufferView<array<f16, {smh}>>(&sm, 0)"
     mm = []
     for i in range(8):
+        if "nomma" in abl:
+            continue
+        xa = "xo" if "noa" in abl else f"xo + {16 * i}u"
         mm.append(f"    {{\n      let a = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>({view}, "
-                  f"xo + {16 * i}u, false, LDK);")
+                  f"{xa}, false, LDK);")
         for j in range(tn):
             mm.append(f"      c{j} = subgroupMatrixMultiplyAccumulate(a, subgroupMatrixLoad<subgroup_matrix_right<f16, "
                       f"16, 16>>({view}, slot + {16 * j}u * LDK + {16 * i}u, true, LDK), c{j});")
         mm.append("    }")
-    return SRC_WX.format(UNITS=UNITS, N=n, K=k, TN=tn, S=s, SPLITS=splits, SMB=2 * smh, SMB16=smh // 8,
-                         XPL=-(-256 // (32 * s)),
-                         MMAS="\n".join(mm))
+    units = UNITS
+    if "nodeq" in abl:
+        units = units.replace("let l0 = deq(wv[2u * j], d0, c0); let l1 = deq(wv[2u * j + 1u], d0, c0);",
+                              "let l0 = vec2<u32>(wv[2u * j], q.h.y); let l1 = vec2<u32>(wv[2u * j + 1u], q.h.z);")
+        units = units.replace("let h0 = deq(wv[2u * j] >> 4u, d1, c1); let h1 = deq(wv[2u * j + 1u] >> 4u, d1, c1);",
+                              "let h0 = vec2<u32>(wv[2u * j] >> 4u, q.h.x); let h1 = vec2<u32>(q.h.w, q.h.x);")
+    if "nostw" in abl:
+        units = units.replace("put(o + 8u * j, vec4<u32>(l0, l1));", "sink ^= l0.x ^ l1.y;")
+        units = units.replace("put(o + 32u + 8u * j, vec4<u32>(h0, h1));", "sink ^= h0.y ^ h1.x;")
+    src = SRC_WX.format(UNITS=units, N=n, K=k, TN=tn, S=s, SPLITS=splits, SMB=2 * smh, SMB16=smh // 8,
+                        XPL=-(-256 // (32 * s)), MMAS="\n".join(mm))
+    src = src.replace("const LDK = 136u;", f"const LDK = {ldk}u;\nvar<private> sink: u32;")
+    src = src.replace("  let y0 = wid.z", "  if (sink == 0x12345u) { Y[0] = 1.0; }\n  let y0 = wid.z")
+    if "xg" in abl:     # x's fragments straight from storage (every subgroup the same: L1), no x staging
+        src = src.replace("var<storage, read> XV: array<vec4<u32>>;", "var<storage, read> XF: array<f16>;")
+        src = src.replace("    if (w < 256u) {{ xr[i] = XV[".replace("{{", "{"), "    if (false) { xr[i] = XV[")
+        src = src.replace("    if (w < 256u) { put(xo", "    if (false) { put(xo")
+        src = src.replace("xr[i] = XV[((w / 16u) * K + t * 128u) / 8u + w % 16u];", "")
+        src = src.replace("    workgroupBarrier();\n    if (t + 1u", "    if (t + 1u")
+        a0 = f"subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>({view}, xo + "
+        assert a0 in src
+        src = src.replace(a0, "subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(&XF, t * 128u + ")
+        src = src.replace(", false, LDK);\n      c0", ", false, K);\n      c0")
+    if "nobar" in abl:
+        src = src.replace("    workgroupBarrier();\n    if (t + 1u", "    if (t + 1u")
+    if "fix" in abl:
+        src = src.replace("  let n0 = wid.x * R * S + sg * R;",
+                          "  let n0 = sg * R;\n  let nw = wid.x * R * S + sg * R;")
+        src = src.replace("  let y0 = wid.z * 16u * N + n0;", "  let y0 = wid.z * 16u * N + nw;")
+    return src
 
 
 def permute_x(x16: np.ndarray) -> np.ndarray:
@@ -351,12 +388,13 @@ def main() -> None:
         by = dev.create_buffer(size=16 * n * 4, usage=usage)
         gb = (n * k * 144 // 256) / 1e9
         for v in a.variants.split(","):
-            g = re.fullmatch(r"wx(\d)s(\d)k(\d+)", v)
+            g = re.fullmatch(r"wx(\d)s(\d)k(\d+)(ld\d+)?((?:-[a-z]+)*)", v)
             if g:   # workgroup-shared x: tn, subgroups, splits (partial sums [splits][16][n], added here)
                 tn, sgs, splits = int(g[1]), int(g[2]), int(g[3])
                 if n % (16 * tn * sgs) or (k // 128) % splits:
                     continue
-                src, exact = source_wx(n, k, tn, sgs, splits), True
+                src = source_wx(n, k, tn, sgs, splits, g[5], int(g[4][2:]) if g[4] else 136)
+                exact = g[5] in ("", "-xg")
                 bufs = (bx, bw, dev.create_buffer(size=splits * 16 * n * 4, usage=usage))
                 groups = (n // (16 * tn * sgs), 1, splits)
             else:
