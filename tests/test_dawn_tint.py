@@ -9,8 +9,10 @@ with subgroup matrices, which the Null backend lacks: tests/test_kernel_gemm.py 
 """
 from __future__ import annotations
 
+import itertools
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -91,6 +93,43 @@ def test_every_check_pipeline_passes_tint(dev, tmp_path):
     for i, s in enumerate(srcs):
         (tmp_path / f"{i:03d}-{s.file.replace('/', '_')}.wgsl").write_text(s.source)
     assert _tint_errors(tmp_path) == {}
+
+
+def _stub_matrix_calls(src: str) -> str:
+    """gemm_mmv.wgsl's subgroup-matrix calls as plain f32 arithmetic of the same operands (the Null adapter
+    has no subgroup matrices): the rest of the kernel, its buffer views and uniformity, stays as Tint gets it.
+    Fails where a call is left (a rewritten call site needs its pattern here)."""
+    src = src.replace("enable chromium_experimental_subgroup_matrix;", "")
+    src = src.replace("diagnostic(off, chromium.subgroup_matrix_uniformity);", "")
+    src = src.replace("subgroup_matrix_result<f32, 16, 16>", "f32")
+    src = re.sub(r"subgroupMatrixLoad<subgroup_matrix_(?:left|right)<f16, 16, 16>>\((bufferView<array<f16, SMH>>"
+                 r"\(&sm, 0\)),\s*([^,]+),\s*(?:true|false),\s*(\w+)\)", r"f32((*\1)[\2 + \3])", src)
+    src = src.replace("subgroupMatrixMultiplyAccumulate(a, b, c)", "c + a * b")
+    src = re.sub(r"subgroupMatrixStore\((bufferView<array<f32, SMH / 2u>>\(&sm, 0\)), ([^,]+), c, false, 16u\);",
+                 r"(*\1)[\2] = c;", src)
+    assert "subgroup_matrix" not in src and "subgroupMatrix" not in src
+    return src
+
+
+def test_mmv_passes_tint_but_its_matrix_calls(dev, tmp_path):
+    """gemm_mmv.wgsl (the decode batches' matrix-unit GEMM, which only a GPU with subgroup matrices builds)
+    for every form: x one or two steps a barrier, x from f32 or from the x pass, both loaders, unsplit and
+    split (the last workgroup's sum), plain and GLU; its matrix calls stubbed (``_stub_matrix_calls``)."""
+    from oxigpu.backends.wgpu.ops.gemm import MMV_SUBGROUPS
+
+    i = 0
+    for xs, xsrc, wload, splits, glu in itertools.product((1, 2), ("f16", "f32"), ("q4_k", "q6_k"), (1, 3),
+                                                          (False, True)):
+        smb = 2 * 16 * ((128 // xs + 8) * MMV_SUBGROUPS + 2 * (128 * xs + 8)) + 16
+        defines = {"GLU": glu, "ACT": "silu", "HAS_BIAS": True, "HAS_RES": not glu, "NSEG": 1 if glu else 2,
+                   "S": MMV_SUBGROUPS, "SPLITS": splits, "SMB": smb, "WLOAD": wload, "XS": xs, "XSRC": xsrc}
+        src = dev.shader_source("gemm_mmv.wgsl", defines, implementation="dawn")
+        (tmp_path / f"{i:02d}-gemm_mmv-xs{xs}-{xsrc}-{wload}-s{splits}-glu{int(glu)}.wgsl").write_text(
+            _stub_matrix_calls(src))
+        i += 1
+    (tmp_path / "zz-bad.wgsl").write_text(_stub_matrix_calls(src).replace("let bi = ", "let bi = undefined_name + "))
+    errors = _tint_errors(tmp_path)
+    assert list(errors) == ["zz-bad.wgsl"]
 
 
 def test_tint_check_can_fail(tmp_path):
