@@ -8,8 +8,9 @@
 // x two steps a barrier, each subgroup's slot half a step wide (the slots and buffers fit 48 KiB), staged
 // and multiplied twice a step (gemm_mmv/<type>.wgsl stage_w's halves).
 // Against gemm_mma.wgsl's 32 x 64 tiles (half their rows padding at 16 rows, a barrier pair every 64 k) and
-// the multi-row GEMV (16 integer-dot sums a weight), it leaves the weights' bytes as the bound: x staged
-// per subgroup instead made x's reads 3x the weights' (docs/perf-log.md, eighteenth session).
+// the multi-row GEMV (16 integer-dot sums a weight) it takes a third less time; x staged per subgroup
+// instead made x's reads 3x the weights' (docs/perf-log.md, eighteenth session). What bounds it is the
+// step's barrier, not the weights' bytes (nineteenth session): hence XS 2.
 // Split-k (SPLITS > 1): workgroup z covers steps [z SPT, (z + 1) SPT) and writes its partial sums to PS; the
 // workgroup that brings its column's counter to SPLITS sums every split's partials in z order (as the
 // reduction pass gemm_reduce.wgsl would: the same bits), stores the outputs and resets the counter (as the
