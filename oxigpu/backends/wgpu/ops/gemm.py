@@ -446,14 +446,14 @@ class GemmKernel:
         self.glu = bool(defines["GLU"])
         wload = extra.get("WLOAD", "")
         self.w16 = bool(self.cfg and self.cfg.mma and (self.cfg.half or wload == "q32r16")) \
-            and not (self.cfg.mmv and qtype != "Q4_K")     # gemm_mmv/q6_k.wgsl reads W as words
+            and not (self.mmv and qtype != "Q4_K")     # gemm_mmv/q6_k.wgsl reads W as words
         self.w16_only = self.w16 and (qtype == "Q4_K" or wload == "q32r16")   # loaders that read W only so
         io = {"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1, "RPT": rows_per_token}
         xh = {**io, "WG": 256 if self.norm_xpass else 64, "HAS_NORM": self.norm_xpass,
-              "PERM4": bool(self.cfg and self.cfg.mmv),
+              "PERM4": self.mmv,
               "EPS": f32_lit(norm_eps or 0.0), "RED": "sg" if dev.has_subgroups else "wg"}
         self.xpass = (dev.pipeline("gemm_xq.wgsl", defines=io) if self.q8 else
-                      dev.pipeline("gemm_xh.wgsl", defines=xh) if self.mma and not (self.mmv and not self.norm_xpass)
+                      dev.pipeline("gemm_xh.wgsl", defines=xh) if self.mma and (self.norm_xpass or not self.mmv)
                       else None)
 
     def x_pass(self, dims: Binding, x: Binding, nw: Binding | None = None) -> tuple[list[Dispatch], dict[int, Binding]]:
