@@ -8,7 +8,13 @@ wgpu-native's C API has no switch for those: the prefill GEMM stays on f32 FMAs 
 """
 from __future__ import annotations
 
+import os
+import sys
+
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(__file__))
+from probe_dawn import run_once  # noqa: E402  (plain WebGPU calls)
 
 
 def coop() -> None:
@@ -32,13 +38,7 @@ def coop() -> None:
                                              | wgpu.BufferUsage.COPY_SRC) for b in bufs]
         bg = dev.create_bind_group(layout=pipe.get_bind_group_layout(0),
                                    entries=[{"binding": i, "resource": {"buffer": b}} for i, b in enumerate(gbufs)])
-        enc = dev.create_command_encoder()
-        p = enc.begin_compute_pass()
-        p.set_pipeline(pipe)
-        p.set_bind_group(0, bg)
-        p.dispatch_workgroups(*groups)
-        p.end()
-        dev.queue.submit([enc.finish()])
+        run_once(dev, pipe, bg, groups)
         return np.frombuffer(dev.queue.read_buffer(gbufs[out_idx]), bufs[out_idx].dtype).copy()
 
     rng = np.random.default_rng(0)

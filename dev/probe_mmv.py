@@ -9,9 +9,8 @@ and up rows (66 MB, ~15 us of memory).
     DAWN_TOGGLES=vulkan_enable_f16_on_nvidia python3 dev/probe_mmv.py [--shapes glu,o,down] [--variants ...]
 
 A variant is ``wx<T>s<S>k<splits>[ld<LDK>][-<ablation>...]`` (``source_wx``: x staged once a workgroup, S
-subgroups on S x T 16-row tiles, split-k over workgroups), ``w2s<S>k<splits>`` (``source_w2``: the same with
-x two steps a barrier and half-step weight slots) or ``tn<T>ks<S>[bv][ns]``: T 16-row tiles per
-subgroup, S subgroups a workgroup (k split S ways),
+subgroups on S x T 16-row tiles, split-k over workgroups; x two steps a barrier is gemm_mmv.wgsl's mmv_x2)
+or ``tn<T>ks<S>[bv][ns]``: T 16-row tiles per subgroup, S subgroups a workgroup (k split S ways),
 ``bv``: the dequantized words stored as 16-byte words through a WGSL buffer view (else one f16 store a
 weight), ``ns``: no barriers around a subgroup's own slot (it alone writes and reads it). x is staged in
 ``gemm_xh.wgsl``'s f16 with each group of 4 k stored as k0 k2 k1 k3 (the order in which two weights an
@@ -356,94 +355,6 @@ def source_wx(n: int, k: int, tn: int, s: int, splits: int, abl: str = "", ldk: 
     return src
 
 
-SRC_W2 = """diagnostic(off, chromium.subgroup_matrix_uniformity);
-enable f16;
-enable chromium_experimental_subgroup_matrix;
-requires buffer_view;
-// x two steps a barrier: x's 16 x 256 of two steps staged once per workgroup (double-buffered), each
-// subgroup's weight slot half a step wide (64 k: the slots and x buffers fit 48 KiB), staged and multiplied
-// twice a step with no barrier (only it reads its slot): one barrier per 256 k instead of per 128.
-@group(0) @binding(0) var<storage, read> XV: array<vec4<u32>>;    // x [16][K] f16, each 4 k as k0 k2 k1 k3
-@group(0) @binding(1) var<storage, read> W4: array<vec4<u32>>;
-@group(0) @binding(2) var<storage, read_write> Y: array<f32>;     // [SPLITS][16][N]
-
-const N = {N}u;
-const K = {K}u;
-const TN = 1u;
-const S = {S}u;
-const SPLITS = {SPLITS}u;
-const RV = K / 256u * 9u;
-const NST = K / 128u;
-const SPT = NST / SPLITS;        // steps per split (even)
-const LDK = 72u;                 // a weight slot's rows: 64 k and 8 of padding
-const LDX = 264u;                // an x buffer's rows: 256 k and 8 of padding
-const SLOT = 16u * LDK;
-const WSH = S * SLOT;
-const XSH = 16u * LDX;
-var<workgroup> sm: buffer<{SMB}>;
-
-var<private> xr: array<vec4<u32>, {XPL}>;
-{UNITS}
-fn put(o: u32, v: vec4<u32>) {{ (*bufferView<array<vec4<u32>, {SMB16}>>(&sm, 0))[o / 8u] = v; }}
-
-fn fetch_x(b: u32, lid: u32) {{      // block b: steps 2 b and 2 b + 1, 16 rows x 32 vec4
-  for (var i = 0u; i < {XPL}u; i++) {{
-    let w = lid + 32u * S * i;
-    if (w < 512u) {{ xr[i] = XV[((w / 32u) * K + b * 256u) / 8u + w % 32u]; }}
-  }}
-}}
-
-fn stage_x(b: u32, lid: u32) {{
-  let xo = WSH + (b % 2u) * XSH;
-  for (var i = 0u; i < {XPL}u; i++) {{
-    let w = lid + 32u * S * i;
-    if (w < 512u) {{ put(xo + (w / 32u) * LDX + 8u * (w % 32u), xr[i]); }}
-  }}
-}}
-
-@compute @workgroup_size(32 * S)
-fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: vec3<u32>) {{
-  let sg = lid / 32u;
-  let e = lid % 32u;
-  let n0 = wid.x * 16u * S + sg * 16u;
-  let slot = sg * SLOT;
-  var c0: subgroup_matrix_result<f32, 16, 16>;
-  let t0 = wid.z * SPT;
-  fetch_units(n0, t0, e);
-  fetch_x(t0 / 2u, lid);
-  for (var t = t0; t < t0 + SPT; t += 2u) {{
-    stage_x(t / 2u, lid);
-    workgroupBarrier();
-    if (t + 2u < t0 + SPT) {{ fetch_x(t / 2u + 1u, lid); }}
-    let xo = WSH + ((t / 2u) % 2u) * XSH;
-    for (var j = 0u; j < 2u; j++) {{
-      let st = t + j;
-      for (var h = 0u; h < 2u; h++) {{
-        if (e % 2u == h) {{ stage_units(slot, st, e); }}     // lane parity h holds k 64 h .. 64 h + 63
-        if (h == 1u && st + 1u < t0 + SPT) {{ fetch_units(n0, st + 1u, e); }}
-        for (var kk = 0u; kk < 64u; kk += 16u) {{
-          let a = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>({VIEW}, xo + 128u * j + 64u * h + kk,
-                                                                        false, LDX);
-          let b = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>({VIEW}, slot + kk, true, LDK);
-          c0 = subgroupMatrixMultiplyAccumulate(a, b, c0);
-        }}
-      }}
-    }}
-  }}
-  subgroupMatrixStore(&Y, wid.z * 16u * N + n0, c0, false, N);
-}}
-"""
-
-
-def source_w2(n: int, k: int, s: int, splits: int) -> str:
-    """The ``w2s<S>k<splits>`` form (``SRC_W2``): x two steps a barrier, half-step weight slots."""
-    smh = s * 16 * 72 + 2 * 16 * 264
-    units = UNITS.replace("let o = slot + (u / 2u) * LDK + 64u * (u % 2u);", "let o = slot + (u / 2u) * LDK;")
-    assert units != UNITS
-    return SRC_W2.format(UNITS=units, N=n, K=k, S=s, SPLITS=splits, SMB=2 * smh, SMB16=smh // 8,
-                         XPL=-(-512 // (32 * s)), VIEW=f"bufferView<array<f16, {smh}>>(&sm, 0)")
-
-
 def permute_x(x16: np.ndarray) -> np.ndarray:
     """x's k in groups of 4 as k0 k2 k1 k3 (the kernel's staged weight order)."""
     m, k = x16.shape
@@ -478,15 +389,7 @@ def main() -> None:
         gb = (n * k * 144 // 256) / 1e9
         for v in a.variants.split(","):
             g = re.fullmatch(r"wx(\d)s(\d)k(\d+)(ld\d+)?((?:-[a-z]+)*)", v)
-            g2 = re.fullmatch(r"w2s(\d)k(\d+)", v)
-            if g2:  # x two steps a barrier (partial sums as the wx form's)
-                sgs, splits = int(g2[1]), int(g2[2])
-                if n % (16 * sgs) or (k // 128) % (2 * splits):
-                    continue
-                src, exact = source_w2(n, k, sgs, splits), True
-                bufs = (bx, bw, dev.create_buffer(size=splits * 16 * n * 4, usage=usage))
-                groups = (n // (16 * sgs), 1, splits)
-            elif g:   # workgroup-shared x: tn, subgroups, splits (partial sums [splits][16][n], added here)
+            if g:   # workgroup-shared x: tn, subgroups, splits (partial sums [splits][16][n], added here)
                 tn, sgs, splits = int(g[1]), int(g[2]), int(g[3])
                 if n % (16 * tn * sgs) or (k // 128) % splits:
                     continue
