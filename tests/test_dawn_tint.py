@@ -113,21 +113,23 @@ def _stub_matrix_calls(src: str) -> str:
 
 def test_mmv_passes_tint_but_its_matrix_calls(dev, tmp_path):
     """gemm_mmv.wgsl (the decode batches' matrix-unit GEMM, which only a GPU with subgroup matrices builds)
-    for every form: x one or two steps a barrier, x from f32 or from the x pass, both loaders, unsplit and
-    split (the last workgroup's sum), plain and GLU; its matrix calls stubbed (``_stub_matrix_calls``)."""
-    from oxigpu.backends.wgpu.ops.gemm import MMV_SUBGROUPS
+    for every form: x from f32 or from the x pass, both loaders, unsplit and split (the last workgroup's
+    sum), plain and GLU; its matrix calls stubbed (``_stub_matrix_calls``)."""
+    from oxigpu.backends.wgpu.ops.gemm import gemm_shader
+    from oxigpu.backends.wgpu.tuning import DeviceTraits
 
     i = 0
-    for xs, xsrc, wload, splits, glu in itertools.product((1, 2), ("f16", "f32"), ("q4_k", "q6_k"), (1, 3),
-                                                          (False, True)):
-        smb = 2 * 16 * ((128 // xs + 8) * MMV_SUBGROUPS + 2 * (128 * xs + 8)) + 16
+    for xsrc, wload, splits, glu in itertools.product(("f16", "f32"), ("q4_k", "q6_k"), (1, 3), (False, True)):
+        shader, chosen, _ = gemm_shader(DeviceTraits(has_mma=True), 16, wload.upper(), 4096,
+                                        {"mmv": True, "mmv_splits": splits}, 4096, glu=glu)
+        assert shader == "gemm_mmv.wgsl"
         defines = {"GLU": glu, "ACT": "silu", "HAS_BIAS": True, "HAS_RES": not glu, "NSEG": 1 if glu else 2,
-                   "S": MMV_SUBGROUPS, "SPLITS": splits, "SMB": smb, "WLOAD": wload, "XS": xs, "XSRC": xsrc}
+                   **chosen, "XSRC": xsrc}
         src = dev.shader_source("gemm_mmv.wgsl", defines, implementation="dawn")
-        (tmp_path / f"{i:02d}-gemm_mmv-xs{xs}-{xsrc}-{wload}-s{splits}-glu{int(glu)}.wgsl").write_text(
+        (tmp_path / f"{i:02d}-gemm_mmv-{xsrc}-{wload}-s{splits}-glu{int(glu)}.wgsl").write_text(
             _stub_matrix_calls(src))
         i += 1
-    (tmp_path / "zz-bad.wgsl").write_text(_stub_matrix_calls(src).replace("let bi = ", "let bi = undefined_name + "))
+    (tmp_path / "zz-bad.wgsl").write_text(_stub_matrix_calls(src).replace("let nst = ", "let nst = undefined_name + "))
     errors = _tint_errors(tmp_path)
     assert list(errors) == ["zz-bad.wgsl"]
 

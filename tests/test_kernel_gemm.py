@@ -498,10 +498,6 @@ def test_mmv_choice(monkeypatch):
         assert shader == "gemm_mmv.wgsl" and cfg.mmv and cfg.half and cfg.tile == (16, 128)
         assert cfg.splits == defs["SPLITS"] == splits == mmv_splits(n, k, tn.MMA)
     assert gemm_shader(mma, 16, "Q6_K", 4096, None, 14336)[1]["WLOAD"] == "q6_k"
-    # x two steps a barrier (off by default): half-step weight slots, 35,344 B of workgroup memory
-    assert gemm_shader(mma, 16, "Q4_K", 4096, None, 4096)[1]["XS"] == 1
-    assert gemm_shader(mma, 16, "Q4_K", 4096, {"mmv_x2": True}, 4096)[1]["XS"] == 2
-    assert gemm_shader(mma, 16, "Q4_K", 4096, {"mmv_x2": True}, 4096)[1]["SMB"] == 35344
     assert gemm_shader(mma, 16, "Q5_K", 4096, None, 14336)[0] == "gemm_mma.wgsl"
     # a vocabulary's LM head of any row length (the 1B's: k 2048)
     assert not gemv_rows(mma, 16, {}, "Q6_K", 128256, 2048) and gemv_rows(mma, 16, {}, "Q6_K", 32768, 2048)
@@ -514,15 +510,13 @@ def test_mmv_choice(monkeypatch):
     assert gemm_shader(tn.DeviceTraits(), 16, "Q4_K", 4096, {"mmv": True}, 4096)[0] != "gemm_mmv.wgsl"
 
 
-@pytest.mark.parametrize("halves", [False, True])
 @pytest.mark.parametrize("t", ["Q4_K", "Q6_K"])
-def test_mmv_loader(dev, t, halves):
+def test_mmv_loader(dev, t):
     """gemm_mmv.wgsl's weight loader (gemm_mmv/<type>.wgsl) through gemm_mmv_stage.wgsl, which runs it without
     the matrix units: every step's staged halves of 40 rows (a partial row block; Q6_K's blocks in the GPU's
     pairs, both kinds) against ops/gemm.py half_dequant's in the k0 k2 k1 k3 order, each within one f16 step
     of its 32 weights' largest (test_mma_weight_loaders' bound: lavapipe splits the f16 multiply-add), on
-    random blocks of normal and tiny scales (huge ones overflow f16, as on every half-precision loader).
-    ``halves``: the step staged as its two k halves (the two-steps-a-barrier form), no store outside its half."""
+    random blocks of normal and tiny scales (huge ones overflow f16, as on every half-precision loader)."""
     from oxigpu.backends.wgpu.device import Dispatch
     from oxigpu.quant.samples import random_blocks
     qt = get_type(t)
@@ -531,60 +525,50 @@ def test_mmv_loader(dev, t, halves):
     raw = np.concatenate([random_blocks(qt, n // 2, k, rng, "normal"), random_blocks(qt, n // 2, k, rng, "tiny")])
     want = half_dequant(raw, t).astype(np.float16)
     pipe = dev.pipeline("gemm_mmv_stage.wgsl", defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1,
-                                                         "WLOAD": t.lower(), "HALVES": halves})
+                                                         "WLOAD": t.lower()})
     dims = dev.uniform([k, n, n, 0, raw.shape[1], 16, 0, 0, n, 0, 0, 0, 0, 0, 0, 0])
     out = dev.upload(np.zeros((n, k), np.float16))
-    stray = dev.upload(np.zeros(4, np.uint32))
     w = dev.upload(gpu_layout(np.ascontiguousarray(raw).reshape(-1), t))
-    bg = dev.bind_group(pipe, {1: dims, 12 if t == "Q4_K" else 3: w, 9: out, 10: stray})
+    bg = dev.bind_group(pipe, {1: dims, 12 if t == "Q4_K" else 3: w, 9: out})
     dev.submit([Dispatch(pipe, bg, (-(-n // 16), k // 128, 1))])
-    assert dev.read(stray, np.uint32, (4,))[0] == 0
     got = dev.read(out, np.float16, (n, k)).reshape(n, k // 4, 4)[:, :, [0, 2, 1, 3]].reshape(n, k)
     got, want = got.astype(np.float64), want.astype(np.float64)
     assert _within_block_step(got, want)
     assert (got == want).mean() > 0.8 and np.abs(want).max() > 0.05
 
 
-@pytest.mark.parametrize("xs", [1, 2])
-def test_mmv_x_f32(dev, xs):
+def test_mmv_x_f32(dev):
     """gemm_mmv.wgsl's x rounded from f32 as it is staged (gemm_mmv/x_f32.wgsl, through gemm_mmv_xstage.wgsl
-    on any adapter), a block of ``xs`` steps at a time: every step's 16 x 128 halves equal numpy's f16 of x in
-    the k0 k2 k1 k3 order, the rows past n_tokens zeros (gemm_xh.wgsl's PERM4 words, which it replaces without
-    a norm); an odd step count leaves the last block's second step past k."""
+    on any adapter): every step's 16 x 128 halves equal numpy's f16 of x in the k0 k2 k1 k3 order, the rows
+    past n_tokens zeros (gemm_xh.wgsl's PERM4 words, which it replaces without a norm)."""
     from oxigpu.backends.wgpu.device import Dispatch
-    k, live = 1152, 13
+    k, live = 768, 13
     x = (np.random.default_rng(9).standard_normal((16, k)) * 40.0).astype(np.float32)
-    pipe = dev.pipeline("gemm_mmv_xstage.wgsl", defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1,
-                                                          "XS": xs})
+    pipe = dev.pipeline("gemm_mmv_xstage.wgsl", defines={"HAS_BIAS": False, "HAS_RES": False, "NSEG": 1})
     dims = dev.uniform([k, 16, 16, 0, 0, 16, 0, 0, 16, 0, 0, 0, 0, 0, 0, 0])
     out = dev.upload(np.full((16, k), np.nan, np.float16))
     dev.write_params(Params(pos=0, n_tokens=live))
     binds = {0: dev.params_buffer, 1: dims, 2: dev.upload(x), 9: out}
-    dev.submit([Dispatch(pipe, dev.bind_group(pipe, binds), (-(-k // (128 * xs)), 1, 1))])
+    dev.submit([Dispatch(pipe, dev.bind_group(pipe, binds), (k // 128, 1, 1))])
     got = dev.read(out, np.float16, (16, k))
     want = x.astype(np.float16).reshape(16, k // 4, 4)[:, :, [0, 2, 1, 3]].reshape(16, k)
     want[live:] = 0
     assert np.array_equal(got.view(np.uint16), want.view(np.uint16))
 
 
-@pytest.mark.parametrize("x2", [False, True])
-def test_mmv_checks(dev, x2):
-    """The "matmul_mmv" kernel checks (``oxigpu kernels --filter matmul_mmv``) on a device with the units; and
-    the same cases with x two steps a barrier (``mmv_x2``: odd step counts in a split, the half-step slots)."""
+def test_mmv_checks(dev):
+    """The "matmul_mmv" kernel checks (``oxigpu kernels --filter matmul_mmv``) on a device with the units."""
     from oxigpu.backends.wgpu.kernel import CHECKS, case_error, load_kernels, run_case
     _needs_mma(dev)
     load_kernels()
     cases = CHECKS["matmul_mmv"]()
     assert len(cases) == 6
     for case in cases:
-        if x2:
-            case = replace(case, attrs={"gemm": {**case.attrs["gemm"], "mmv_x2": True}})
         err, tol = case_error(case, run_case(case, dev), case.reference())
         assert err <= tol, case.name
 
 
-@pytest.mark.parametrize("gemm", [{"mmv": True}, {"mmv": True, "mmv_splits": 3},
-                                  {"mmv": True, "mmv_splits": 3, "mmv_x2": True}])
+@pytest.mark.parametrize("gemm", [{"mmv": True}, {"mmv": True, "mmv_splits": 3}])
 def test_mmv_multi_segments(dev, gemm):
     """matmul_multi on gemm_mmv.wgsl with its weights joined as the backend joins them: the two Q4_K weights as
     one kernel whose output columns fall into two segments, the Q6_K one alone, biases; split-k (the default
@@ -596,18 +580,15 @@ def test_mmv_multi_segments(dev, gemm):
     assert _run_multi_joined(dev, case, (70, 130, 67), {**case.attrs, "gemm": gemm}) == 2
 
 
-@pytest.mark.parametrize("x2", [False, True])
 @pytest.mark.parametrize("m,n,norm,splits", [(16, 136, True, 0), (11, 260, False, 3), (13, 200, False, 1),
                                               (16, 72, True, 1)])
-def test_mmv_glu(dev, m, n, norm, splits, x2):
+def test_mmv_glu(dev, m, n, norm, splits):
     """matmul_glu on gemm_mmv.wgsl (joined gate and up rows, as the backend joins them): a workgroup's gate
     subgroups and up subgroups on the same outputs, act(gate) * up stored by it (unsplit) or by each column's
     last workgroup over the splits' partial sums; against the f16-product twin, output columns past its
-    64-output workgroups, the last rows past n_tokens, the norm prologue in the x pass; ``x2``: x two steps a
-    barrier."""
+    64-output workgroups, the last rows past n_tokens, the norm prologue in the x pass."""
     _needs_mma(dev)
-    _glu_joined(dev, "Q4_K", "silu", m, 1024, n, norm, {"mmv": True, "mmv_x2": x2,
-                                                         **({"mmv_splits": splits} if splits else {})})
+    _glu_joined(dev, "Q4_K", "silu", m, 1024, n, norm, {"mmv": True, **({"mmv_splits": splits} if splits else {})})
 
 
 @pytest.mark.parametrize("t,act,m,k,n,norm", [("F16", "silu", 150, 224, 203, False),

@@ -4,13 +4,11 @@
 // ops/gemm.py half_dequant's rounding) into a slot of workgroup memory only it reads; x's 16 rows (in f16,
 // each 4 k stored as k0 k2 k1 k3: the order the nibble words give; gemm_mmv/x_<XSRC>.wgsl: rounded here from
 // f32, or gemm_xh.wgsl's where a norm prologue ran there) are staged once for the whole workgroup,
-// double-buffered. A step is one barrier and 8 products of 16 x 16 x 16 a subgroup; XS 2 (GemmTuning.mmv_x2):
-// x two steps a barrier, each subgroup's slot half a step wide (the slots and buffers fit 48 KiB), staged
-// and multiplied twice a step (gemm_mmv/<type>.wgsl stage_w's halves).
+// double-buffered. A step is one barrier and 8 products of 16 x 16 x 16 a subgroup.
 // Against gemm_mma.wgsl's 32 x 64 tiles (half their rows padding at 16 rows, a barrier pair every 64 k) and
-// the multi-row GEMV (16 integer-dot sums a weight) it takes a third less time; x staged per subgroup
+// the multi-row GEMV (16 integer-dot sums a weight) it takes less time; x staged per subgroup
 // instead made x's reads 3x the weights' (docs/perf-log.md, eighteenth session). What bounds it is the
-// step's barrier, not the weights' bytes (nineteenth session): hence XS 2.
+// step's barrier, not the weights' bytes (nineteenth session).
 // Split-k (SPLITS > 1): workgroup z covers steps [z SPT, (z + 1) SPT) and writes its partial sums to PS; the
 // workgroup that brings its column's counter to SPLITS sums every split's partials in z order (as the
 // reduction pass gemm_reduce.wgsl would: the same bits), stores the outputs and resets the counter (as the
@@ -29,18 +27,13 @@ requires buffer_view;
 const S: u32 = {{S}}u;           // subgroups (of 32 lanes: gemm.py takes this kernel only there)
 const SPLITS: u32 = {{SPLITS}}u;
 const GLU: bool = {{GLU}};
-const XS: u32 = {{XS}}u;          // steps of x a barrier: 1, or 2 with weight slots half a step wide
 const BN: u32 = 16u * S;          // weight rows a workgroup
-const KW: u32 = 128u / XS;        // k a weight slot holds (staged and multiplied 128 / KW times a step)
-const LDK: u32 = KW + 8u;         // halves per staged weight row: KW k and 8 of padding (spreads banks)
-const LDX: u32 = 128u * XS + 8u;  // halves per staged x row
-const SLOT: u32 = 16u * LDK;      // a subgroup's weight slot (later its 16 x 16 f32 results: 512 halves)
-const XSLOT: u32 = 16u * LDX;     // an x buffer: 16 rows of a block of XS steps
+const LDK: u32 = 136u;            // halves per staged row: a step's 128 k and 8 of padding (spreads banks)
+const SLOT: u32 = 16u * LDK;      // a subgroup's weight slot (later its 16 x 16 f32 results)
 const XB: u32 = S * SLOT;         // the first of the two x buffers
-const SMH: u32 = XB + 2u * XSLOT; // halves of the slots and x buffers
+const SMH: u32 = XB + 2u * SLOT;  // halves of the slots and x buffers
 const FLAG: u32 = SMH / 2u;        // the u32 after them: the split count this workgroup brought (SMB has room)
-const XW: u32 = 256u * XS;        // x words (8 halves) a block
-const XPL: u32 = (XW + 32u * S - 1u) / (32u * S);     // of which a lane stages
+const XPL: u32 = (256u + 32u * S - 1u) / (32u * S);   // x vec4s a lane stages per step (16 rows x 16)
 // The only workgroup variable: a second one beside a buffer moved the buffer views' offsets by a word on an
 // NVIDIA GPU (Dawn, Vulkan), so the split count lives in it too (FLAG).
 var<workgroup> sm: buffer<{{SMB}}>;
@@ -57,8 +50,8 @@ fn act(v: f32) -> f32 { return {{ACT}}(v); }
 
 fn put(o: u32, v: vec4<u32>) { (*bufferView<array<vec4<u32>, SMH / 8u>>(&sm, 0))[o / 8u] = v; }
 
-// The loader's 8 halves of row r (of the subgroup's 16), k kh.. of the step, into its slot (of KW k).
-fn put_w(r: u32, kh: u32, v: vec4<u32>) { put(w_slot + r * LDK + kh % KW, v); }
+// The loader's 8 halves of row r (of the subgroup's 16), k kh.. of the step, into its slot.
+fn put_w(r: u32, kh: u32, v: vec4<u32>) { put(w_slot + r * LDK + kh, v); }
 
 // A word's two halves and back (gemm_mmv_stage.wgsl has naga's forms).
 fn h2(u: u32) -> vec2<f16> { return bitcast<vec2<f16>>(u); }
@@ -67,12 +60,19 @@ fn w2(v: vec2<f16>) -> u32 { return bitcast<u32>(v); }
 #include "gemm_mmv/{{WLOAD}}.wgsl"
 #include "gemm_mmv/x_{{XSRC}}.wgsl"
 
-// The x block of steps t .. t + XS - 1 into buffer b (read a block ahead by fetch_x).
-fn stage_x(b: u32, lid: u32) {
-  let xo = XB + b * XSLOT;
+// Step t's reads: lane e's weight unit (row n, the loader's; D.rows for none: zeros) and its share of x.
+fn fetch(n: u32, t: u32, e: u32, lid: u32) {
+  ur = load_w(n, t, e);
+  fetch_x(t, lid);
+}
+
+// Step t's staging: the unit's weights into the subgroup's slot, x's 16 x 16 words into buffer t % 2.
+fn stage(t: u32, e: u32, lid: u32) {
+  stage_w(t, e);
+  let xo = XB + (t % 2u) * SLOT;
   for (var i = 0u; i < XPL; i++) {
     let w = lid + 32u * S * i;
-    if (w < XW) { put(xo + (w / (16u * XS)) * LDX + 8u * (w % (16u * XS)), x_word(i)); }
+    if (w < 256u) { put(xo + (w / 16u) * LDK + 8u * (w % 16u), x_word(i)); }
   }
 }
 
@@ -108,37 +108,21 @@ fn main(@builtin(local_invocation_index) lid: u32, @builtin(workgroup_id) wid: v
   let t0 = min(wid.z * spt, nst);
   let t1 = min(t0 + spt, nst);
   var c: subgroup_matrix_result<f32, 16, 16>;
-  if (t0 < t1) { ur = load_w(nw, t0, e); fetch_x(t0, lid); }
-  // One barrier a block of XS steps: x's buffer b % 2 was last read in block b - 2, before every subgroup
-  // passed block b - 1's barrier; a subgroup's own slot was last read by its own products before, which
-  // issued (their fragments loaded) before its next stores issue. XS 1: a step's weights staged before the
-  // barrier, the next step's read after it; XS 2: each half step's weights staged, then multiplied, the next
-  // step's read once the last half is staged.
-  for (var tb = t0; tb < t1; tb += XS) {
-    let bi = ((tb - t0) / XS) % 2u;
-    stage_x(bi, lid);
-    if (XS == 1u) { stage_w(tb, e, 2u); }
+  if (t0 < t1) { fetch(nw, t0, e, lid); }
+  // One barrier a step: x's buffer t % 2 was last read in step t - 2, before every subgroup passed step
+  // t - 1's barrier; a subgroup's own slot was last read by its own products of step t - 1, which issued
+  // (their fragments loaded) before its stores of step t issue.
+  for (var t = t0; t < t1; t++) {
+    stage(t, e, lid);
     workgroupBarrier();
-    if (tb + XS < t1) { fetch_x(tb + XS, lid); }
-    if (XS == 1u && tb + 1u < t1) { ur = load_w(nw, tb + 1u, e); }
-    let xo = XB + bi * XSLOT;
-    for (var j = 0u; j < XS; j++) {
-      let t = tb + j;
-      if (t < t1) {
-        for (var h = 0u; h < 128u / KW; h++) {
-          if (XS > 1u) {
-            stage_w(t, e, h);
-            if (h == 1u && t + 1u < t1) { ur = load_w(nw, t + 1u, e); }
-          }
-          for (var kk = 0u; kk < KW; kk += 16u) {
-            let a = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(bufferView<array<f16, SMH>>(&sm, 0),
-                                                                          xo + 128u * j + KW * h + kk, false, LDX);
-            let b = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(bufferView<array<f16, SMH>>(&sm, 0),
-                                                                           slot + kk, true, LDK);
-            c = subgroupMatrixMultiplyAccumulate(a, b, c);
-          }
-        }
-      }
+    if (t + 1u < t1) { fetch(nw, t + 1u, e, lid); }
+    let xo = XB + (t % 2u) * SLOT;
+    for (var kk = 0u; kk < 128u; kk += 16u) {
+      let a = subgroupMatrixLoad<subgroup_matrix_left<f16, 16, 16>>(bufferView<array<f16, SMH>>(&sm, 0), xo + kk,
+                                                                    false, LDK);
+      let b = subgroupMatrixLoad<subgroup_matrix_right<f16, 16, 16>>(bufferView<array<f16, SMH>>(&sm, 0),
+                                                                     slot + kk, true, LDK);
+      c = subgroupMatrixMultiplyAccumulate(a, b, c);
     }
   }
   workgroupBarrier();   // every slot's last products done: the slots take the results

@@ -1,22 +1,16 @@
 // gemm_mmv.wgsl's weight loaders (gemm_mmv/<type>.wgsl) without the matrix units, so that software adapters
 // check them (tests/test_kernel_gemm.py test_mmv_loader): workgroup (row block, step) of 32 lanes fetches and
-// stages one step of 16 rows as the kernel does, into OUT [rows][k / 8] (each 4 k as k0 k2 k1 k3). HALVES: as
-// two halves of the step (stage_w's h 0 and 1), each store outside its half counted in STRAY.
+// stages one step of 16 rows as the kernel does, into OUT [rows][k / 8] (each 4 k as k0 k2 k1 k3).
 enable f16;
 #include "common/params.wgsl"
 #include "common/matmul_io.wgsl"
 
 @group(0) @binding(9) var<storage, read_write> OUT: array<vec4<u32>>;
-@group(0) @binding(10) var<storage, read_write> STRAY: array<atomic<u32>>;
-
-const HALVES: bool = {{HALVES}};
 
 var<private> row0: u32;
 var<private> step: u32;
-var<private> half: u32;
 
 fn put_w(r: u32, kh: u32, v: vec4<u32>) {
-  if (HALVES && kh / 64u != half) { atomicAdd(&STRAY[0], 1u); }
   if (row0 + r < D.rows) { OUT[(row0 + r) * (D.k / 8u) + 16u * step + kh / 8u] = v; }
 }
 
@@ -31,12 +25,5 @@ fn main(@builtin(local_invocation_index) e: u32, @builtin(workgroup_id) wid: vec
   row0 = 16u * wid.x;
   step = wid.y;
   ur = load_w(row0 + e / 2u, step, e);
-  if (HALVES) {     // the two-steps-a-barrier kernel stages a step as two halves
-    half = 0u;
-    stage_w(step, e, 0u);
-    half = 1u;
-    stage_w(step, e, 1u);
-  } else {
-    stage_w(step, e, 2u);
-  }
+  stage_w(step, e);
 }

@@ -209,9 +209,6 @@ class GemmTuning:
     whatever their k."""
     mmv_fill: float = 0.5
     """...split k until its workgroups make this share of ``slots`` (ops/gemm.py ``mmv_splits``)."""
-    mmv_x2: bool = False
-    """...with x staged two steps a barrier and weight slots half a step wide (gemm_mmv.wgsl XS 2): the
-    one-step barrier bounds the kernel (docs/perf-log.md, nineteenth session); untimed, off."""
     mma_over_gemv: tuple[DecodeTile, ...] = ()
     """Matmuls of 2 to ``Tuning.gemv_rows`` rows that take the matrix units with the first matching rule's
     tile instead of the multi-row GEMV, where measured faster (one weight per matmul: matmul_multi's

@@ -26,9 +26,7 @@ fn deq4(w: u32, d: vec2<f16>, c: vec2<f16>) -> vec2<u32> {
   return vec2<u32>(w2(a), w2(b));
 }
 
-// Stages the unit's weights in k half h of the step (h 2: all of them); lane parity e % 2 holds half e % 2.
-fn stage_w(t: u32, e: u32, h: u32) {
-  if (h < 2u && e % 2u != h) { return; }
+fn stage_w(t: u32, e: u32) {
   // the pair's two 6-bit scales and mins side by side in 16 bits (get_scale_min_k4 on two bytes at once):
   // sub-blocks 0-3 keep theirs in scales[0..8], 4-7 split over scales[8..12] and the top bits of [0..8]
   let sh = 16u * (e % 2u);

@@ -32,14 +32,12 @@ fn deq4(q: u32, s: vec2<f16>) -> vec2<u32> {
   return vec2<u32>(w2(a), w2(b));
 }
 
-// Stages the unit's weights in k half h of the step (h 2: all of them): groups 2 h and 2 h + 1 (k 32 g + ..).
-fn stage_w(t: u32, e: u32, h: u32) {
+fn stage_w(t: u32, e: u32) {
   let hp = e % 2u;
   let d = unpack2x16float(ur.d).x;
   let r = e / 2u;
   let k0 = 16u * hp;
-  let g0 = select(0u, 2u * h, h < 2u);
-  for (var g = g0; g < select(4u, g0 + 2u, h < 2u); g++) {
+  for (var g = 0u; g < 4u; g++) {
     let i = hp + 2u * g;                      // the scale of l / 16 = hp in group g: byte i of the half's 8
     let sc = extractBits(bitcast<i32>(ur.s[i / 4u]), 8u * (i % 4u), 8u);
     let s = vec2<f16>(f16(d * f32(sc)));

@@ -278,7 +278,6 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
     half = override.pop("half", None)       # not a tile choice: the default tile takes it too
     mmv = override.pop("mmv", None)         # tests: gemm_mmv.wgsl where it can run (True) or never (False),
     mmv_k = override.pop("mmv_splits", 0)   # ... with this split-k
-    mmv_x2 = override.pop("mmv_x2", None)   # ... x two steps a barrier (GemmTuning.mmv_x2)
     cls = device_class(dev)
     g = tuning(cls).gemm
     short = m < g.tiled_min_rows and not override
@@ -290,14 +289,11 @@ def gemm_shader(dev: Device, m: int, qtype: str, n: int = 0, override: Mapping[s
             and k % 256 == 0 and dev.has_mma:
         splits = mmv_k or mmv_splits(n, k, cls)
         cfg = TileConfig(tm=1, tn=MMV_SUBGROUPS, splits=splits, mma=True, half=True, mmv=True)
-        xs = 2 if (g.mmv_x2 if mmv_x2 is None else mmv_x2) else 1
-        # the shader's slots (16 rows of 128 / xs k and 8 of padding), two x buffers (16 rows of 128 xs k and 8)
-        # and its split count
-        smem = 2 * 16 * ((128 // xs + 8) * MMV_SUBGROUPS + 2 * (128 * xs + 8)) + 16
+        smem = 2 * 16 * 136 * (MMV_SUBGROUPS + 2) + 16   # the shader's slots, two x buffers (16 rows of 136
+        # halves each) and its split count
         if smem > dev.limits.get("max-compute-workgroup-storage-size", 16384):
             raise DeviceError(f"matmul: the decode-batch matrix-unit GEMM needs {smem} B of workgroup memory")
-        return "gemm_mmv.wgsl", {"S": MMV_SUBGROUPS, "SPLITS": splits, "SMB": smem, "WLOAD": qtype.lower(),
-                                 "XS": xs}, cfg
+        return "gemm_mmv.wgsl", {"S": MMV_SUBGROUPS, "SPLITS": splits, "SMB": smem, "WLOAD": qtype.lower()}, cfg
     if glu and short and not short_mma:
         raise DeviceError("matmul: the GLU epilogue needs the matrix-unit GEMM (short chunks take gemm_q)")
     if short and not short_mma:
